@@ -1,0 +1,53 @@
+"""Encoding and decoding of params, results and notifications, with decoders cached per type.
+
+`decode_params` turns msgspec's validation message into one that names the offending field in
+its wire (camelCase) spelling, which is what a client author sees in their own code.
+"""
+
+from functools import cache
+from typing import TypeVar
+
+import msgspec
+
+from tether.protocol.base import Wire
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.methods import METHODS, NOTIFICATIONS
+
+T = TypeVar("T", bound=Wire)
+
+_encoder = msgspec.json.Encoder()
+
+
+@cache
+def _decoder(kind: type[object]) -> msgspec.json.Decoder[object]:
+    return msgspec.json.Decoder(kind)
+
+
+def decode_as(kind: type[T], raw: bytes | msgspec.Raw) -> T:
+    return _decoder(kind).decode(raw)
+
+
+def decode_params(method: str, raw: msgspec.Raw | None) -> Wire:
+    """Decode the params of `method`; raise `RpcError(INVALID_PARAMS)` naming the bad field."""
+    kind = METHODS[method].params
+    data: bytes | msgspec.Raw = raw if raw is not None and bytes(raw) != b"null" else b"{}"
+    try:
+        return _decoder(kind).decode(data)
+    except msgspec.ValidationError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, f"invalid params for {method}: {exc}") from exc
+
+
+def decode_result(method: str, raw: bytes | msgspec.Raw) -> Wire:
+    return _decoder(METHODS[method].result).decode(raw)
+
+
+def decode_notification(method: str, raw: bytes | msgspec.Raw) -> Wire:
+    return _decoder(NOTIFICATIONS[method]).decode(raw)
+
+
+def encode(value: object) -> bytes:
+    return _encoder.encode(value)
+
+
+def to_builtins(value: object) -> object:
+    return msgspec.to_builtins(value)

@@ -1,0 +1,59 @@
+"""Error codes clients can see: the JSON-RPC 2.0 set plus tether's own, all in one closed table.
+
+    JSON-RPC            -32700 parse error, -32600 invalid request, -32601 method not found,
+                        -32602 invalid params, -32603 internal error
+    tether (-32000..)   the daemon's own conditions, listed in `ErrorCode`; the message says what
+                        happened and the optional `data` carries structured detail.
+
+`RpcError` is the exception the daemon raises inside a handler; the dispatcher turns it into an
+error response. Anything else escaping a handler becomes -32603 with no traceback on the wire.
+"""
+
+import enum
+
+
+
+class ErrorCode(enum.IntEnum):
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+
+    NOT_INITIALIZED = -32002
+    ALREADY_INITIALIZED = -32003
+    UNSUPPORTED_PROTOCOL = -32004
+    SESSION_NOT_FOUND = -32010
+    TURN_NOT_FOUND = -32011
+    NOT_ATTACHED = -32012
+    NOT_CONTROLLER = -32013
+    NO_RUNNING_TURN = -32014
+    SHUTTING_DOWN = -32030
+
+
+ERROR_DOCS: dict[ErrorCode, str] = {
+    ErrorCode.PARSE_ERROR: "The frame is not valid JSON.",
+    ErrorCode.INVALID_REQUEST: "The JSON is not a JSON-RPC 2.0 request (batches are not supported).",
+    ErrorCode.METHOD_NOT_FOUND: "No such method.",
+    ErrorCode.INVALID_PARAMS: "The params do not match the method's schema; the message names the field.",
+    ErrorCode.INTERNAL_ERROR: "The daemon failed unexpectedly; the daemon log has the details.",
+    ErrorCode.NOT_INITIALIZED: "`initialize` must be the first request on a connection.",
+    ErrorCode.ALREADY_INITIALIZED: "`initialize` was already sent on this connection.",
+    ErrorCode.UNSUPPORTED_PROTOCOL: "The client's protocol version is newer than the daemon's.",
+    ErrorCode.SESSION_NOT_FOUND: "No session with that id in this workspace.",
+    ErrorCode.TURN_NOT_FOUND: "No turn with that id in the session.",
+    ErrorCode.NOT_ATTACHED: "The connection is not attached to that session.",
+    ErrorCode.NOT_CONTROLLER: "Only a controller may do this; the connection attached as observer.",
+    ErrorCode.NO_RUNNING_TURN: "The session has no running turn.",
+    ErrorCode.SHUTTING_DOWN: "The daemon is shutting down and takes no new work.",
+}
+
+
+class RpcError(Exception):
+    """An error that is reported to the client as a JSON-RPC error response."""
+
+    def __init__(self, code: ErrorCode, message: str, data: object = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data

@@ -1,0 +1,56 @@
+"""Items: the parts a turn is made of. Every item has an id that is stable for its lifetime.
+
+An item is announced by `item_started`, may stream `item_delta`s, and ends with
+`item_completed`, whose copy of the item is authoritative (clients replace what they built from
+deltas with it).
+"""
+
+from typing import Literal
+
+from tether.protocol.base import Wire
+
+ToolStatus = Literal["running", "completed", "failed", "cancelled"]
+NoticeLevel = Literal["info", "warning", "error"]
+
+
+class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
+    id: str
+
+
+class UserMessage(Item, frozen=True, kw_only=True, tag="user_message"):
+    text: str
+
+
+class AgentMessage(Item, frozen=True, kw_only=True, tag="agent_message"):
+    """Assistant text. Streams `item_delta`s that append to `text`."""
+
+    text: str = ""
+
+
+class Reasoning(Item, frozen=True, kw_only=True, tag="reasoning"):
+    text: str = ""
+
+
+class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
+    """One tool call the model asked for, with its outcome once completed.
+
+    `arguments` is the raw JSON text the model produced (it may be invalid: then `status` is
+    `failed` and `output` says why). Output deltas stream command output while it runs.
+    """
+
+    call_id: str
+    tool: str
+    arguments: str
+    status: ToolStatus = "running"
+    output: str = ""
+
+
+class Notice(Item, frozen=True, kw_only=True, tag="notice"):
+    """Something the user should know: a failed model call and how to fix it, a retry, a pause."""
+
+    level: NoticeLevel = "info"
+    message: str
+    code: str = ""
+
+
+AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice

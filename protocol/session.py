@@ -1,0 +1,49 @@
+"""Sessions as clients see them: summaries, cursors and snapshots."""
+
+from typing import Literal
+
+from tether.protocol.base import Wire
+from tether.protocol.events import TurnError, TurnStatus, Usage
+from tether.protocol.items import AnyItem
+
+SessionStatus = Literal["idle", "running"]
+Role = Literal["controller", "observer"]
+
+
+class SessionInfo(Wire, frozen=True, kw_only=True):
+    id: str
+    title: str = ""
+    created_at: float
+    updated_at: float
+    status: SessionStatus = "idle"
+    turn_count: int = 0
+
+
+class Cursor(Wire, frozen=True, kw_only=True):
+    """The last event a client has seen. `epoch` null means "the daemon's current epoch"."""
+
+    epoch: str | None = None
+    seq: int = 0
+
+
+class TurnSnapshot(Wire, frozen=True, kw_only=True):
+    id: str
+    status: TurnStatus
+    started_at: float
+    ended_at: float | None = None
+    items: list[AnyItem] = []
+    usage: Usage = Usage()
+    error: TurnError | None = None
+
+
+class SessionSnapshot(Wire, frozen=True, kw_only=True):
+    """The whole state of a session as of event `seq` in `epoch`.
+
+    Items still in progress appear with the content streamed so far; the events after `seq`
+    continue them.
+    """
+
+    session: SessionInfo
+    epoch: str
+    seq: int
+    turns: list[TurnSnapshot] = []
