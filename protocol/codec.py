@@ -27,10 +27,11 @@ def decode_as(kind: type[T], raw: bytes | msgspec.Raw) -> T:
     return _decoder(kind).decode(raw)
 
 
-def decode_params(method: str, raw: msgspec.Raw | None) -> Wire:
-    """Decode the params of `method`; raise `RpcError(INVALID_PARAMS)` naming the bad field."""
+def decode_params(method: str, raw: msgspec.Raw) -> Wire:
+    """Decode the params of `method`; raise `RpcError(INVALID_PARAMS)` naming the bad field.
+    Absent or null params read as `{}`."""
     kind = METHODS[method].params
-    data: bytes | msgspec.Raw = raw if raw is not None and bytes(raw) != b"null" else b"{}"
+    data: bytes | msgspec.Raw = raw if len(raw) and bytes(raw) != b"null" else b"{}"
     try:
         return _decoder(kind).decode(data)
     except msgspec.ValidationError as exc:

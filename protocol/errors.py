@@ -12,7 +12,6 @@ error response. Anything else escaping a handler becomes -32603 with no tracebac
 import enum
 
 
-
 class ErrorCode(enum.IntEnum):
     PARSE_ERROR = -32700
     INVALID_REQUEST = -32600

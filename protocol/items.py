@@ -25,10 +25,13 @@ class AgentMessage(Item, frozen=True, kw_only=True, tag="agent_message"):
     """Assistant text. Streams `item_delta`s that append to `text`."""
 
     text: str = ""
+    step: int = 0
+    """The model call (1-based, within the turn) that produced it."""
 
 
 class Reasoning(Item, frozen=True, kw_only=True, tag="reasoning"):
     text: str = ""
+    step: int = 0
 
 
 class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
@@ -43,6 +46,9 @@ class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
     arguments: str
     status: ToolStatus = "running"
     output: str = ""
+    """What the model is told: the tool's result, or the error it can act on."""
+    step: int = 0
+    """The model call that asked for it; calls of one step answer one assistant message."""
 
 
 class Notice(Item, frozen=True, kw_only=True, tag="notice"):

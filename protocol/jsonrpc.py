@@ -5,8 +5,6 @@ Incoming frames are decoded in two stages: first the envelope with `params` left
 That keeps a malformed params object from hiding the request id, so the error can be addressed.
 """
 
-
-
 import msgspec
 
 from tether.protocol.errors import ErrorCode
@@ -20,8 +18,9 @@ class Envelope(msgspec.Struct, kw_only=True):
     jsonrpc: str | None = None
     id: RequestId | None = None
     method: str | None = None
-    params: msgspec.Raw | None = None
-    result: msgspec.Raw | None = None
+    # msgspec.Raw cannot sit in a union; an absent member is an empty Raw.
+    params: msgspec.Raw = msgspec.Raw(b"")
+    result: msgspec.Raw = msgspec.Raw(b"")
     error: "ErrorObject | None" = None
 
 
@@ -31,14 +30,14 @@ class ErrorObject(msgspec.Struct, kw_only=True, omit_defaults=True):
     data: object = None
 
 
-class Request(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Request(msgspec.Struct, kw_only=True):
     jsonrpc: str = "2.0"
     id: RequestId
     method: str
     params: object = None
 
 
-class Notification(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Notification(msgspec.Struct, kw_only=True):
     jsonrpc: str = "2.0"
     method: str
     params: object = None

@@ -8,7 +8,6 @@ when the committed copy is stale. Clients in other languages are written against
 import json
 import sys
 
-
 import msgspec
 
 from tether.protocol.discovery import DiscoveryInfo
@@ -53,8 +52,10 @@ def build_schema() -> dict[str, object]:
         "methods": methods,
         "notifications": notifications,
         "discoveryFile": discovery,
-        "errors": {str(int(code)): {"name": code.name, "description": doc}
-                   for code, doc in ERROR_DOCS.items()},
+        "errors": {
+            str(int(code)): {"name": code.name, "description": doc}
+            for code, doc in ERROR_DOCS.items()
+        },
         "$defs": defs,
     }
 

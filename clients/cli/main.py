@@ -1,0 +1,367 @@
+"""The `tether` command: a thin client of the workspace daemon.
+
+It imports the protocol and a blocking websocket, never the daemon (it starts the daemon as a
+separate process when none is running), so that `tether run` against a warm daemon costs little
+more than a Python start.
+
+Exit codes: 0 the turn completed (or the command succeeded); 1 the turn failed or the command
+was refused; 2 bad usage or no daemon; 3 the turn was cancelled or interrupted; 4 the turn paused
+at its step budget.
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn
+
+import msgspec
+
+from tether.clients.cli.render import Renderer
+from tether.clients.discovery import (
+    DaemonUnavailable,
+    find_workspace,
+    read_discovery,
+    start_daemon,
+)
+from tether.clients.rpc import CallError, Client
+from tether.clients.websocket import WebSocketError
+from tether.protocol.events import TurnCompleted, TurnStatus
+from tether.protocol.methods import (
+    DaemonStatusResult,
+    SessionAttachParams,
+    SessionAttachResult,
+    SessionCreateParams,
+    SessionCreateResult,
+    SessionEventParams,
+    SessionListResult,
+    SessionRef,
+    TurnCancelParams,
+    TurnCancelResult,
+    TurnStartParams,
+    TurnStartResult,
+)
+from tether.protocol.session import Cursor, SessionInfo
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 3
+EXIT_PAUSED = 4
+
+STATUS_EXIT: dict[TurnStatus, int] = {
+    "completed": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "cancelled": EXIT_CANCELLED,
+    "interrupted": EXIT_CANCELLED,
+    "paused": EXIT_PAUSED,
+    "running": EXIT_FAILED,
+}
+
+_json = msgspec.json.Encoder()
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _die(message: str, code: int) -> NoReturn:
+    print(f"tether: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _workspace(args: argparse.Namespace) -> Path:
+    given: str | None = getattr(args, "workspace", None)
+    if given:
+        path = Path(given).resolve()
+        if not path.is_dir():
+            raise CliError(f"{path} is not a directory", EXIT_USAGE)
+        return path
+    return find_workspace()
+
+
+def _connect(args: argparse.Namespace, *, autostart: bool = True) -> Client:
+    return Client.connect(_workspace(args), autostart=autostart)
+
+
+def _resolve_session(client: Client, ref: str | None) -> SessionInfo:
+    sessions = client.call("session/list", result=SessionListResult).sessions
+    if not sessions:
+        raise CliError("this workspace has no sessions yet; start one with `tether run`")
+    if ref is None:
+        return sessions[0]
+    matches = [s for s in sessions if s.id == ref] or [s for s in sessions if s.id.startswith(ref)]
+    if len(matches) != 1:
+        raise CliError(
+            f"no session matches {ref!r}" if not matches else f"{ref!r} matches several sessions"
+        )
+    return matches[0]
+
+
+class Follower:
+    """Follows one turn's events until it completes, re-attaching after a resync."""
+
+    def __init__(self, client: Client, session_id: str, renderer: Renderer) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.renderer = renderer
+        self.cursor = Cursor(seq=0)
+
+    def attach(self, after: Cursor | None = None) -> SessionAttachResult:
+        result = self.client.call(
+            "session/attach",
+            SessionAttachParams(session_id=self.session_id, after=after, role="controller"),
+            result=SessionAttachResult,
+        )
+        self.cursor = Cursor(epoch=result.epoch, seq=result.from_seq)
+        return result
+
+    def follow(self, turn_id: str) -> TurnStatus:
+        cancelled = False
+        while True:
+            try:
+                method, params = self.client.next_notification()
+            except KeyboardInterrupt:
+                if cancelled:
+                    raise
+                cancelled = True
+                print("\ntether: cancelling (Ctrl-C again to leave it)", file=sys.stderr)
+                self.client.call(
+                    "turn/cancel",
+                    TurnCancelParams(session_id=self.session_id, turn_id=turn_id),
+                    result=TurnCancelResult,
+                )
+                continue
+            if method == "session/resync":
+                self.attach(self.cursor)
+                continue
+            if not isinstance(params, SessionEventParams) or params.session_id != self.session_id:
+                continue
+            self.cursor = Cursor(epoch=params.epoch, seq=params.seq)
+            event_turn = getattr(params.event, "turn_id", None)
+            if event_turn != turn_id:
+                continue
+            self.renderer.event(params)
+            if isinstance(params.event, TurnCompleted):
+                return params.event.status
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    prompt = " ".join(args.prompt).strip()
+    if not prompt:
+        raise CliError("give the prompt as arguments: tether run 'what does main.py do?'", 2)
+    with _connect(args) as client:
+        if args.session:
+            session = _resolve_session(client, args.session)
+        else:
+            session = client.call(
+                "session/create", SessionCreateParams(), result=SessionCreateResult
+            ).session
+        renderer = Renderer(json_mode=args.json)
+        follower = Follower(client, session.id, renderer)
+        if not args.detach:
+            follower.attach()
+        turn_id = client.call(
+            "turn/start",
+            TurnStartParams(session_id=session.id, text=prompt),
+            result=TurnStartResult,
+        ).turn_id
+        if args.detach:
+            print(session.id)
+            return EXIT_OK
+        status = follower.follow(turn_id)
+        if not args.json and status != "completed":
+            print(f"tether: turn {status} (session {session.id})", file=sys.stderr)
+        return STATUS_EXIT[status]
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        session = _resolve_session(client, args.session)
+        renderer = Renderer(json_mode=args.json)
+        follower = Follower(client, session.id, renderer)
+        result = follower.attach()
+        assert result.snapshot is not None
+        renderer.snapshot(result.snapshot)
+        turns = result.snapshot.turns
+        if not turns or turns[-1].status != "running":
+            return EXIT_OK
+        return STATUS_EXIT[follower.follow(turns[-1].id)]
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    with _connect(args) as client:
+        sessions = client.call("session/list", result=SessionListResult).sessions
+    if args.json:
+        print(_json.encode(sessions).decode())
+        return EXIT_OK
+    if not sessions:
+        print("no sessions yet")
+    now = time.time()
+    for s in sessions:
+        age = _age(now - s.updated_at)
+        print(f"{s.id}  {s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {s.title}")
+    return EXIT_OK
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with _connect(args, autostart=False) as client:
+        session = _resolve_session(client, args.session)
+        result = client.call(
+            "turn/cancel", TurnCancelParams(session_id=session.id), result=TurnCancelResult
+        )
+    print(f"cancelled turn {result.turn_id} of session {session.id}")
+    return EXIT_OK
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    workspace = _workspace(args)
+    info = read_discovery(workspace)
+    if args.action == "start":
+        started = info is None
+        if info is None:
+            info = start_daemon(workspace, idle_timeout=args.idle_timeout)
+        fields = {
+            "running": True,
+            "started": started,
+            "pid": info.pid,
+            "port": info.port,
+            "workspace": info.workspace,
+            "version": info.daemon_version,
+        }
+        if args.json:
+            print(_json.encode(fields).decode())
+        else:
+            verb = "started" if started else "already running"
+            print(f"tether daemon {verb}: pid {info.pid}, port {info.port}, {info.workspace}")
+        return EXIT_OK
+    if info is None:
+        if args.json:
+            print(_json.encode({"running": False, "workspace": str(workspace)}).decode())
+        else:
+            print(f"no tether daemon is running for {workspace}")
+        return EXIT_OK if args.action == "stop" else EXIT_FAILED
+    if args.action == "status":
+        with Client.connect(workspace, autostart=False) as client:
+            status = client.call("daemon/status", result=DaemonStatusResult)
+        if args.json:
+            data = msgspec.to_builtins(status)
+            assert isinstance(data, dict)
+            data["running"] = True
+            data["port"] = info.port
+            print(_json.encode(data).decode())
+        else:
+            print(
+                f"tether daemon running: pid {status.pid}, port {info.port}, {status.workspace}\n"
+                f"  clients {status.clients}, sessions loaded {status.sessions_loaded},"
+                f" running turns {status.running_turns}, version {status.daemon_version}"
+            )
+        return EXIT_OK
+    # stop
+    with Client.connect(workspace, autostart=False) as client:
+        client.call("daemon/shutdown")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(info.pid):
+        time.sleep(0.05)
+    if _alive(info.pid):
+        raise CliError(f"the daemon (pid {info.pid}) did not stop within 15 s")
+    print(f"tether daemon stopped (pid {info.pid})")
+    return EXIT_OK
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    argv = [sys.executable, "-m", "tether.daemon.testing.model_server", *args.rest]
+    os.execv(sys.executable, argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Accepted before or after the subcommand; SUPPRESS keeps the subcommand's parser from
+    # overwriting a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workspace",
+        "-w",
+        default=argparse.SUPPRESS,
+        help="project folder (default: the git root above the current one)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", parents=[common], help="run the agent on a prompt")
+    run.add_argument("prompt", nargs="*", help="what to do")
+    run.add_argument("--session", "-s", help="continue this session (id or prefix)")
+    run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
+    run.add_argument("--json", action="store_true", help="one JSON event per line")
+    run.set_defaults(func=cmd_run)
+
+    attach = sub.add_parser("attach", parents=[common], help="catch up with a session, follow it")
+    attach.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    attach.add_argument("--json", action="store_true")
+    attach.set_defaults(func=cmd_attach)
+
+    sessions = sub.add_parser("sessions", parents=[common], help="list sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.set_defaults(func=cmd_sessions)
+
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel a session's running turn")
+    cancel.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    cancel.set_defaults(func=cmd_cancel)
+
+    daemon = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
+    daemon.add_argument("action", choices=["start", "stop", "status"])
+    daemon.add_argument("--json", action="store_true")
+    daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
+    daemon.set_defaults(func=cmd_daemon)
+
+    dev = sub.add_parser("dev", help="tools for plugin authors")
+    dev_sub = dev.add_subparsers(dest="dev_command", required=True)
+    model_server = dev_sub.add_parser(
+        "model-server",
+        help="serve a scripted fake model (OpenAI chat completions) on 127.0.0.1",
+        add_help=False,
+    )
+    model_server.add_argument("rest", nargs=argparse.REMAINDER)
+    model_server.set_defaults(func=cmd_dev)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CliError as exc:
+        _die(str(exc), exc.code)
+    except DaemonUnavailable as exc:
+        _die(str(exc), EXIT_USAGE)
+    except CallError as exc:
+        _die(exc.message, EXIT_FAILED)
+    except (WebSocketError, ConnectionError) as exc:
+        _die(f"lost the connection to the daemon: {exc}", EXIT_USAGE)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

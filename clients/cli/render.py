@@ -1,0 +1,132 @@
+"""Printing a session's events for a person (or, with --json, for a program).
+
+Assistant text streams inline to stdout; each tool call is one line when it starts, marked
+with how it ended; notices (errors, pauses) go to stderr so a pipeline keeps only the answer.
+"""
+
+import sys
+from typing import TextIO
+
+import msgspec
+
+from tether.protocol.events import (
+    AnyEvent,
+    ItemCompleted,
+    ItemDelta,
+    ItemStarted,
+    TurnCompleted,
+)
+from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
+from tether.protocol.methods import SessionEventParams
+from tether.protocol.session import SessionSnapshot
+
+_json = msgspec.json.Encoder()
+MAX_ARGS_SHOWN = 120
+
+
+def describe_call(item: ToolCall) -> str:
+    try:
+        args = msgspec.json.decode(item.arguments or "{}")
+    except msgspec.DecodeError:
+        shown = item.arguments
+    else:
+        if isinstance(args, dict):
+            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
+        else:
+            shown = repr(args)
+    if len(shown) > MAX_ARGS_SHOWN:
+        shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
+    return f"{item.tool}({shown})"
+
+
+class Renderer:
+    def __init__(
+        self, *, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
+        self.json_mode = json_mode
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self._mid_line = False
+        self._streamed: set[str] = set()
+
+    def _newline(self) -> None:
+        if self._mid_line:
+            self.out.write("\n")
+            self._mid_line = False
+
+    def event(self, params: SessionEventParams) -> None:
+        if self.json_mode:
+            self.out.write(_json.encode(params).decode() + "\n")
+            self.out.flush()
+            return
+        self._event(params.event)
+        self.out.flush()
+
+    def _event(self, event: AnyEvent) -> None:
+        match event:
+            case ItemDelta(item_id=item_id, delta=delta):
+                if item_id in self._streamed:
+                    self.out.write(delta)
+                    self._mid_line = not delta.endswith("\n")
+            case ItemStarted(item=AgentMessage(id=item_id)):
+                self._newline()
+                self._streamed.add(item_id)
+            case ItemStarted(item=ToolCall() as call):
+                self._newline()
+                self.out.write(f"→ {describe_call(call)}\n")
+            case ItemCompleted(item=item):
+                self._completed(item)
+            case TurnCompleted():
+                self._newline()
+            case _:
+                pass
+
+    def _completed(self, item: AnyItem) -> None:
+        match item:
+            case AgentMessage(id=item_id, text=text):
+                if item_id not in self._streamed:
+                    self._newline()
+                    self.out.write(text)
+                    self._mid_line = not text.endswith("\n")
+                self._streamed.discard(item_id)
+                self._newline()
+            case ToolCall(status=status, output=output) if status != "completed":
+                self._newline()
+                first = output.strip().splitlines()[0] if output.strip() else ""
+                self.out.write(f"  ✗ {status}: {first[:200]}\n")
+            case Notice(level=level, message=message):
+                self._newline()
+                self.err.write(f"tether: {level}: {message}\n")
+                self.err.flush()
+            case _:
+                pass
+
+    def snapshot(self, snapshot: SessionSnapshot, *, last_turns: int | None = None) -> None:
+        """Print a session's transcript so far (as if its events had been streamed)."""
+        if self.json_mode:
+            self.out.write(_json.encode(snapshot).decode() + "\n")
+            return
+        turns = snapshot.turns if last_turns is None else snapshot.turns[-last_turns:]
+        for turn in turns:
+            running = turn.status == "running"
+            for index, item in enumerate(turn.items):
+                last = index == len(turn.items) - 1
+                if isinstance(item, ToolCall):
+                    self._newline()
+                    self.out.write(f"→ {describe_call(item)}\n")
+                    if item.status not in ("completed", "running"):
+                        self._completed(item)
+                elif isinstance(item, UserMessage):
+                    self._newline()
+                    self.out.write(f"» {item.text}\n")
+                elif isinstance(item, AgentMessage) and running and last:
+                    # Still streaming: later deltas continue this line.
+                    self._newline()
+                    self.out.write(item.text)
+                    self._mid_line = bool(item.text) and not item.text.endswith("\n")
+                    self._streamed.add(item.id)
+                else:
+                    self._completed(item)
+        if not (turns and turns[-1].status == "running"):
+            self._newline()
+        self.out.flush()

@@ -1,0 +1,121 @@
+"""A synchronous JSON-RPC client for the daemon, for thin clients that should start fast.
+
+It imports no async framework: a blocking websocket (wsproto over a socket) is all a CLI needs.
+Calls are typed by the protocol's method table; notifications that arrive while waiting for a
+response are kept, in order, for `next_notification`.
+"""
+
+from collections import deque
+from pathlib import Path
+from typing import TypeVar, cast
+
+import msgspec
+
+from tether.clients.discovery import DaemonUnavailable, read_discovery, start_daemon
+from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.protocol import codec
+from tether.protocol.base import Wire
+from tether.protocol.discovery import DiscoveryInfo
+from tether.protocol.jsonrpc import Envelope, request_frame
+from tether.protocol.methods import METHODS, NOTIFICATIONS, Empty, InitializeParams
+from tether.protocol.version import PROTOCOL_VERSION, __version__
+
+R = TypeVar("R", bound=Wire)
+
+_envelope = msgspec.json.Decoder(Envelope)
+
+
+class CallError(Exception):
+    """The daemon answered a call with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int, message: str) -> None:
+        super().__init__(f"{method}: {message} ({code})")
+        self.method = method
+        self.code = code
+        self.message = message
+
+
+class Client:
+    def __init__(self, ws: WebSocket, info: DiscoveryInfo) -> None:
+        self.ws = ws
+        self.info = info
+        self._next_id = 0
+        self._notifications: deque[tuple[str, Wire]] = deque()
+
+    @classmethod
+    def connect(
+        cls,
+        workspace: Path,
+        *,
+        client_name: str = "tether-cli",
+        autostart: bool = True,
+        idle_timeout: float | None = None,
+    ) -> "Client":
+        """Connect to the workspace's daemon (starting it when allowed) and initialize."""
+        info = read_discovery(workspace)
+        if info is None:
+            if not autostart:
+                raise DaemonUnavailable(f"no daemon is running for {workspace}")
+            info = start_daemon(workspace, idle_timeout=idle_timeout)
+        try:
+            ws = WebSocket.connect(
+                "127.0.0.1", info.port, headers={"Authorization": f"Bearer {info.token}"}
+            )
+        except HandshakeRejected as exc:
+            raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
+        except OSError as exc:
+            raise DaemonUnavailable(
+                f"the daemon for {workspace} (pid {info.pid}) did not accept a connection: {exc}"
+            ) from exc
+        client = cls(ws, info)
+        client.call(
+            "initialize",
+            InitializeParams(
+                client_name=client_name,
+                client_version=__version__,
+                protocol_version=PROTOCOL_VERSION,
+            ),
+        )
+        return client
+
+    def close(self) -> None:
+        self.ws.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, method: str, params: Wire | None = None, result: type[R] = Wire) -> R:
+        """Send a request and wait for its response; raise `CallError` for an error response."""
+        self._next_id += 1
+        request_id = f"c{self._next_id}"
+        self.ws.send(request_frame(request_id, method, params or Empty()))
+        while True:
+            envelope = _envelope.decode(self.ws.recv())
+            if envelope.method is not None:
+                self._keep_notification(envelope)
+                continue
+            if envelope.error is not None and envelope.id in (request_id, None):
+                # An id-less error answers a request the daemon could not read: this one.
+                raise CallError(method, envelope.error.code, envelope.error.message)
+            if envelope.id != request_id:
+                continue
+            return cast(R, codec.decode_result(method, envelope.result))
+
+    def next_notification(self, timeout: float | None = None) -> tuple[str, Wire]:
+        """The next notification, waiting up to `timeout` (TimeoutError after that)."""
+        while not self._notifications:
+            envelope = _envelope.decode(self.ws.recv(timeout))
+            if envelope.method is not None:
+                self._keep_notification(envelope)
+        return self._notifications.popleft()
+
+    def _keep_notification(self, envelope: Envelope) -> None:
+        method = envelope.method
+        if method in NOTIFICATIONS and len(envelope.params):
+            self._notifications.append((method, codec.decode_notification(method, envelope.params)))
+
+
+__all__ = ["METHODS", "CallError", "Client", "DaemonUnavailable"]

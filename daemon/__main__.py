@@ -1,0 +1,72 @@
+"""`python -m tether.daemon --workspace DIR`: run the daemon for one workspace in the
+foreground. Clients start it this way (detached) when no daemon answers for their workspace.
+
+Exit codes: 0 after a clean stop, 2 for bad arguments or configuration, 3 when another daemon
+already serves the workspace (its discovery file says where).
+"""
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import trio
+
+from tether.daemon import paths
+from tether.daemon.config import ConfigError, load_config
+from tether.daemon.daemon import Daemon
+from tether.daemon.lifecycle import AlreadyRunning
+from tether.protocol.discovery import workspace_key
+
+EXIT_ALREADY_RUNNING = 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tether-daemon", description=__doc__)
+    parser.add_argument("--workspace", required=True, help="the project folder to serve")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        help="seconds with no client and no running turn before exiting (0 = never)",
+    )
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    workspace = Path(args.workspace).resolve()
+    if not workspace.is_dir():
+        print(f"tether daemon: {workspace} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        print(f"tether daemon: bad config: {exc}", file=sys.stderr)
+        return 2
+    _setup_logging(str(workspace), args.log_level)
+    daemon = Daemon(workspace, config, idle_timeout=args.idle_timeout)
+    try:
+        daemon.lock.acquire()
+    except AlreadyRunning:
+        print(f"tether daemon: another daemon already serves {workspace}", file=sys.stderr)
+        return EXIT_ALREADY_RUNNING
+    try:
+        trio.run(daemon.run)
+    finally:
+        daemon.lock.release()
+    return 0
+
+
+def _setup_logging(workspace: str, level: str) -> None:
+    log_dir = paths.log_dir()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(log_dir / f"daemon-{workspace_key(workspace)}.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.addHandler(logging.StreamHandler())
+    root.setLevel(level.upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("trio-websocket").setLevel(logging.WARNING)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

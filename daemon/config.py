@@ -1,0 +1,70 @@
+"""Configuration: the user's config file, then the environment, then command-line flags.
+
+The file is `config.toml` in the platformdirs user config dir (`~/.config/tether/` on Linux).
+Provider settings are protected: they come only from the user's file, the environment and
+flags, never from anything inside the workspace, so a cloned repository cannot redirect the
+agent to another model server or key.
+"""
+
+import os
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from tether.daemon import paths
+
+DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
+DEFAULT_MODEL = "qwen3-coder"
+
+
+class ConfigError(Exception):
+    """The config file cannot be read; the message names the file and the problem."""
+
+
+class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_MODEL
+    api_key: str = ""
+    request_timeout: float = 300.0
+    """Seconds a model stream may stay silent before it is abandoned."""
+
+
+class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    provider: ProviderConfig = msgspec.field(default_factory=ProviderConfig)
+    max_steps: int = 60
+    """Model calls a turn may make before it pauses."""
+    idle_timeout: float = 900.0
+    """Seconds with no client and no running turn before the daemon exits; 0 = never."""
+
+
+def config_file() -> Path:
+    return paths.config_dir() / "config.toml"
+
+
+def load_config(env: dict[str, str] | None = None, path: Path | None = None) -> Config:
+    env = dict(os.environ) if env is None else env
+    path = path or config_file()
+    raw: dict[str, object] = {}
+    if path.exists():
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+    try:
+        config = msgspec.convert(raw, Config)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    provider = config.provider
+    overrides: dict[str, str] = {}
+    if value := env.get("TETHER_BASE_URL"):
+        overrides["base_url"] = value
+    if value := env.get("TETHER_MODEL"):
+        overrides["model"] = value
+    if value := env.get("TETHER_API_KEY") or (
+        "" if provider.api_key else env.get("OPENAI_API_KEY", "")
+    ):
+        overrides["api_key"] = value
+    if overrides:
+        provider = msgspec.structs.replace(provider, **overrides)
+    return msgspec.structs.replace(config, provider=provider)

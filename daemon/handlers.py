@@ -1,0 +1,151 @@
+"""The daemon's JSON-RPC methods, one coroutine per entry of the protocol's method table."""
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
+
+from tether.daemon.connection import Connection, Handler, Reply
+from tether.daemon.session import Session
+from tether.protocol.base import Wire
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.methods import (
+    METHODS,
+    DaemonStatusResult,
+    Empty,
+    InitializeParams,
+    InitializeResult,
+    SessionAttachParams,
+    SessionCreateParams,
+    SessionCreateResult,
+    SessionListResult,
+    SessionReadResult,
+    SessionRef,
+    ToolsListResult,
+    TurnCancelParams,
+    TurnCancelResult,
+    TurnStartParams,
+    TurnStartResult,
+)
+from tether.protocol.version import PROTOCOL_VERSION, __version__
+
+if TYPE_CHECKING:
+    from tether.daemon.daemon import Daemon
+
+
+class Handlers:
+    def __init__(self, daemon: "Daemon") -> None:
+        self.daemon = daemon
+        self.sessions = daemon.sessions
+
+    def table(self) -> dict[str, Handler]:
+        table: dict[str, Handler] = {
+            "initialize": self.initialize,
+            "daemon/status": self.daemon_status,
+            "daemon/shutdown": self.daemon_shutdown,
+            "session/create": self.session_create,
+            "session/list": self.session_list,
+            "session/read": self.session_read,
+            "session/attach": self.session_attach,
+            "session/detach": self.session_detach,
+            "turn/start": self.turn_start,
+            "turn/cancel": self.turn_cancel,
+            "tools/list": self.tools_list,
+        }
+        missing = set(METHODS) - set(table)
+        assert not missing, f"methods without a handler: {missing}"
+        return table
+
+    async def _controller_session(self, conn: Connection, session_id: str) -> Session:
+        session = await self.sessions.get(session_id)
+        if conn.role_in(session) == "observer":
+            raise RpcError(
+                ErrorCode.NOT_CONTROLLER,
+                f"this connection observes session {session_id}; attach as controller to steer",
+            )
+        return session
+
+    async def initialize(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(InitializeParams, params)
+        if conn.initialized:
+            raise RpcError(ErrorCode.ALREADY_INITIALIZED, "initialize was already sent")
+        if p.protocol_version > PROTOCOL_VERSION:
+            raise RpcError(
+                ErrorCode.UNSUPPORTED_PROTOCOL,
+                f"client speaks protocol {p.protocol_version}; this daemon speaks"
+                f" {PROTOCOL_VERSION}: update tether",
+            )
+        conn.initialized = True
+        conn.client_name = p.client_name
+        return InitializeResult(
+            protocol_version=PROTOCOL_VERSION,
+            daemon_version=__version__,
+            workspace=str(self.daemon.workspace),
+            pid=os.getpid(),
+        )
+
+    async def daemon_status(self, conn: Connection, params: Wire) -> Wire:
+        d = self.daemon
+        return DaemonStatusResult(
+            pid=os.getpid(),
+            workspace=str(d.workspace),
+            daemon_version=__version__,
+            protocol_version=PROTOCOL_VERSION,
+            started_at=d.started_at,
+            clients=len(d.connections),
+            sessions_loaded=self.sessions.loaded_count,
+            running_turns=self.sessions.running_count,
+            idle_timeout=d.idle_timeout,
+        )
+
+    async def daemon_shutdown(self, conn: Connection, params: Wire) -> Wire:
+        self.daemon.request_shutdown("requested by a client")
+        return Empty()
+
+    async def session_create(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(SessionCreateParams, params)
+        session = await self.sessions.create(p.title)
+        return SessionCreateResult(session=session.info())
+
+    async def session_list(self, conn: Connection, params: Wire) -> Wire:
+        return SessionListResult(sessions=await self.sessions.list())
+
+    async def session_read(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(SessionRef, params)
+        session = await self.sessions.get(p.session_id)
+        return SessionReadResult(snapshot=session.snapshot())
+
+    async def session_attach(self, conn: Connection, params: Wire) -> Wire | Reply:
+        p = cast(SessionAttachParams, params)
+        session = await self.sessions.get(p.session_id)
+        # No await from here to the return: the replay and the subscription are one step.
+        session.detach(conn)
+        result, replay = session.attach(conn, p.role, p.after)
+        conn.sessions[session.id] = session
+        return Reply(result, replay)
+
+    async def session_detach(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(SessionRef, params)
+        session = conn.sessions.pop(p.session_id, None)
+        if session is None or not session.detach(conn):
+            raise RpcError(ErrorCode.NOT_ATTACHED, f"not attached to session {p.session_id}")
+        return Empty()
+
+    async def turn_start(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(TurnStartParams, params)
+        if not p.text.strip():
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
+            )
+        session = await self._controller_session(conn, p.session_id)
+        return TurnStartResult(turn_id=self.sessions.start_turn(session, p.text))
+
+    async def turn_cancel(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(TurnCancelParams, params)
+        session = await self._controller_session(conn, p.session_id)
+        return TurnCancelResult(turn_id=self.sessions.cancel_turn(session, p.turn_id))
+
+    async def tools_list(self, conn: Connection, params: Wire) -> Wire:
+        return ToolsListResult(tools=self.sessions.tools.infos())
+
+
+HandlerFactory = Callable[["Daemon"], Handlers]

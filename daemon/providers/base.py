@@ -1,0 +1,104 @@
+"""The seam between the turn loop and a model provider.
+
+Errors (one hierarchy, mapped from httpx at the provider's edge):
+
+    ModelError                 the call failed; `message` says what to fix
+    ├── ModelUnreachable       nothing answered at the base URL (connection refused, DNS, TLS)
+    ├── ModelHTTPError         the server answered with an HTTP error status
+    └── ModelProtocolError     the server answered, but not in the expected format, or the
+                               stream ended early
+
+`retryable` marks the failures worth retrying (busy server, dropped stream); `retry_after`
+carries the server's own hint in seconds when it gave one.
+"""
+
+from collections.abc import Callable
+from typing import Protocol
+
+import msgspec
+
+
+class ToolCallRequest(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: str
+
+
+class ModelUsage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False
+
+
+class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCallRequest] = []
+    finish_reason: str = "stop"
+    usage: ModelUsage = ModelUsage()
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Messages are pre-encoded provider-format JSON (`msgspec.Raw`), encoded once each."""
+
+    messages: list[msgspec.Raw]
+    tools: msgspec.Raw | None = None
+
+
+class ModelError(Exception):
+    code = "model_error"
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelUnreachable(ModelError):
+    code = "model_unreachable"
+
+
+class ModelHTTPError(ModelError):
+    code = "model_http_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable, retry_after=retry_after)
+        self.status = status
+
+
+class ModelProtocolError(ModelError):
+    code = "model_protocol_error"
+
+
+class StreamCallbacks(Protocol):
+    def on_text(self, delta: str) -> None: ...
+    def on_reasoning(self, delta: str) -> None: ...
+
+
+class ModelClient(Protocol):
+    """Makes one streamed model call.
+
+    `complete` reports text as it streams through `callbacks` and returns the assembled
+    response. Cancelling it closes the HTTP stream at once.
+    """
+
+    model: str
+
+    async def complete(
+        self, request: ModelRequest, callbacks: StreamCallbacks
+    ) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+OnText = Callable[[str], None]

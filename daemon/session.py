@@ -1,0 +1,283 @@
+"""One session: its state, its event stream and the clients subscribed to it.
+
+Every change goes through `emit`, which, in one synchronous step (so no other task can slip
+in between): numbers the event (`seq`, gap-free within the epoch), folds it into the state,
+encodes its notification frame once, keeps the frame in the replay ring, queues it for the
+store unless it is ephemeral, and offers it to every subscriber. `attach` is synchronous too:
+the replay (or snapshot) and the subscription happen with no await between them, which is what
+makes "nothing lost, nothing doubled" hold.
+
+A subscriber whose queue is full is dropped and told to resync; it re-attaches with its cursor.
+"""
+
+import secrets
+import time
+from typing import Protocol
+
+import msgspec
+
+from tether.daemon.events import EventRing
+from tether.daemon.store import SessionRow, Store
+from tether.protocol.events import (
+    EPHEMERAL_EVENTS,
+    AnyEvent,
+    ItemCompleted,
+    ItemDelta,
+    ItemStarted,
+    SessionRenamed,
+    TurnCompleted,
+    TurnError,
+    TurnStarted,
+    TurnStatus,
+    Usage,
+)
+from tether.protocol.items import AgentMessage, AnyItem, Reasoning, ToolCall
+from tether.protocol.jsonrpc import notification_frame
+from tether.protocol.methods import (
+    SessionAttachResult,
+    SessionEventParams,
+    SessionResyncParams,
+)
+from tether.protocol.session import (
+    Cursor,
+    Role,
+    SessionInfo,
+    SessionSnapshot,
+    TurnSnapshot,
+)
+
+_event_encoder = msgspec.json.Encoder()
+event_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+
+INTERRUPTED_OUTPUT = "[interrupted: the daemon stopped before this tool call finished]"
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+class Subscriber(Protocol):
+    def offer(self, frame: bytes) -> bool:
+        """Queue a live event frame; False when the subscriber's queue is full."""
+        ...
+
+    def send_nowait(self, frame: bytes) -> None:
+        """Queue a frame regardless of the limit (responses, replays, resync notices)."""
+        ...
+
+
+class TurnState:
+    __slots__ = ("ended_at", "error", "id", "items", "partial", "started_at", "status", "usage")
+
+    def __init__(self, turn_id: str, started_at: float) -> None:
+        self.id = turn_id
+        self.status: TurnStatus = "running"
+        self.started_at = started_at
+        self.ended_at: float | None = None
+        self.items: dict[str, AnyItem] = {}
+        self.partial: dict[str, list[str]] = {}
+        self.usage = Usage()
+        self.error: TurnError | None = None
+
+    def snapshot(self) -> TurnSnapshot:
+        items: list[AnyItem] = []
+        for item_id, item in self.items.items():
+            parts = self.partial.get(item_id)
+            if parts:
+                item = _with_partial(item, "".join(parts))
+            items.append(item)
+        return TurnSnapshot(
+            id=self.id,
+            status=self.status,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            items=items,
+            usage=self.usage,
+            error=self.error,
+        )
+
+
+def _with_partial(item: AnyItem, text: str) -> AnyItem:
+    if isinstance(item, AgentMessage | Reasoning):
+        return msgspec.structs.replace(item, text=item.text + text)
+    if isinstance(item, ToolCall):
+        return msgspec.structs.replace(item, output=item.output + text)
+    return item
+
+
+class Session:
+    def __init__(self, row: SessionRow, store: Store, *, last_seq: int = 0) -> None:
+        self.id = row.id
+        self.title = row.title
+        self.created_at = row.created_at
+        self.updated_at = row.updated_at
+        self.store = store
+        self.epoch = secrets.token_hex(8)
+        self.seq = last_seq
+        self.turns: list[TurnState] = []
+        self._turns_by_id: dict[str, TurnState] = {}
+        self.ring = EventRing(first_seq=last_seq + 1)
+        self.subscribers: dict[Subscriber, Role] = {}
+        self.queued: list[str] = []
+
+    # --- loading --------------------------------------------------------------------------
+
+    @classmethod
+    def restore(cls, row: SessionRow, store: Store, events: list[tuple[int, bytes]]) -> "Session":
+        """Rebuild a session from its persisted events, in a new epoch. A turn that was still
+        running when the last daemon stopped is closed as interrupted (and persisted so)."""
+        last_seq = events[-1][0] if events else 0
+        session = cls(row, store, last_seq=last_seq)
+        for _, body in events:
+            session._apply(event_decoder.decode(body))
+        for turn in session.turns:
+            if turn.status == "running":
+                session._interrupt(turn)
+        return session
+
+    def _interrupt(self, turn: TurnState) -> None:
+        for item in list(turn.items.values()):
+            if isinstance(item, ToolCall) and item.status == "running":
+                self.emit(
+                    ItemCompleted(
+                        turn_id=turn.id,
+                        item=msgspec.structs.replace(
+                            item, status="cancelled", output=INTERRUPTED_OUTPUT
+                        ),
+                    )
+                )
+        self.emit(
+            TurnCompleted(
+                turn_id=turn.id,
+                status="interrupted",
+                ended_at=time.time(),
+                usage=turn.usage,
+                error=TurnError(
+                    code="interrupted",
+                    message="The daemon stopped while this turn ran. Send `continue` to resume.",
+                ),
+            )
+        )
+
+    # --- the event stream -----------------------------------------------------------------
+
+    def emit(self, event: AnyEvent) -> int:
+        self.seq += 1
+        seq = self.seq
+        self._apply(event)
+        frame = notification_frame(
+            "session/event",
+            SessionEventParams(session_id=self.id, epoch=self.epoch, seq=seq, event=event),
+        )
+        self.ring.append(seq, frame)
+        if not isinstance(event, EPHEMERAL_EVENTS):
+            self.store.append_event_nowait(self.id, seq, _event_encoder.encode(event))
+            if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed):
+                self.updated_at = time.time()
+                self.store.update_session_nowait(
+                    self.id,
+                    updated_at=self.updated_at,
+                    title=self.title,
+                    turn_count=len(self.turns),
+                    running_turn=self.running_turn_id,
+                )
+        dropped: list[Subscriber] = []
+        for subscriber in self.subscribers:
+            if not subscriber.offer(frame):
+                dropped.append(subscriber)
+        for subscriber in dropped:
+            del self.subscribers[subscriber]
+            subscriber.send_nowait(
+                notification_frame(
+                    "session/resync",
+                    SessionResyncParams(
+                        session_id=self.id,
+                        reason="the client fell behind; re-attach with the last cursor",
+                    ),
+                )
+            )
+        return seq
+
+    def _apply(self, event: AnyEvent) -> None:
+        match event:
+            case ItemDelta(turn_id=turn_id, item_id=item_id, delta=delta):
+                turn = self._turns_by_id.get(turn_id)
+                if turn is not None:
+                    turn.partial.setdefault(item_id, []).append(delta)
+            case (
+                ItemStarted(turn_id=turn_id, item=item) | ItemCompleted(turn_id=turn_id, item=item)
+            ):
+                turn = self._turns_by_id.get(turn_id)
+                if turn is not None:
+                    turn.items[item.id] = item
+                    if isinstance(event, ItemCompleted):
+                        turn.partial.pop(item.id, None)
+            case TurnStarted(turn_id=turn_id, started_at=started_at):
+                turn = TurnState(turn_id, started_at)
+                self.turns.append(turn)
+                self._turns_by_id[turn_id] = turn
+            case TurnCompleted():
+                turn = self._turns_by_id.get(event.turn_id)
+                if turn is not None:
+                    turn.status = event.status
+                    turn.ended_at = event.ended_at
+                    turn.usage = event.usage
+                    turn.error = event.error
+            case SessionRenamed(title=title):
+                self.title = title
+
+    # --- views ----------------------------------------------------------------------------
+
+    @property
+    def running_turn_id(self) -> str | None:
+        if self.turns and self.turns[-1].status == "running":
+            return self.turns[-1].id
+        return None
+
+    def turn(self, turn_id: str) -> TurnState | None:
+        return self._turns_by_id.get(turn_id)
+
+    def items(self) -> list[AnyItem]:
+        return [item for turn in self.turns for item in turn.items.values()]
+
+    def info(self) -> SessionInfo:
+        return SessionInfo(
+            id=self.id,
+            title=self.title,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            status="running" if self.running_turn_id else "idle",
+            turn_count=len(self.turns),
+        )
+
+    def snapshot(self) -> SessionSnapshot:
+        return SessionSnapshot(
+            session=self.info(),
+            epoch=self.epoch,
+            seq=self.seq,
+            turns=[turn.snapshot() for turn in self.turns],
+        )
+
+    # --- subscribers ----------------------------------------------------------------------
+
+    def attach(
+        self, subscriber: Subscriber, role: Role, after: Cursor | None
+    ) -> tuple[SessionAttachResult, list[bytes]]:
+        """Subscribe and return what catches the client up: with a usable cursor the frames it
+        missed (to be queued right behind the response, before any await), otherwise a
+        result carrying a snapshot."""
+        replay: list[bytes] | None = None
+        if after is not None and after.epoch in (None, self.epoch) and after.seq <= self.seq:
+            replay = self.ring.since(after.seq)
+        if replay is None:
+            result = SessionAttachResult(
+                epoch=self.epoch, mode="snapshot", from_seq=self.seq, snapshot=self.snapshot()
+            )
+        else:
+            assert after is not None
+            result = SessionAttachResult(epoch=self.epoch, mode="replay", from_seq=after.seq)
+        self.subscribers[subscriber] = role
+        return result, replay or []
+
+    def detach(self, subscriber: Subscriber) -> bool:
+        return self.subscribers.pop(subscriber, None) is not None

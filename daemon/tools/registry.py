@@ -1,0 +1,108 @@
+"""The set of tools a turn may use: their schemas for the model, validation of the model's
+calls, and running a validated call.
+
+Validation happens before anything runs; each problem becomes a result the model can act on:
+an unknown tool lists the tools that exist, arguments that are not JSON are echoed (the first
+300 characters), and missing or mistyped parameters are named.
+"""
+
+from collections.abc import Iterable
+from typing import Literal
+
+import msgspec
+
+from tether.daemon.tools.base import Tool, ToolContext, ToolFailure, ToolParams
+from tether.daemon.tools.list_dir import ListDir
+from tether.daemon.tools.read_file import ReadFile
+from tether.protocol.methods import ToolInfo
+
+Outcome = Literal["completed", "failed"]
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    status: Outcome
+    output: str
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {tool.name: tool for tool in tools}
+        self._decoders = {
+            name: msgspec.json.Decoder(tool.params) for name, tool in self._tools.items()
+        }
+        self._schemas = {name: _inline_schema(tool.params) for name, tool in self._tools.items()}
+        # Encoded once: the tool list is part of the stable prompt prefix.
+        self.openai_tools = msgspec.Raw(
+            msgspec.json.encode(
+                [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "description": tool.description,
+                            "parameters": self._schemas[name],
+                        },
+                    }
+                    for name, tool in self._tools.items()
+                ]
+            )
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def is_read_only(self, name: str) -> bool:
+        tool = self._tools.get(name)
+        return tool is not None and tool.read_only
+
+    def infos(self) -> list[ToolInfo]:
+        return [
+            ToolInfo(
+                name=name,
+                description=tool.description,
+                read_only=tool.read_only,
+                input_schema=msgspec.Raw(msgspec.json.encode(self._schemas[name])),
+            )
+            for name, tool in self._tools.items()
+        ]
+
+    def validate(self, name: str, arguments: str) -> ToolParams | str:
+        """The decoded params, or an error message for the model."""
+        decoder = self._decoders.get(name)
+        if decoder is None:
+            return f"Unknown tool {name!r}. Available tools: {', '.join(self._tools)}."
+        try:
+            return decoder.decode(arguments.strip() or "{}")
+        except msgspec.ValidationError as exc:
+            return f"Invalid arguments for {name}: {exc}. Fix the arguments and call it again."
+        except msgspec.DecodeError:
+            return (
+                f"The arguments for {name} are not valid JSON: {arguments[:300]!r}. "
+                "Send a JSON object matching the tool's schema."
+            )
+
+    async def run(self, name: str, params: ToolParams, ctx: ToolContext) -> ToolResult:
+        try:
+            output = await self._tools[name].run(params, ctx)
+        except ToolFailure as exc:
+            return ToolResult(status="failed", output=str(exc))
+        except OSError as exc:
+            return ToolResult(status="failed", output=f"{name} failed: {exc}")
+        return ToolResult(status="completed", output=output)
+
+
+def _inline_schema(params: type[ToolParams]) -> dict[str, object]:
+    """The params' JSON Schema with the top-level $ref resolved, as providers expect."""
+    schema = msgspec.json.schema(params)
+    defs = schema.pop("$defs", {})
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        schema = dict(defs[ref.rsplit("/", 1)[-1]])
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def default_tools() -> list[Tool]:
+    return [ReadFile(), ListDir()]

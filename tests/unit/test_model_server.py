@@ -1,0 +1,491 @@
+"""The scripted fake model server, exercised over real HTTP on 127.0.0.1."""
+
+import json
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tether.daemon.testing.model_server import (
+    ModelServer,
+    Script,
+    ScriptError,
+    load_script,
+    parse_script,
+)
+
+USER = [{"role": "user", "content": "hello model"}]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=5.0) as http:
+        yield http
+
+
+def stream(
+    client: httpx.Client, server: ModelServer, **extra: Any
+) -> tuple[list[dict[str, Any]], bool]:
+    """POST a streaming request; return the decoded chunks and whether [DONE] arrived."""
+    body = {"model": "m", "messages": USER, "stream": True, **extra}
+    chunks: list[dict[str, Any]] = []
+    done = False
+    with client.stream("POST", f"{server.base_url}/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "text/event-stream"
+        assert response.headers["cache-control"] == "no-cache"
+        for line in response.iter_lines():
+            if not line:
+                continue
+            assert line.startswith("data: ")
+            data = line.removeprefix("data: ")
+            if data == "[DONE]":
+                done = True
+            else:
+                assert not done, "data after [DONE]"
+                chunks.append(json.loads(data))
+    return chunks, done
+
+
+def choice_chunks(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c["choices"][0] for c in chunks if c["choices"]]
+
+
+def reassemble(chunks: list[dict[str, Any]]) -> tuple[str, dict[int, dict[str, str]], str | None]:
+    """Fold deltas the way a client does: content text, tool calls by index, finish reason."""
+    text = ""
+    calls: dict[int, dict[str, str]] = {}
+    finish: str | None = None
+    for choice in choice_chunks(chunks):
+        delta = choice["delta"]
+        text += delta.get("content") or ""
+        for call in delta.get("tool_calls", []):
+            slot = calls.setdefault(call["index"], {"id": "", "name": "", "arguments": ""})
+            if "id" in call:
+                assert call["type"] == "function"
+                slot["id"] = call["id"]
+                slot["name"] = call["function"]["name"]
+            slot["arguments"] += call["function"].get("arguments", "")
+        if choice["finish_reason"] is not None:
+            assert finish is None, "finish_reason sent twice"
+            finish = choice["finish_reason"]
+    return text, calls, finish
+
+
+def test_streamed_text_reassembles(client: httpx.Client) -> None:
+    text = "Hello there, this is a scripted reply."
+    with ModelServer({"model": "fake-1", "steps": [{"text": text, "chunks": 3}]}) as server:
+        chunks, done = stream(client, server)
+    assert done
+    choices = choice_chunks(chunks)
+    assert choices[0]["delta"]["role"] == "assistant"
+    assert [c["delta"].get("content") for c in choices[:3]] == [text[:13], text[13:26], text[26:]]
+    assert reassemble(chunks) == (text, {}, "stop")
+    assert choices[-1] == {"index": 0, "delta": {}, "finish_reason": "stop"}
+    assert all(c["finish_reason"] is None for c in choices[:-1])
+    for chunk in chunks:
+        assert chunk["object"] == "chat.completion.chunk"
+        assert chunk["id"] == "chatcmpl-0"
+        assert chunk["model"] == "fake-1"
+        assert isinstance(chunk["created"], int)
+        assert "usage" not in chunk
+
+
+def test_default_chunking_is_about_twenty_characters(client: httpx.Client) -> None:
+    text = "x" * 95
+    with ModelServer({"steps": [{"text": text}]}) as server:
+        chunks, _ = stream(client, server)
+    pieces = [c["delta"]["content"] for c in choice_chunks(chunks) if "content" in c["delta"]]
+    assert "".join(pieces) == text
+    assert len(pieces) == 5
+
+
+def test_tool_call_deltas_reassemble(client: httpx.Client) -> None:
+    script = {
+        "steps": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md", "n": 2}}]},
+            {
+                "text": "preface",
+                "tool_calls": [
+                    {"name": "list_dir", "arguments": {"path": "."}, "id": "call_x"},
+                    {"name": "read_file", "arguments_raw": "{not json"},
+                ],
+            },
+        ]
+    }
+    with ModelServer(script) as server:
+        first, done_first = stream(client, server)
+        second, done_second = stream(client, server)
+    assert done_first
+    assert done_second
+
+    first_choices = choice_chunks(first)
+    assert first_choices[0]["delta"]["role"] == "assistant"
+    header = first_choices[0]["delta"]["tool_calls"][0]
+    assert header == {
+        "index": 0,
+        "id": "call_0_0",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": ""},
+    }
+    argument_deltas = [c for c in first_choices[1:] if c["delta"].get("tool_calls")]
+    assert len(argument_deltas) == 2
+    assert reassemble(first) == (
+        "",
+        {0: {"id": "call_0_0", "name": "read_file", "arguments": '{"path":"README.md","n":2}'}},
+        "tool_calls",
+    )
+
+    text, calls, finish = reassemble(second)
+    assert text == "preface"
+    assert calls == {
+        0: {"id": "call_x", "name": "list_dir", "arguments": '{"path":"."}'},
+        1: {"id": "call_1_1", "name": "read_file", "arguments": "{not json"},
+    }
+    assert finish == "tool_calls"
+    # The text comes before the tool calls.
+    kinds = ["content" if "content" in c["delta"] else "tool" for c in choice_chunks(second)[:-1]]
+    assert kinds == sorted(kinds)
+
+
+def test_finish_reason_override(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"text": "cut off", "finish_reason": "length"}]}) as server:
+        chunks, _ = stream(client, server)
+    assert reassemble(chunks) == ("cut off", {}, "length")
+
+
+def test_usage_chunk_only_when_asked(client: httpx.Client) -> None:
+    steps = [
+        {"text": "abcdefgh"},
+        {"text": "abcdefgh"},
+        {"text": "x", "usage": {"prompt_tokens": 10, "completion_tokens": 5}},
+    ]
+    with ModelServer({"steps": steps}) as server:
+        plain, _ = stream(client, server)
+        estimated, done = stream(client, server, stream_options={"include_usage": True})
+        scripted, _ = stream(client, server, stream_options={"include_usage": True})
+    assert all("usage" not in chunk and chunk["choices"] for chunk in plain)
+
+    assert done
+    last = estimated[-1]
+    assert last["choices"] == []
+    # "hello model" is 11 characters -> 3 tokens; "abcdefgh" is 8 -> 2.
+    assert last["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert all("usage" not in chunk for chunk in estimated[:-1])
+    assert estimated[-2]["choices"][0]["finish_reason"] == "stop"
+
+    assert scripted[-1]["usage"] == {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "total_tokens": 15,
+    }
+
+
+def test_non_streaming_response(client: httpx.Client) -> None:
+    steps = [
+        {"text": "plain answer"},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+    ]
+    with ModelServer({"model": "fake-2", "steps": steps}) as server:
+        url = f"{server.base_url}/chat/completions"
+        first = client.post(url, json={"messages": USER})
+        second = client.post(url, json={"messages": USER, "stream": False})
+    assert first.status_code == 200
+    assert first.headers["content-type"] == "application/json"
+    assert int(first.headers["content-length"]) == len(first.content)
+    body = first.json()
+    assert body["object"] == "chat.completion"
+    assert body["id"] == "chatcmpl-0"
+    assert body["model"] == "fake-2"
+    assert body["choices"] == [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "plain answer"},
+            "finish_reason": "stop",
+        }
+    ]
+    assert body["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+
+    choice = second.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1_0",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'},
+            }
+        ],
+    }
+
+
+def test_error_step_then_next_step(client: httpx.Client) -> None:
+    steps = [
+        {"error": {"status": 429, "retry_after": "2", "message": "slow down"}},
+        {"error": {"status": 503}},
+        {"text": "recovered"},
+    ]
+    with ModelServer({"steps": steps}) as server:
+        url = f"{server.base_url}/chat/completions"
+        limited = client.post(url, json={"messages": USER, "stream": True})
+        unavailable = client.post(url, json={"messages": USER})
+        chunks, done = stream(client, server)
+    assert limited.status_code == 429
+    assert limited.headers["retry-after"] == "2"
+    assert limited.json() == {"error": {"message": "slow down", "type": "rate_limit_error"}}
+    assert unavailable.status_code == 503
+    assert "retry-after" not in unavailable.headers
+    assert unavailable.json()["error"]["type"] == "server_error"
+    assert done
+    assert reassemble(chunks)[0] == "recovered"
+
+
+def test_drop_after_chunks_truncates_the_stream(client: httpx.Client) -> None:
+    steps = [{"text": "partial answer here", "chunks": 3, "drop_after_chunks": 2}, {"text": "ok"}]
+    with ModelServer({"steps": steps}) as server:
+        lines: list[str] = []
+        body = {"messages": USER, "stream": True}
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            client.stream("POST", f"{server.base_url}/chat/completions", json=body) as response,
+        ):
+            lines.extend(line for line in response.iter_lines() if line)
+        # The client can carry on with a fresh connection.
+        chunks, done = stream(client, server)
+    assert len(lines) == 2
+    assert "data: [DONE]" not in lines
+    assert json.loads(lines[1].removeprefix("data: "))["choices"][0]["finish_reason"] is None
+    assert done
+    assert reassemble(chunks)[0] == "ok"
+
+
+def test_exhausted_script_answers_500(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"text": "only"}]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        assert client.post(url, json={"messages": USER}).status_code == 200
+        exhausted = client.post(url, json={"messages": USER})
+    assert exhausted.status_code == 500
+    assert exhausted.json() == {
+        "error": {"message": "model script exhausted after 1 steps", "type": "server_error"}
+    }
+
+
+def test_loop_mode_cycles(client: httpx.Client) -> None:
+    with ModelServer({"loop": True, "steps": [{"text": "a"}, {"text": "b"}]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        texts = [
+            client.post(url, json={"messages": USER}).json()["choices"][0]["message"]["content"]
+            for _ in range(5)
+        ]
+    assert texts == ["a", "b", "a", "b", "a"]
+
+
+def test_requests_are_recorded_in_order(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"text": "1"}, {"text": "2"}, {"text": "3"}]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        bodies = [{"messages": [{"role": "user", "content": f"message {i}"}]} for i in range(3)]
+        for body in bodies:
+            client.post(url, json=body)
+        over_http = client.get(f"{server.url}/_tether/requests")
+        recorded = server.requests
+        recorded[0]["mutated"] = True  # a copy: must not leak back into the server
+        assert server.requests == bodies
+    assert over_http.status_code == 200
+    assert over_http.json() == bodies
+
+
+def test_concurrent_requests_each_take_one_step(client: httpx.Client) -> None:
+    count = 8
+    with ModelServer({"steps": [{"text": f"step {i}"} for i in range(count)]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        texts: list[str] = []
+        lock = threading.Lock()
+
+        def ask() -> None:
+            reply = client.post(url, json={"messages": USER}).json()
+            with lock:
+                texts.append(reply["choices"][0]["message"]["content"])
+
+        threads = [threading.Thread(target=ask) for _ in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(texts) == sorted(f"step {i}" for i in range(count))
+
+
+def test_delays(client: httpx.Client) -> None:
+    step = {"text": "abc", "chunks": 3, "delay_ms": 40, "chunk_delay_ms": 20}
+    with ModelServer({"steps": [step]}) as server:
+        started = time.monotonic()
+        chunks, done = stream(client, server)
+        elapsed = time.monotonic() - started
+    assert done
+    assert reassemble(chunks)[0] == "abc"
+    # 40 ms before the headers, then 20 ms between each of the 4 choice chunks.
+    assert elapsed >= 0.1
+
+
+def test_introspection_endpoints(client: httpx.Client) -> None:
+    with ModelServer({"model": "first", "steps": [{"text": "old"}]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        client.post(url, json={"messages": USER})
+        health = client.get(f"{server.url}/_tether/health")
+        models = client.get(f"{server.base_url}/models")
+        replaced = client.post(
+            f"{server.url}/_tether/script", json={"model": "second", "steps": [{"text": "new"}]}
+        )
+        assert server.requests == []
+        reply = client.post(url, json={"messages": USER}).json()
+        rejected = client.post(f"{server.url}/_tether/script", json={"steps": [{"txt": "x"}]})
+        renamed = client.get(f"{server.base_url}/models").json()
+    assert health.json() == {"ok": True}
+    assert models.json() == {
+        "object": "list",
+        "data": [{"id": "first", "object": "model", "owned_by": "tether"}],
+    }
+    assert replaced.status_code == 200
+    assert reply["choices"][0]["message"]["content"] == "new"
+    assert reply["model"] == "second"
+    assert rejected.status_code == 400
+    assert "step 0" in rejected.json()["error"]["message"]
+    assert renamed["data"][0]["id"] == "second"
+
+
+def test_set_script_resets(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"text": "one"}]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        client.post(url, json={"messages": USER})
+        server.set_script(Script.from_dict({"steps": [{"text": "two"}]}))
+        assert server.requests == []
+        reply = client.post(url, json={"messages": USER}).json()
+    assert reply["choices"][0]["message"]["content"] == "two"
+
+
+def test_bad_requests(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"text": "fine"}]}) as server:
+        url = f"{server.base_url}/chat/completions"
+        missing = client.get(f"{server.url}/v2/nothing")
+        missing_post = client.post(f"{server.base_url}/embeddings", json={})
+        invalid = client.post(url, content=b"{not json", headers={"content-type": "x"})
+        not_object = client.post(url, json=[1, 2])
+        # Rejected requests do not consume a step, and the keep-alive connection still works.
+        reply = client.post(url, json={"messages": USER})
+        assert server.requests == [{"messages": USER}]
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "no route for GET /v2/nothing"
+    assert missing_post.status_code == 404
+    assert invalid.status_code == 400
+    assert invalid.json()["error"]["type"] == "invalid_request_error"
+    assert not_object.status_code == 400
+    assert reply.json()["choices"][0]["message"]["content"] == "fine"
+
+
+INVALID_SCRIPTS: list[tuple[dict[str, Any], list[str]]] = [
+    ({"steps": [{"text": "a"}, {"text": "b"}, {"txt": "c"}]}, ["step 2", "'txt'"]),
+    ({"steps": [{"text": "a", "chunks": "3"}]}, ["step 0", "'chunks'", "integer"]),
+    ({"steps": [{"text": 5}]}, ["step 0", "'text'", "string"]),
+    ({"steps": [{}, {"text": "a"}]}, ["step 0", "'text'"]),
+    (
+        {"steps": [{"text": "a"}, {"tool_calls": [{"arguments": {}}]}]},
+        ["step 1", "tool_calls[0]", "'name'"],
+    ),
+    (
+        {"steps": [{"tool_calls": [{"name": "x", "args": {}}]}]},
+        ["step 0", "tool_calls[0]", "'args'"],
+    ),
+    ({"steps": [{"error": {"status": 429}, "text": "a"}]}, ["step 0", "'text'", "'error'"]),
+    ({"steps": [{"error": {"status": 200}}]}, ["step 0", "'status'"]),
+    ({"steps": [{"text": "a", "delay_ms": True}]}, ["step 0", "'delay_ms'"]),
+    ({"steps": [{"text": "a", "usage": {"prompt": 1}}]}, ["step 0", "'prompt'"]),
+    ({"stpes": []}, ["'stpes'"]),
+    ({"steps": {}}, ["'steps'", "list"]),
+    ({"loop": "yes", "steps": []}, ["'loop'"]),
+]
+
+
+@pytest.mark.parametrize(("script", "fragments"), INVALID_SCRIPTS)
+def test_invalid_scripts_are_rejected(script: dict[str, Any], fragments: list[str]) -> None:
+    with pytest.raises(ValueError, match="script") as caught:
+        parse_script(script)
+    assert isinstance(caught.value, ScriptError)
+    for fragment in fragments:
+        assert fragment in str(caught.value)
+    with pytest.raises(ValueError, match="script"):
+        ModelServer(script)
+
+
+def test_load_script(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"model": "m", "loop": True, "steps": [{"text": "hi"}]}))
+    script = load_script(str(good))
+    assert script.model == "m"
+    assert script.loop
+    assert script.steps[0].text == "hi"
+
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_script(str(bad_json))
+
+    bad_shape = tmp_path / "shape.json"
+    bad_shape.write_text(json.dumps({"steps": [{"text": "a"}, {"chunks": 2}]}))
+    with pytest.raises(ValueError, match=r"shape\.json: script step 1"):
+        load_script(str(bad_shape))
+
+
+def _read_line(stream: Any, timeout: float) -> str:
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            raise AssertionError("no output from the model server within the timeout")
+    return stream.readline()
+
+
+def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "from the cli"}]}))
+    port_file = tmp_path / "port"
+    command = [
+        sys.executable,
+        "-m",
+        "tether.daemon.testing.model_server",
+        "--script",
+        str(script),
+        "--port-file",
+        str(port_file),
+    ]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            line = _read_line(process.stdout, timeout=10)
+            port = int(port_file.read_text())
+            assert line == f"tether model server listening on http://127.0.0.1:{port}/v1\n"
+            reply = client.post(
+                f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER}
+            )
+            assert reply.json()["choices"][0]["message"]["content"] == "from the cli"
+            process.send_signal(signal.SIGTERM)
+            returncode = process.wait(timeout=5)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.stdout is not None
+        assert process.stderr is not None
+        rest = process.stdout.read()
+        errors = process.stderr.read()
+    assert returncode == 0
+    assert rest == ""
+    assert errors == ""
