@@ -16,6 +16,7 @@ from tether.daemon import paths
 from tether.daemon.config import ConfigError, load_config
 from tether.daemon.daemon import Daemon
 from tether.daemon.lifecycle import AlreadyRunning
+from tether.daemon.outbox import DEFAULT_LIMIT
 from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
@@ -30,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="seconds with no client and no running turn before exiting (0 = never)",
     )
+    parser.add_argument(
+        "--client-queue-limit",
+        type=int,
+        default=DEFAULT_LIMIT,
+        help="events queued for one client before it is told to resync",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     workspace = Path(args.workspace).resolve()
@@ -42,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tether daemon: bad config: {exc}", file=sys.stderr)
         return 2
     _setup_logging(str(workspace), args.log_level)
-    daemon = Daemon(workspace, config, idle_timeout=args.idle_timeout)
+    daemon = Daemon(
+        workspace,
+        config,
+        idle_timeout=args.idle_timeout,
+        client_queue_limit=args.client_queue_limit,
+    )
     try:
         daemon.lock.acquire()
     except AlreadyRunning:

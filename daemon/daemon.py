@@ -28,6 +28,7 @@ from tether.daemon.config import Config, config_file
 from tether.daemon.connection import Connection
 from tether.daemon.handlers import Handlers
 from tether.daemon.lifecycle import WorkspaceLock, remove_discovery, write_discovery
+from tether.daemon.outbox import DEFAULT_LIMIT
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.security import check_upgrade
@@ -52,7 +53,9 @@ class Daemon:
         *,
         idle_timeout: float | None = None,
         model: ModelClient | None = None,
+        client_queue_limit: int = DEFAULT_LIMIT,
     ) -> None:
+        self.client_queue_limit = client_queue_limit
         self.workspace = workspace
         self.config = config
         self.idle_timeout = config.idle_timeout if idle_timeout is None else idle_timeout
@@ -149,7 +152,7 @@ class Daemon:
             await request.reject(status, body=reason.encode())
             return
         ws = await request.accept()
-        conn = Connection(ws, self._handlers)
+        conn = Connection(ws, self._handlers, queue_limit=self.client_queue_limit)
         self.connections.add(conn)
         self._touch()
         try:

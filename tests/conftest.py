@@ -1,0 +1,40 @@
+"""Fixtures: an isolated home, a scripted model server, a workspace, and the real daemon."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.daemon.testing.model_server import ModelServer
+from tests.support import DaemonProcess, Home, start_daemon
+
+DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    with ModelServer(DEFAULT_SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture
+def home(tmp_path: Path, model_server: ModelServer) -> Home:
+    return Home(tmp_path / "user", model_server.base_url)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo project\nIt greets.\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("def greet(name):\n    return f'hello {name}'\n")
+    return root
+
+
+@pytest.fixture
+def daemon(home: Home, workspace: Path) -> Iterator[DaemonProcess]:
+    proc = start_daemon(home, workspace, "--idle-timeout", "0")
+    yield proc
+    if proc.proc.poll() is None:
+        proc.stop()

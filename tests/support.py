@@ -1,0 +1,218 @@
+"""Shared test support: isolated homes, the real daemon as a subprocess, and clients.
+
+Every daemon a test starts gets its own HOME and XDG_* folders (platformdirs follows them), so
+tests never see each other's sessions, sockets or discovery files.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from tether.clients.rpc import Client
+from tether.clients.websocket import WebSocket
+from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
+from tether.protocol.events import TurnCompleted
+from tether.protocol.jsonrpc import request_frame
+from tether.protocol.methods import (
+    InitializeParams,
+    SessionAttachParams,
+    SessionAttachResult,
+    SessionCreateParams,
+    SessionCreateResult,
+    SessionEventParams,
+    TurnStartParams,
+    TurnStartResult,
+)
+from tether.protocol.session import Cursor
+
+
+class Home:
+    """An isolated user: HOME and XDG folders under one temporary directory."""
+
+    def __init__(self, root: Path, model_url: str | None = None) -> None:
+        self.root = root
+        self.runtime = root / "run"
+        self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "XDG_"))},
+            "HOME": str(root / "home"),
+            "XDG_RUNTIME_DIR": str(self.runtime),
+            "XDG_DATA_HOME": str(root / "data"),
+            "XDG_CONFIG_HOME": str(root / "config"),
+            "XDG_STATE_HOME": str(root / "state"),
+            "XDG_CACHE_HOME": str(root / "cache"),
+            "TETHER_MODEL": "scripted",
+            "OPENAI_API_KEY": "",
+            "PYTHONUNBUFFERED": "1",
+        }
+        if model_url is not None:
+            self.env["TETHER_BASE_URL"] = model_url
+
+    def discovery_path(self, workspace: Path) -> Path:
+        return self.runtime / "tether" / discovery_name(str(workspace.resolve()))
+
+    def database_path(self, workspace: Path) -> Path:
+        key = workspace_key(str(workspace.resolve()))
+        return self.root / "data" / "tether" / "workspaces" / key / "tether.sqlite3"
+
+    def read_discovery(self, workspace: Path) -> DiscoveryInfo | None:
+        try:
+            data = self.discovery_path(workspace).read_bytes()
+        except FileNotFoundError:
+            return None
+        return msgspec.json.decode(data, type=DiscoveryInfo)
+
+    @contextmanager
+    def activated(self) -> Iterator[None]:
+        """Point this process's platformdirs at this home (for in-process clients)."""
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env)
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+class DaemonProcess:
+    def __init__(self, home: Home, workspace: Path, proc: subprocess.Popen[bytes]) -> None:
+        self.home = home
+        self.workspace = workspace
+        self.proc = proc
+        info = home.read_discovery(workspace)
+        assert info is not None
+        self.info = info
+
+    @property
+    def port(self) -> int:
+        return self.info.port
+
+    @property
+    def token(self) -> str:
+        return self.info.token
+
+    def client(self, name: str = "test") -> Client:
+        ws = WebSocket.connect(
+            "127.0.0.1", self.port, headers={"Authorization": f"Bearer {self.token}"}
+        )
+        client = Client(ws, self.info)
+        client.call("initialize", InitializeParams(client_name=name))
+        return client
+
+    def raw(self, headers: dict[str, str] | None = None) -> WebSocket:
+        auth = {"Authorization": f"Bearer {self.token}"}
+        return WebSocket.connect("127.0.0.1", self.port, headers=headers or auth)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+def start_daemon(home: Home, workspace: Path, *extra: str, timeout: float = 15.0) -> DaemonProcess:
+    log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    discovery = home.discovery_path(workspace)
+    old = discovery.read_bytes() if discovery.exists() else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace), *extra],
+        env=home.env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if discovery.exists() and discovery.read_bytes() != old:
+            info = home.read_discovery(workspace)
+            if info is not None and info.pid == proc.pid:
+                return DaemonProcess(home, workspace, proc)
+        if proc.poll() is not None:
+            raise AssertionError(f"daemon exited with {proc.returncode}")
+        time.sleep(0.01)
+    proc.kill()
+    raise AssertionError("daemon did not start")
+
+
+def run_cli(
+    home: Home, *args: str, cwd: Path | None = None, timeout: float = 30.0
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether.clients.cli.main", *args],
+        env=home.env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def create_session(client: Client) -> str:
+    return client.call(
+        "session/create", SessionCreateParams(), result=SessionCreateResult
+    ).session.id
+
+
+def attach(
+    client: Client, session_id: str, after: Cursor | None = None, role: str = "controller"
+) -> SessionAttachResult:
+    return client.call(
+        "session/attach",
+        SessionAttachParams(session_id=session_id, after=after, role=role),  # type: ignore[arg-type]
+        result=SessionAttachResult,
+    )
+
+
+def start_turn(client: Client, session_id: str, text: str) -> str:
+    return client.call(
+        "turn/start", TurnStartParams(session_id=session_id, text=text), result=TurnStartResult
+    ).turn_id
+
+
+def collect_until_turn_end(
+    client: Client, session_id: str, timeout: float = 20.0
+) -> list[SessionEventParams]:
+    """Every session/event of `session_id` up to and including a turn_completed."""
+    events: list[SessionEventParams] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no turn_completed within {timeout} s; got {len(events)} events")
+        method, params = client.next_notification(timeout=remaining)
+        if method != "session/event":
+            continue
+        assert isinstance(params, SessionEventParams)
+        if params.session_id != session_id:
+            continue
+        events.append(params)
+        if isinstance(params.event, TurnCompleted):
+            return events
+
+
+def raw_call(ws: WebSocket, frame: bytes | str, timeout: float = 10.0) -> dict[str, Any]:
+    ws.send(frame)
+    reply = msgspec.json.decode(ws.recv(timeout=timeout))
+    assert isinstance(reply, dict)
+    return reply  # type: ignore[return-value]
+
+
+def raw_request(
+    ws: WebSocket, method: str, params: object, request_id: str = "r1"
+) -> dict[str, Any]:
+    return raw_call(ws, request_frame(request_id, method, params))
