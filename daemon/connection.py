@@ -54,12 +54,16 @@ Handler = Callable[["Connection", Wire], Awaitable[Wire | Reply]]
 
 class Connection:
     def __init__(
-        self, ws: trio_websocket.WebSocketConnection, handlers: dict[str, Handler]
+        self,
+        ws: trio_websocket.WebSocketConnection,
+        handlers: dict[str, Handler],
+        *,
+        queue_limit: int = DEFAULT_LIMIT,
     ) -> None:
         self.id = next(_ids)
         self.ws = ws
         self.handlers = handlers
-        self.outbox = Outbox()
+        self.outbox = Outbox(queue_limit)
         self.initialized = False
         self.client_name = ""
         self.sessions: dict[str, Session] = {}

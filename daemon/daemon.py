@@ -157,6 +157,9 @@ class Daemon:
         self._touch()
         try:
             await conn.serve()
+        except Exception:
+            # One broken connection must never take the daemon (and every turn) down.
+            log.exception("connection %d failed", conn.id)
         finally:
             self.connections.discard(conn)
             self._touch()
