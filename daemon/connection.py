@@ -19,7 +19,7 @@ import msgspec
 import trio
 import trio_websocket
 
-from tether.daemon.outbox import Outbox
+from tether.daemon.outbox import DEFAULT_LIMIT, Outbox
 from tether.daemon.session import Session
 from tether.protocol import codec
 from tether.protocol.base import Wire
