@@ -133,7 +133,7 @@ class Connection:
             if (
                 method is None
                 and envelope.jsonrpc == "2.0"
-                and (envelope.result is not None or envelope.error is not None)
+                and (len(envelope.result) > 0 or envelope.error is not None)
             ):
                 return  # a response to nothing we asked; ignore it
             self.outbox.send_nowait(

@@ -1,11 +1,12 @@
 """The daemon's JSON-RPC methods, one coroutine per entry of the protocol's method table."""
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from pathlib import Path
+from typing import Protocol, cast
 
 from tether.daemon.connection import Connection, Handler, Reply
 from tether.daemon.session import Session
+from tether.daemon.sessions import Sessions
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -28,12 +29,25 @@ from tether.protocol.methods import (
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
-if TYPE_CHECKING:
-    from tether.daemon.daemon import Daemon
+
+class DaemonState(Protocol):
+    """What the handlers need of the daemon."""
+
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def idle_timeout(self) -> float: ...
+    @property
+    def sessions(self) -> Sessions: ...
+    @property
+    def connections(self) -> set[Connection]: ...
+    def request_shutdown(self, reason: str) -> None: ...
 
 
 class Handlers:
-    def __init__(self, daemon: "Daemon") -> None:
+    def __init__(self, daemon: DaemonState) -> None:
         self.daemon = daemon
         self.sessions = daemon.sessions
 
@@ -146,6 +160,3 @@ class Handlers:
 
     async def tools_list(self, conn: Connection, params: Wire) -> Wire:
         return ToolsListResult(tools=self.sessions.tools.infos())
-
-
-HandlerFactory = Callable[["Daemon"], Handlers]

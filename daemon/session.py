@@ -83,9 +83,7 @@ class TurnState:
         items: list[AnyItem] = []
         for item_id, item in self.items.items():
             parts = self.partial.get(item_id)
-            if parts:
-                item = _with_partial(item, "".join(parts))
-            items.append(item)
+            items.append(_with_partial(item, "".join(parts)) if parts else item)
         return TurnSnapshot(
             id=self.id,
             status=self.status,

@@ -177,9 +177,9 @@ class Sessions:
             return running.turn_id
         turn_id = new_id("t")
         running = self._running[session.id] = _RunningTurn(turn_id)
+        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
         if not session.title:
             session.emit(SessionRenamed(title=_title_from(text)))
-        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
         item = UserMessage(id=new_id("i"), text=text)
         session.emit(ItemStarted(turn_id=turn_id, item=item))
         session.emit(ItemCompleted(turn_id=turn_id, item=item))

@@ -11,6 +11,7 @@ Rules:
   corrupts the file.
 """
 
+import contextlib
 import queue
 import sqlite3
 import threading
@@ -144,10 +145,8 @@ class Store:
                     op(conn)
             conn.execute("COMMIT")
             for call in calls:
-                try:
+                with contextlib.suppress(trio.RunFinishedError):
                     call.token.run_sync_soon(call.done.set)
-                except trio.RunFinishedError:
-                    pass
         conn.close()
 
     # --- queued writes ----------------------------------------------------------------------

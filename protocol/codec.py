@@ -4,8 +4,7 @@
 its wire (camelCase) spelling, which is what a client author sees in their own code.
 """
 
-from functools import cache
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import msgspec
 
@@ -18,9 +17,14 @@ T = TypeVar("T", bound=Wire)
 _encoder = msgspec.json.Encoder()
 
 
-@cache
-def _decoder(kind: type[object]) -> msgspec.json.Decoder[object]:
-    return msgspec.json.Decoder(kind)
+_decoders: dict[type[Wire], msgspec.json.Decoder[Wire]] = {}
+
+
+def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    return cast(msgspec.json.Decoder[T], decoder)
 
 
 def decode_as(kind: type[T], raw: bytes | msgspec.Raw) -> T:

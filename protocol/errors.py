@@ -32,9 +32,9 @@ class ErrorCode(enum.IntEnum):
 
 ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.PARSE_ERROR: "The frame is not valid JSON.",
-    ErrorCode.INVALID_REQUEST: "The JSON is not a JSON-RPC 2.0 request (batches are not supported).",
+    ErrorCode.INVALID_REQUEST: "Not a JSON-RPC 2.0 request (batches are not supported).",
     ErrorCode.METHOD_NOT_FOUND: "No such method.",
-    ErrorCode.INVALID_PARAMS: "The params do not match the method's schema; the message names the field.",
+    ErrorCode.INVALID_PARAMS: "The params do not fit the method; the message names the field.",
     ErrorCode.INTERNAL_ERROR: "The daemon failed unexpectedly; the daemon log has the details.",
     ErrorCode.NOT_INITIALIZED: "`initialize` must be the first request on a connection.",
     ErrorCode.ALREADY_INITIALIZED: "`initialize` was already sent on this connection.",

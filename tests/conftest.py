@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon.testing.model_server import ModelServer
 from tests.support import DaemonProcess, Home, start_daemon
+from tether.daemon.testing.model_server import ModelServer
 
 DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
 

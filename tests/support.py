@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ class Home:
         return msgspec.json.decode(data, type=DiscoveryInfo)
 
     @contextmanager
-    def activated(self) -> Iterator[None]:
+    def activated(self) -> Generator[None]:
         """Point this process's platformdirs at this home (for in-process clients)."""
         saved = dict(os.environ)
         os.environ.clear()

@@ -36,7 +36,6 @@ from tether.protocol.methods import (
     SessionCreateResult,
     SessionEventParams,
     SessionListResult,
-    SessionRef,
     TurnCancelParams,
     TurnCancelResult,
     TurnStartParams,

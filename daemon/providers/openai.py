@@ -5,6 +5,8 @@ memory copy per step, not a re-encode. httpx errors are mapped to `ModelError`s 
 edge, with messages that say what to fix.
 """
 
+from contextlib import aclosing
+
 import httpx
 import msgspec
 
@@ -176,43 +178,46 @@ class OpenAIChatClient:
         finish_reason: str | None = None
         usage: _Usage | None = None
         done = False
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            try:
-                chunk = _chunk_decoder.decode(data)
-            except msgspec.DecodeError as exc:
-                raise ModelProtocolError(
-                    f"The model server sent a chunk that is not chat-completions JSON: {exc}"
-                ) from exc
-            if chunk.usage is not None:
-                usage = chunk.usage
-            for choice in chunk.choices:
-                if choice.finish_reason:
-                    finish_reason = choice.finish_reason
-                delta = choice.delta
-                if delta is None:
+        # Read to the end of the body even after [DONE] (servers end it right there): leaving
+        # httpx's nested line iterators early would leave them to the garbage collector.
+        async with aclosing(response.aiter_lines()) as lines:
+            async for line in lines:
+                if done or not line.startswith("data:"):
                     continue
-                if delta.content:
-                    text.append(delta.content)
-                    callbacks.on_text(delta.content)
-                thought = delta.reasoning_content or delta.reasoning
-                if thought:
-                    reasoning.append(thought)
-                    callbacks.on_reasoning(thought)
-                for call_delta in delta.tool_calls or ():
-                    builder = calls.setdefault(call_delta.index, _ToolCallBuilder())
-                    if call_delta.id:
-                        builder.id = call_delta.id
-                    if call_delta.function is not None:
-                        if call_delta.function.name:
-                            builder.name += call_delta.function.name
-                        if call_delta.function.arguments:
-                            builder.arguments.append(call_delta.function.arguments)
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    continue
+                try:
+                    chunk = _chunk_decoder.decode(data)
+                except msgspec.DecodeError as exc:
+                    raise ModelProtocolError(
+                        f"The model server sent a chunk that is not chat-completions JSON: {exc}"
+                    ) from exc
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                for choice in chunk.choices:
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        text.append(delta.content)
+                        callbacks.on_text(delta.content)
+                    thought = delta.reasoning_content or delta.reasoning
+                    if thought:
+                        reasoning.append(thought)
+                        callbacks.on_reasoning(thought)
+                    for call_delta in delta.tool_calls or ():
+                        builder = calls.setdefault(call_delta.index, _ToolCallBuilder())
+                        if call_delta.id:
+                            builder.id = call_delta.id
+                        if call_delta.function is not None:
+                            if call_delta.function.name:
+                                builder.name += call_delta.function.name
+                            if call_delta.function.arguments:
+                                builder.arguments.append(call_delta.function.arguments)
         if not done and finish_reason is None:
             raise ModelProtocolError(
                 f"The stream from {self.base_url} ended before the model finished.",

@@ -57,9 +57,10 @@ def _read(path: Path, params: ReadFileParams) -> str:
     window = lines[start : start + params.limit]
     out: list[str] = []
     for number, line in enumerate(window, start=params.offset):
+        shown = line
         if len(line) > MAX_LINE_CHARS:
-            line = f"{line[:MAX_LINE_CHARS]}… [line cut at {MAX_LINE_CHARS} characters]"
-        out.append(f"{number}\t{line}")
+            shown = f"{line[:MAX_LINE_CHARS]}… [line cut at {MAX_LINE_CHARS} characters]"
+        out.append(f"{number}\t{shown}")
     if total == 0:
         return f"{params.path} is empty."
     if start >= total:

@@ -3,9 +3,6 @@
 import json
 from pathlib import Path
 
-from tether.daemon.testing.model_server import ModelServer
-from tether.protocol.events import ItemCompleted, ItemStarted, TurnCompleted
-from tether.protocol.items import AgentMessage, ToolCall
 from tests.support import (
     DaemonProcess,
     Home,
@@ -15,6 +12,9 @@ from tests.support import (
     run_cli,
     start_turn,
 )
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.events import ItemCompleted, ItemStarted, TurnCompleted
+from tether.protocol.items import AgentMessage, ToolCall
 
 READ_THEN_ANSWER = {
     "steps": [

@@ -1,0 +1,230 @@
+"""The turn loop without sockets to clients: real HTTP to the scripted model server, real tools
+over a temporary workspace, and a recording sink in place of the session."""
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import trio
+
+from tether.daemon.history import History
+from tether.daemon.loop import CANCELLED_RESULT, TurnLoop
+from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.testing.model_server import ModelServer
+from tether.daemon.tools.base import ToolContext, ToolParams
+from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.log: list[tuple[str, AnyItem | str]] = []
+        self.queued: list[str] = []
+
+    def item_started(self, item: AnyItem) -> None:
+        self.log.append(("started", item))
+
+    def item_delta(self, item_id: str, delta: str) -> None:
+        self.log.append(("delta", delta))
+
+    def item_completed(self, item: AnyItem) -> None:
+        self.log.append(("completed", item))
+
+    def take_queued(self) -> list[str]:
+        queued, self.queued = self.queued, []
+        return queued
+
+    def completed(self) -> list[AnyItem]:
+        return [item for kind, item in self.log if kind == "completed" and not isinstance(item, str)]
+
+
+class SleepParams(ToolParams, frozen=True, kw_only=True):
+    name: str
+
+
+class SlowTool:
+    """Records when each call starts and ends, to observe scheduling."""
+
+    name: ClassVar[str] = "slow_read"
+    description: ClassVar[str] = "test tool"
+    read_only: ClassVar[bool] = True
+    params: ClassVar[type[ToolParams]] = SleepParams
+    spans: ClassVar[list[tuple[str, float, float]]] = []
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+        assert isinstance(params, SleepParams)
+        start = trio.current_time()
+        await trio.sleep(0.2)
+        self.spans.append((params.name, start, trio.current_time()))
+        return f"slept {params.name}"
+
+
+class SlowWrite(SlowTool):
+    name: ClassVar[str] = "slow_write"
+    read_only: ClassVar[bool] = False
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[tuple[ModelServer, OpenAIChatClient]]:
+    with ModelServer({"steps": [{"text": "unused"}]}) as server:
+        client = OpenAIChatClient(base_url=server.base_url, model="scripted")
+        yield server, client
+        await client.aclose()
+
+
+def make_loop(
+    client: OpenAIChatClient, workspace: Path, sink: RecordingSink, **kw: object
+) -> TurnLoop:
+    counter = iter(range(1, 10_000))
+    history = History("system")
+    history.add_user("go")
+    tools = kw.pop("tools", None) or ToolRegistry(default_tools())
+    assert isinstance(tools, ToolRegistry)
+    max_steps = kw.pop("max_steps", 60)
+    assert isinstance(max_steps, int)
+    return TurnLoop(
+        model=client,
+        tools=tools,
+        tool_context=ToolContext(workspace),
+        history=history,
+        sink=sink,
+        new_id=lambda: f"i{next(counter)}",
+        max_steps=max_steps,
+    )
+
+
+async def test_bad_calls_become_results_and_the_turn_goes_on(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script(
+        {
+            "steps": [
+                {
+                    "tool_calls": [
+                        {"name": "delete_everything", "arguments": {}},
+                        {"name": "read_file", "arguments_raw": "{not json"},
+                        {"name": "read_file", "arguments": {"offset": 2}},
+                    ]
+                },
+                {"text": "recovered"},
+            ]
+        }
+    )
+    sink = RecordingSink()
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink).run()
+    assert outcome.status == "completed"
+    calls = sorted(
+        (i for i in sink.completed() if isinstance(i, ToolCall)), key=lambda c: c.call_id
+    )
+    assert [c.status for c in calls] == ["failed", "failed", "failed"]
+    assert "Available tools: read_file, list_dir" in calls[0].output
+    assert "'{not json'" in calls[1].output
+    assert "path" in calls[2].output
+    tool_messages = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == [c.output for c in calls]
+
+
+async def test_read_only_calls_overlap_and_others_run_alone_in_order(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    calls = [
+        {"name": "slow_read", "arguments": {"name": "r1"}},
+        {"name": "slow_read", "arguments": {"name": "r2"}},
+        {"name": "slow_write", "arguments": {"name": "w1"}},
+        {"name": "slow_write", "arguments": {"name": "w2"}},
+        {"name": "slow_read", "arguments": {"name": "r3"}},
+    ]
+    server.set_script({"steps": [{"tool_calls": calls}, {"text": "done"}]})
+    SlowTool.spans.clear()
+    sink = RecordingSink()
+    registry = ToolRegistry([SlowTool(), SlowWrite()])
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink, tools=registry).run()
+    assert outcome.status == "completed"
+    spans = {name: (start, end) for name, start, end in SlowTool.spans}
+    r1, r2, w1, w2, r3 = (spans[n] for n in ("r1", "r2", "w1", "w2", "r3"))
+    assert r1[0] < r2[1] and r2[0] < r1[1], "consecutive reads should overlap"
+    assert max(r1[1], r2[1]) <= w1[0] <= w1[1] <= w2[0] <= w2[1] <= r3[0]
+    results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in results] == [f"slept {n}" for n in ("r1", "r2", "w1", "w2", "r3")]
+
+
+async def test_step_budget_pauses_the_turn(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script(
+        {"loop": True, "steps": [{"tool_calls": [{"name": "list_dir", "arguments": {}}]}]}
+    )
+    sink = RecordingSink()
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink, max_steps=3).run()
+    assert outcome.status == "paused"
+    assert len(server.requests) == 3
+    notices = [i for i in sink.completed() if isinstance(i, Notice)]
+    assert [n.code for n in notices] == ["step_budget"]
+
+
+async def test_model_error_fails_with_a_notice(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script({"steps": [{"error": {"status": 401, "message": "bad key"}}]})
+    sink = RecordingSink()
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink).run()
+    assert outcome.status == "failed"
+    assert outcome.error is not None
+    assert "TETHER_API_KEY" in outcome.error.message
+    assert "bad key" in outcome.error.message
+
+
+async def test_queued_message_joins_at_the_next_step(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script({"steps": [{"text": "first answer"}, {"text": "second answer"}]})
+    sink = RecordingSink()
+    sink.queued.append("also this")
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink).run()
+    assert outcome.status == "completed"
+    users = [i.text for i in sink.completed() if isinstance(i, UserMessage)]
+    assert users == ["also this"]
+    assert server.requests[0]["messages"][-1] == {"role": "user", "content": "also this"}
+
+
+async def test_cancel_closes_open_calls_and_keeps_history_valid(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script(
+        {"steps": [{"tool_calls": [{"name": "slow_write", "arguments": {"name": "w"}}]}]}
+    )
+    sink = RecordingSink()
+    loop = make_loop(client, tmp_path, sink, tools=ToolRegistry([SlowWrite()]))
+    with trio.move_on_after(0.1):
+        await loop.run()
+    calls = [i for i in sink.completed() if isinstance(i, ToolCall)]
+    assert [(c.status, c.output) for c in calls] == [("cancelled", CANCELLED_RESULT)]
+    last = loop.history.messages[-1]
+    assert b'"role":"tool"' in bytes(last)
+    assert b'"tool_call_id":"call_0_0"' in bytes(last)
+
+
+async def test_streamed_text_becomes_one_agent_message(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script({"steps": [{"text": "hello there friend", "chunks": 3}]})
+    sink = RecordingSink()
+    with trio.fail_after(10):
+        await make_loop(client, tmp_path, sink).run()
+    deltas = [d for kind, d in sink.log if kind == "delta"]
+    assert len(deltas) == 3
+    messages = [i for i in sink.completed() if isinstance(i, AgentMessage)]
+    assert [m.text for m in messages] == ["hello there friend"]

@@ -1,0 +1,108 @@
+"""The protocol package: its schema is committed and current, and it stays a leaf."""
+
+import ast
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from tether.protocol import codec
+from tether.protocol.errors import ERROR_DOCS, ErrorCode, RpcError
+from tether.protocol.events import ItemDelta, TurnCompleted
+from tether.protocol.jsonrpc import FrameError, decode_envelope
+from tether.protocol.methods import METHODS, SessionEventParams
+from tether.protocol.schema import render_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "packaging" / "schema" / "tether-protocol.schema.json"
+STDLIB = set(sys.stdlib_module_names)
+
+
+def _imports(folder: Path) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+def test_committed_schema_is_current() -> None:
+    assert SCHEMA.read_text() == render_schema(), (
+        "packaging/schema is stale: run "
+        "`python -m tether.protocol.schema > packaging/schema/tether-protocol.schema.json`"
+    )
+
+
+def test_schema_covers_every_method_and_error() -> None:
+    schema = msgspec.json.decode(SCHEMA.read_bytes())
+    assert set(schema["methods"]) == set(METHODS)
+    assert set(schema["notifications"]) == {"session/event", "session/resync"}
+    assert {int(code) for code in schema["errors"]} == {int(code) for code in ErrorCode}
+    assert set(ERROR_DOCS) == set(ErrorCode)
+
+
+def test_protocol_imports_only_stdlib_and_msgspec() -> None:
+    for module, names in _imports(ROOT / "protocol").items():
+        for name in names:
+            top = name.split(".")[0]
+            allowed = top in STDLIB or top == "msgspec" or name.startswith("tether.protocol")
+            assert allowed, f"{module} imports {name}"
+
+
+def test_clients_never_import_the_daemon() -> None:
+    for module, names in _imports(ROOT / "clients").items():
+        bad = [n for n in names if n == "tether.daemon" or n.startswith("tether.daemon.")]
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_envelope_errors_are_classified() -> None:
+    with pytest.raises(FrameError) as parse:
+        decode_envelope(b"{nope")
+    assert parse.value.code == ErrorCode.PARSE_ERROR
+    with pytest.raises(FrameError) as batch:
+        decode_envelope(b"[]")
+    assert batch.value.code == ErrorCode.INVALID_REQUEST
+    envelope = decode_envelope(b'{"jsonrpc":"2.0","id":"7","method":"x","params":{"a":1}}')
+    assert (envelope.id, envelope.method, bytes(envelope.params)) == ("7", "x", b'{"a":1}')
+
+
+def test_bad_params_name_the_field_in_wire_spelling() -> None:
+    with pytest.raises(RpcError) as missing:
+        codec.decode_params("turn/start", msgspec.Raw(b'{"text":"hi"}'))
+    assert missing.value.code == ErrorCode.INVALID_PARAMS
+    assert "sessionId" in missing.value.message
+    with pytest.raises(RpcError) as wrong:
+        codec.decode_params("session/create", msgspec.Raw(b'{"title":5}'))
+    assert "$.title" in wrong.value.message
+
+
+def test_unknown_fields_are_ignored_and_defaults_fill_in() -> None:
+    params = codec.decode_params(
+        "session/attach", msgspec.Raw(b'{"sessionId":"s_1","fromTheFuture":true}')
+    )
+    assert msgspec.to_builtins(params) == {"sessionId": "s_1"}
+
+
+def test_events_round_trip_as_tagged_union_in_camel_case() -> None:
+    params = SessionEventParams(
+        session_id="s", epoch="e", seq=3, event=ItemDelta(turn_id="t", item_id="i", delta="x")
+    )
+    wire = codec.encode(params)
+    assert b'"type":"item_delta"' in wire
+    assert b'"itemId":"i"' in wire
+    back = codec.decode_notification("session/event", wire)
+    assert back == params
+    done = codec.decode_notification(
+        "session/event",
+        b'{"sessionId":"s","epoch":"e","seq":4,"event":'
+        b'{"type":"turn_completed","turnId":"t","status":"completed","endedAt":1.5}}',
+    )
+    assert isinstance(done, SessionEventParams)
+    assert isinstance(done.event, TurnCompleted)
+    assert done.event.usage.input_tokens == 0
