@@ -141,8 +141,8 @@ class Follower:
                 continue
             self.cursor = Cursor(epoch=params.epoch, seq=params.seq)
             event_turn = getattr(params.event, "turn_id", None)
-            if event_turn != turn_id:
-                continue
+            if event_turn is not None and event_turn != turn_id:
+                continue  # another turn's events; session-wide ones (renames) still show
             self.renderer.event(params)
             if isinstance(params.event, TurnCompleted):
                 return params.event.status
