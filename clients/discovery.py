@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import msgspec
@@ -34,7 +35,11 @@ def find_workspace(start: Path | None = None) -> Path:
 
 
 def runtime_dir() -> Path:
-    return Path(platformdirs.user_runtime_dir("tether"))
+    # Without a usable XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> and warns;
+    # the daemon makes the same choice, so the warning is only noise here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return Path(platformdirs.user_runtime_dir("tether"))
 
 
 def discovery_path(workspace: Path) -> Path:
@@ -64,7 +69,9 @@ def read_discovery(workspace: Path) -> DiscoveryInfo | None:
     return info if _alive(info.pid) else None
 
 
-def start_daemon(workspace: Path, *, idle_timeout: float | None = None) -> DiscoveryInfo:
+def start_daemon(
+    workspace: Path, *, idle_timeout: float | None = None, env: dict[str, str] | None = None
+) -> DiscoveryInfo:
     """Start a daemon for `workspace` (or find the one that won a race) and wait until ready."""
     args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
@@ -79,6 +86,7 @@ def start_daemon(workspace: Path, *, idle_timeout: float | None = None) -> Disco
             stderr=out,
             start_new_session=True,
             cwd=workspace,
+            env=env,
         )
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:

@@ -92,6 +92,13 @@ class Connection:
                 session.detach(self)
             self.sessions.clear()
 
+    async def close(self, reason: str) -> None:
+        """Send what is queued (the answer to `daemon/shutdown`, last events), then close."""
+        with trio.move_on_after(2):
+            await self.outbox.wait_drained()
+        with trio.move_on_after(2):
+            await self.ws.aclose(code=1001, reason=reason)
+
     async def _read_loop(self) -> None:
         while True:
             try:

@@ -135,13 +135,22 @@ class Daemon:
                     nursery.start_soon(self._watch_idle)
                 task_status.started(self.port)
                 await self._shutdown.wait()
-                nursery.cancel_scope.cancel()
+                await self._stop(nursery)
         finally:
             remove_discovery(self.discovery_path, os.getpid())
             with trio.CancelScope(shield=True):
                 await self.model.aclose()
                 await trio.to_thread.run_sync(self.store.close)
             log.info("stopped")
+
+    async def _stop(self, nursery: trio.Nursery) -> None:
+        # Turns first, so that their last events (turn_completed: interrupted) reach the
+        # clients; then every connection flushes and closes; then everything else stops.
+        await self.sessions.interrupt_all()
+        async with trio.open_nursery() as closers:
+            for conn in list(self.connections):
+                closers.start_soon(conn.close, "the daemon is shutting down")
+        nursery.cancel_scope.cancel()
 
     async def _handle(self, request: trio_websocket.WebSocketRequest) -> None:
         # wsproto keeps the Host header apart from the others.

@@ -18,6 +18,8 @@ class Outbox:
         self._frames: deque[str] = deque()
         self._limit = limit
         self._wakeup = trio.Event()
+        self._drained: trio.Event | None = None
+        self.sending = False
         self.closed = False
 
     def __len__(self) -> int:
@@ -40,12 +42,22 @@ class Outbox:
 
     async def get_batch(self) -> list[str]:
         """Wait for frames and take all of them, oldest first."""
+        self.sending = False
         while not self._frames:
+            if self._drained is not None:
+                self._drained.set()
             self._wakeup = trio.Event()
             await self._wakeup.wait()
         batch = list(self._frames)
         self._frames.clear()
+        self.sending = True
         return batch
+
+    async def wait_drained(self) -> None:
+        """Wait until every queued frame has been handed to the socket."""
+        while self._frames or self.sending:
+            self._drained = trio.Event()
+            await self._drained.wait()
 
     def close(self) -> None:
         self.closed = True

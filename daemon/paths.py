@@ -1,6 +1,7 @@
 """Where the daemon keeps things. Every path comes from platformdirs, so `HOME` and `XDG_*`
 relocate all of it (the end-to-end tests give each daemon its own home this way)."""
 
+import warnings
 from pathlib import Path
 
 import platformdirs
@@ -11,7 +12,11 @@ APP = "tether"
 
 
 def runtime_dir() -> Path:
-    return Path(platformdirs.user_runtime_dir(APP))
+    # Without a usable XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> (created
+    # owner-only) and warns; clients make the same choice, so the warning is only noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return Path(platformdirs.user_runtime_dir(APP))
 
 
 def data_dir() -> Path:

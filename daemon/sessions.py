@@ -67,6 +67,8 @@ class _RunningTurn:
         self.turn_id = turn_id
         self.scope = trio.CancelScope()
         self.done = trio.Event()
+        self.interrupted = False
+        """Cancelled by a daemon shutdown rather than by a client."""
 
 
 class Sessions:
@@ -198,6 +200,14 @@ class Sessions:
         running.scope.cancel()
         return running.turn_id
 
+    async def interrupt_all(self) -> None:
+        """Stop every running turn (they end `interrupted`) and wait until they have."""
+        for running in list(self._running.values()):
+            running.interrupted = True
+            running.scope.cancel()
+        for running in list(self._running.values()):
+            await running.done.wait()
+
     async def wait_idle(self, session_id: str) -> None:
         running = self._running.get(session_id)
         if running is not None:
@@ -220,7 +230,7 @@ class Sessions:
             with running.scope:
                 outcome = await loop.run()
             if outcome is None:
-                status = "cancelled"
+                status = "interrupted" if running.interrupted else "cancelled"
             else:
                 status, error = outcome.status, outcome.error
         except Exception as exc:

@@ -288,6 +288,39 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tether.clients.cli import demo
+
+    print(demo.BANNER, file=sys.stderr)
+    folder = demo.scratch()
+    project = folder / "greeter"
+    demo.make_project(project)
+    model, url = demo.start_model_server(demo.write_script(folder))
+    env = {**os.environ, "TETHER_BASE_URL": url, "TETHER_MODEL": "scripted"}
+    try:
+        start_daemon(project, idle_timeout=60, env=env)
+        with Client.connect(project, autostart=False) as client:
+            print(f"workspace: {project}\n» what is this project?\n", file=sys.stderr)
+            session = client.call(
+                "session/create", SessionCreateParams(title="demo"), result=SessionCreateResult
+            ).session
+            follower = Follower(client, session.id, Renderer(json_mode=args.json))
+            follower.attach()
+            turn_id = client.call(
+                "turn/start",
+                TurnStartParams(session_id=session.id, text="What is this project?"),
+                result=TurnStartResult,
+            ).turn_id
+            status = follower.follow(turn_id)
+            client.call("daemon/shutdown")
+    finally:
+        model.terminate()
+        model.wait(timeout=10)
+        demo.cleanup(folder)
+    print(f"\ndemo turn {status}.", file=sys.stderr)
+    return STATUS_EXIT[status]
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "tether.daemon.testing.model_server", *args.rest]
     os.execv(sys.executable, argv)
@@ -333,6 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--json", action="store_true")
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     daemon.set_defaults(func=cmd_daemon)
+
+    demo = sub.add_parser("demo", help="see tether work end to end, with a scripted model")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=cmd_demo)
 
     dev = sub.add_parser("dev", help="tools for plugin authors")
     dev_sub = dev.add_subparsers(dest="dev_command", required=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon.testing.model_server import ModelServer
 from tests.support import DaemonProcess, Home
+from tether.daemon.testing.model_server import ModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_CLIENT = ROOT / "clients" / "node"

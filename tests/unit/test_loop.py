@@ -36,7 +36,9 @@ class RecordingSink:
         return queued
 
     def completed(self) -> list[AnyItem]:
-        return [item for kind, item in self.log if kind == "completed" and not isinstance(item, str)]
+        return [
+            item for kind, item in self.log if kind == "completed" and not isinstance(item, str)
+        ]
 
 
 class SleepParams(ToolParams, frozen=True, kw_only=True):
@@ -147,7 +149,8 @@ async def test_read_only_calls_overlap_and_others_run_alone_in_order(
     assert outcome.status == "completed"
     spans = {name: (start, end) for name, start, end in SlowTool.spans}
     r1, r2, w1, w2, r3 = (spans[n] for n in ("r1", "r2", "w1", "w2", "r3"))
-    assert r1[0] < r2[1] and r2[0] < r1[1], "consecutive reads should overlap"
+    assert r1[0] < r2[1], "consecutive reads should overlap"
+    assert r2[0] < r1[1], "consecutive reads should overlap"
     assert max(r1[1], r2[1]) <= w1[0] <= w1[1] <= w2[0] <= w2[1] <= r3[0]
     results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in results] == [f"slept {n}" for n in ("r1", "r2", "w1", "w2", "r3")]
