@@ -5,7 +5,9 @@ memory copy per step, not a re-encode. httpx errors are mapped to `ModelError`s 
 edge, with messages that say what to fix.
 """
 
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import cast
 
 import httpx
 import msgspec
@@ -180,7 +182,8 @@ class OpenAIChatClient:
         done = False
         # Read to the end of the body even after [DONE] (servers end it right there): leaving
         # httpx's nested line iterators early would leave them to the garbage collector.
-        async with aclosing(response.aiter_lines()) as lines:
+        lines = cast(AsyncGenerator[str, None], response.aiter_lines())
+        async with aclosing(lines):
             async for line in lines:
                 if done or not line.startswith("data:"):
                     continue
