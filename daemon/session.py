@@ -67,7 +67,17 @@ class Subscriber(Protocol):
 
 
 class TurnState:
-    __slots__ = ("ended_at", "error", "id", "items", "partial", "started_at", "status", "usage")
+    __slots__ = (
+        "ended_at",
+        "error",
+        "id",
+        "items",
+        "open_items",
+        "partial",
+        "started_at",
+        "status",
+        "usage",
+    )
 
     def __init__(self, turn_id: str, started_at: float) -> None:
         self.id = turn_id
@@ -76,6 +86,8 @@ class TurnState:
         self.ended_at: float | None = None
         self.items: dict[str, AnyItem] = {}
         self.partial: dict[str, list[str]] = {}
+        self.open_items: set[str] = set()
+        """Items started and not yet completed."""
         self.usage = Usage()
         self.error: TurnError | None = None
 
@@ -134,16 +146,13 @@ class Session:
         return session
 
     def _interrupt(self, turn: TurnState) -> None:
-        for item in list(turn.items.values()):
-            if isinstance(item, ToolCall) and item.status == "running":
-                self.emit(
-                    ItemCompleted(
-                        turn_id=turn.id,
-                        item=msgspec.structs.replace(
-                            item, status="cancelled", output=INTERRUPTED_OUTPUT
-                        ),
-                    )
-                )
+        # Streamed text was never persisted: an open message completes with what its started
+        # form holds; an open tool call completes as cancelled.
+        for item_id in sorted(turn.open_items, key=list(turn.items).index):
+            item = turn.items[item_id]
+            if isinstance(item, ToolCall):
+                item = msgspec.structs.replace(item, status="cancelled", output=INTERRUPTED_OUTPUT)
+            self.emit(ItemCompleted(turn_id=turn.id, item=item))
         self.emit(
             TurnCompleted(
                 turn_id=turn.id,
@@ -210,6 +219,9 @@ class Session:
                     turn.items[item.id] = item
                     if isinstance(event, ItemCompleted):
                         turn.partial.pop(item.id, None)
+                        turn.open_items.discard(item.id)
+                    else:
+                        turn.open_items.add(item.id)
             case TurnStarted(turn_id=turn_id, started_at=started_at):
                 turn = TurnState(turn_id, started_at)
                 self.turns.append(turn)

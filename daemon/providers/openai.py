@@ -11,6 +11,7 @@ from typing import cast
 
 import httpx
 import msgspec
+import trio
 
 from tether.daemon.providers.base import (
     ModelError,
@@ -191,6 +192,9 @@ class OpenAIChatClient:
                 if data == "[DONE]":
                     done = True
                     continue
+                # One network read can hold thousands of lines; let the connections' writers
+                # run between them so that a burst does not pile up in every client's queue.
+                await trio.lowlevel.checkpoint()
                 try:
                     chunk = _chunk_decoder.decode(data)
                 except msgspec.DecodeError as exc:

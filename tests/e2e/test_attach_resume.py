@@ -1,0 +1,461 @@
+"""Attach, resume and resync against the real daemon: nothing lost, nothing doubled.
+
+Every test drives the daemon subprocess over real websockets. Turns are slowed down by the
+scripted model server (`chunk_delay_ms`) so that a second client can join or leave while the
+turn is still streaming. Deltas carry numbered text (`<0007>`), so a repeated or reordered
+event changes the payload, not just its seq.
+"""
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    collect_until_turn_end,
+    create_session,
+    start_daemon,
+    start_turn,
+)
+from tether.clients.rpc import Client
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
+from tether.protocol.items import AgentMessage, AnyItem, ToolCall
+from tether.protocol.methods import (
+    SessionEventParams,
+    SessionListResult,
+    SessionReadResult,
+    SessionRef,
+    SessionResyncParams,
+)
+from tether.protocol.session import Cursor, SessionInfo, SessionSnapshot
+
+_encode = msgspec.json.Encoder().encode
+
+
+def numbered(count: int) -> str:
+    """Text that splits into `count` distinct six-character chunks: `<0000><0001>...`."""
+    return "".join(f"<{i:04d}>" for i in range(count))
+
+
+def slow_text(count: int = 100, delay_ms: int = 20) -> dict[str, Any]:
+    """A streamed answer of `count` deltas, `delay_ms` apart (100 x 20 ms = about 2 s)."""
+    return {"text": numbered(count), "chunks": count, "chunk_delay_ms": delay_ms}
+
+
+TOOLS_THEN_SLOW_TEXT = {
+    "steps": [
+        {
+            "tool_calls": [
+                {"name": "list_dir", "arguments": {"path": "."}},
+                {"name": "read_file", "arguments": {"path": "README.md"}},
+            ]
+        },
+        slow_text(),
+    ]
+}
+
+
+def key(event: SessionEventParams) -> tuple[str, int, str, bytes]:
+    """Everything a client can observe about one event, comparable and readable in diffs."""
+    return (event.session_id, event.seq, event.epoch, _encode(event.event))
+
+
+def keys(events: list[SessionEventParams]) -> list[tuple[str, int, str, bytes]]:
+    return [key(e) for e in events]
+
+
+def read_events(
+    client: Client,
+    session_id: str,
+    until: Callable[[list[SessionEventParams]], bool],
+    timeout: float = 10.0,
+) -> list[SessionEventParams]:
+    """Read this session's events until `until(events_so_far)` holds."""
+    events: list[SessionEventParams] = []
+    deadline = time.monotonic() + timeout
+    while not until(events):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"condition not met within {timeout} s; got {len(events)} events")
+        method, params = client.next_notification(timeout=remaining)
+        assert method == "session/event", (method, params)
+        assert isinstance(params, SessionEventParams)
+        if params.session_id == session_id:
+            events.append(params)
+    return events
+
+
+def deltas_at_least(count: int) -> Callable[[list[SessionEventParams]], bool]:
+    def enough(events: list[SessionEventParams]) -> bool:
+        return sum(isinstance(e.event, ItemDelta) for e in events) >= count
+
+    return enough
+
+
+def assert_gap_free(events: list[SessionEventParams], first_seq: int) -> None:
+    assert [e.seq for e in events] == list(range(first_seq, first_seq + len(events)))
+    assert len({e.epoch for e in events}) == 1
+
+
+def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
+    return client.call(
+        "session/read", SessionRef(session_id=session_id), result=SessionReadResult
+    ).snapshot
+
+
+def session_info(client: Client, session_id: str) -> SessionInfo:
+    sessions = client.call("session/list", result=SessionListResult).sessions
+    matching = [s for s in sessions if s.id == session_id]
+    assert len(matching) == 1, sessions
+    return matching[0]
+
+
+def wait_for_seq(client: Client, session_id: str, seq: int, timeout: float = 10.0) -> None:
+    """Poll `session/read` until the session has emitted event `seq` (without subscribing)."""
+    deadline = time.monotonic() + timeout
+    while read_snapshot(client, session_id).seq < seq:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the session did not reach seq {seq} within {timeout} s")
+        time.sleep(0.01)
+
+
+def items_of(events: list[SessionEventParams], turn_id: str) -> list[AnyItem]:
+    """A turn's items as a snapshot lists them: in start order, the latest copy of each."""
+    items: dict[str, AnyItem] = {}
+    for e in events:
+        if isinstance(e.event, ItemStarted | ItemCompleted) and e.event.turn_id == turn_id:
+            items[e.event.item.id] = e.event.item
+    return list(items.values())
+
+
+# --- 1. two clients see the same stream -------------------------------------------------------
+
+
+def test_two_attached_clients_see_identical_events(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {
+            "steps": [
+                TOOLS_THEN_SLOW_TEXT["steps"][0],
+                {"text": numbered(30), "chunks": 30, "chunk_delay_ms": 2},
+            ]
+        }
+    )
+    with daemon.client("a") as a, daemon.client("b") as b:
+        session_id = create_session(a)
+        attached_a = attach(a, session_id)
+        attached_b = attach(b, session_id, role="observer")
+        assert (attached_a.epoch, attached_a.from_seq) == (attached_b.epoch, 0)
+        turn_id = start_turn(a, session_id, "look around")
+        events_a = collect_until_turn_end(a, session_id)
+        events_b = collect_until_turn_end(b, session_id)
+
+    assert keys(events_b) == keys(events_a)
+    assert_gap_free(events_a, 1)
+    assert {e.epoch for e in events_a} == {attached_a.epoch}
+    # The stream really had tool calls and streamed text in it.
+    completed = [e.event.item for e in events_a if isinstance(e.event, ItemCompleted)]
+    assert sorted(i.tool for i in completed if isinstance(i, ToolCall)) == ["list_dir", "read_file"]
+    assert [i.text for i in completed if isinstance(i, AgentMessage)] == [numbered(30)]
+    assert sum(isinstance(e.event, ItemDelta) for e in events_a) == 30
+    last = events_a[-1].event
+    assert isinstance(last, TurnCompleted)
+    assert (last.turn_id, last.status) == (turn_id, "completed")
+
+
+# --- 2. attaching mid-turn from seq 0 ---------------------------------------------------------
+
+
+def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(TOOLS_THEN_SLOW_TEXT)
+    with daemon.client("a") as a, daemon.client("b") as b:
+        session_id = create_session(a)
+        attach(a, session_id)
+        start_turn(a, session_id, "go")
+        head = read_events(a, session_id, deltas_at_least(10))
+
+        before = read_snapshot(b, session_id)
+        assert before.turns[-1].status == "running"
+        attached = attach(b, session_id, after=Cursor(seq=0))
+        assert (attached.mode, attached.from_seq, attached.snapshot) == ("replay", 0, None)
+        assert attached.epoch == head[0].epoch
+        events_b = collect_until_turn_end(b, session_id)
+        events_a = head + collect_until_turn_end(a, session_id)
+
+    # The turn was well under way when B attached, and B got it all, once, in order.
+    assert before.seq < len(events_a) - 50
+    assert_gap_free(events_b, 1)
+    assert keys(events_b) == keys(events_a)
+    assert isinstance(events_b[-1].event, TurnCompleted)
+
+
+# --- 3. reconnecting with a cursor ------------------------------------------------------------
+
+
+def test_reconnect_with_cursor_resumes_exactly_after_it(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(TOOLS_THEN_SLOW_TEXT)
+    with daemon.client("reference") as reference:
+        with daemon.client("a") as a:
+            session_id = create_session(a)
+            attach(reference, session_id, role="observer")
+            attach(a, session_id)
+            start_turn(a, session_id, "go")
+            seen_by_a = read_events(a, session_id, deltas_at_least(10))
+        cursor = Cursor(epoch=seen_by_a[-1].epoch, seq=seen_by_a[-1].seq)
+
+        with daemon.client("b") as b:
+            # The turn goes on while nobody who started it is connected.
+            wait_for_seq(b, session_id, cursor.seq + 10)
+            assert read_snapshot(b, session_id).turns[-1].status == "running"
+            attached = attach(b, session_id, after=cursor)
+            assert (attached.mode, attached.epoch, attached.from_seq) == (
+                "replay",
+                cursor.epoch,
+                cursor.seq,
+            )
+            assert attached.snapshot is None
+            seen_by_b = collect_until_turn_end(b, session_id)
+        everything = collect_until_turn_end(reference, session_id)
+
+    assert seen_by_b[0].seq == cursor.seq + 1
+    assert_gap_free(seen_by_b, cursor.seq + 1)
+    assert isinstance(seen_by_b[-1].event, TurnCompleted)
+    assert keys(seen_by_a + seen_by_b) == keys(everything)
+    assert_gap_free(everything, 1)
+
+
+# --- 4. a cursor from another epoch -----------------------------------------------------------
+
+
+def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {
+            "steps": [
+                TOOLS_THEN_SLOW_TEXT["steps"][0],
+                {"text": "It greets."},
+                slow_text(),
+            ]
+        }
+    )
+    with daemon.client("a") as a, daemon.client("b") as b:
+        session_id = create_session(a)
+        attached_a = attach(a, session_id)
+        first_turn = start_turn(a, session_id, "what is this?")
+        turn_one = collect_until_turn_end(a, session_id)
+        second_turn = start_turn(a, session_id, "say more")
+        head = read_events(a, session_id, deltas_at_least(10))
+
+        stale = Cursor(epoch="0" * 16, seq=head[-1].seq)
+        assert stale.epoch != attached_a.epoch
+        attached = attach(b, session_id, after=stale)
+        events_b = collect_until_turn_end(b, session_id)
+        everything = turn_one + head + collect_until_turn_end(a, session_id)
+
+    assert attached.mode == "snapshot"
+    snapshot = attached.snapshot
+    assert snapshot is not None
+    assert (snapshot.seq, snapshot.epoch) == (attached.from_seq, attached_a.epoch)
+    assert attached.epoch == attached_a.epoch
+    # The first turn's completed items, exactly as the stream delivered them.
+    assert [t.id for t in snapshot.turns] == [first_turn, second_turn]
+    done, running = snapshot.turns
+    assert done.status == "completed"
+    assert done.items == items_of(turn_one, first_turn)
+    assert [type(i).__name__ for i in done.items] == [
+        "UserMessage",
+        "ToolCall",
+        "ToolCall",
+        "AgentMessage",
+    ]
+    assert all(i.status == "completed" and i.output for i in done.items if isinstance(i, ToolCall))
+    assert running.status == "running"
+    # Live events continue right after the snapshot, and nothing is missing.
+    assert_gap_free(events_b, attached.from_seq + 1)
+    assert keys(events_b) == keys([e for e in everything if e.seq > attached.from_seq])
+    # The streamed-so-far text in the snapshot plus the deltas after it is the whole answer.
+    partial = [i for i in running.items if isinstance(i, AgentMessage)]
+    assert len(partial) == 1
+    later = "".join(
+        e.event.delta
+        for e in events_b
+        if isinstance(e.event, ItemDelta) and e.event.item_id == partial[0].id
+    )
+    assert partial[0].text
+    assert partial[0].text + later == numbered(100)
+
+
+# --- 5. snapshots: attach without cursor, and session/read ------------------------------------
+
+
+def test_attach_without_cursor_and_read_give_the_same_snapshot_read_does_not_subscribe(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [TOOLS_THEN_SLOW_TEXT["steps"][0], {"text": "first"}, {"text": "second"}]}
+    )
+    with daemon.client("a") as a, daemon.client("b") as b, daemon.client("reader") as reader:
+        session_id = create_session(a)
+        attach(a, session_id)
+        start_turn(a, session_id, "one")
+        turn_one = collect_until_turn_end(a, session_id)
+
+        attached = attach(b, session_id)
+        assert attached.mode == "snapshot"
+        assert attached.snapshot is not None
+        assert attached.from_seq == attached.snapshot.seq == turn_one[-1].seq
+        read = read_snapshot(reader, session_id)
+        assert read == attached.snapshot
+        assert len(read.turns) == 1
+        assert read.turns[0].status == "completed"
+
+        start_turn(a, session_id, "two")
+        turn_two = collect_until_turn_end(a, session_id)
+        assert keys(collect_until_turn_end(b, session_id)) == keys(turn_two)
+        # Anything the daemon sent the reader during turn two is queued ahead of this answer.
+        after = read_snapshot(reader, session_id)
+        assert [t.status for t in after.turns] == ["completed", "completed"]
+        assert after.seq == turn_two[-1].seq
+        with pytest.raises(TimeoutError):
+            reader.next_notification(timeout=0.3)
+
+
+# --- 6. a slow client is told to resync, then catches up --------------------------------------
+
+
+SLOW_CLIENT_LIMIT = 50
+FLOOD_DELTAS = 6000
+"""About 1 MB of frames: far beyond 50 queued frames plus what the sockets buffer."""
+
+
+def follow_turn(
+    client: Client, session_id: str, cursor: Cursor, timeout: float = 20.0
+) -> tuple[list[SessionEventParams], int]:
+    """Read to the turn's end as a well-behaved client does: on `session/resync`, re-attach
+    with the last cursor held. Returns the events and how many resyncs it took."""
+    events: list[SessionEventParams] = []
+    resyncs = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no turn_completed within {timeout} s; got {len(events)} events")
+        method, params = client.next_notification(timeout=remaining)
+        if method == "session/resync":
+            resyncs += 1
+            again = attach(client, session_id, after=cursor)
+            assert (again.mode, again.from_seq) == ("replay", cursor.seq)
+            continue
+        assert isinstance(params, SessionEventParams)
+        events.append(params)
+        cursor = Cursor(epoch=params.epoch, seq=params.seq)
+        if isinstance(params.event, TurnCompleted):
+            return events, resyncs
+
+
+def test_slow_client_is_dropped_told_to_resync_and_catches_up(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [{"text": "y" * (FLOOD_DELTAS * 10), "chunks": FLOOD_DELTAS}]}
+    )
+    daemon = start_daemon(
+        home, workspace, "--idle-timeout", "0", "--client-queue-limit", str(SLOW_CLIENT_LIMIT)
+    )
+    try:
+        with daemon.client("fast") as fast, daemon.client("slow") as slow:
+            session_id = create_session(fast)
+            fast_attached = attach(fast, session_id)
+            slow_attached = attach(slow, session_id)
+            assert slow_attached.from_seq == 0
+            # `slow` reads nothing while the turn floods it; `fast` reads as fast as it can. With
+            # a 50-frame queue even `fast` can be told to resync (the daemon emits a whole socket
+            # read of model chunks between two writer turns), so it follows resyncs as the CLI
+            # does; what matters is that the turn never waits for `slow`.
+            started = time.monotonic()
+            start_turn(fast, session_id, "flood")
+            full, _ = follow_turn(
+                fast, session_id, Cursor(epoch=fast_attached.epoch, seq=fast_attached.from_seq)
+            )
+            elapsed = time.monotonic() - started
+            assert_gap_free(full, 1)
+            assert sum(isinstance(e.event, ItemDelta) for e in full) == FLOOD_DELTAS
+            last = full[-1].event
+            assert isinstance(last, TurnCompleted)
+            assert last.status == "completed"
+            assert elapsed < 15, f"the turn took {elapsed:.1f} s with a stalled client attached"
+
+            # Now `slow` reads: a gap-free prefix of the stream, then the resync notice.
+            prefix: list[SessionEventParams] = []
+            while True:
+                method, params = slow.next_notification(timeout=10)
+                if method == "session/resync":
+                    assert isinstance(params, SessionResyncParams)
+                    assert params.session_id == session_id
+                    break
+                assert method == "session/event"
+                assert isinstance(params, SessionEventParams)
+                prefix.append(params)
+            assert len(prefix) < len(full)
+            assert keys(prefix) == keys(full[: len(prefix)])
+
+            cursor = (
+                Cursor(epoch=prefix[-1].epoch, seq=prefix[-1].seq)
+                if prefix
+                else Cursor(epoch=slow_attached.epoch, seq=slow_attached.from_seq)
+            )
+            again = attach(slow, session_id, after=cursor)
+            assert again.epoch == full[0].epoch
+            if again.mode == "replay":
+                assert (again.from_seq, again.snapshot) == (cursor.seq, None)
+                rest = collect_until_turn_end(slow, session_id)
+                assert_gap_free(rest, cursor.seq + 1)
+                assert keys(prefix + rest) == keys(full)
+            else:
+                # The ring no longer reaches back: the snapshot holds the finished turn.
+                assert again.snapshot is not None
+                assert again.from_seq == again.snapshot.seq == full[-1].seq
+                turn = again.snapshot.turns[-1]
+                assert (turn.id, turn.status) == (last.turn_id, "completed")
+                assert turn.items == items_of(full, last.turn_id)
+            # Nothing else is pending for `slow`: no stray events, no second resync.
+            assert read_snapshot(slow, session_id).seq == full[-1].seq
+            with pytest.raises(TimeoutError):
+                slow.next_notification(timeout=0.2)
+    finally:
+        daemon.stop()
+
+
+# --- 7. session/list status ---------------------------------------------------------------------
+
+
+def test_session_list_shows_running_then_idle(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [slow_text(50)]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        created = session_info(client, session_id)
+        assert (created.status, created.turn_count) == ("idle", 0)
+        attach(client, session_id)
+        start_turn(client, session_id, "go")
+        running = session_info(client, session_id)
+        assert (running.status, running.turn_count) == ("running", 1)
+        events = collect_until_turn_end(client, session_id)
+        assert isinstance(events[-1].event, TurnCompleted)
+        done = session_info(client, session_id)
+        assert (done.status, done.turn_count) == ("idle", 1)
+        assert done.title == "go"
