@@ -161,20 +161,18 @@ class TurnLoop:
     def _schedule(
         self, prepared: list[tuple[ToolCall, ToolParams | str]]
     ) -> list[list[tuple[ToolCall, ToolParams | str]]]:
+        """Group consecutive read-only calls (and invalid ones, which run nothing); every
+        other call is a group of its own."""
         groups: list[list[tuple[ToolCall, ToolParams | str]]] = []
+        last_parallel = False
         for entry in prepared:
             item, params = entry
             parallel = isinstance(params, str) or self.tools.is_read_only(item.tool)
-            if (
-                parallel
-                and groups
-                and all(
-                    isinstance(p, str) or self.tools.is_read_only(i.tool) for i, p in groups[-1]
-                )
-            ):
+            if parallel and last_parallel:
                 groups[-1].append(entry)
             else:
                 groups.append([entry])
+            last_parallel = parallel
         return groups
 
     async def _run_into(

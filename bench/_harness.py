@@ -1,0 +1,420 @@
+"""Shared helpers for tether's benchmarks: an isolated home, the real daemon as a subprocess, the
+CLI as a measured subprocess, RSS readings from /proc, and a little statistics.
+
+Everything here starts processes only through context managers that stop them again, also when
+the benchmark fails or is interrupted (SIGTERM is turned into an exception by
+`handle_sigterm()`, so `finally` blocks run). Only 127.0.0.1 is used.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import msgspec
+
+from tether.clients.rpc import Client
+from tether.clients.websocket import WebSocket
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
+from tether.protocol.methods import InitializeParams
+
+DAEMON_START_TIMEOUT = 20.0
+
+
+# --------------------------------------------------------------------------------------------
+# Signals
+
+
+def handle_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so every `finally` (process cleanup) runs."""
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+# --------------------------------------------------------------------------------------------
+# An isolated home
+
+
+class BenchHome:
+    """HOME and XDG folders under one temporary directory, plus a small workspace."""
+
+    def __init__(self, root: Path, model_url: str) -> None:
+        self.root = root
+        self.runtime = root / "run"
+        self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.runtime, 0o700)
+        for name in ("home", "data", "config", "state", "cache"):
+            (root / name).mkdir(exist_ok=True)
+        self.workspace = (root / "project").resolve()
+        self.workspace.mkdir(exist_ok=True)
+        (self.workspace / "README.md").write_text("# Demo project\nIt greets.\n")
+        (self.workspace / "src").mkdir(exist_ok=True)
+        (self.workspace / "src" / "app.py").write_text(
+            "def greet(name):\n    return f'hello {name}'\n"
+        )
+        (self.workspace / "x.txt").write_text("x\n")
+        self.env: dict[str, str] = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "XDG_"))},
+            "HOME": str(root / "home"),
+            "XDG_RUNTIME_DIR": str(self.runtime),
+            "XDG_DATA_HOME": str(root / "data"),
+            "XDG_CONFIG_HOME": str(root / "config"),
+            "XDG_STATE_HOME": str(root / "state"),
+            "XDG_CACHE_HOME": str(root / "cache"),
+            "TETHER_BASE_URL": model_url,
+            "TETHER_MODEL": "scripted",
+            "OPENAI_API_KEY": "",
+            "PYTHONUNBUFFERED": "1",
+            # Bytecode goes to a cache inside this temporary home: the first start compiles,
+            # later ones load .pyc files, as in a normal install. The repository and the venv
+            # are never written to (and PYTHONDONTWRITEBYTECODE, if set, would hide this).
+            "PYTHONPYCACHEPREFIX": str(root / "pycache"),
+        }
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+
+    def env_without_bytecode(self) -> dict[str, str]:
+        """The environment as installed, writing no bytecode: only __pycache__ folders that
+        already exist are used, everything else is compiled from source at every start (this
+        is what PYTHONDONTWRITEBYTECODE=1 with a venv that has no .pyc files gives)."""
+        env = {**self.env, "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("PYTHONPYCACHEPREFIX", None)
+        return env
+
+    @property
+    def discovery_path(self) -> Path:
+        return self.runtime / "tether" / discovery_name(str(self.workspace))
+
+    @property
+    def database_path(self) -> Path:
+        key = workspace_key(str(self.workspace))
+        return self.root / "data" / "tether" / "workspaces" / key / "tether.sqlite3"
+
+    def read_discovery(self) -> DiscoveryInfo | None:
+        try:
+            data = self.discovery_path.read_bytes()
+            return msgspec.json.decode(data, type=DiscoveryInfo)
+        except (OSError, msgspec.DecodeError):
+            return None
+
+
+@contextlib.contextmanager
+def bench_home(model_url: str, *, prime: bool = True) -> Generator[BenchHome, None, None]:
+    """A temporary home, removed afterwards. With `prime`, the bytecode cache is filled for the
+    daemon and the CLI first, so that no figure includes compiling them."""
+    root = Path(tempfile.mkdtemp(prefix="tether-bench-"))
+    try:
+        home = BenchHome(root, model_url)
+        if prime:
+            prime_bytecode(home)
+        yield home
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def prime_bytecode(home: BenchHome) -> None:
+    code = (
+        "import tether.daemon.__main__, tether.daemon.daemon, tether.clients.cli.main, httpx,"
+        " sqlite3, email.utils"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env=home.env,
+        cwd=home.workspace,
+        stdin=subprocess.DEVNULL,
+        check=True,
+        timeout=60,
+    )
+
+
+@contextlib.contextmanager
+def model_server(script: Mapping[str, Any]) -> Generator[ModelServer, None, None]:
+    server = ModelServer(script).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# The daemon
+
+
+class DaemonProc:
+    def __init__(self, home: BenchHome, proc: "subprocess.Popen[bytes]", info: DiscoveryInfo):
+        self.home = home
+        self.proc = proc
+        self.info = info
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def port(self) -> int:
+        return self.info.port
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.info.token}"}
+
+    def raw(self) -> WebSocket:
+        """A connected websocket, not yet initialized."""
+        return WebSocket.connect("127.0.0.1", self.port, headers=self.auth)
+
+    def client(self, name: str = "bench") -> Client:
+        """A typed client, initialized."""
+        client = Client(self.raw(), self.info)
+        client.call("initialize", InitializeParams(client_name=name))
+        return client
+
+    def rss_kb(self) -> int:
+        return proc_status_kb(self.pid, "VmRSS")
+
+    def peak_rss_kb(self) -> int:
+        return proc_status_kb(self.pid, "VmHWM")
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.pid)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`. Idempotent."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def start_daemon(home: BenchHome, *extra: str) -> DaemonProc:
+    log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tether.daemon",
+            "--workspace",
+            str(home.workspace),
+            "--idle-timeout",
+            "0",
+            *extra,
+        ],
+        env=home.env,
+        cwd=home.workspace,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    try:
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT
+        while time.monotonic() < deadline:
+            info = home.read_discovery()
+            if info is not None and info.pid == proc.pid:
+                return DaemonProc(home, proc, info)
+            if proc.poll() is not None:
+                raise RuntimeError(f"the daemon exited with {proc.returncode}; see {home.root}")
+            time.sleep(0.005)
+        raise RuntimeError("the daemon did not write its discovery file in time")
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        raise
+
+
+@contextlib.contextmanager
+def running_daemon(home: BenchHome, *extra: str) -> Generator[DaemonProc, None, None]:
+    daemon = start_daemon(home, *extra)
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# Measured subprocesses (the CLI)
+
+
+@dataclass(frozen=True)
+class Measured:
+    returncode: int
+    wall_s: float
+    max_rss_kb: int
+    """Peak resident set of the child (ru_maxrss from wait4), in KiB."""
+    stdout: str
+    stderr: str
+
+
+def cli_command() -> list[str]:
+    """The `tether` console script next to this Python, else `python -m` of the CLI module."""
+    script = Path(sys.executable).with_name("tether")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "tether.clients.cli.main"]
+
+
+def run_measured(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 30.0,
+) -> Measured:
+    """Run a command to completion; wall time from spawn to reap and its peak RSS (wait4)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+        timer = threading.Timer(timeout, _kill_if_running, args=(proc,))
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+            code = os.waitstatus_to_exitcode(status)
+            proc.returncode = code
+        finally:
+            timer.cancel()
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        out.seek(0)
+        err.seek(0)
+        return Measured(
+            returncode=code,
+            wall_s=wall,
+            max_rss_kb=int(usage.ru_maxrss),
+            stdout=out.read().decode("utf-8", "replace"),
+            stderr=err.read().decode("utf-8", "replace"),
+        )
+
+
+def _kill_if_running(proc: "subprocess.Popen[bytes]") -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
+def run_cli(
+    home: BenchHome, *args: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
+) -> Measured:
+    return run_measured(
+        [*cli_command(), *args],
+        env=home.env if env is None else env,
+        cwd=home.workspace,
+        timeout=timeout,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# /proc
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (from /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def installed_bytecode(module_file: str) -> bool:
+    """Whether a module's .pyc exists in its own __pycache__ folder."""
+    import importlib.util
+
+    return Path(importlib.util.cache_from_source(module_file)).exists()
+
+
+def proc_status_kb(pid: int, field: str) -> int:
+    """A `kB` field of /proc/PID/status (VmRSS, VmHWM, ...); 0 when unavailable."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics and printing
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (0-100), linearly interpolated between closest ranks."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def verdict(value: float, target: float) -> str:
+    return "ok" if value < target else "MISSED"
+
+
+def row(label: str, value: str, target: str = "", note: str = "") -> None:
+    line = f"  {label:<50} {value:>10}"
+    if target:
+        line += f"   target {target}"
+    if note:
+        line += f"   {note}"
+    print(line)
+
+
+def mb(kb: int) -> str:
+    return f"{kb / 1024:.1f} MB"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def machine_line() -> str:
+    return (
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"{os.uname().sysname} {os.uname().release}"
+    )
+
+
+def load_line() -> str:
+    """The 1-minute load average, with a warning when other work competes for the CPUs."""
+    load = os.getloadavg()[0]
+    cpus = os.cpu_count() or 1
+    line = f"load average {load:.2f} on {cpus} CPUs"
+    if load > cpus / 2:
+        line += " - WARNING: other work on this machine inflates wall times"
+    return line
