@@ -101,6 +101,9 @@ class Daemon:
         self.store.open()
         try:
             async with trio.open_nursery() as nursery:
+                # Signals first: from the moment the discovery file exists, SIGTERM must mean
+                # a clean stop, not the default action.
+                await nursery.start(self._watch_signals)
                 await nursery.start(self.sessions.serve)
                 server: trio_websocket.WebSocketServer = await nursery.start(
                     partial(
@@ -130,7 +133,6 @@ class Daemon:
                     ),
                 )
                 log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)
-                nursery.start_soon(self._watch_signals)
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
                 task_status.started(self.port)
@@ -173,8 +175,11 @@ class Daemon:
             self.connections.discard(conn)
             self._touch()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 if self._shutdown.is_set():
                     log.warning("second signal: exiting at once")

@@ -1,0 +1,619 @@
+"""The daemon's life: discovery, single instance, CLI start/stop/status, auto-start, idle exit,
+where it writes, and surviving clients that vanish. Real processes, real sockets."""
+
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+import platformdirs
+import pytest
+from wsproto.events import TextMessage
+
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    collect_until_turn_end,
+    create_session,
+    raw_call,
+    run_cli,
+    start_daemon,
+    start_turn,
+)
+from tether.clients.rpc import Client
+from tether.clients.websocket import ConnectionClosed, WebSocket
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.discovery import workspace_key
+from tether.protocol.events import TurnCompleted
+from tether.protocol.jsonrpc import request_frame
+from tether.protocol.methods import (
+    DaemonStatusResult,
+    InitializeParams,
+    SessionReadResult,
+    SessionRef,
+)
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+    """Poll until `condition()`; return the seconds it took. Fails after `timeout`."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, i.e. exited but not yet reaped, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _status(daemon: DaemonProcess) -> DaemonStatusResult:
+    with daemon.client("status-probe") as client:
+        return client.call("daemon/status", result=DaemonStatusResult)
+
+
+def _client_count(client: Client) -> int:
+    return client.call("daemon/status", result=DaemonStatusResult).clients
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM a daemon that is not our child; SIGKILL it if it does not exit in time."""
+    os.kill(pid, signal.SIGTERM)
+    try:
+        _wait_for(lambda: not _alive(pid), 10, f"daemon {pid} did not stop on SIGTERM")
+    except AssertionError:
+        os.kill(pid, signal.SIGKILL)
+        raise
+
+
+@contextmanager
+def _cleanup_daemon(home: Home, workspace: Path) -> Generator[None]:
+    """Stop whatever daemon the CLI started for `workspace` when the test ends (pass or fail)."""
+    try:
+        yield
+    finally:
+        info = home.read_discovery(workspace)
+        if info is not None and _alive(info.pid):
+            _terminate(info.pid)
+
+
+# --- 1. discovery file --------------------------------------------------------------------------
+
+
+def test_discovery_file_is_private_complete_and_removed_on_sigterm(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    path = home.discovery_path(workspace)
+    assert path.is_file()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert path.stat().st_uid == os.getuid()
+    data = json.loads(path.read_bytes())
+    assert data["pid"] == daemon.proc.pid
+    assert isinstance(data["port"], int)
+    assert 0 < data["port"] < 65536
+    token = data["token"]
+    assert isinstance(token, str)
+    assert len(token) == 64
+    assert all(c in "0123456789abcdef" for c in token)
+    assert data["protocolVersion"] == 1
+    assert data["workspace"] == str(workspace.resolve())
+    assert isinstance(data["daemonVersion"], str)
+    # No temporary file is left next to it.
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
+    # The port and token in the file are the ones that work.
+    assert _status(daemon).pid == daemon.proc.pid
+
+    start = time.monotonic()
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=10) == 0
+    assert time.monotonic() - start < 5
+    assert not path.exists()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", data["port"]), timeout=2).close()
+
+
+def test_sigterm_right_after_the_discovery_file_appears_stops_cleanly(
+    home: Home, workspace: Path
+) -> None:
+    # The discovery file says "ready"; a SIGTERM from then on must be a clean stop (exit 0,
+    # file removed), not the default action of the signal (killed, stale file left behind).
+    # The window is small, so the file is watched without sleeping and the cycle repeated.
+    discovery = home.discovery_path(workspace)
+    for attempt in range(5):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 15
+            while not discovery.exists():
+                assert proc.poll() is None, f"daemon exited with {proc.returncode}"
+                assert time.monotonic() < deadline, "daemon did not start"
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        assert code == 0, f"attempt {attempt}: SIGTERM right after startup gave exit {code}"
+        assert not discovery.exists(), f"attempt {attempt}: stale discovery file"
+
+
+def test_each_daemon_has_a_fresh_token(home: Home, workspace: Path) -> None:
+    first = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        token = first.token
+        assert _status(first).pid == first.proc.pid  # fully up (see the SIGTERM race test)
+        assert first.stop() == 0
+    finally:
+        if first.proc.poll() is None:
+            first.kill()
+    second = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        assert second.token != token
+        assert second.proc.pid != first.proc.pid
+        assert _status(second).pid == second.proc.pid
+    finally:
+        assert second.stop() == 0
+
+
+def test_sigterm_interrupts_turns_and_closes_clients_cleanly(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    # Stopping: the running turn ends `interrupted` and attached clients see that event, then a
+    # close frame (1001, going away) rather than a dropped TCP connection.
+    model_server.set_script({"steps": [{"text": "never sent", "delay_ms": 10_000}]})
+    with daemon.client("watcher") as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        turn_id = start_turn(client, session_id, "take forever")
+        _wait_for(lambda: len(model_server.requests) == 1, 10, "the model was never asked")
+        daemon.proc.send_signal(signal.SIGTERM)
+        events = collect_until_turn_end(client, session_id, timeout=10)
+        last = events[-1].event
+        assert isinstance(last, TurnCompleted)
+        assert (last.turn_id, last.status) == (turn_id, "interrupted")
+        with pytest.raises(ConnectionClosed) as closed:
+            client.next_notification(timeout=10)
+        assert closed.value.code == 1001
+    assert daemon.proc.wait(timeout=10) == 0
+    assert not home.discovery_path(workspace).exists()
+    # The interruption was persisted: a new daemon reports the turn as interrupted.
+    successor = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        with successor.client("reader") as reader:
+            read = reader.call(
+                "session/read", SessionRef(session_id=session_id), result=SessionReadResult
+            )
+        assert [(t.id, t.status) for t in read.snapshot.turns] == [(turn_id, "interrupted")]
+    finally:
+        assert successor.stop() == 0
+
+
+# --- 2. one daemon per workspace ----------------------------------------------------------------
+
+
+def test_second_daemon_for_same_workspace_exits_3(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    before = home.discovery_path(workspace).read_bytes()
+    start = time.monotonic()
+    second = subprocess.run(
+        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=15,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert second.returncode == 3, second.stderr
+    assert time.monotonic() - start < 10  # it did not serve, just started and gave up
+    assert "already serves" in second.stderr
+    # The first daemon is untouched: same discovery file, still serving.
+    assert home.discovery_path(workspace).read_bytes() == before
+    assert daemon.proc.poll() is None
+    status = _status(daemon)
+    assert status.pid == daemon.proc.pid
+    assert status.workspace == str(workspace.resolve())
+
+
+def test_another_workspace_gets_its_own_daemon(
+    daemon: DaemonProcess, home: Home, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-project"
+    other.mkdir()
+    second = start_daemon(home, other, "--idle-timeout", "0")
+    try:
+        assert second.port != daemon.port
+        assert second.token != daemon.token
+        assert _status(second).workspace == str(other.resolve())
+        assert _status(daemon).pid == daemon.proc.pid
+    finally:
+        assert second.stop() == 0
+    assert home.discovery_path(daemon.workspace).exists()
+
+
+# --- 3. the CLI's daemon commands ---------------------------------------------------------------
+
+
+def test_cli_daemon_start_and_status_report_the_running_daemon(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    w = str(workspace)
+    pid = daemon.proc.pid
+    started = run_cli(home, "daemon", "start", "-w", w)
+    assert started.returncode == 0, started.stderr
+    assert "already running" in started.stdout
+    assert f"pid {pid}" in started.stdout
+    started_json = run_cli(home, "daemon", "start", "--json", "-w", w)
+    assert json.loads(started_json.stdout)["started"] is False
+    assert json.loads(started_json.stdout)["pid"] == pid
+
+    status = run_cli(home, "daemon", "status", "--json", "-w", w)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["running"] is True
+    assert data["pid"] == pid
+    assert data["port"] == daemon.port
+    assert data["workspace"] == str(workspace.resolve())
+    text = run_cli(home, "daemon", "status", "-w", w)
+    assert text.returncode == 0, text.stderr
+    assert f"pid {pid}" in text.stdout
+    # Neither command started another daemon or disturbed this one.
+    info = home.read_discovery(workspace)
+    assert info is not None
+    assert info.pid == pid
+    assert daemon.proc.poll() is None
+
+
+def test_shutdown_request_is_answered_before_the_daemon_stops(daemon: DaemonProcess) -> None:
+    # JSON-RPC: every request with an id gets a response. `tether daemon stop` relies on it.
+    ws = _initialized_raw(daemon)
+    try:
+        ws.send(request_frame("bye", "daemon/shutdown", {}))
+        try:
+            reply = msgspec.json.decode(ws.recv(timeout=10))
+        except ConnectionClosed as exc:
+            raise AssertionError(f"daemon/shutdown got no response: {exc}") from exc
+        assert reply == {"jsonrpc": "2.0", "id": "bye", "result": {}}
+    finally:
+        ws.close()
+    assert daemon.proc.wait(timeout=10) == 0
+
+
+def test_cli_daemon_stop_stops_it_and_says_so(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    pid = daemon.proc.pid
+    # Not run_cli: the daemon is this process's child, so it must be reaped here while the CLI
+    # waits for it to go away (an unreaped zombie still answers kill(pid, 0)).
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tether.clients.cli.main", "daemon", "stop", "-w", str(workspace)],
+        env=home.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert daemon.proc.wait(timeout=10) == 0
+        stdout, stderr = cli.communicate(timeout=20)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    assert not home.discovery_path(workspace).exists()
+    assert (cli.returncode, stderr) == (0, "")
+    assert f"stopped (pid {pid})" in stdout
+
+
+def test_cli_daemon_status_then_start_after_the_daemon_stopped(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    w = str(workspace)
+    pid = daemon.proc.pid
+    assert _status(daemon).pid == pid  # fully up (see the SIGTERM race test)
+    assert daemon.stop() == 0
+    with _cleanup_daemon(home, workspace):
+        gone = run_cli(home, "daemon", "status", "-w", w)
+        assert gone.returncode == 1
+        assert "no tether daemon is running" in gone.stdout
+        gone_json = run_cli(home, "daemon", "status", "--json", "-w", w)
+        assert gone_json.returncode == 1
+        assert json.loads(gone_json.stdout)["running"] is False
+        # Stopping what is not running is not an error, and starts nothing.
+        assert run_cli(home, "daemon", "stop", "-w", w).returncode == 0
+        assert home.read_discovery(workspace) is None
+
+        restarted = run_cli(home, "daemon", "start", "--idle-timeout", "0", "-w", w)
+        assert restarted.returncode == 0, restarted.stderr
+        assert "started: pid " in restarted.stdout
+        info = home.read_discovery(workspace)
+        assert info is not None
+        assert info.pid != pid
+        assert f"pid {info.pid}" in restarted.stdout
+        assert _alive(info.pid)
+        again = run_cli(home, "daemon", "status", "--json", "-w", w)
+        assert again.returncode == 0, again.stderr
+        data = json.loads(again.stdout)
+        assert (data["running"], data["pid"], data["idleTimeout"]) == (True, info.pid, 0)
+
+
+def test_cli_status_ignores_a_stale_discovery_file(home: Home, workspace: Path) -> None:
+    # A daemon killed with SIGKILL cannot remove its file; clients must not trust it.
+    victim = start_daemon(home, workspace, "--idle-timeout", "0")
+    victim.kill()
+    assert home.discovery_path(workspace).exists()
+    result = run_cli(home, "daemon", "status", "-w", str(workspace))
+    assert result.returncode == 1
+    assert "no tether daemon is running" in result.stdout
+    # And a new daemon can take over the workspace (the kernel released the lock).
+    successor = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        assert _status(successor).pid == successor.proc.pid
+    finally:
+        assert successor.stop() == 0
+
+
+# --- 4. auto-start ------------------------------------------------------------------------------
+
+
+def test_cli_run_starts_a_daemon_when_none_runs(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "hi"}]})
+    assert home.read_discovery(workspace) is None
+    with _cleanup_daemon(home, workspace):
+        result = run_cli(home, "run", "-w", str(workspace), "hello")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == ["hi"]
+        info = home.read_discovery(workspace)
+        assert info is not None
+        assert _alive(info.pid)
+        assert info.workspace == str(workspace.resolve())
+        assert len(model_server.requests) == 1
+        # The daemon outlives the CLI: the next command finds it, with the session it ran.
+        listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+        assert listed.returncode == 0, listed.stderr
+        assert [s["turnCount"] for s in json.loads(listed.stdout)] == [1]
+        assert home.read_discovery(workspace) == info
+        _terminate(info.pid)
+        assert not home.discovery_path(workspace).exists()
+
+
+def test_cli_commands_without_autostart_do_not_start_one(home: Home, workspace: Path) -> None:
+    with _cleanup_daemon(home, workspace):
+        cancel = run_cli(home, "cancel", "-w", str(workspace))
+        assert cancel.returncode == 2
+        assert "no daemon is running" in cancel.stderr
+        status = run_cli(home, "daemon", "status", "-w", str(workspace))
+        assert status.returncode == 1
+        assert home.read_discovery(workspace) is None
+
+
+# --- 5. idle exit -------------------------------------------------------------------------------
+
+
+def test_idle_daemon_exits_after_its_last_client_leaves(home: Home, workspace: Path) -> None:
+    daemon = start_daemon(home, workspace, "--idle-timeout", "1")
+    try:
+        with daemon.client("holder") as client:
+            status = client.call("daemon/status", result=DaemonStatusResult)
+            assert status.idle_timeout == 1
+            time.sleep(1.5)
+            assert daemon.proc.poll() is None, "exited while a client was connected"
+            assert client.call("daemon/status", result=DaemonStatusResult).clients == 1
+        left = time.monotonic()
+        assert daemon.proc.wait(timeout=5) == 0
+        took = time.monotonic() - left
+        assert took >= 0.9, f"exited {took:.2f} s after the client left; the timeout is 1 s"
+        assert not home.discovery_path(workspace).exists()
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
+
+
+def test_idle_timer_waits_for_a_running_turn(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    # A turn that outlives the idle timeout with no client attached keeps the daemon up.
+    model_server.set_script({"steps": [{"text": "slow answer", "delay_ms": 2000}]})
+    daemon = start_daemon(home, workspace, "--idle-timeout", "1")
+    try:
+        with daemon.client("starter") as client:
+            session_id = create_session(client)
+            start_turn(client, session_id, "take your time")
+        time.sleep(1.5)
+        assert daemon.proc.poll() is None, "exited with a turn running"
+        with daemon.client("checker") as client:
+            attached = attach(client, session_id)
+            assert attached.snapshot is not None
+            turns = attached.snapshot.turns
+            if turns[-1].status == "running":
+                events = collect_until_turn_end(client, session_id, timeout=10)
+                last = events[-1].event
+                assert isinstance(last, TurnCompleted)
+                assert last.status == "completed"
+            else:
+                assert turns[-1].status == "completed"
+        assert daemon.proc.wait(timeout=5) == 0
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
+
+
+# --- 6. where the daemon writes -----------------------------------------------------------------
+
+
+def test_everything_the_daemon_writes_is_under_the_isolated_home(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "stored"}]})
+    result = run_cli(home, "run", "-w", str(workspace), "remember this")
+    assert result.returncode == 0, result.stderr
+    key = workspace_key(str(workspace.resolve()))
+    database = home.database_path(workspace)
+    assert database.is_file()
+    assert database.stat().st_size > 0
+    # Nothing for this workspace in the real user's folders.
+    real_roots = {
+        Path.home() / ".local" / "share" / "tether",
+        Path.home() / ".local" / "state" / "tether",
+        Path.home() / ".cache" / "tether",
+        Path(platformdirs.user_data_dir("tether")),
+        Path(platformdirs.user_log_dir("tether")),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no XDG_RUNTIME_DIR here: platformdirs warns
+        real_roots.add(Path(platformdirs.user_runtime_dir("tether")))
+    for root in real_roots:
+        assert not (root / "workspaces" / key).exists(), root
+        assert not (root / f"daemon-{key}.json").exists(), root
+        assert not (root / f"daemon-{key}.lock").exists(), root
+        assert not (root / f"daemon-{key}.log").exists(), root
+    # Every regular file the daemon holds open is in the isolated home (or the workspace).
+    fd_dir = Path(f"/proc/{daemon.proc.pid}/fd")
+    if fd_dir.is_dir():
+        targets = [os.readlink(fd) for fd in fd_dir.iterdir()]
+        files = [Path(t) for t in targets if t.startswith("/") and not t.startswith("/dev/")]
+        assert any(f == database for f in files), files
+        for f in files:
+            assert f.is_relative_to(home.root) or f.is_relative_to(workspace), f
+    # Nothing was written into the workspace itself.
+    assert sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*")) == [
+        "README.md",
+        "src",
+        "src/app.py",
+    ]
+
+
+# --- 7. clients that vanish ---------------------------------------------------------------------
+
+
+def _initialized_raw(daemon: DaemonProcess) -> WebSocket:
+    ws = daemon.raw()
+    reply = raw_call(ws, request_frame("init", "initialize", InitializeParams(client_name="v")))
+    assert "result" in reply, reply
+    return ws
+
+
+def _reset(ws: WebSocket) -> None:
+    """Drop the TCP connection with an RST: no close frame, no FIN."""
+    ws._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    ws._sock.close()
+    ws.close()  # the socket is already gone; this just marks the client closed
+
+
+def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> None:
+    with daemon.client("observer") as observer:
+        assert _client_count(observer) == 1
+
+        # 1. The socket is closed without a close frame (FIN only).
+        plain = _initialized_raw(daemon)
+        assert _client_count(observer) == 2
+        plain._sock.close()
+        plain.close()
+        _wait_for(lambda: _client_count(observer) == 1, 5, "FIN client not dropped")
+
+        # 2. The connection is reset (RST).
+        reset = _initialized_raw(daemon)
+        assert _client_count(observer) == 2
+        _reset(reset)
+        _wait_for(lambda: _client_count(observer) == 1, 5, "RST client not dropped")
+
+        # 3. The client dies halfway through sending a frame.
+        half = _initialized_raw(daemon)
+        frame = half._ws.send(TextMessage(data=request_frame("x", "daemon/status", {}).decode()))
+        half._sock.sendall(frame[: len(frame) // 2])
+        assert _client_count(observer) == 2
+        _reset(half)
+        _wait_for(lambda: _client_count(observer) == 1, 5, "half-frame client not dropped")
+
+        # 4. The client dies mid-handshake (before the upgrade completes).
+        with socket.create_connection(("127.0.0.1", daemon.port), timeout=5) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgr")
+        assert daemon.proc.poll() is None
+        status = observer.call("daemon/status", result=DaemonStatusResult)
+        assert status.pid == daemon.proc.pid
+        assert status.clients == 1
+
+    # A brand-new client is served normally.
+    assert _status(daemon).clients == 1
+
+
+def test_killed_client_process_is_dropped_and_its_turn_survives(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    # A real client process killed with SIGKILL while its turn runs: the daemon drops the
+    # connection, keeps serving, and (closing never cancels a turn) finishes the turn.
+    model_server.set_script({"steps": [{"text": "finished anyway", "delay_ms": 800}]})
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from tether.clients.rpc import Client\n"
+        "from tether.protocol.methods import SessionCreateParams, SessionCreateResult,"
+        " TurnStartParams\n"
+        "client = Client.connect(Path(sys.argv[1]), autostart=False)\n"
+        "sid = client.call('session/create', SessionCreateParams(),"
+        " result=SessionCreateResult).session.id\n"
+        "client.call('turn/start', TurnStartParams(session_id=sid, text='go'))\n"
+        "print(sid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with daemon.client("observer") as observer:
+        victim = subprocess.Popen(
+            [sys.executable, "-c", script, str(workspace)],
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert victim.stdout is not None
+            session_id = victim.stdout.readline().decode().strip()
+            assert session_id, victim.stderr.read().decode() if victim.stderr else ""
+            assert _client_count(observer) == 2
+            victim.kill()
+        finally:
+            victim.kill()
+            victim.communicate(timeout=10)
+        _wait_for(lambda: _client_count(observer) == 1, 5, "killed client not dropped")
+        attached = attach(observer, session_id, role="observer")
+        assert attached.snapshot is not None
+        if attached.snapshot.turns[-1].status == "running":
+            events = collect_until_turn_end(observer, session_id, timeout=10)
+            last = events[-1].event
+            assert isinstance(last, TurnCompleted)
+            assert last.status == "completed"
+        else:
+            assert attached.snapshot.turns[-1].status == "completed"
+    assert daemon.proc.poll() is None
+    info = home.read_discovery(workspace)
+    assert info is not None
+    assert info.pid == daemon.proc.pid
