@@ -50,7 +50,7 @@ def log_path(workspace: Path) -> Path:
     return Path(platformdirs.user_log_dir("tether")) / f"daemon-{workspace_key(str(workspace))}.log"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -66,7 +66,7 @@ def read_discovery(workspace: Path) -> DiscoveryInfo | None:
         info = msgspec.json.decode(discovery_path(workspace).read_bytes(), type=DiscoveryInfo)
     except (OSError, msgspec.DecodeError):
         return None
-    return info if _alive(info.pid) else None
+    return info if alive(info.pid) else None
 
 
 def start_daemon(

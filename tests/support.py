@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ import msgspec
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
-from tether.protocol.events import TurnCompleted
+from tether.protocol.events import ItemDelta, TurnCompleted
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
     InitializeParams,
@@ -216,3 +216,31 @@ def raw_request(
     ws: WebSocket, method: str, params: object, request_id: str = "r1"
 ) -> dict[str, Any]:
     return raw_call(ws, request_frame(request_id, method, params))
+
+
+def read_events(
+    client: Client,
+    session_id: str,
+    until: Callable[[list[SessionEventParams]], bool],
+    timeout: float = 10.0,
+) -> list[SessionEventParams]:
+    """Read this session's events until `until(events_so_far)` holds."""
+    events: list[SessionEventParams] = []
+    deadline = time.monotonic() + timeout
+    while not until(events):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"condition not met within {timeout} s; got {len(events)} events")
+        method, params = client.next_notification(timeout=remaining)
+        assert method == "session/event", (method, params)
+        assert isinstance(params, SessionEventParams)
+        if params.session_id == session_id:
+            events.append(params)
+    return events
+
+
+def deltas_at_least(count: int) -> Callable[[list[SessionEventParams]], bool]:
+    def enough(events: list[SessionEventParams]) -> bool:
+        return sum(isinstance(e.event, ItemDelta) for e in events) >= count
+
+    return enough

@@ -21,6 +21,7 @@ import msgspec
 from tether.clients.cli.render import Renderer
 from tether.clients.discovery import (
     DaemonUnavailable,
+    alive,
     find_workspace,
     read_discovery,
     start_daemon,
@@ -270,22 +271,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     with Client.connect(workspace, autostart=False) as client:
         client.call("daemon/shutdown")
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _alive(info.pid):
+    while time.monotonic() < deadline and alive(info.pid):
         time.sleep(0.05)
-    if _alive(info.pid):
+    if alive(info.pid):
         raise CliError(f"the daemon (pid {info.pid}) did not stop within 15 s")
     print(f"tether daemon stopped (pid {info.pid})")
     return EXIT_OK
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ event changes the payload, not just its seq.
 """
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ from tests.support import (
     attach,
     collect_until_turn_end,
     create_session,
+    deltas_at_least,
+    read_events,
     start_daemon,
     start_turn,
 )
@@ -69,34 +70,6 @@ def key(event: SessionEventParams) -> tuple[str, int, str, bytes]:
 
 def keys(events: list[SessionEventParams]) -> list[tuple[str, int, str, bytes]]:
     return [key(e) for e in events]
-
-
-def read_events(
-    client: Client,
-    session_id: str,
-    until: Callable[[list[SessionEventParams]], bool],
-    timeout: float = 10.0,
-) -> list[SessionEventParams]:
-    """Read this session's events until `until(events_so_far)` holds."""
-    events: list[SessionEventParams] = []
-    deadline = time.monotonic() + timeout
-    while not until(events):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"condition not met within {timeout} s; got {len(events)} events")
-        method, params = client.next_notification(timeout=remaining)
-        assert method == "session/event", (method, params)
-        assert isinstance(params, SessionEventParams)
-        if params.session_id == session_id:
-            events.append(params)
-    return events
-
-
-def deltas_at_least(count: int) -> Callable[[list[SessionEventParams]], bool]:
-    def enough(events: list[SessionEventParams]) -> bool:
-        return sum(isinstance(e.event, ItemDelta) for e in events) >= count
-
-    return enough
 
 
 def assert_gap_free(events: list[SessionEventParams], first_seq: int) -> None:

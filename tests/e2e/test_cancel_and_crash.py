@@ -7,7 +7,6 @@ disconnect or the signal lands while the model is still streaming.
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ from tests.support import (
     attach,
     collect_until_turn_end,
     create_session,
+    deltas_at_least,
+    read_events,
     run_cli,
     start_daemon,
     start_turn,
@@ -63,34 +64,6 @@ READ_TOOLS = {
         {"name": "read_file", "arguments": {"path": "src/app.py"}},
     ]
 }
-
-
-def read_events(
-    client: Client,
-    session_id: str,
-    until: Callable[[list[SessionEventParams]], bool],
-    timeout: float = 10.0,
-) -> list[SessionEventParams]:
-    """Read this session's events until `until(events_so_far)` holds."""
-    events: list[SessionEventParams] = []
-    deadline = time.monotonic() + timeout
-    while not until(events):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"condition not met within {timeout} s; got {len(events)} events")
-        method, params = client.next_notification(timeout=remaining)
-        assert method == "session/event", (method, params)
-        assert isinstance(params, SessionEventParams)
-        if params.session_id == session_id:
-            events.append(params)
-    return events
-
-
-def deltas_at_least(count: int) -> Callable[[list[SessionEventParams]], bool]:
-    def enough(events: list[SessionEventParams]) -> bool:
-        return sum(isinstance(e.event, ItemDelta) for e in events) >= count
-
-    return enough
 
 
 def completed_items(events: list[SessionEventParams]) -> list[AnyItem]:
