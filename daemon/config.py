@@ -9,6 +9,7 @@ agent to another model server or key.
 import os
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 
@@ -23,11 +24,17 @@ class ConfigError(Exception):
 
 
 class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    kind: Literal["openai", "anthropic"] = "openai"
+    """`openai`: chat completions (Ollama, vLLM, llama.cpp, …); `anthropic`: Messages."""
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
     api_key: str = ""
     request_timeout: float = 300.0
     """Seconds a model stream may stay silent before it is abandoned."""
+    tool_mode: Literal["auto", "native", "text"] = "auto"
+    """`text` describes tools in the prompt and reads `<tool_call>` blocks; `auto` switches to
+    it when the server says the model does not support tools."""
+    max_output_tokens: int = 8192
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -61,10 +68,17 @@ def load_config(env: dict[str, str] | None = None, path: Path | None = None) -> 
         overrides["base_url"] = value
     if value := env.get("TETHER_MODEL"):
         overrides["model"] = value
+    if value := env.get("TETHER_PROVIDER"):
+        if value not in ("openai", "anthropic"):
+            raise ConfigError(f"TETHER_PROVIDER must be openai or anthropic, not {value!r}")
+        overrides["kind"] = value
     if value := env.get("TETHER_API_KEY") or (
         "" if provider.api_key else env.get("OPENAI_API_KEY", "")
     ):
         overrides["api_key"] = value
+    anthropic_key = env.get("ANTHROPIC_API_KEY", "")
+    if provider.kind == "anthropic" and "api_key" not in overrides and not provider.api_key:
+        overrides["api_key"] = anthropic_key
     if overrides:
         provider = msgspec.structs.replace(provider, **overrides)
     return msgspec.structs.replace(config, provider=provider)

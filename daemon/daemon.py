@@ -30,7 +30,7 @@ from tether.daemon.handlers import Handlers
 from tether.daemon.lifecycle import WorkspaceLock, remove_discovery, write_discovery
 from tether.daemon.outbox import DEFAULT_LIMIT
 from tether.daemon.providers.base import ModelClient
-from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.providers.factory import create_client
 from tether.daemon.security import check_upgrade
 from tether.daemon.sessions import Sessions
 from tether.daemon.store import Store
@@ -64,13 +64,7 @@ class Daemon:
         self.port = 0
         self.store = Store(paths.database_path(str(workspace)))
         provider = config.provider
-        self.model: ModelClient = model or OpenAIChatClient(
-            base_url=provider.base_url,
-            model=provider.model,
-            api_key=provider.api_key,
-            silence_timeout=provider.request_timeout,
-            config_hint=str(config_file()),
-        )
+        self.model: ModelClient = model or create_client(provider, config_hint=str(config_file()))
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from tether.daemon.connection import Connection, Handler, Reply
+from tether.daemon.providers.base import ModelError
 from tether.daemon.session import Session
 from tether.daemon.sessions import Sessions
 from tether.protocol.base import Wire
@@ -15,6 +16,8 @@ from tether.protocol.methods import (
     Empty,
     InitializeParams,
     InitializeResult,
+    ModelInfo,
+    ModelsListResult,
     SessionAttachParams,
     SessionCreateParams,
     SessionCreateResult,
@@ -64,6 +67,11 @@ class Handlers:
             "turn/start": self.turn_start,
             "turn/cancel": self.turn_cancel,
             "tools/list": self.tools_list,
+            "models/list": self.models_list,
+            "approval/respond": self.approval_respond,
+            "session/undo": self.session_undo,
+            "process/list": self.process_list,
+            "process/kill": self.process_kill,
         }
         missing = set(METHODS) - set(table)
         assert not missing, f"methods without a handler: {missing}"
@@ -160,3 +168,25 @@ class Handlers:
 
     async def tools_list(self, conn: Connection, params: Wire) -> Wire:
         return ToolsListResult(tools=self.sessions.tools.infos())
+
+    async def models_list(self, conn: Connection, params: Wire) -> Wire:
+        model = self.sessions.model
+        try:
+            ids = await model.list_models()
+        except ModelError as exc:
+            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from exc
+        return ModelsListResult(
+            models=[ModelInfo(id=i) for i in ids], current=model.model, provider=model.provider
+        )
+
+    async def approval_respond(self, conn: Connection, params: Wire) -> Wire:
+        raise RpcError(ErrorCode.INTERNAL_ERROR, "approvals are not wired yet")
+
+    async def session_undo(self, conn: Connection, params: Wire) -> Wire:
+        raise RpcError(ErrorCode.INTERNAL_ERROR, "undo is not wired yet")
+
+    async def process_list(self, conn: Connection, params: Wire) -> Wire:
+        raise RpcError(ErrorCode.INTERNAL_ERROR, "processes are not wired yet")
+
+    async def process_kill(self, conn: Connection, params: Wire) -> Wire:
+        raise RpcError(ErrorCode.INTERNAL_ERROR, "processes are not wired yet")

@@ -1,68 +1,38 @@
-"""The conversation as the model sees it, kept as pre-encoded OpenAI chat messages.
+"""The conversation as the model sees it: a growing list of provider-neutral messages.
 
-Each message is encoded to JSON once, when it is added; a model call then only concatenates
-them. The first message is the system prompt, which never changes within a session, so the
-prompt prefix stays byte-identical and provider prompt caches keep hitting.
+The first message is the system prompt, which never changes within a session, so the prompt
+prefix stays byte-identical and provider prompt caches keep hitting. Providers encode each
+message once and keep the encoding on it (see `Message.cache`).
 """
 
 from collections.abc import Iterable
 
-import msgspec
-
-from tether.daemon.providers.base import ToolCallRequest
+from tether.daemon.providers.base import Message, ToolCallRequest
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
 
 INTERRUPTED_RESULT = "[no result: the turn ended before this tool call finished]"
 
 
-class _Function(msgspec.Struct):
-    name: str
-    arguments: str
-
-
-class _ToolCall(msgspec.Struct):
-    id: str
-    function: _Function
-    type: str = "function"
-
-
-class _Message(msgspec.Struct, omit_defaults=True):
-    role: str
-    content: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-    tool_call_id: str | None = None
-
-
-_encoder = msgspec.json.Encoder()
-
-
-def _raw(message: _Message) -> msgspec.Raw:
-    return msgspec.Raw(_encoder.encode(message))
-
-
 class History:
     def __init__(self, system_prompt: str) -> None:
-        self.messages: list[msgspec.Raw] = [_raw(_Message(role="system", content=system_prompt))]
-        self._open_calls: list[str] = []
+        self.messages: list[Message] = [Message(role="system", content=system_prompt)]
+        self._open_calls: dict[str, str] = {}
+        """call id -> tool name, for calls not yet answered."""
 
     def add_user(self, text: str) -> None:
         self.close_open_calls()
-        self.messages.append(_raw(_Message(role="user", content=text)))
+        self.messages.append(Message(role="user", content=text))
 
     def add_assistant(self, text: str, tool_calls: Iterable[ToolCallRequest]) -> None:
-        calls = [
-            _ToolCall(id=c.id, function=_Function(name=c.name, arguments=c.arguments))
-            for c in tool_calls
-        ]
-        self.messages.append(
-            _raw(_Message(role="assistant", content=text or None, tool_calls=calls or None))
-        )
-        self._open_calls = [c.id for c in calls]
+        calls = list(tool_calls)
+        self.messages.append(Message(role="assistant", content=text, tool_calls=calls))
+        self._open_calls = {c.id: c.name for c in calls}
 
     def add_tool_result(self, call_id: str, output: str) -> None:
-        self.messages.append(_raw(_Message(role="tool", content=output, tool_call_id=call_id)))
-        if call_id in self._open_calls:
-            self._open_calls.remove(call_id)
+        name = self._open_calls.pop(call_id, "")
+        self.messages.append(
+            Message(role="tool", content=output, tool_call_id=call_id, tool_name=name)
+        )
 
     def close_open_calls(self) -> None:
         """Answer every call still without a result, so the history stays valid for providers

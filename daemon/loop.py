@@ -29,6 +29,7 @@ from tether.daemon.tools.base import ToolContext, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.protocol.events import TurnError, Usage
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, ToolCall, UserMessage
+from tether.protocol.session import QueuedInput
 
 CANCELLED_RESULT = "[cancelled by the user before it finished]"
 
@@ -39,7 +40,7 @@ class TurnSink(Protocol):
     def item_started(self, item: AnyItem) -> None: ...
     def item_delta(self, item_id: str, delta: str) -> None: ...
     def item_completed(self, item: AnyItem) -> None: ...
-    def take_queued(self) -> list[str]:
+    def take_queued(self) -> list[QueuedInput]:
         """User messages sent while the turn ran, to join at the next step."""
         ...
 
@@ -89,11 +90,11 @@ class TurnLoop:
 
     def _take_queued(self) -> bool:
         queued = self.sink.take_queued()
-        for text in queued:
-            item = UserMessage(id=self.new_id(), text=text)
+        for entry in queued:
+            item = UserMessage(id=entry.input_id, text=entry.text)
             self.sink.item_started(item)
             self.sink.item_completed(item)
-            self.history.add_user(text)
+            self.history.add_user(entry.text)
         return bool(queued)
 
     async def _run(self) -> TurnOutcome:
@@ -109,7 +110,7 @@ class TurnLoop:
                 return TurnOutcome(status="paused", usage=self.usage())
             step += 1
             stream = self._stream = _StreamToItems(self.sink, self.new_id, step)
-            request = ModelRequest(messages=self.history.messages, tools=self.tools.openai_tools)
+            request = ModelRequest(messages=self.history.messages, tools=self.tools.toolset)
             try:
                 response = await self.model.complete(request, stream)
             except ModelError as exc:

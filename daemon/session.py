@@ -21,17 +21,27 @@ from tether.daemon.store import SessionRow, Store
 from tether.protocol.events import (
     EPHEMERAL_EVENTS,
     AnyEvent,
+    ApprovalRequest,
+    ApprovalRequested,
+    ApprovalResolved,
+    InputDropped,
+    InputQueued,
     ItemCompleted,
     ItemDelta,
     ItemStarted,
+    ModelRetry,
+    PermissionMode,
+    SessionConfigured,
     SessionRenamed,
+    TodoEntry,
+    TodosUpdated,
     TurnCompleted,
     TurnError,
     TurnStarted,
     TurnStatus,
     Usage,
 )
-from tether.protocol.items import AgentMessage, AnyItem, Reasoning, ToolCall
+from tether.protocol.items import AgentMessage, AnyItem, Reasoning, ToolCall, UserMessage
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
     SessionAttachResult,
@@ -40,6 +50,7 @@ from tether.protocol.methods import (
 )
 from tether.protocol.session import (
     Cursor,
+    QueuedInput,
     Role,
     SessionInfo,
     SessionSnapshot,
@@ -116,7 +127,14 @@ def _with_partial(item: AnyItem, text: str) -> AnyItem:
 
 
 class Session:
-    def __init__(self, row: SessionRow, store: Store, *, last_seq: int = 0) -> None:
+    def __init__(
+        self,
+        row: SessionRow,
+        store: Store,
+        *,
+        last_seq: int = 0,
+        permission_mode: PermissionMode = "edits",
+    ) -> None:
         self.id = row.id
         self.title = row.title
         self.created_at = row.created_at
@@ -128,16 +146,27 @@ class Session:
         self._turns_by_id: dict[str, TurnState] = {}
         self.ring = EventRing(first_seq=last_seq + 1)
         self.subscribers: dict[Subscriber, Role] = {}
-        self.queued: list[str] = []
+        self.permission_mode: PermissionMode = permission_mode
+        self.pending_approvals: dict[str, ApprovalRequest] = {}
+        self.resolved_approvals: dict[str, ApprovalResolved] = {}
+        self.queued_inputs: dict[str, QueuedInput] = {}
+        self.todos: list[TodoEntry] = []
 
     # --- loading --------------------------------------------------------------------------
 
     @classmethod
-    def restore(cls, row: SessionRow, store: Store, events: list[tuple[int, bytes]]) -> "Session":
+    def restore(
+        cls,
+        row: SessionRow,
+        store: Store,
+        events: list[tuple[int, bytes]],
+        *,
+        permission_mode: PermissionMode = "edits",
+    ) -> "Session":
         """Rebuild a session from its persisted events, in a new epoch. A turn that was still
         running when the last daemon stopped is closed as interrupted (and persisted so)."""
         last_seq = events[-1][0] if events else 0
-        session = cls(row, store, last_seq=last_seq)
+        session = cls(row, store, last_seq=last_seq, permission_mode=permission_mode)
         for _, body in events:
             session._apply(event_decoder.decode(body))
         for turn in session.turns:
@@ -146,6 +175,18 @@ class Session:
         return session
 
     def _interrupt(self, turn: TurnState) -> None:
+        for approval in [a for a in self.pending_approvals.values() if a.turn_id == turn.id]:
+            self.emit(
+                ApprovalResolved(
+                    approval_id=approval.id,
+                    turn_id=turn.id,
+                    decision="deny",
+                    by="daemon",
+                    message="the daemon stopped",
+                )
+            )
+        if self.queued_inputs:
+            self.emit(InputDropped(input_ids=list(self.queued_inputs), reason="the daemon stopped"))
         # Streamed text was never persisted: an open message completes with what its started
         # form holds; an open tool call completes as cancelled.
         for item_id in sorted(turn.open_items, key=list(turn.items).index):
@@ -215,6 +256,8 @@ class Session:
                 ItemStarted(turn_id=turn_id, item=item) | ItemCompleted(turn_id=turn_id, item=item)
             ):
                 turn = self._turns_by_id.get(turn_id)
+                if isinstance(item, UserMessage):
+                    self.queued_inputs.pop(item.id, None)
                 if turn is not None:
                     turn.items[item.id] = item
                     if isinstance(event, ItemCompleted):
@@ -235,6 +278,23 @@ class Session:
                     turn.error = event.error
             case SessionRenamed(title=title):
                 self.title = title
+            case SessionConfigured(permission_mode=mode):
+                self.permission_mode = mode
+            case ApprovalRequested(approval=approval):
+                self.pending_approvals[approval.id] = approval
+            case ApprovalResolved(approval_id=approval_id):
+                resolved = self.pending_approvals.pop(approval_id, None)
+                if resolved is not None:
+                    self.resolved_approvals[approval_id] = event
+            case InputQueued(input_id=input_id, text=text, by=by):
+                self.queued_inputs[input_id] = QueuedInput(input_id=input_id, text=text, by=by)
+            case InputDropped(input_ids=input_ids):
+                for input_id in input_ids:
+                    self.queued_inputs.pop(input_id, None)
+            case TodosUpdated(todos=todos):
+                self.todos = todos
+            case ModelRetry():
+                pass
 
     # --- views ----------------------------------------------------------------------------
 
@@ -258,6 +318,7 @@ class Session:
             updated_at=self.updated_at,
             status="running" if self.running_turn_id else "idle",
             turn_count=len(self.turns),
+            permission_mode=self.permission_mode,
         )
 
     def snapshot(self) -> SessionSnapshot:
@@ -266,6 +327,9 @@ class Session:
             epoch=self.epoch,
             seq=self.seq,
             turns=[turn.snapshot() for turn in self.turns],
+            pending_approvals=list(self.pending_approvals.values()),
+            queued_inputs=list(self.queued_inputs.values()),
+            todos=self.todos,
         )
 
     # --- subscribers ----------------------------------------------------------------------

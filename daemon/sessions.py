@@ -26,6 +26,7 @@ from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
+    InputQueued,
     ItemCompleted,
     ItemDelta,
     ItemStarted,
@@ -36,7 +37,7 @@ from tether.protocol.events import (
     TurnStatus,
 )
 from tether.protocol.items import AnyItem, UserMessage
-from tether.protocol.session import SessionInfo
+from tether.protocol.session import QueuedInput, SessionInfo
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,9 @@ class _Sink:
     def item_completed(self, item: AnyItem) -> None:
         self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))
 
-    def take_queued(self) -> list[str]:
-        queued, self.session.queued = self.session.queued, []
-        return queued
+    def take_queued(self) -> list[QueuedInput]:
+        # The user message items that join them (same ids) take them off the queue.
+        return list(self.session.queued_inputs.values())
 
 
 class _RunningTurn:
@@ -175,7 +176,7 @@ class Sessions:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
         running = self._running.get(session.id)
         if running is not None:
-            session.queued.append(text)
+            session.emit(InputQueued(input_id=new_id("i"), text=text))
             return running.turn_id
         turn_id = new_id("t")
         running = self._running[session.id] = _RunningTurn(turn_id)

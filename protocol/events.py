@@ -67,7 +67,101 @@ class SessionRenamed(Event, frozen=True, kw_only=True, tag="session_renamed"):
     title: str
 
 
-AnyEvent = TurnStarted | ItemStarted | ItemDelta | ItemCompleted | TurnCompleted | SessionRenamed
+PermissionMode = Literal["ask", "edits", "auto"]
+ApprovalKind = Literal["read", "edit", "command", "tool"]
+Decision = Literal["allow", "deny"]
+DecisionScope = Literal["once", "always"]
 
-EPHEMERAL_EVENTS: tuple[type[Event], ...] = (ItemDelta,)
+
+class SessionConfigured(Event, frozen=True, kw_only=True, tag="session_configured"):
+    permission_mode: PermissionMode
+
+
+class ApprovalRequest(Wire, frozen=True, kw_only=True):
+    """A tool call waiting for a person's answer, with everything needed to decide."""
+
+    id: str
+    turn_id: str
+    item_id: str
+    """The tool call item it gates."""
+    tool: str
+    arguments: str
+    kind: ApprovalKind
+    reason: str
+    """Why it asks, in words (the mode, a rule, a sensitive path, a shell operator)."""
+    command: str = ""
+    path: str = ""
+    preview: str = ""
+    """A unified diff for edits."""
+    always_rule: str = ""
+    """What "always allow" would allow from now on in this session."""
+    requested_at: float = 0.0
+
+
+class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval_requested"):
+    approval: ApprovalRequest
+
+
+class ApprovalResolved(Event, frozen=True, kw_only=True, tag="approval_resolved"):
+    approval_id: str
+    turn_id: str
+    decision: Decision
+    scope: DecisionScope = "once"
+    by: str
+    """Who answered: a client's name, or `daemon` when the turn was cancelled."""
+    message: str = ""
+
+
+class InputQueued(Event, frozen=True, kw_only=True, tag="input_queued"):
+    """A message sent while a turn runs; it joins at the next step as a user message item
+    with the same id."""
+
+    input_id: str
+    text: str
+    by: str = ""
+
+
+class InputDropped(Event, frozen=True, kw_only=True, tag="input_dropped"):
+    """Queued messages that the turn ended without (it was cancelled or failed)."""
+
+    input_ids: list[str]
+    reason: str
+
+
+class ModelRetry(Event, frozen=True, kw_only=True, tag="model_retry"):
+    """The model call failed in a way worth retrying; the turn waits, then calls again."""
+
+    turn_id: str
+    attempt: int
+    max_attempts: int
+    delay_seconds: float
+    reason: str
+
+
+class TodoEntry(Wire, frozen=True, kw_only=True):
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
+class TodosUpdated(Event, frozen=True, kw_only=True, tag="todos_updated"):
+    todos: list[TodoEntry]
+
+
+AnyEvent = (
+    TurnStarted
+    | ItemStarted
+    | ItemDelta
+    | ItemCompleted
+    | TurnCompleted
+    | SessionRenamed
+    | SessionConfigured
+    | ApprovalRequested
+    | ApprovalResolved
+    | InputQueued
+    | InputDropped
+    | ModelRetry
+    | TodosUpdated
+)
+
+EPHEMERAL_EVENTS: tuple[type[Event], ...] = (ItemDelta, ModelRetry)
 """Events kept only in the in-memory ring, never persisted."""

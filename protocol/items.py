@@ -51,6 +51,28 @@ class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
     """The model call that asked for it; calls of one step answer one assistant message."""
 
 
+class FileChange(Wire, frozen=True, kw_only=True):
+    path: str
+    """Relative to the workspace."""
+    added: int = 0
+    removed: int = 0
+    created: bool = False
+    deleted: bool = False
+
+
+class TurnSummary(Item, frozen=True, kw_only=True, tag="turn_summary"):
+    """The last item of every turn: how it ended and what it cost and changed."""
+
+    stop_reason: str
+    """completed | failed | cancelled | interrupted | paused"""
+    duration_seconds: float
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens_estimated: bool = False
+    model_calls: int = 0
+    files_changed: list[FileChange] = []
+
+
 class Notice(Item, frozen=True, kw_only=True, tag="notice"):
     """Something the user should know: a failed model call and how to fix it, a retry, a pause."""
 
@@ -59,4 +81,4 @@ class Notice(Item, frozen=True, kw_only=True, tag="notice"):
     code: str = ""
 
 
-AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice
+AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice | TurnSummary

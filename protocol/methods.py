@@ -9,7 +9,7 @@ from typing import Literal
 import msgspec
 
 from tether.protocol.base import Wire
-from tether.protocol.events import AnyEvent
+from tether.protocol.events import AnyEvent, Decision, DecisionScope, PermissionMode
 from tether.protocol.session import Cursor, Role, SessionInfo, SessionSnapshot
 
 
@@ -53,6 +53,8 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
 
 class SessionCreateParams(Wire, frozen=True, kw_only=True):
     title: str = ""
+    permission_mode: PermissionMode | None = None
+    """Defaults to the user's configured mode (`edits` unless configured)."""
 
 
 class SessionCreateResult(Wire, frozen=True, kw_only=True):
@@ -96,12 +98,77 @@ class SessionAttachResult(Wire, frozen=True, kw_only=True):
 
 
 class TurnStartParams(Wire, frozen=True, kw_only=True):
+    """Start a turn, or, while one runs, queue the text to join it at its next step."""
+
     session_id: str
     text: str
+    permission_mode: PermissionMode | None = None
+    """Switch the session's permission mode from now on (a user's choice, as a CLI flag)."""
 
 
 class TurnStartResult(Wire, frozen=True, kw_only=True):
     turn_id: str
+    queued: bool = False
+    """True when a turn was already running and the text was queued for it."""
+    input_id: str = ""
+
+
+class ApprovalRespondParams(Wire, frozen=True, kw_only=True):
+    session_id: str
+    approval_id: str
+    decision: Decision
+    scope: DecisionScope = "once"
+    """`always` also adds a session rule (see the request's `alwaysRule`)."""
+    message: str = ""
+    """Told to the model with a denial."""
+
+
+class ModelInfo(Wire, frozen=True, kw_only=True):
+    id: str
+
+
+class ModelsListResult(Wire, frozen=True, kw_only=True):
+    models: list[ModelInfo]
+    current: str
+    provider: str
+
+
+class SessionUndoParams(Wire, frozen=True, kw_only=True):
+    session_id: str
+    turn_id: str | None = None
+    """Default: the session's last turn that changed files."""
+    force: bool = False
+    """Also restore files that changed since the turn ended."""
+
+
+class SessionUndoResult(Wire, frozen=True, kw_only=True):
+    turn_id: str
+    applied: bool
+    """False when files changed since the turn and `force` was not given: nothing was done."""
+    restored: list[str] = []
+    removed: list[str] = []
+    conflicts: list[str] = []
+    """Files changed since the turn ended (restored only with `force`)."""
+    note: str = ""
+
+
+class ProcessInfo(Wire, frozen=True, kw_only=True):
+    id: str
+    command: str
+    cwd: str
+    pid: int
+    session_id: str = ""
+    started_at: float
+    status: Literal["running", "exited", "killed"] = "running"
+    exit_code: int | None = None
+
+
+class ProcessListResult(Wire, frozen=True, kw_only=True):
+    processes: list[ProcessInfo]
+
+
+class ProcessKillParams(Wire, frozen=True, kw_only=True):
+    process_id: str
 
 
 class TurnCancelParams(Wire, frozen=True, kw_only=True):
@@ -169,6 +236,21 @@ METHODS: dict[str, Method] = {
     "turn/cancel": Method(
         TurnCancelParams, TurnCancelResult, "Cancel the running turn.", needs_controller=True
     ),
+    "approval/respond": Method(
+        ApprovalRespondParams,
+        Empty,
+        "Answer a pending approval; the first answer wins.",
+        needs_controller=True,
+    ),
+    "session/undo": Method(
+        SessionUndoParams,
+        SessionUndoResult,
+        "Restore the files a turn changed.",
+        needs_controller=True,
+    ),
+    "models/list": Method(Empty, ModelsListResult, "The models the provider serves."),
+    "process/list": Method(Empty, ProcessListResult, "Background processes the daemon owns."),
+    "process/kill": Method(ProcessKillParams, Empty, "Stop a background process and its tree."),
     "tools/list": Method(Empty, ToolsListResult, "The tools the model can call."),
 }
 

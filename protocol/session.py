@@ -3,7 +3,14 @@
 from typing import Literal
 
 from tether.protocol.base import Wire
-from tether.protocol.events import TurnError, TurnStatus, Usage
+from tether.protocol.events import (
+    ApprovalRequest,
+    PermissionMode,
+    TodoEntry,
+    TurnError,
+    TurnStatus,
+    Usage,
+)
 from tether.protocol.items import AnyItem
 
 SessionStatus = Literal["idle", "running"]
@@ -17,6 +24,13 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     updated_at: float
     status: SessionStatus = "idle"
     turn_count: int = 0
+    permission_mode: PermissionMode = "edits"
+
+
+class QueuedInput(Wire, frozen=True, kw_only=True):
+    input_id: str
+    text: str
+    by: str = ""
 
 
 class Cursor(Wire, frozen=True, kw_only=True):
@@ -47,3 +61,6 @@ class SessionSnapshot(Wire, frozen=True, kw_only=True):
     epoch: str
     seq: int
     turns: list[TurnSnapshot] = []
+    pending_approvals: list[ApprovalRequest] = []
+    queued_inputs: list[QueuedInput] = []
+    todos: list[TodoEntry] = []

@@ -13,7 +13,7 @@ carries the server's own hint in seconds when it gave one.
 """
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -38,11 +38,44 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     usage: ModelUsage = ModelUsage()
 
 
-class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """Messages are pre-encoded provider-format JSON (`msgspec.Raw`), encoded once each."""
+Role = Literal["system", "user", "assistant", "tool"]
 
-    messages: list[msgspec.Raw]
-    tools: msgspec.Raw | None = None
+
+class Message(msgspec.Struct, kw_only=True):
+    """One message of the conversation, in no provider's format.
+
+    `cache` holds each provider dialect's encoding of this message, made the first time the
+    message is sent: the conversation only grows, so every step re-encodes only what is new.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCallRequest] = []
+    tool_call_id: str = ""
+    tool_name: str = ""
+    """For tool results: the tool that produced it (some dialects want it)."""
+    cache: dict[str, msgspec.Raw] = {}
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str
+    parameters: msgspec.Raw
+    """JSON Schema of the arguments."""
+
+
+class ToolSet(msgspec.Struct, kw_only=True):
+    """The tools offered to the model; `cache` holds each dialect's encoding of the list,
+    which is part of the stable prompt prefix."""
+
+    specs: list[ToolSpec]
+    cache: dict[str, msgspec.Raw] = {}
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    messages: list[Message]
+    """The first message is the system prompt."""
+    tools: ToolSet | None = None
 
 
 class ModelError(Exception):
@@ -93,10 +126,16 @@ class ModelClient(Protocol):
     """
 
     model: str
+    provider: str
+    """`openai` or `anthropic`: the wire dialect it speaks."""
 
     async def complete(
         self, request: ModelRequest, callbacks: StreamCallbacks
     ) -> ModelResponse: ...
+
+    async def list_models(self) -> list[str]:
+        """The model ids the server offers (a short timeout; raises ModelError)."""
+        ...
 
     async def aclose(self) -> None: ...
 

@@ -14,6 +14,7 @@ import msgspec
 import trio
 
 from tether.daemon.providers.base import (
+    Message,
     ModelError,
     ModelHTTPError,
     ModelProtocolError,
@@ -23,6 +24,7 @@ from tether.daemon.providers.base import (
     ModelUsage,
     StreamCallbacks,
     ToolCallRequest,
+    ToolSet,
 )
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -62,6 +64,71 @@ class _Chunk(msgspec.Struct):
     usage: _Usage | None = None
 
 
+class _Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class _WireToolCall(msgspec.Struct):
+    id: str
+    function: _Function
+    type: str = "function"
+
+
+class _WireMessage(msgspec.Struct, omit_defaults=True):
+    role: str
+    content: str | None = None
+    tool_calls: list[_WireToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+DIALECT = "openai"
+
+
+def encode_message(message: Message) -> msgspec.Raw:
+    """The chat-completions form of a message, encoded once and kept on the message."""
+    cached = message.cache.get(DIALECT)
+    if cached is not None:
+        return cached
+    if message.role == "assistant":
+        wire = _WireMessage(
+            role="assistant",
+            content=message.content or None,
+            tool_calls=[
+                _WireToolCall(id=c.id, function=_Function(name=c.name, arguments=c.arguments))
+                for c in message.tool_calls
+            ]
+            or None,
+        )
+    elif message.role == "tool":
+        wire = _WireMessage(role="tool", content=message.content, tool_call_id=message.tool_call_id)
+    else:
+        wire = _WireMessage(role=message.role, content=message.content)
+    raw = message.cache[DIALECT] = msgspec.Raw(_encoder.encode(wire))
+    return raw
+
+
+def encode_tools(tools: ToolSet) -> msgspec.Raw:
+    cached = tools.cache.get(DIALECT)
+    if cached is None:
+        cached = tools.cache[DIALECT] = msgspec.Raw(
+            _encoder.encode(
+                [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": spec.name,
+                            "description": spec.description,
+                            "parameters": spec.parameters,
+                        },
+                    }
+                    for spec in tools.specs
+                ]
+            )
+        )
+    return cached
+
+
 class _Body(msgspec.Struct, omit_defaults=True):
     model: str
     messages: list[msgspec.Raw]
@@ -70,7 +137,16 @@ class _Body(msgspec.Struct, omit_defaults=True):
     tools: msgspec.Raw | None = None
 
 
+class _ModelEntry(msgspec.Struct):
+    id: str
+
+
+class _ModelList(msgspec.Struct):
+    data: list[_ModelEntry] = []
+
+
 _chunk_decoder = msgspec.json.Decoder(_Chunk)
+_models_decoder = msgspec.json.Decoder(_ModelList)
 _encoder = msgspec.json.Encoder()
 
 
@@ -105,17 +181,36 @@ class OpenAIChatClient:
             trust_env=False,
         )
 
+    provider = "openai"
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    async def list_models(self) -> list[str]:
+        try:
+            response = await self._http.get(f"{self.base_url}/models", timeout=5.0)
+        except httpx.HTTPError as exc:
+            raise ModelUnreachable(
+                f"Could not list models at {self.base_url}: {exc}", retryable=True
+            ) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        try:
+            listing = _models_decoder.decode(response.content)
+        except msgspec.DecodeError as exc:
+            raise ModelProtocolError(f"{self.base_url}/models answered: {exc}") from exc
+        return sorted(entry.id for entry in listing.data)
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         body = _encoder.encode(
             _Body(
                 model=self.model,
-                messages=request.messages,
+                messages=[encode_message(m) for m in request.messages],
                 stream=True,
                 stream_options={"include_usage": True},
-                tools=request.tools,
+                tools=encode_tools(request.tools)
+                if request.tools and request.tools.specs
+                else None,
             )
         )
         url = f"{self.base_url}/chat/completions"

@@ -1,14 +1,26 @@
-"""What every tool is: a params Struct (its field docs become the schema the model sees), a
-description stating its limits, a read-only flag for the scheduler, and an async `run`.
+"""What every tool is, and what a running tool may touch.
 
-A tool reports a problem the model can act on by raising `ToolFailure`; the message goes back
-to the model as the call's result. Any other exception is a bug and is reported as one.
+A tool is a params Struct (its field docs become the schema the model sees), a description
+stating its limits, a `kind` that the scheduler and the permission gate read, and an async
+`run`. A tool reports a problem the model can act on by raising `ToolFailure`; the message goes
+back to the model as the call's result. Any other exception is a bug and is reported as one.
+
+Kinds:
+    read      looks, never changes anything (runs concurrently with neighbouring reads)
+    edit      changes files; implements `target_path` and `preview` for the permission gate
+    command   runs a program; implements `command_line` for the permission gate
+    other     session bookkeeping (todo_write) and anything else; runs alone, never asks
 """
 
+import hashlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
+
+ToolKind = Literal["read", "edit", "command", "other"]
+DEFAULT_RESULT_CAP = 20_000
 
 
 class ToolFailure(Exception):
@@ -19,20 +31,113 @@ class ToolParams(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
+class FileVersion(msgspec.Struct, frozen=True, kw_only=True):
+    """What the edit guard compares: a file as this agent last read or wrote it."""
+
+    mtime_ns: int
+    size: int
+    digest: str
+
+    @classmethod
+    def of(cls, path: Path, data: bytes | None = None) -> "FileVersion":
+        stat = path.stat()
+        content = path.read_bytes() if data is None else data
+        return cls(
+            mtime_ns=stat.st_mtime_ns,
+            size=stat.st_size,
+            digest=hashlib.sha256(content).hexdigest(),
+        )
+
+
+class ReadVersions:
+    """The files a session's agent has read, with the version it saw (the edit guard)."""
+
+    def __init__(self) -> None:
+        self._versions: dict[Path, FileVersion] = {}
+
+    def record(self, path: Path, version: FileVersion) -> None:
+        self._versions[path] = version
+
+    def get(self, path: Path) -> FileVersion | None:
+        return self._versions.get(path)
+
+    def forget(self, path: Path) -> None:
+        self._versions.pop(path, None)
+
+
+class ChangeTracker(Protocol):
+    """Where file changes are recorded: undo snapshots and the turn's files-changed summary."""
+
+    async def before_write(self, path: Path) -> None:
+        """Called before a tool writes or deletes `path`: save its current content (or its
+        absence) once per turn, so that the turn can be undone."""
+        ...
+
+    def after_write(self, path: Path, before: bytes | None, after: bytes | None) -> None:
+        """Called after the write, with the content before and after (None: no file)."""
+        ...
+
+
+class NoChanges:
+    """A ChangeTracker that records nothing (tests of read-only tools)."""
+
+    async def before_write(self, path: Path) -> None:
+        return None
+
+    def after_write(self, path: Path, before: bytes | None, after: bytes | None) -> None:
+        return None
+
+
 class ToolContext:
     """What a running tool may touch. Tests build one over a temporary workspace."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        session_id: str = "",
+        turn_id: str = "",
+        item_id: str = "",
+        versions: ReadVersions | None = None,
+        changes: ChangeTracker | None = None,
+        output: Callable[[str], None] | None = None,
+        services: "dict[str, object] | None" = None,
+        result_cap: int = DEFAULT_RESULT_CAP,
+    ) -> None:
         self.workspace = workspace
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.item_id = item_id
+        self.versions = versions if versions is not None else ReadVersions()
+        self.changes: ChangeTracker = changes if changes is not None else NoChanges()
+        self.output: Callable[[str], None] = output or (lambda _text: None)
+        """Streams live output (command output) to every attached client."""
+        self.services: dict[str, object] = services if services is not None else {}
+        """Daemon-owned services by name (the process table, the todo board, …)."""
+        self.result_cap = result_cap
 
 
 class Tool(Protocol):
     name: ClassVar[str]
     description: ClassVar[str]
-    read_only: ClassVar[bool]
+    kind: ClassVar[ToolKind]
     params: ClassVar[type[ToolParams]]
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> str: ...
+
+
+@runtime_checkable
+class EditTool(Protocol):
+    def target_path(self, params: ToolParams) -> str: ...
+
+    async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
+        """A unified diff of what the call would change (raises ToolFailure if it cannot)."""
+        ...
+
+
+@runtime_checkable
+class CommandTool(Protocol):
+    def command_line(self, params: ToolParams) -> str: ...
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:

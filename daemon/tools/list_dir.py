@@ -6,7 +6,13 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
-from tether.daemon.tools.base import ToolContext, ToolFailure, ToolParams, resolve_in_workspace
+from tether.daemon.tools.base import (
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolParams,
+    resolve_in_workspace,
+)
 
 MAX_ENTRIES = 300
 
@@ -23,7 +29,7 @@ class ListDir:
         "List one level of a folder: folders end with '/', names sorted, at most "
         f"{MAX_ENTRIES} entries."
     )
-    read_only: ClassVar[bool] = True
+    kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ListDirParams
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:

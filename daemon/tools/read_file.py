@@ -6,7 +6,13 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
-from tether.daemon.tools.base import ToolContext, ToolFailure, ToolParams, resolve_in_workspace
+from tether.daemon.tools.base import (
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolParams,
+    resolve_in_workspace,
+)
 
 DEFAULT_LIMIT = 1000
 MAX_LINE_CHARS = 1500
@@ -31,7 +37,7 @@ class ReadFile:
         f"{DEFAULT_LIMIT} lines per call (use offset/limit for more); lines longer than "
         f"{MAX_LINE_CHARS} characters are cut. Binary files and files over 10 MB are refused."
     )
-    read_only: ClassVar[bool] = True
+    kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ReadFileParams
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:

@@ -11,6 +11,7 @@ from typing import Literal
 
 import msgspec
 
+from tether.daemon.providers.base import ToolSet, ToolSpec
 from tether.daemon.tools.base import Tool, ToolContext, ToolFailure, ToolParams
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.read_file import ReadFile
@@ -31,21 +32,16 @@ class ToolRegistry:
             name: msgspec.json.Decoder(tool.params) for name, tool in self._tools.items()
         }
         self._schemas = {name: _inline_schema(tool.params) for name, tool in self._tools.items()}
-        # Encoded once: the tool list is part of the stable prompt prefix.
-        self.openai_tools = msgspec.Raw(
-            msgspec.json.encode(
-                [
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": name,
-                            "description": tool.description,
-                            "parameters": self._schemas[name],
-                        },
-                    }
-                    for name, tool in self._tools.items()
-                ]
-            )
+        # Built once: the tool list is part of the stable prompt prefix.
+        self.toolset = ToolSet(
+            specs=[
+                ToolSpec(
+                    name=name,
+                    description=tool.description,
+                    parameters=msgspec.Raw(msgspec.json.encode(self._schemas[name])),
+                )
+                for name, tool in self._tools.items()
+            ]
         )
 
     @property
@@ -54,14 +50,17 @@ class ToolRegistry:
 
     def is_read_only(self, name: str) -> bool:
         tool = self._tools.get(name)
-        return tool is not None and tool.read_only
+        return tool is not None and tool.kind == "read"
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
     def infos(self) -> list[ToolInfo]:
         return [
             ToolInfo(
                 name=name,
                 description=tool.description,
-                read_only=tool.read_only,
+                read_only=tool.kind == "read",
                 input_schema=msgspec.Raw(msgspec.json.encode(self._schemas[name])),
             )
             for name, tool in self._tools.items()

@@ -12,15 +12,16 @@ from tether.daemon.history import History
 from tether.daemon.loop import CANCELLED_RESULT, TurnLoop
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.testing.model_server import ModelServer
-from tether.daemon.tools.base import ToolContext, ToolParams
+from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
+from tether.protocol.session import QueuedInput
 
 
 class RecordingSink:
     def __init__(self) -> None:
         self.log: list[tuple[str, AnyItem | str]] = []
-        self.queued: list[str] = []
+        self.queued: list[QueuedInput] = []
 
     def item_started(self, item: AnyItem) -> None:
         self.log.append(("started", item))
@@ -31,7 +32,7 @@ class RecordingSink:
     def item_completed(self, item: AnyItem) -> None:
         self.log.append(("completed", item))
 
-    def take_queued(self) -> list[str]:
+    def take_queued(self) -> list[QueuedInput]:
         queued, self.queued = self.queued, []
         return queued
 
@@ -50,7 +51,7 @@ class SlowTool:
 
     name: ClassVar[str] = "slow_read"
     description: ClassVar[str] = "test tool"
-    read_only: ClassVar[bool] = True
+    kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = SleepParams
     spans: ClassVar[list[tuple[str, float, float]]] = []
 
@@ -64,7 +65,7 @@ class SlowTool:
 
 class SlowWrite(SlowTool):
     name: ClassVar[str] = "slow_write"
-    read_only: ClassVar[bool] = False
+    kind: ClassVar[ToolKind] = "edit"
 
 
 @pytest.fixture
@@ -192,7 +193,7 @@ async def test_queued_message_joins_at_the_next_step(
     server, client = model
     server.set_script({"steps": [{"text": "first answer"}, {"text": "second answer"}]})
     sink = RecordingSink()
-    sink.queued.append("also this")
+    sink.queued.append(QueuedInput(input_id="q1", text="also this"))
     with trio.fail_after(10):
         outcome = await make_loop(client, tmp_path, sink).run()
     assert outcome.status == "completed"
@@ -215,8 +216,7 @@ async def test_cancel_closes_open_calls_and_keeps_history_valid(
     calls = [i for i in sink.completed() if isinstance(i, ToolCall)]
     assert [(c.status, c.output) for c in calls] == [("cancelled", CANCELLED_RESULT)]
     last = loop.history.messages[-1]
-    assert b'"role":"tool"' in bytes(last)
-    assert b'"tool_call_id":"call_0_0"' in bytes(last)
+    assert (last.role, last.tool_call_id, last.content) == ("tool", "call_0_0", CANCELLED_RESULT)
 
 
 async def test_streamed_text_becomes_one_agent_message(
