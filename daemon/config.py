@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from tether.daemon import paths
+from tether.protocol.events import PermissionMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_MODEL = "qwen3-coder"
@@ -37,8 +38,18 @@ class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_output_tokens: int = 8192
 
 
+class PermissionsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    mode: PermissionMode = "edits"
+    """`ask`: edits and commands ask; `edits`: commands ask; `auto`: nothing asks."""
+    allow: list[str] = []
+    ask: list[str] = []
+    deny: list[str] = []
+    """Rules: `tool` or `tool(pattern)`, e.g. `run_command(npm run build *)`. Deny wins."""
+
+
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     provider: ProviderConfig = msgspec.field(default_factory=ProviderConfig)
+    permissions: PermissionsConfig = msgspec.field(default_factory=PermissionsConfig)
     max_steps: int = 60
     """Model calls a turn may make before it pauses."""
     idle_timeout: float = 900.0
@@ -81,4 +92,50 @@ def load_config(env: dict[str, str] | None = None, path: Path | None = None) -> 
         overrides["api_key"] = anthropic_key
     if overrides:
         provider = msgspec.structs.replace(provider, **overrides)
-    return msgspec.structs.replace(config, provider=provider)
+    permissions = config.permissions
+    if mode := env.get("TETHER_PERMISSION_MODE"):
+        if mode not in ("ask", "edits", "auto"):
+            raise ConfigError(f"TETHER_PERMISSION_MODE must be ask, edits or auto, not {mode!r}")
+        permissions = msgspec.structs.replace(permissions, mode=mode)
+    return msgspec.structs.replace(config, provider=provider, permissions=permissions)
+
+
+class WorkspaceRules(msgspec.Struct, frozen=True, kw_only=True):
+    """What a workspace's own `.tether/config.toml` may contribute: more caution only."""
+
+    ask: list[str] = []
+    deny: list[str] = []
+    ignored: list[str] = []
+    """Settings the file tried to set that a workspace may not (reported, never applied)."""
+
+
+PROTECTED_HINT = "provider, base URL, API key, permission mode, allow rules and shell"
+
+
+def load_workspace_rules(workspace: Path) -> WorkspaceRules:
+    """Read `.tether/config.toml` in the workspace, keeping only ask and deny rules.
+
+    A repository is not trusted with protected settings ({PROTECTED_HINT}): a cloned project
+    must not be able to switch the agent to `auto` or point it at another model server.
+    """
+    path = workspace / ".tether" / "config.toml"
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return WorkspaceRules()
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return WorkspaceRules(ignored=[f"{path}: unreadable ({exc})"])
+    ignored = [f"{key}" for key in raw if key != "permissions"]
+    permissions = raw.get("permissions", {})
+    ask: list[str] = []
+    deny: list[str] = []
+    if isinstance(permissions, dict):
+        for key, value in permissions.items():  # type: ignore[union-attr]
+            rules = [str(v) for v in value] if isinstance(value, list) else []  # type: ignore[union-attr]
+            if key == "ask":
+                ask = rules
+            elif key == "deny":
+                deny = rules
+            else:
+                ignored.append(f"permissions.{key}")
+    return WorkspaceRules(ask=ask, deny=deny, ignored=ignored)

@@ -71,6 +71,7 @@ class Daemon:
             model=self.model,
             tools=ToolRegistry(default_tools()),
             max_steps=config.max_steps,
+            permissions=config.permissions,
         )
         self.connections: set[Connection] = set()
         self.sessions.on_turn_end = self._touch

@@ -12,6 +12,7 @@ from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
     METHODS,
+    ApprovalRespondParams,
     DaemonStatusResult,
     Empty,
     InitializeParams,
@@ -28,7 +29,6 @@ from tether.protocol.methods import (
     TurnCancelParams,
     TurnCancelResult,
     TurnStartParams,
-    TurnStartResult,
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -125,7 +125,7 @@ class Handlers:
 
     async def session_create(self, conn: Connection, params: Wire) -> Wire:
         p = cast(SessionCreateParams, params)
-        session = await self.sessions.create(p.title)
+        session = await self.sessions.create(p.title, p.permission_mode)
         return SessionCreateResult(session=session.info())
 
     async def session_list(self, conn: Connection, params: Wire) -> Wire:
@@ -159,7 +159,9 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
         session = await self._controller_session(conn, p.session_id)
-        return TurnStartResult(turn_id=self.sessions.start_turn(session, p.text))
+        return self.sessions.start_turn(
+            session, p.text, by=conn.client_name, permission_mode=p.permission_mode
+        )
 
     async def turn_cancel(self, conn: Connection, params: Wire) -> Wire:
         p = cast(TurnCancelParams, params)
@@ -180,7 +182,17 @@ class Handlers:
         )
 
     async def approval_respond(self, conn: Connection, params: Wire) -> Wire:
-        raise RpcError(ErrorCode.INTERNAL_ERROR, "approvals are not wired yet")
+        p = cast(ApprovalRespondParams, params)
+        await self._controller_session(conn, p.session_id)
+        broker = await self.sessions.broker(p.session_id)
+        broker.respond(
+            p.approval_id,
+            decision=p.decision,
+            scope=p.scope,
+            by=conn.client_name or f"client {conn.id}",
+            message=p.message,
+        )
+        return Empty()
 
     async def session_undo(self, conn: Connection, params: Wire) -> Wire:
         raise RpcError(ErrorCode.INTERNAL_ERROR, "undo is not wired yet")

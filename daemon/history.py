@@ -75,7 +75,9 @@ class History:
                     flush()
                     step_key = key
                 if isinstance(item, AgentMessage):
-                    pending_text += item.text
+                    # A step's model call may have been retried after a dropped stream: the
+                    # last message of the step is the one the conversation kept.
+                    pending_text = item.text
                 else:
                     pending_calls.append(item)
         flush()

@@ -1,17 +1,29 @@
 """The turn loop: call the model, run the tools it asks for, repeat until it answers without
 tools or the step budget runs out.
 
-It depends only on three seams: a `ModelClient`, a `ToolRegistry` and a `TurnSink` that
-receives items as they start, stream and complete. It does no I/O of its own and never raises
-for an expected failure: a model error ends the turn as `failed` with a notice saying what to
-fix; a bad tool call becomes a result the model can act on. Cancellation (the turn's cancel
-scope) propagates as `trio.Cancelled` after every open tool call has been closed as cancelled
-and answered in the history.
+It depends only on seams: a `ModelClient`, a `ToolRegistry`, a `Gate` that decides whether a
+call may run (and may wait for a person), a factory of per-call `ToolContext`s, and a
+`TurnSink` that receives items and events. It does no I/O of its own and never raises for an
+expected failure: a model error ends the turn as `failed` with a notice saying what to fix; a
+bad tool call or a denial becomes a result the model can act on. Cancellation (the turn's
+cancel scope) propagates as `trio.Cancelled` after every open tool call has been closed as
+cancelled and answered in the history.
 
-Scheduling: consecutive read-only calls run concurrently; any other call runs alone, in the
-order the model asked; results join the history in the original order.
+Rules:
+- Scheduling: consecutive read-only calls run concurrently; any other call runs alone, in the
+  order the model asked; results join the history in the original order.
+- Retries: a retryable model error (busy server, dropped stream, connection refused) is retried
+  up to 3 times after ~1, 2, 4 s (±25% jitter); the server's Retry-After wins, and one over
+  60 s fails the turn instead. Each wait is announced and cancellable.
+- A reply cut off at the output limit, with no tool calls, is continued at most twice.
+- The third identical call with an identical result gets one note asking for another approach
+  (once per turn).
+- A final answer while todo items are open gets one reminder per turn.
+- Messages queued while the turn runs join at the next step; one waiting when the model
+  answers keeps the turn going.
 """
 
+import random
 from collections.abc import Callable
 from typing import Literal, Protocol
 
@@ -23,6 +35,7 @@ from tether.daemon.providers.base import (
     ModelClient,
     ModelError,
     ModelRequest,
+    ModelResponse,
     ToolCallRequest,
 )
 from tether.daemon.tools.base import ToolContext, ToolParams
@@ -32,6 +45,19 @@ from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, Tool
 from tether.protocol.session import QueuedInput
 
 CANCELLED_RESULT = "[cancelled by the user before it finished]"
+REPEAT_NOTE = (
+    "\n\n[tether: this exact call has now returned the same result three times. Repeating it "
+    "will not help; change approach.]"
+)
+CONTINUE_PROMPT = (
+    "Your last reply was cut off at the output limit. Continue exactly where it stopped, "
+    "without repeating anything."
+)
+MAX_RETRIES = 3
+RETRY_BASE_SECONDS = 1.0
+MAX_RETRY_AFTER = 60.0
+MAX_CONTINUATIONS = 2
+REPEAT_THRESHOLD = 3
 
 EndStatus = Literal["completed", "failed", "paused"]
 
@@ -40,9 +66,28 @@ class TurnSink(Protocol):
     def item_started(self, item: AnyItem) -> None: ...
     def item_delta(self, item_id: str, delta: str) -> None: ...
     def item_completed(self, item: AnyItem) -> None: ...
+    def retrying(self, attempt: int, max_attempts: int, delay: float, reason: str) -> None: ...
     def take_queued(self) -> list[QueuedInput]:
         """User messages sent while the turn ran, to join at the next step."""
         ...
+
+    def open_todos(self) -> list[str]:
+        """The todo items not yet completed."""
+        ...
+
+
+class Gate(Protocol):
+    async def check(self, item: ToolCall, params: ToolParams) -> str | None:
+        """None when the call may run; otherwise the result to give the model instead.
+        May wait for a person's answer; cancelling it resolves the question as denied."""
+        ...
+
+
+class OpenGate:
+    """A gate that lets everything through (tests of the loop alone)."""
+
+    async def check(self, item: ToolCall, params: ToolParams) -> str | None:
+        return None
 
 
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,10 +102,11 @@ class TurnLoop:
         *,
         model: ModelClient,
         tools: ToolRegistry,
-        tool_context: ToolContext,
+        tool_context: Callable[[ToolCall], ToolContext],
         history: History,
         sink: TurnSink,
         new_id: Callable[[], str],
+        gate: Gate | None = None,
         max_steps: int = 60,
     ) -> None:
         self.model = model
@@ -69,11 +115,17 @@ class TurnLoop:
         self.history = history
         self.sink = sink
         self.new_id = new_id
+        self.gate: Gate = gate or OpenGate()
         self.max_steps = max_steps
         self.input_tokens = 0
         self.output_tokens = 0
+        self.tokens_estimated = False
+        self.model_calls = 0
         self._open_calls: dict[str, ToolCall] = {}
         self._stream: _StreamToItems | None = None
+        self._seen_calls: dict[tuple[str, str, str], int] = {}
+        self._repeat_noted = False
+        self._todo_reminded = False
 
     def usage(self) -> Usage:
         return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
@@ -98,38 +150,86 @@ class TurnLoop:
         return bool(queued)
 
     async def _run(self) -> TurnOutcome:
-        step = 0
+        continuations = 0
         while True:
             self._take_queued()
-            if step >= self.max_steps:
+            if self.model_calls >= self.max_steps:
                 self._notice(
                     "warning",
                     f"Paused after {self.max_steps} model calls. Send `continue` to go on.",
                     "step_budget",
                 )
                 return TurnOutcome(status="paused", usage=self.usage())
-            step += 1
-            stream = self._stream = _StreamToItems(self.sink, self.new_id, step)
+            self.model_calls += 1
+            response = await self._call_model()
+            if isinstance(response, TurnOutcome):
+                return response
+            self.history.add_assistant(response.text, response.tool_calls)
+            if response.tool_calls:
+                await self._run_tools(response.tool_calls, self.model_calls)
+                continue
+            if response.finish_reason == "length" and continuations < MAX_CONTINUATIONS:
+                continuations += 1
+                self._notice(
+                    "info",
+                    f"The reply hit the output limit; asking the model to continue "
+                    f"({continuations}/{MAX_CONTINUATIONS}).",
+                    "output_limit",
+                )
+                self.history.add_user(CONTINUE_PROMPT)
+                continue
+            if self._take_queued():
+                continue
+            open_todos = self.sink.open_todos()
+            if open_todos and not self._todo_reminded:
+                self._todo_reminded = True
+                listing = "\n".join(f"- {todo}" for todo in open_todos)
+                self.history.add_user(
+                    "Your todo list still has open items:\n"
+                    f"{listing}\nFinish them, or update the list with todo_write if they are "
+                    "done or no longer needed, then give your final answer."
+                )
+                self._notice("info", "Reminded the model of its open todo items.", "todo_reminder")
+                continue
+            return TurnOutcome(status="completed", usage=self.usage())
+
+    async def _call_model(self) -> ModelResponse | TurnOutcome:
+        attempt = 0
+        while True:
+            stream = self._stream = _StreamToItems(self.sink, self.new_id, self.model_calls)
             request = ModelRequest(messages=self.history.messages, tools=self.tools.toolset)
             try:
                 response = await self.model.complete(request, stream)
             except ModelError as exc:
                 stream.finish()
-                self._notice("error", exc.message, exc.code)
-                return TurnOutcome(
-                    status="failed",
-                    usage=self.usage(),
-                    error=TurnError(code=exc.code, message=exc.message),
-                )
+                self._stream = None
+                delay = self._retry_delay(exc, attempt)
+                if delay is None:
+                    self._notice("error", exc.message, exc.code)
+                    return TurnOutcome(
+                        status="failed",
+                        usage=self.usage(),
+                        error=TurnError(code=exc.code, message=exc.message),
+                    )
+                attempt += 1
+                self.sink.retrying(attempt, MAX_RETRIES, delay, exc.message)
+                await trio.sleep(delay)
+                continue
             stream.finish()
+            self._stream = None
             self.input_tokens += response.usage.input_tokens
             self.output_tokens += response.usage.output_tokens
-            self.history.add_assistant(response.text, response.tool_calls)
-            if not response.tool_calls:
-                if self._take_queued():
-                    continue
-                return TurnOutcome(status="completed", usage=self.usage())
-            await self._run_tools(response.tool_calls, step)
+            self.tokens_estimated = self.tokens_estimated or response.usage.estimated
+            return response
+
+    @staticmethod
+    def _retry_delay(exc: ModelError, attempt: int) -> float | None:
+        """Seconds to wait before the next try, or None to give up."""
+        if not exc.retryable or attempt >= MAX_RETRIES:
+            return None
+        if exc.retry_after is not None:
+            return exc.retry_after if exc.retry_after <= MAX_RETRY_AFTER else None
+        return RETRY_BASE_SECONDS * 2**attempt * random.uniform(0.75, 1.25)
 
     # --- tools ----------------------------------------------------------------------------
 
@@ -156,8 +256,7 @@ class TurnLoop:
                     for item, params in group:
                         nursery.start_soon(self._run_into, item, params, results)
         for item, _ in prepared:
-            result = results[item.id]
-            self.history.add_tool_result(item.call_id, result.output)
+            self.history.add_tool_result(item.call_id, results[item.id].output)
 
     def _schedule(
         self, prepared: list[tuple[ToolCall, ToolParams | str]]
@@ -185,10 +284,23 @@ class TurnLoop:
         if isinstance(params, str):
             result = ToolResult(status="failed", output=params)
         else:
-            result = await self.tools.run(item.tool, params, self.tool_context)
+            denial = await self.gate.check(item, params)
+            if denial is not None:
+                result = ToolResult(status="failed", output=denial)
+            else:
+                result = await self.tools.run(item.tool, params, self.tool_context(item))
+        result = self._note_repeats(item, result)
         done = msgspec.structs.replace(item, status=result.status, output=result.output)
         self._open_calls.pop(item.id, None)
         self.sink.item_completed(done)
+        return result
+
+    def _note_repeats(self, item: ToolCall, result: ToolResult) -> ToolResult:
+        key = (item.tool, item.arguments, result.output)
+        count = self._seen_calls[key] = self._seen_calls.get(key, 0) + 1
+        if count >= REPEAT_THRESHOLD and not self._repeat_noted:
+            self._repeat_noted = True
+            return msgspec.structs.replace(result, output=result.output + REPEAT_NOTE)
         return result
 
     def _close_open_calls(self) -> None:

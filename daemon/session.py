@@ -150,6 +150,8 @@ class Session:
         self.pending_approvals: dict[str, ApprovalRequest] = {}
         self.resolved_approvals: dict[str, ApprovalResolved] = {}
         self.queued_inputs: dict[str, QueuedInput] = {}
+        self.session_rules: list[str] = []
+        """Permission rules added by "always allow" answers."""
         self.todos: list[TodoEntry] = []
 
     # --- loading --------------------------------------------------------------------------
@@ -283,9 +285,13 @@ class Session:
             case ApprovalRequested(approval=approval):
                 self.pending_approvals[approval.id] = approval
             case ApprovalResolved(approval_id=approval_id):
-                resolved = self.pending_approvals.pop(approval_id, None)
-                if resolved is not None:
+                request = self.pending_approvals.pop(approval_id, None)
+                if request is not None:
                     self.resolved_approvals[approval_id] = event
+                    if event.decision == "allow" and event.scope == "always":
+                        rule = request.always_rule
+                        if rule and rule not in self.session_rules:
+                            self.session_rules.append(rule)
             case InputQueued(input_id=input_id, text=text, by=by):
                 self.queued_inputs[input_id] = QueuedInput(input_id=input_id, text=text, by=by)
             case InputDropped(input_ids=input_ids):

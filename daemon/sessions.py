@@ -2,11 +2,13 @@
 
 Turns run in the daemon's own nursery, not in any client's, so a turn keeps going when the
 client that started it disconnects. Each turn has its own cancel scope: `turn/cancel` cancels
-it (the turn ends `cancelled`); daemon shutdown cancels the nursery (the turn ends
-`interrupted`). Either way the turn's last event, `turn_completed`, is emitted and persisted.
+it (the turn ends `cancelled`); daemon shutdown cancels it too (the turn ends `interrupted`).
+Either way the turn ends with a summary item and `turn_completed`, both persisted.
 
-One turn runs per session at a time; a message sent while one runs is queued and joins the
-conversation at the turn's next step.
+One turn runs per session at a time; a message sent while one runs is queued (an
+`input_queued` event every client sees) and joins the conversation at the turn's next step.
+Messages still queued when a turn ends without taking them are dropped with an
+`input_dropped` event.
 """
 
 import logging
@@ -16,30 +18,42 @@ from pathlib import Path
 
 import trio
 
+from tether.daemon.approvals import ApprovalBroker, SessionGate
+from tether.daemon.config import PermissionsConfig, load_workspace_rules
 from tether.daemon.history import History
 from tether.daemon.loop import TurnLoop, TurnOutcome
+from tether.daemon.permissions import PermissionPolicy
 from tether.daemon.prompt import system_prompt
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.session import Session, new_id
 from tether.daemon.store import SessionRow, Store
-from tether.daemon.tools.base import ToolContext
+from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
+    InputDropped,
     InputQueued,
     ItemCompleted,
     ItemDelta,
     ItemStarted,
+    ModelRetry,
+    PermissionMode,
+    SessionConfigured,
     SessionRenamed,
+    TodoEntry,
+    TodosUpdated,
     TurnCompleted,
     TurnError,
     TurnStarted,
     TurnStatus,
 )
-from tether.protocol.items import AnyItem, UserMessage
+from tether.protocol.items import AnyItem, FileChange, Notice, ToolCall, TurnSummary, UserMessage
+from tether.protocol.methods import TurnStartResult
 from tether.protocol.session import QueuedInput, SessionInfo
 
 log = logging.getLogger(__name__)
+
+ChangeTrackerFactory = Callable[[Session, str], ChangeTracker]
 
 
 class _Sink:
@@ -58,9 +72,23 @@ class _Sink:
     def item_completed(self, item: AnyItem) -> None:
         self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))
 
+    def retrying(self, attempt: int, max_attempts: int, delay: float, reason: str) -> None:
+        self.session.emit(
+            ModelRetry(
+                turn_id=self.turn_id,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                delay_seconds=round(delay, 2),
+                reason=reason,
+            )
+        )
+
     def take_queued(self) -> list[QueuedInput]:
         # The user message items that join them (same ids) take them off the queue.
         return list(self.session.queued_inputs.values())
+
+    def open_todos(self) -> list[str]:
+        return [t.content for t in self.session.todos if t.status != "completed"]
 
 
 class _RunningTurn:
@@ -70,6 +98,17 @@ class _RunningTurn:
         self.done = trio.Event()
         self.interrupted = False
         """Cancelled by a daemon shutdown rather than by a client."""
+        self.started = time.monotonic()
+
+
+class _Live:
+    """What the daemon keeps beside a loaded session's state."""
+
+    def __init__(self, session: Session, history: History) -> None:
+        self.session = session
+        self.history = history
+        self.broker = ApprovalBroker(session)
+        self.versions = ReadVersions()
 
 
 class Sessions:
@@ -81,15 +120,19 @@ class Sessions:
         model: ModelClient,
         tools: ToolRegistry,
         max_steps: int = 60,
+        permissions: PermissionsConfig | None = None,
     ) -> None:
         self.store = store
         self.workspace = workspace
         self.model = model
         self.tools = tools
         self.max_steps = max_steps
+        self.permissions = permissions or PermissionsConfig()
+        self.services: dict[str, object] = {}
+        """Daemon-owned services handed to tools (the process table, …)."""
+        self.change_tracker: ChangeTrackerFactory = lambda _session, _turn: NoChanges()
         self._system_prompt = system_prompt(workspace)
-        self._loaded: dict[str, Session] = {}
-        self._histories: dict[str, History] = {}
+        self._live: dict[str, _Live] = {}
         self._loading: dict[str, trio.Event] = {}
         self._running: dict[str, _RunningTurn] = {}
         self._nursery: trio.Nursery | None = None
@@ -110,24 +153,30 @@ class Sessions:
 
     @property
     def loaded_count(self) -> int:
-        return len(self._loaded)
+        return len(self._live)
 
     @property
     def running_count(self) -> int:
         return len(self._running)
 
-    async def create(self, title: str = "") -> Session:
+    async def create(
+        self, title: str = "", permission_mode: PermissionMode | None = None
+    ) -> Session:
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
         self.store.create_session_nowait(row)
-        session = Session(row, self.store)
-        self._loaded[session.id] = session
-        self._histories[session.id] = History(self._system_prompt)
+        session = Session(row, self.store, permission_mode=self.permissions.mode)
+        if permission_mode is not None and permission_mode != session.permission_mode:
+            session.emit(SessionConfigured(permission_mode=permission_mode))
+        self._live[session.id] = _Live(session, History(self._system_prompt))
         return session
 
     async def get(self, session_id: str) -> Session:
+        return (await self._get_live(session_id)).session
+
+    async def _get_live(self, session_id: str) -> _Live:
         """The session, loaded from the store on first use; `SESSION_NOT_FOUND` otherwise."""
-        while (session := self._loaded.get(session_id)) is None:
+        while (live := self._live.get(session_id)) is None:
             loading = self._loading.get(session_id)
             if loading is not None:
                 await loading.wait()
@@ -138,23 +187,24 @@ class Sessions:
                 if row is None:
                     raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
                 events = await self.store.load_events(session_id)
-                session = Session.restore(row, self.store, events)
+                session = Session.restore(
+                    row, self.store, events, permission_mode=self.permissions.mode
+                )
                 history = History(self._system_prompt)
                 history.rebuild(session.items())
-                self._loaded[session_id] = session
-                self._histories[session_id] = history
+                self._live[session_id] = _Live(session, history)
             finally:
                 del self._loading[session_id]
                 loading.set()
-        return session
+        return live
 
     async def list(self) -> list[SessionInfo]:
         rows = await self.store.list_sessions()
         infos: list[SessionInfo] = []
         for row in rows:
-            live = self._loaded.get(row.id)
+            live = self._live.get(row.id)
             if live is not None:
-                infos.append(live.info())
+                infos.append(live.session.info())
             else:
                 infos.append(
                     SessionInfo(
@@ -163,21 +213,37 @@ class Sessions:
                         created_at=row.created_at,
                         updated_at=row.updated_at,
                         turn_count=row.turn_count,
+                        permission_mode=self.permissions.mode,
                     )
                 )
         infos.sort(key=lambda info: info.updated_at, reverse=True)
         return infos
 
+    # --- approvals ------------------------------------------------------------------------
+
+    async def broker(self, session_id: str) -> ApprovalBroker:
+        return (await self._get_live(session_id)).broker
+
     # --- turns ----------------------------------------------------------------------------
 
-    def start_turn(self, session: Session, text: str) -> str:
-        """Start a turn, or queue the message for the running one; return the turn's id."""
+    def start_turn(
+        self,
+        session: Session,
+        text: str,
+        *,
+        by: str = "",
+        permission_mode: PermissionMode | None = None,
+    ) -> TurnStartResult:
+        """Start a turn, or queue the message for the running one."""
         if not self.accepting or self._nursery is None:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+        if permission_mode is not None and permission_mode != session.permission_mode:
+            session.emit(SessionConfigured(permission_mode=permission_mode))
         running = self._running.get(session.id)
         if running is not None:
-            session.emit(InputQueued(input_id=new_id("i"), text=text))
-            return running.turn_id
+            input_id = new_id("i")
+            session.emit(InputQueued(input_id=input_id, text=text, by=by))
+            return TurnStartResult(turn_id=running.turn_id, queued=True, input_id=input_id)
         turn_id = new_id("t")
         running = self._running[session.id] = _RunningTurn(turn_id)
         session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
@@ -186,10 +252,10 @@ class Sessions:
         item = UserMessage(id=new_id("i"), text=text)
         session.emit(ItemStarted(turn_id=turn_id, item=item))
         session.emit(ItemCompleted(turn_id=turn_id, item=item))
-        history = self._histories[session.id]
-        history.add_user(text)
-        self._nursery.start_soon(self._run_turn, session, running, history)
-        return turn_id
+        live = self._live[session.id]
+        live.history.add_user(text)
+        self._nursery.start_soon(self._run_turn, live, running)
+        return TurnStartResult(turn_id=turn_id, input_id=item.id)
 
     def cancel_turn(self, session: Session, turn_id: str | None) -> str:
         running = self._running.get(session.id)
@@ -214,16 +280,68 @@ class Sessions:
         if running is not None:
             await running.done.wait()
 
-    async def _run_turn(self, session: Session, running: _RunningTurn, history: History) -> None:
+    def _policy(self, session: Session) -> PermissionPolicy:
+        user = self.permissions
+        workspace = load_workspace_rules(self.workspace)
+        policy = PermissionPolicy(
+            mode=session.permission_mode,
+            allow=user.allow,
+            ask=[*user.ask, *workspace.ask],
+            deny=[*user.deny, *workspace.deny],
+        )
+        policy.session_rules = session.session_rules
+        return policy
+
+    async def _run_turn(self, live: _Live, running: _RunningTurn) -> None:
+        session = live.session
+        turn_id = running.turn_id
+        changes = self.change_tracker(session, turn_id)
+        sink = _Sink(session, turn_id)
+
+        def context(item: ToolCall) -> ToolContext:
+            return ToolContext(
+                self.workspace,
+                session_id=session.id,
+                turn_id=turn_id,
+                item_id=item.id,
+                versions=live.versions,
+                changes=changes,
+                output=lambda text: sink.item_delta(item.id, text),
+                services={**self.services, "todos": _TodoBoard(session)},
+            )
+
+        gate = SessionGate(
+            session=session,
+            broker=live.broker,
+            policy=self._policy(session),
+            tools=self.tools,
+            workspace=self.workspace,
+            turn_id=turn_id,
+            context=context,
+        )
         loop = TurnLoop(
             model=self.model,
             tools=self.tools,
-            tool_context=ToolContext(self.workspace),
-            history=history,
-            sink=_Sink(session, running.turn_id),
+            tool_context=context,
+            history=live.history,
+            sink=sink,
             new_id=lambda: new_id("i"),
+            gate=gate,
             max_steps=self.max_steps,
         )
+        ignored = load_workspace_rules(self.workspace).ignored
+        if ignored:
+            notice = Notice(
+                id=new_id("i"),
+                level="warning",
+                code="workspace_config",
+                message=(
+                    "Ignored settings in the workspace's .tether/config.toml that only your own "
+                    f"config may set: {', '.join(ignored)}."
+                ),
+            )
+            sink.item_started(notice)
+            sink.item_completed(notice)
         outcome: TurnOutcome | None = None
         status: TurnStatus = "interrupted"
         error: TurnError | None = None
@@ -235,7 +353,7 @@ class Sessions:
             else:
                 status, error = outcome.status, outcome.error
         except Exception as exc:
-            log.exception("turn %s failed", running.turn_id)
+            log.exception("turn %s failed", turn_id)
             status = "failed"
             error = TurnError(code="internal_error", message=f"tether failed: {exc!r}")
         finally:
@@ -244,18 +362,52 @@ class Sessions:
                     code="interrupted",
                     message="The daemon stopped while this turn ran. Send `continue` to resume.",
                 )
+            if session.queued_inputs:
+                session.emit(
+                    InputDropped(
+                        input_ids=list(session.queued_inputs),
+                        reason=f"the turn ended ({status}) before taking them",
+                    )
+                )
+            files: list[FileChange] = []
+            summarize = getattr(changes, "files_changed", None)
+            if callable(summarize):
+                files = list(summarize())  # type: ignore[arg-type]
+            usage = outcome.usage if outcome is not None else loop.usage()
+            summary = TurnSummary(
+                id=new_id("i"),
+                stop_reason=status,
+                duration_seconds=round(time.monotonic() - running.started, 3),
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                tokens_estimated=loop.tokens_estimated,
+                model_calls=loop.model_calls,
+                files_changed=files,
+            )
+            sink.item_started(summary)
+            sink.item_completed(summary)
             session.emit(
                 TurnCompleted(
-                    turn_id=running.turn_id,
+                    turn_id=turn_id,
                     status=status,
                     ended_at=time.time(),
-                    usage=outcome.usage if outcome is not None else loop.usage(),
+                    usage=usage,
                     error=error,
                 )
             )
             del self._running[session.id]
             running.done.set()
             self.on_turn_end()
+
+
+class _TodoBoard:
+    """The session's todo list as tools see it."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def set(self, todos: list[TodoEntry]) -> None:
+        self.session.emit(TodosUpdated(todos=todos))
 
 
 def _title_from(text: str) -> str:

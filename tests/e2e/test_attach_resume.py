@@ -253,6 +253,7 @@ def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
         "ToolCall",
         "ToolCall",
         "AgentMessage",
+        "TurnSummary",
     ]
     assert all(i.status == "completed" and i.output for i in done.items if isinstance(i, ToolCall))
     assert running.status == "running"

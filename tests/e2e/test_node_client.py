@@ -58,7 +58,12 @@ def test_node_client_runs_a_turn_against_the_daemon(
     assert kinds[-1] == "turn_completed"
     assert events[-1]["event"]["status"] == "completed"
     completed = [e["event"]["item"] for e in events if e["event"]["type"] == "item_completed"]
-    assert [i["type"] for i in completed] == ["user_message", "tool_call", "agent_message"]
+    assert [i["type"] for i in completed] == [
+        "user_message",
+        "tool_call",
+        "agent_message",
+        "turn_summary",
+    ]
     assert completed[1]["output"].startswith("1\t# Demo project")
     assert completed[2]["text"] == "It greets."
     seqs = [e["seq"] for e in events]

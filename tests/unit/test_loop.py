@@ -22,6 +22,7 @@ class RecordingSink:
     def __init__(self) -> None:
         self.log: list[tuple[str, AnyItem | str]] = []
         self.queued: list[QueuedInput] = []
+        self.todos: list[str] = []
 
     def item_started(self, item: AnyItem) -> None:
         self.log.append(("started", item))
@@ -31,6 +32,12 @@ class RecordingSink:
 
     def item_completed(self, item: AnyItem) -> None:
         self.log.append(("completed", item))
+
+    def retrying(self, attempt: int, max_attempts: int, delay: float, reason: str) -> None:
+        self.log.append(("retry", f"{attempt}/{max_attempts} {delay:.2f} {reason}"))
+
+    def open_todos(self) -> list[str]:
+        return self.todos
 
     def take_queued(self) -> list[QueuedInput]:
         queued, self.queued = self.queued, []
@@ -89,7 +96,7 @@ def make_loop(
     return TurnLoop(
         model=client,
         tools=tools,
-        tool_context=ToolContext(workspace),
+        tool_context=lambda _item: ToolContext(workspace),
         history=history,
         sink=sink,
         new_id=lambda: f"i{next(counter)}",

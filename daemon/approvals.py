@@ -1,0 +1,196 @@
+"""Approvals as session state, and the gate that asks for them.
+
+Rules (every client sees the same thing):
+- A request is an `approval_requested` event with everything needed to decide; it stays in
+  the session snapshot until answered, so a client that attaches later sees it.
+- Any controller may answer; the first answer wins and is broadcast as `approval_resolved`
+  with who answered; a later answer gets APPROVAL_RESOLVED naming the winner.
+- With nobody attached the request simply waits: the turn pauses, it does not fail.
+- Cancelling the turn (or stopping the daemon) resolves a waiting request as denied by
+  `daemon`.
+- "Always allow" adds the request's `alwaysRule` to the session's rules (persisted with the
+  resolution event, so it survives a restart).
+"""
+
+import contextlib
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from tether.daemon.permissions import CallFacts, PermissionPolicy
+from tether.daemon.session import Session, new_id
+from tether.daemon.tools.base import (
+    CommandTool,
+    EditTool,
+    ToolContext,
+    ToolFailure,
+    ToolParams,
+    display_path,
+    resolve_in_workspace,
+)
+from tether.daemon.tools.registry import ToolRegistry
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import (
+    ApprovalRequest,
+    ApprovalRequested,
+    ApprovalResolved,
+    Decision,
+    DecisionScope,
+)
+from tether.protocol.items import ToolCall
+
+DENIED = (
+    "The user denied this call{why}. Do not retry it; choose another way to reach the goal, "
+    "or ask the user how to proceed."
+)
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.resolution: ApprovalResolved | None = None
+
+
+class ApprovalBroker:
+    """The pending approvals of one session and the turns waiting on them."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._waiting: dict[str, _Waiter] = {}
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalResolved:
+        """Announce the request and wait for the first answer. Cancelling the wait resolves
+        the request as denied."""
+        waiter = self._waiting[request.id] = _Waiter()
+        self.session.emit(ApprovalRequested(approval=request))
+        try:
+            await waiter.done.wait()
+        finally:
+            self._waiting.pop(request.id, None)
+            if waiter.resolution is None:
+                self.session.emit(
+                    ApprovalResolved(
+                        approval_id=request.id,
+                        turn_id=request.turn_id,
+                        decision="deny",
+                        by="daemon",
+                        message="the turn was cancelled",
+                    )
+                )
+        assert waiter.resolution is not None
+        return waiter.resolution
+
+    def respond(
+        self,
+        approval_id: str,
+        *,
+        decision: Decision,
+        scope: DecisionScope,
+        by: str,
+        message: str = "",
+    ) -> ApprovalResolved:
+        earlier = self.session.resolved_approvals.get(approval_id)
+        if earlier is not None:
+            raise RpcError(
+                ErrorCode.APPROVAL_RESOLVED,
+                f"approval {approval_id} was already answered ({earlier.decision}) by {earlier.by}",
+                {"by": earlier.by, "decision": earlier.decision},
+            )
+        waiter = self._waiting.get(approval_id)
+        request = self.session.pending_approvals.get(approval_id)
+        if waiter is None or request is None:
+            raise RpcError(
+                ErrorCode.APPROVAL_NOT_FOUND, f"no pending approval {approval_id!r} in this session"
+            )
+        resolution = ApprovalResolved(
+            approval_id=approval_id,
+            turn_id=request.turn_id,
+            decision=decision,
+            scope=scope if decision == "allow" else "once",
+            by=by,
+            message=message,
+        )
+        waiter.resolution = resolution
+        self.session.emit(resolution)
+        waiter.done.set()
+        return resolution
+
+
+class SessionGate:
+    """The loop's gate for one turn: the permission policy, then (maybe) a person."""
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        broker: ApprovalBroker,
+        policy: PermissionPolicy,
+        tools: ToolRegistry,
+        workspace: Path,
+        turn_id: str,
+        context: Callable[[ToolCall], ToolContext],
+    ) -> None:
+        self.session = session
+        self.broker = broker
+        self.policy = policy
+        self.tools = tools
+        self.workspace = workspace
+        self.turn_id = turn_id
+        self.context = context
+
+    def facts(self, item: ToolCall, params: ToolParams) -> CallFacts:
+        tool = self.tools.get(item.tool)
+        kind = tool.kind if tool is not None else "other"
+        path = ""
+        command = ""
+        if isinstance(tool, EditTool):
+            path = tool.target_path(params)
+        else:
+            raw_path = getattr(params, "path", None)
+            if isinstance(raw_path, str):
+                path = raw_path
+        if path:
+            # A path that escapes the workspace stays as given: the tool refuses it itself.
+            with contextlib.suppress(ToolFailure):
+                path = display_path(self.workspace, resolve_in_workspace(self.workspace, path))
+        if isinstance(tool, CommandTool):
+            command = tool.command_line(params)
+        return CallFacts(tool=item.tool, kind=kind, path=path, command=command)
+
+    async def check(self, item: ToolCall, params: ToolParams) -> str | None:
+        facts = self.facts(item, params)
+        verdict = self.policy.decide(facts)
+        if verdict.action == "allow":
+            return None
+        if verdict.action == "deny":
+            return (
+                f"Permission denied: {verdict.reason}. Do not retry this call; choose another way."
+            )
+        preview = ""
+        tool = self.tools.get(item.tool)
+        if isinstance(tool, EditTool):
+            try:
+                preview = await tool.preview(params, self.context(item))
+            except ToolFailure as exc:
+                return str(exc)  # it would fail anyway: nothing to ask about
+        request = ApprovalRequest(
+            id=new_id("a"),
+            turn_id=self.turn_id,
+            item_id=item.id,
+            tool=item.tool,
+            arguments=item.arguments,
+            kind=facts.approval_kind,
+            reason=verdict.reason,
+            command=facts.command,
+            path=facts.path,
+            preview=preview,
+            always_rule=verdict.always_rule,
+            requested_at=time.time(),
+        )
+        resolution = await self.broker.ask(request)
+        if resolution.decision == "allow":
+            return None
+        why = f" ({resolution.message})" if resolution.message else ""
+        return DENIED.format(why=why)
