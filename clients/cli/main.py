@@ -11,7 +11,9 @@ at its step budget.
 
 import argparse
 import os
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -28,8 +30,18 @@ from tether.clients.discovery import (
 )
 from tether.clients.rpc import CallError, Client
 from tether.clients.websocket import WebSocketError
-from tether.protocol.events import TurnCompleted, TurnStatus
+from tether.protocol.errors import ErrorCode
+from tether.protocol.events import (
+    ApprovalRequest,
+    ApprovalRequested,
+    ApprovalResolved,
+    Decision,
+    DecisionScope,
+    TurnCompleted,
+    TurnStatus,
+)
 from tether.protocol.methods import (
+    ApprovalRespondParams,
     DaemonStatusResult,
     SessionAttachParams,
     SessionAttachResult,
@@ -37,6 +49,8 @@ from tether.protocol.methods import (
     SessionCreateResult,
     SessionEventParams,
     SessionListResult,
+    SessionReadResult,
+    SessionRef,
     TurnCancelParams,
     TurnCancelResult,
     TurnStartParams,
@@ -102,13 +116,27 @@ def _resolve_session(client: Client, ref: str | None) -> SessionInfo:
 
 
 class Follower:
-    """Follows one turn's events until it completes, re-attaching after a resync."""
+    """Follows one turn's events until it completes, re-attaching after a resync, and
+    answers the turn's approvals: on the terminal when there is one, otherwise by denying
+    them with a message saying why."""
 
-    def __init__(self, client: Client, session_id: str, renderer: Renderer) -> None:
+    def __init__(
+        self,
+        client: Client,
+        session_id: str,
+        renderer: Renderer,
+        *,
+        interactive: bool = False,
+        answer_approvals: bool = True,
+    ) -> None:
         self.client = client
         self.session_id = session_id
         self.renderer = renderer
         self.cursor = Cursor(seq=0)
+        self.interactive = interactive
+        self.answer_approvals = answer_approvals
+        self._prompt = TerminalPrompt() if interactive else None
+        self._asking: ApprovalRequest | None = None
 
     def attach(self, after: Cursor | None = None) -> SessionAttachResult:
         result = self.client.call(
@@ -119,11 +147,65 @@ class Follower:
         self.cursor = Cursor(epoch=result.epoch, seq=result.from_seq)
         return result
 
+    def _respond(
+        self, approval: ApprovalRequest, decision: Decision, scope: DecisionScope, message: str = ""
+    ) -> None:
+        try:
+            self.client.call(
+                "approval/respond",
+                ApprovalRespondParams(
+                    session_id=self.session_id,
+                    approval_id=approval.id,
+                    decision=decision,
+                    scope=scope,
+                    message=message,
+                ),
+            )
+        except CallError as exc:
+            if exc.code != ErrorCode.APPROVAL_RESOLVED:
+                raise
+
+    def _on_approval(self, approval: ApprovalRequest) -> None:
+        if not self.answer_approvals:
+            return
+        if self._prompt is None:
+            self._respond(
+                approval,
+                "deny",
+                "once",
+                "tether run has no terminal to ask on; approve from another terminal with "
+                "`tether approve`, or choose a --permission-mode",
+            )
+            return
+        self._asking = approval
+        self._prompt.ask("allow? [y]es / [a]lways / [n]o: ")
+
+    def _poll_answer(self) -> None:
+        if self._prompt is None or self._asking is None:
+            return
+        answer = self._prompt.answer()
+        if answer is None:
+            return
+        approval, self._asking = self._asking, None
+        choice = answer.strip().lower()[:1]
+        if choice == "a":
+            self._respond(approval, "allow", "always")
+        elif choice == "y":
+            self._respond(approval, "allow", "once")
+        else:
+            self._respond(approval, "deny", "once", "denied at the terminal")
+
     def follow(self, turn_id: str) -> TurnStatus:
         cancelled = False
         while True:
             try:
-                method, params = self.client.next_notification()
+                self._poll_answer()
+                try:
+                    method, params = self.client.next_notification(
+                        timeout=0.1 if self._asking is not None else None
+                    )
+                except TimeoutError:
+                    continue
             except KeyboardInterrupt:
                 if cancelled:
                     raise
@@ -145,8 +227,56 @@ class Follower:
             if event_turn is not None and event_turn != turn_id:
                 continue  # another turn's events; session-wide ones (renames) still show
             self.renderer.event(params)
-            if isinstance(params.event, TurnCompleted):
-                return params.event.status
+            match params.event:
+                case ApprovalRequested(approval=approval) if approval.turn_id == turn_id:
+                    self._on_approval(approval)
+                case ApprovalResolved(approval_id=approval_id) if (
+                    self._asking is not None and self._asking.id == approval_id
+                ):
+                    self._asking = None  # answered elsewhere; the prompt's line is ignored
+                    if self._prompt is not None:
+                        self._prompt.discard()
+                case TurnCompleted(status=status):
+                    return status
+                case _:
+                    pass
+
+
+class TerminalPrompt:
+    """Reads one answer line from the terminal on a thread, so that events keep flowing (and
+    another client's answer can win) while the person decides."""
+
+    def __init__(self) -> None:
+        self._answers: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._reading = False
+        self._discard = 0
+
+    def ask(self, prompt: str) -> None:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        if not self._reading:
+            self._reading = True
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        line = sys.stdin.readline()
+        self._answers.put(line or "n")
+        self._reading = False
+
+    def discard(self) -> None:
+        sys.stderr.write("(answered elsewhere)\n")
+        self._discard += 1
+
+    def answer(self) -> str | None:
+        while True:
+            try:
+                line = self._answers.get_nowait()
+            except queue.Empty:
+                return None
+            if self._discard:
+                self._discard -= 1
+                continue
+            return line
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -161,14 +291,28 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "session/create", SessionCreateParams(), result=SessionCreateResult
             ).session
         renderer = Renderer(json_mode=args.json)
-        follower = Follower(client, session.id, renderer)
+        follower = Follower(
+            client,
+            session.id,
+            renderer,
+            interactive=sys.stdin.isatty() and not args.json,
+        )
         if not args.detach:
             follower.attach()
-        turn_id = client.call(
+        started = client.call(
             "turn/start",
-            TurnStartParams(session_id=session.id, text=prompt),
+            TurnStartParams(
+                session_id=session.id, text=prompt, permission_mode=args.permission_mode
+            ),
             result=TurnStartResult,
-        ).turn_id
+        )
+        turn_id = started.turn_id
+        if started.queued and not args.json:
+            print(
+                f"tether: a turn is running in {session.id}; your message joins it at its next"
+                " step",
+                file=sys.stderr,
+            )
         if args.detach:
             print(session.id)
             return EXIT_OK
@@ -182,7 +326,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
     with _connect(args) as client:
         session = _resolve_session(client, args.session)
         renderer = Renderer(json_mode=args.json)
-        follower = Follower(client, session.id, renderer)
+        tty = sys.stdin.isatty() and not args.json
+        follower = Follower(client, session.id, renderer, interactive=tty, answer_approvals=tty)
         result = follower.attach()
         assert result.snapshot is not None
         renderer.snapshot(result.snapshot)
@@ -190,6 +335,41 @@ def cmd_attach(args: argparse.Namespace) -> int:
         if not turns or turns[-1].status != "running":
             return EXIT_OK
         return STATUS_EXIT[follower.follow(turns[-1].id)]
+
+
+def _pick_approval(client: Client, args: argparse.Namespace) -> tuple[str, ApprovalRequest]:
+    session = _resolve_session(client, args.session)
+    snapshot = client.call(
+        "session/read", SessionRef(session_id=session.id), result=SessionReadResult
+    ).snapshot
+    pending = snapshot.pending_approvals
+    if args.approval:
+        pending = [a for a in pending if a.id.startswith(args.approval)]
+    if not pending:
+        raise CliError(f"no pending approval in session {session.id}")
+    if len(pending) > 1:
+        listing = "\n".join(f"  {a.id}  {a.tool}: {a.command or a.path}" for a in pending)
+        raise CliError(f"several approvals are pending; name one:\n{listing}")
+    return session.id, pending[0]
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    decision: Decision = "allow" if args.command == "approve" else "deny"
+    with _connect(args, autostart=False) as client:
+        session_id, approval = _pick_approval(client, args)
+        client.call(
+            "approval/respond",
+            ApprovalRespondParams(
+                session_id=session_id,
+                approval_id=approval.id,
+                decision=decision,
+                scope="always" if getattr(args, "always", False) else "once",
+                message=args.message,
+            ),
+        )
+    verb = "allowed" if decision == "allow" else "denied"
+    print(f"{verb} {approval.tool}: {approval.command or approval.path or approval.arguments}")
+    return EXIT_OK
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -295,7 +475,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             session = client.call(
                 "session/create", SessionCreateParams(title="demo"), result=SessionCreateResult
             ).session
-            follower = Follower(client, session.id, Renderer(json_mode=args.json))
+            follower = Follower(
+                client, session.id, Renderer(json_mode=args.json), answer_approvals=False
+            )
             follower.attach()
             turn_id = client.call(
                 "turn/start",
@@ -337,7 +519,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--session", "-s", help="continue this session (id or prefix)")
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
+    run.add_argument(
+        "--permission-mode",
+        choices=["ask", "edits", "auto"],
+        default=None,
+        help="ask: edits and commands ask; edits: commands ask; auto: nothing asks",
+    )
     run.set_defaults(func=cmd_run)
+
+    for verb in ("approve", "deny"):
+        answer = sub.add_parser(
+            verb, parents=[common], help=f"{verb} a pending approval from any terminal"
+        )
+        answer.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+        answer.add_argument("approval", nargs="?", help="approval id or prefix")
+        answer.add_argument("--message", "-m", default="", help="told to the model")
+        if verb == "approve":
+            answer.add_argument(
+                "--always", action="store_true", help="also allow such calls for the session"
+            )
+        answer.set_defaults(func=cmd_answer)
 
     attach = sub.add_parser("attach", parents=[common], help="catch up with a session, follow it")
     attach.add_argument("session", nargs="?", help="session id or prefix (default: latest)")

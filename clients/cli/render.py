@@ -11,12 +11,25 @@ import msgspec
 
 from tether.protocol.events import (
     AnyEvent,
+    ApprovalRequest,
+    ApprovalRequested,
+    ApprovalResolved,
+    InputDropped,
+    InputQueued,
     ItemCompleted,
     ItemDelta,
     ItemStarted,
+    ModelRetry,
     TurnCompleted,
 )
-from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
+from tether.protocol.items import (
+    AgentMessage,
+    AnyItem,
+    Notice,
+    ToolCall,
+    TurnSummary,
+    UserMessage,
+)
 from tether.protocol.methods import SessionEventParams
 from tether.protocol.session import SessionSnapshot
 
@@ -37,6 +50,21 @@ def describe_call(item: ToolCall) -> str:
     if len(shown) > MAX_ARGS_SHOWN:
         shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
     return f"{item.tool}({shown})"
+
+
+def describe_summary(summary: TurnSummary) -> str:
+    approx = "~" if summary.tokens_estimated else ""
+    parts = [
+        f"{summary.stop_reason} in {summary.duration_seconds:.1f} s",
+        f"{summary.model_calls} model call{'s' if summary.model_calls != 1 else ''}",
+        f"{approx}{summary.input_tokens:,} tokens in / {approx}{summary.output_tokens:,} out",
+    ]
+    if summary.files_changed:
+        added = sum(f.added for f in summary.files_changed)
+        removed = sum(f.removed for f in summary.files_changed)
+        count = len(summary.files_changed)
+        parts.append(f"{count} file{'s' if count != 1 else ''} changed (+{added} -{removed})")
+    return " · ".join(parts)
 
 
 class Renderer:
@@ -78,8 +106,39 @@ class Renderer:
                 self._completed(item)
             case TurnCompleted():
                 self._newline()
+            case ApprovalRequested(approval=approval):
+                self._newline()
+                self._approval(approval)
+            case ApprovalResolved(decision=decision, by=by, message=message):
+                verb = "allowed" if decision == "allow" else "denied"
+                why = f": {message}" if message else ""
+                self._say(f"  {verb} by {by}{why}")
+            case InputQueued(text=text, by=by):
+                who = f" from {by}" if by else ""
+                self._say(f"(queued{who}, joins at the next step) {text}")
+            case InputDropped(input_ids=ids, reason=reason):
+                self._say(f"({len(ids)} queued message(s) dropped: {reason})")
+            case ModelRetry(attempt=attempt, max_attempts=most, delay_seconds=delay, reason=why):
+                self._say(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}")
             case _:
                 pass
+
+    def _say(self, line: str) -> None:
+        self._newline()
+        self.err.write(f"tether: {line}\n")
+        self.err.flush()
+
+    def _approval(self, approval: ApprovalRequest) -> None:
+        subject = approval.command or approval.path or approval.arguments
+        self.err.write(
+            f"tether: approval needed [{approval.id}] {approval.tool}: {subject}\n"
+            f"  why: {approval.reason}\n"
+        )
+        if approval.preview:
+            self.err.write(approval.preview.rstrip("\n") + "\n")
+        if approval.always_rule:
+            self.err.write(f"  always would allow: {approval.always_rule}\n")
+        self.err.flush()
 
     def _completed(self, item: AnyItem) -> None:
         match item:
@@ -98,6 +157,8 @@ class Renderer:
                 self._newline()
                 self.err.write(f"tether: {level}: {message}\n")
                 self.err.flush()
+            case TurnSummary() as summary:
+                self._say(describe_summary(summary))
             case _:
                 pass
 
