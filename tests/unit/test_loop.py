@@ -9,7 +9,14 @@ import pytest
 import trio
 
 from tether.daemon.history import History
-from tether.daemon.loop import CANCELLED_RESULT, TurnLoop
+from tether.daemon.loop import CANCELLED_RESULT, REPEAT_NOTE, TurnLoop
+from tether.daemon.providers.base import (
+    ModelError,
+    ModelHTTPError,
+    ModelRequest,
+    ModelResponse,
+    StreamCallbacks,
+)
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
@@ -238,3 +245,142 @@ async def test_streamed_text_becomes_one_agent_message(
     assert len(deltas) == 3
     messages = [i for i in sink.completed() if isinstance(i, AgentMessage)]
     assert [m.text for m in messages] == ["hello there friend"]
+
+
+class ScriptedClient:
+    """A model client over the loop's seam, for timing rules under trio's virtual clock."""
+
+    model = "fake"
+    provider = "fake"
+
+    def __init__(self, outcomes: list[ModelResponse | ModelError]) -> None:
+        self.outcomes = outcomes
+        self.call_times: list[float] = []
+
+    async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
+        self.call_times.append(trio.current_time())
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, ModelError):
+            raise outcome
+        if outcome.text:
+            callbacks.on_text(outcome.text)
+        return outcome
+
+    async def list_models(self) -> list[str]:
+        return ["fake"]
+
+    async def aclose(self) -> None:
+        return None
+
+
+def fake_loop(client: ScriptedClient, tmp_path: Path, sink: RecordingSink) -> TurnLoop:
+    history = History("system")
+    history.add_user("go")
+    return TurnLoop(
+        model=client,
+        tools=ToolRegistry(default_tools()),
+        tool_context=lambda _item: ToolContext(tmp_path),
+        history=history,
+        sink=sink,
+        new_id=iter(f"i{n}" for n in range(1, 1000)).__next__,
+    )
+
+
+def busy(retry_after: float | None = None) -> ModelHTTPError:
+    return ModelHTTPError("busy", status=503, retryable=True, retry_after=retry_after)
+
+
+async def test_retries_back_off_about_1_2_4_seconds(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    client = ScriptedClient([busy(), busy(), busy(), ModelResponse(text="finally")])
+    sink = RecordingSink()
+    outcome = await fake_loop(client, tmp_path, sink).run()
+    assert outcome.status == "completed"
+    gaps = [b - a for a, b in zip(client.call_times, client.call_times[1:], strict=False)]
+    for gap, base in zip(gaps, (1, 2, 4), strict=True):
+        assert base * 0.75 <= gap <= base * 1.25
+    retries = [entry for kind, entry in sink.log if kind == "retry"]
+    assert [str(r).split()[0] for r in retries] == ["1/3", "2/3", "3/3"]
+
+
+async def test_retry_after_wins_and_too_long_gives_up(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    client = ScriptedClient([busy(retry_after=7.0), ModelResponse(text="ok")])
+    outcome = await fake_loop(client, tmp_path, RecordingSink()).run()
+    assert outcome.status == "completed"
+    assert client.call_times[1] - client.call_times[0] == pytest.approx(7.0)
+
+    patient = ScriptedClient([busy(retry_after=61.0), ModelResponse(text="never")])
+    sink = RecordingSink()
+    outcome = await fake_loop(patient, tmp_path, sink).run()
+    assert outcome.status == "failed"
+    assert len(patient.call_times) == 1
+
+
+async def test_gives_up_after_three_retries_and_never_retries_auth(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    client = ScriptedClient([busy(), busy(), busy(), busy(), ModelResponse(text="late")])
+    outcome = await fake_loop(client, tmp_path, RecordingSink()).run()
+    assert outcome.status == "failed"
+    assert len(client.call_times) == 4
+    denied = ScriptedClient([ModelHTTPError("bad key", status=401), ModelResponse(text="x")])
+    outcome = await fake_loop(denied, tmp_path, RecordingSink()).run()
+    assert outcome.status == "failed"
+    assert len(denied.call_times) == 1
+
+
+async def test_a_retry_wait_is_cancellable(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
+    client = ScriptedClient([busy(retry_after=30.0), ModelResponse(text="x")])
+    start = trio.current_time()
+    with trio.move_on_after(5):
+        await fake_loop(client, tmp_path, RecordingSink()).run()
+    assert trio.current_time() - start == pytest.approx(5.0)
+    assert len(client.call_times) == 1
+
+
+async def test_output_limit_is_continued_at_most_twice(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    cut = {"text": "part", "finish_reason": "length"}
+    server.set_script({"steps": [cut, cut, cut, {"text": "never asked"}]})
+    sink = RecordingSink()
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink).run()
+    assert outcome.status == "completed"
+    assert len(server.requests) == 3
+    assert server.requests[1]["messages"][-1]["content"].startswith("Your last reply was cut off")
+    codes = [i.code for i in sink.completed() if isinstance(i, Notice)]
+    assert codes == ["output_limit", "output_limit"]
+
+
+async def test_third_identical_call_gets_one_note(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    same = {"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}
+    server.set_script({"steps": [same, same, same, same, {"text": "done"}]})
+    (tmp_path / "a.txt").write_text("x")
+    sink = RecordingSink()
+    with trio.fail_after(10):
+        await make_loop(client, tmp_path, sink).run()
+    outputs = [i.output for i in sink.completed() if isinstance(i, ToolCall)]
+    assert [REPEAT_NOTE in o for o in outputs] == [False, False, True, False]
+
+
+async def test_open_todos_get_one_reminder(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    server.set_script({"steps": [{"text": "all done"}, {"text": "really done"}]})
+    sink = RecordingSink()
+    sink.todos = ["write the tests"]
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink).run()
+    assert outcome.status == "completed"
+    assert len(server.requests) == 2
+    reminder = server.requests[1]["messages"][-1]["content"]
+    assert "- write the tests" in reminder
