@@ -1,0 +1,175 @@
+"""The turn loop's rules through the real daemon: steering, retries, failures that say what
+to fix, the step budget and `continue`."""
+
+from pathlib import Path
+
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    collect_until_turn_end,
+    create_session,
+    deltas_at_least,
+    read_events,
+    run_cli,
+    start_daemon,
+    start_turn,
+)
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.events import (
+    InputQueued,
+    ItemCompleted,
+    ModelRetry,
+    TurnCompleted,
+)
+from tether.protocol.items import AgentMessage, Notice, TurnSummary, UserMessage
+from tether.protocol.methods import TurnStartParams, TurnStartResult
+
+SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
+
+
+def completed_items(events: list[object]) -> list[object]:
+    return [
+        e.event.item  # type: ignore[attr-defined]
+        for e in events
+        if isinstance(getattr(e, "event", None), ItemCompleted)
+    ]
+
+
+def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [SLOW_TEXT, {"text": "about the follow-up"}]})
+    with daemon.client("a") as a, daemon.client("b") as b:
+        session_id = create_session(a)
+        attach(a, session_id)
+        attach(b, session_id)
+        turn_id = start_turn(a, session_id, "first")
+        early = read_events(b, session_id, deltas_at_least(5))
+        queued = b.call(
+            "turn/start",
+            TurnStartParams(session_id=session_id, text="also check the tests"),
+            result=TurnStartResult,
+        )
+        assert (queued.turn_id, queued.queued) == (turn_id, True)
+        events_a = collect_until_turn_end(a, session_id)
+        events_b = early + collect_until_turn_end(b, session_id)
+    for events in (events_a, events_b):
+        announced = [e.event for e in events if isinstance(e.event, InputQueued)]
+        assert [(q.input_id, q.text, q.by) for q in announced] == [
+            (queued.input_id, "also check the tests", "b")
+        ]
+    users = [i for i in completed_items(events_a) if isinstance(i, UserMessage)]
+    assert [u.text for u in users] == ["first", "also check the tests"]
+    assert users[1].id == queued.input_id
+    assert len(model_server.requests) == 2
+    assert model_server.requests[1]["messages"][-1] == {
+        "role": "user",
+        "content": "also check the tests",
+    }
+    last = events_a[-1].event
+    assert isinstance(last, TurnCompleted)
+    assert (last.turn_id, last.status) == (turn_id, "completed")
+
+
+def test_rate_limit_is_retried_after_retry_after(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [{"error": {"status": 429, "retry_after": "1"}}, {"text": "made it"}]}
+    )
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "go")
+        events = collect_until_turn_end(client, session_id)
+    retries = [e.event for e in events if isinstance(e.event, ModelRetry)]
+    assert [(r.attempt, r.max_attempts, r.delay_seconds) for r in retries] == [(1, 3, 1.0)]
+    assert "busy" in retries[0].reason
+    texts = [i.text for i in completed_items(events) if isinstance(i, AgentMessage)]
+    assert texts == ["made it"]
+
+
+def test_dropped_stream_is_retried_and_the_history_keeps_the_full_reply(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {
+            "steps": [
+                {"text": "partial answer that breaks", "chunks": 4, "drop_after_chunks": 2},
+                {"text": "complete answer"},
+                {"text": "second turn"},
+            ]
+        }
+    )
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "go")
+        events = collect_until_turn_end(client, session_id)
+        assert [type(e.event).__name__ for e in events].count("ModelRetry") == 1
+        start_turn(client, session_id, "again")
+        collect_until_turn_end(client, session_id)
+    assistant = [m for m in model_server.requests[2]["messages"] if m["role"] == "assistant"]
+    assert [m["content"] for m in assistant] == ["complete answer"]
+
+
+def test_auth_failure_is_not_retried_and_says_what_to_fix(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"error": {"status": 401, "message": "invalid key"}}]})
+    result = run_cli(home, "run", "-w", str(workspace), "hello")
+    assert result.returncode == 1
+    assert "TETHER_API_KEY" in result.stderr
+    assert "invalid key" in result.stderr
+    assert len(model_server.requests) == 1
+
+
+def test_step_budget_pauses_and_continue_resumes(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    config = Path(home.env["XDG_CONFIG_HOME"]) / "tether" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("max_steps = 3\n")
+    listing = {"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}
+    model_server.set_script({"steps": [listing, listing, listing, listing, {"text": "finished"}]})
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        paused = run_cli(home, "run", "-w", str(workspace), "--json", "explore")
+        assert paused.returncode == 4, paused.stderr
+        assert len(model_server.requests) == 3
+        assert '"stopReason":"paused"' in paused.stdout
+        sessions = run_cli(home, "sessions", "-w", str(workspace))
+        session_id = sessions.stdout.split()[0]
+        resumed = run_cli(home, "run", "-w", str(workspace), "--session", session_id, "continue")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "finished" in resumed.stdout
+        last = model_server.requests[-1]["messages"]
+        assert {"role": "user", "content": "continue"} in last
+    finally:
+        daemon.stop()
+
+
+def test_every_turn_ends_with_a_summary(daemon: DaemonProcess, model_server: ModelServer) -> None:
+    model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+                {"text": "done", "usage": {"prompt_tokens": 120, "completion_tokens": 7}},
+            ]
+        }
+    )
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "go")
+        events = collect_until_turn_end(client, session_id)
+    items = completed_items(events)
+    summary = items[-1]
+    assert isinstance(summary, TurnSummary)
+    assert summary.stop_reason == "completed"
+    assert summary.model_calls == 2
+    assert summary.output_tokens >= 7
+    assert summary.input_tokens >= 120
+    assert summary.duration_seconds > 0
+    assert not any(isinstance(i, Notice) and i.level == "error" for i in items)
