@@ -1,18 +1,29 @@
 """OpenAI-compatible chat completions, streamed (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter…).
 
+`base_url` is the API root that `/chat/completions` and `/models` hang off, normally ending in
+`/v1` (`http://127.0.0.1:11434/v1` for Ollama).
+
 The request body is assembled from pre-encoded messages, so a long conversation costs one
-memory copy per step, not a re-encode. httpx errors are mapped to `ModelError`s here, at the
-edge, with messages that say what to fix.
+memory copy per step, not a re-encode. httpx errors are mapped to `ModelError`s at this edge
+(see `wire`), with messages that say what to fix.
+
+Servers differ; the client adapts once and remembers, per client:
+
+- `stream_options.include_usage` is sent until a server rejects it (HTTP 400/422 naming it,
+  or any 400 to the first request that succeeds without it); from then on the request goes
+  without it and usage is estimated from characters (`ModelUsage.estimated`).
+- `tool_mode`: `native` sends `tools`; `text` describes them in the system prompt and reads
+  `<tool_call>` blocks (see `texttools`); `auto` starts native and switches to text for good
+  when the server answers that the model does not support tools, retrying that request once.
 """
 
-from collections.abc import AsyncGenerator
+from collections.abc import Sequence
 from contextlib import aclosing
-from typing import cast
 
 import httpx
 import msgspec
-import trio
 
+from tether.daemon.providers import texttools
 from tether.daemon.providers.base import (
     Message,
     ModelError,
@@ -20,15 +31,21 @@ from tether.daemon.providers.base import (
     ModelProtocolError,
     ModelRequest,
     ModelResponse,
-    ModelUnreachable,
     ModelUsage,
     StreamCallbacks,
     ToolCallRequest,
     ToolSet,
 )
-
-RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-CHARS_PER_TOKEN = 3.5
+from tether.daemon.providers.texttools import TextToolCalls, ToolMode
+from tether.daemon.providers.wire import (
+    RETRYABLE_STATUS,
+    error_detail,
+    estimate_tokens,
+    join_json_strings,
+    parse_retry_after,
+    sse_data,
+    transport_errors,
+)
 
 
 class _FunctionDelta(msgspec.Struct):
@@ -59,9 +76,16 @@ class _Usage(msgspec.Struct):
     completion_tokens: int = 0
 
 
+class _StreamError(msgspec.Struct):
+    message: str = ""
+    code: int | str | None = None
+
+
 class _Chunk(msgspec.Struct):
     choices: list[_Choice] = []
     usage: _Usage | None = None
+    error: _StreamError | None = None
+    """OpenRouter and some proxies report a failure mid-stream this way."""
 
 
 class _Function(msgspec.Struct):
@@ -82,7 +106,14 @@ class _WireMessage(msgspec.Struct, omit_defaults=True):
     tool_call_id: str | None = None
 
 
+class _TextWireMessage(msgspec.Struct):
+    role: str
+    content: msgspec.Raw
+
+
 DIALECT = "openai"
+TEXT_DIALECT = "openai-text"
+"""Cache key of a message's text-mode content (an encoded JSON string)."""
 
 
 def encode_message(message: Message) -> msgspec.Raw:
@@ -129,6 +160,50 @@ def encode_tools(tools: ToolSet) -> msgspec.Raw:
     return cached
 
 
+def _text_content(message: Message) -> msgspec.Raw:
+    """A message's content in text mode (tool calls and results written out), encoded once."""
+    cached = message.cache.get(TEXT_DIALECT)
+    if cached is None:
+        if message.role == "assistant":
+            text = texttools.render_assistant(message)
+        elif message.role == "tool":
+            text = texttools.render_tool_result(message)
+        else:
+            text = message.content
+        cached = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(text))
+    return cached
+
+
+def encode_text_messages(messages: Sequence[Message], tools: ToolSet | None) -> list[msgspec.Raw]:
+    """The conversation for text mode: the tools described after the system prompt, tool
+    results as user text, and consecutive user-side messages merged into one, since chat
+    templates of models without tools often insist that user and assistant alternate."""
+    wire: list[msgspec.Raw] = []
+    user_parts: list[msgspec.Raw] = []
+
+    def flush_user() -> None:
+        if user_parts:
+            content = user_parts[0]
+            if len(user_parts) > 1:
+                content = join_json_strings(user_parts, "\n\n")
+            wire.append(msgspec.Raw(_encoder.encode(_TextWireMessage("user", content))))
+            user_parts.clear()
+
+    for index, message in enumerate(messages):
+        content = _text_content(message)
+        if index == 0 and message.role == "system":
+            if tools is not None and tools.specs:
+                content = join_json_strings([content, texttools.tools_section(tools)], "\n\n")
+            wire.append(msgspec.Raw(_encoder.encode(_TextWireMessage("system", content))))
+        elif message.role in ("user", "tool"):
+            user_parts.append(content)
+        else:
+            flush_user()
+            wire.append(msgspec.Raw(_encoder.encode(_TextWireMessage(message.role, content))))
+    flush_user()
+    return wire
+
+
 class _Body(msgspec.Struct, omit_defaults=True):
     model: str
     messages: list[msgspec.Raw]
@@ -159,6 +234,14 @@ class _ToolCallBuilder:
         self.arguments: list[str] = []
 
 
+class _Rejected(Exception):
+    """The server answered the request with an HTTP error (the body is read)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
 class OpenAIChatClient:
     def __init__(
         self,
@@ -167,11 +250,17 @@ class OpenAIChatClient:
         model: str,
         api_key: str = "",
         silence_timeout: float = 300.0,
+        tool_mode: ToolMode = "auto",
         config_hint: str = "config.toml",
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
+        self.tool_mode: ToolMode = tool_mode
+        self.text_tools = tool_mode == "text"
+        """True once tools go as text: configured, or switched to by `auto`."""
+        self.stream_usage: bool | None = None
+        """Whether the server takes `stream_options.include_usage`: None until it is known."""
         self._config_hint = config_hint
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.AsyncClient(
@@ -187,74 +276,110 @@ class OpenAIChatClient:
         await self._http.aclose()
 
     async def list_models(self) -> list[str]:
-        try:
-            response = await self._http.get(f"{self.base_url}/models", timeout=5.0)
-        except httpx.HTTPError as exc:
-            raise ModelUnreachable(
-                f"Could not list models at {self.base_url}: {exc}", retryable=True
-            ) from exc
+        url = f"{self.base_url}/models"
+        with transport_errors(self.base_url, self._unreachable_hint()):
+            response = await self._http.get(url, timeout=5.0)
         if response.status_code >= 400:
-            raise self._http_error(response)
+            raise self._http_error(response, what="model list (/models)")
         try:
             listing = _models_decoder.decode(response.content)
         except msgspec.DecodeError as exc:
-            raise ModelProtocolError(f"{self.base_url}/models answered: {exc}") from exc
+            raise ModelProtocolError(f"{url} answered with no model list: {exc}") from exc
         return sorted(entry.id for entry in listing.data)
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
-        body = _encoder.encode(
+        """Stream one completion. Cancelling it closes the HTTP stream at once.
+
+        One request, repeated at most once per adaptation in the module docstring (a refused
+        `stream_options`, refused tools)."""
+        has_tools = request.tools is not None and bool(request.tools.specs)
+        dropped_usage = False
+        while True:
+            text_mode = self.text_tools
+            with_usage = self.stream_usage is not False and not dropped_usage
+            body = self._body(request, text_mode=text_mode, with_usage=with_usage)
+            try:
+                response = await self._post(body, callbacks, text_mode=text_mode)
+            except _Rejected as rejected:
+                status = rejected.response.status_code
+                detail = error_detail(rejected.response)
+                refuses_tools = texttools.says_tools_unsupported(detail)
+                if has_tools and not text_mode and self.tool_mode == "auto" and refuses_tools:
+                    self.text_tools = True
+                    continue
+                if with_usage and status in (400, 422) and not refuses_tools:
+                    if "stream_options" in detail or "include_usage" in detail:
+                        self.stream_usage = False
+                        continue
+                    if status == 400 and self.stream_usage is None:
+                        dropped_usage = True
+                        continue
+                raise self._http_error(rejected.response) from None
+            if self.stream_usage is None:
+                self.stream_usage = with_usage
+            return response
+
+    def _body(self, request: ModelRequest, *, text_mode: bool, with_usage: bool) -> bytes:
+        tools = request.tools if request.tools is not None and request.tools.specs else None
+        if text_mode:
+            messages = encode_text_messages(request.messages, tools)
+        else:
+            messages = [encode_message(m) for m in request.messages]
+        return _encoder.encode(
             _Body(
                 model=self.model,
-                messages=[encode_message(m) for m in request.messages],
+                messages=messages,
                 stream=True,
-                stream_options={"include_usage": True},
-                tools=encode_tools(request.tools)
-                if request.tools and request.tools.specs
-                else None,
+                stream_options={"include_usage": True} if with_usage else None,
+                tools=encode_tools(tools) if tools is not None and not text_mode else None,
             )
         )
+
+    async def _post(
+        self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
+    ) -> ModelResponse:
         url = f"{self.base_url}/chat/completions"
-        try:
+        with transport_errors(self.base_url, self._unreachable_hint()):
             async with self._http.stream(
                 "POST", url, content=body, headers={"Content-Type": "application/json"}
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise self._http_error(response)
-                return await self._read_stream(response, callbacks, len(body))
-        except httpx.ConnectError as exc:
-            raise ModelUnreachable(
-                f"Could not reach the model server at {self.base_url} ({exc}). Start one there"
-                " (for Ollama: `ollama serve`), or point tether at another with TETHER_BASE_URL"
-                f" and TETHER_MODEL (and TETHER_API_KEY), or `base_url` in {self._config_hint}.",
-                retryable=True,
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise ModelProtocolError(
-                f"The model server at {self.base_url} stopped responding ({type(exc).__name__}).",
-                retryable=True,
-            ) from exc
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise ModelProtocolError(
-                f"The stream from {self.base_url} broke off: {exc}", retryable=True
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise ModelError(f"The request to {self.base_url} failed: {exc}") from exc
+                    raise _Rejected(response)
+                return await self._read_stream(response, callbacks, len(body), text_mode)
 
-    def _http_error(self, response: httpx.Response) -> ModelHTTPError:
+    def _unreachable_hint(self) -> str:
+        return (
+            "Start one there (for Ollama: `ollama serve`), or point tether at another with"
+            " TETHER_BASE_URL and TETHER_MODEL (and TETHER_API_KEY), or `base_url` in"
+            f" {self._config_hint}."
+        )
+
+    def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
         status = response.status_code
-        detail = _error_detail(response)
-        retry_after = _parse_retry_after(response.headers.get("retry-after"))
+        detail = error_detail(response)
+        refuses_tools = texttools.says_tools_unsupported(detail)
         if status in (401, 403):
             message = (
                 f"The model server at {self.base_url} refused the request (HTTP {status}:"
                 f" {detail}). Set TETHER_API_KEY, or `api_key` in {self._config_hint}."
+            )
+        elif status == 404 and what:
+            message = (
+                f"The model server at {self.base_url} has no {what} (HTTP 404: {detail}). Check"
+                " that TETHER_BASE_URL is the API root, usually ending in /v1."
             )
         elif status == 404:
             message = (
                 f"The model server at {self.base_url} has no model {self.model!r} or no chat"
                 f" endpoint (HTTP 404: {detail}). Set TETHER_MODEL to a model it serves, or"
                 " check that TETHER_BASE_URL ends in /v1."
+            )
+        elif refuses_tools:
+            message = (
+                f"The model {self.model!r} at {self.base_url} does not take tool definitions"
+                f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
+                f" [provider] in {self._config_hint}, or use a model with tool support."
             )
         elif status in RETRYABLE_STATUS:
             message = f"The model server at {self.base_url} is busy (HTTP {status}: {detail})."
@@ -263,12 +388,16 @@ class OpenAIChatClient:
         return ModelHTTPError(
             message,
             status=status,
-            retryable=status in RETRYABLE_STATUS,
-            retry_after=retry_after,
+            retryable=status in RETRYABLE_STATUS and not refuses_tools,
+            retry_after=parse_retry_after(response.headers),
         )
 
     async def _read_stream(
-        self, response: httpx.Response, callbacks: StreamCallbacks, request_bytes: int
+        self,
+        response: httpx.Response,
+        callbacks: StreamCallbacks,
+        request_bytes: int,
+        text_mode: bool,
     ) -> ModelResponse:
         text: list[str] = []
         reasoning: list[str] = []
@@ -276,26 +405,29 @@ class OpenAIChatClient:
         finish_reason: str | None = None
         usage: _Usage | None = None
         done = False
-        # Read to the end of the body even after [DONE] (servers end it right there): leaving
-        # httpx's nested line iterators early would leave them to the garbage collector.
-        lines = cast(AsyncGenerator[str, None], response.aiter_lines())
-        async with aclosing(lines):
-            async for line in lines:
-                if done or not line.startswith("data:"):
+        # An error the server reported, or a chunk that cannot be read, is raised after the
+        # rest of the body has been read (see `sse_data`).
+        failure: ModelError | None = None
+        reported = False
+        blocks = TextToolCalls() if text_mode else None
+        async with aclosing(sse_data(response)) as events:
+            async for data in events:
+                if done or failure is not None:
                     continue
-                data = line[5:].strip()
                 if data == "[DONE]":
                     done = True
                     continue
-                # One network read can hold thousands of lines; let the connections' writers
-                # run between them so that a burst does not pile up in every client's queue.
-                await trio.lowlevel.checkpoint()
                 try:
                     chunk = _chunk_decoder.decode(data)
                 except msgspec.DecodeError as exc:
-                    raise ModelProtocolError(
+                    failure = ModelProtocolError(
                         f"The model server sent a chunk that is not chat-completions JSON: {exc}"
-                    ) from exc
+                    )
+                    continue
+                if chunk.error is not None:
+                    failure = _stream_error(self.base_url, chunk.error)
+                    reported = True
+                    continue
                 if chunk.usage is not None:
                     usage = chunk.usage
                 for choice in chunk.choices:
@@ -306,7 +438,9 @@ class OpenAIChatClient:
                         continue
                     if delta.content:
                         text.append(delta.content)
-                        callbacks.on_text(delta.content)
+                        shown = blocks.feed(delta.content) if blocks else delta.content
+                        if shown:
+                            callbacks.on_text(shown)
                     thought = delta.reasoning_content or delta.reasoning
                     if thought:
                         reasoning.append(thought)
@@ -320,29 +454,42 @@ class OpenAIChatClient:
                                 builder.name += call_delta.function.name
                             if call_delta.function.arguments:
                                 builder.arguments.append(call_delta.function.arguments)
+        if failure is not None and reported:
+            raise failure
         if not done and finish_reason is None:
             raise ModelProtocolError(
                 f"The stream from {self.base_url} ended before the model finished.",
                 retryable=True,
             )
-        full_text = "".join(text)
+        if failure is not None:
+            raise failure
+        raw_text = "".join(text)
         tool_calls = [
             ToolCallRequest(id=b.id or f"call_{index}", name=b.name, arguments="".join(b.arguments))
             for index, b in sorted(calls.items())
         ]
+        visible = raw_text
+        if blocks is not None:
+            tail, text_calls = blocks.finish()
+            if tail:
+                callbacks.on_text(tail)
+            visible = blocks.text
+            if text_calls:
+                tool_calls += text_calls
+                finish_reason = "tool_calls"
         if usage is not None:
             model_usage = ModelUsage(
                 input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens
             )
         else:
-            out_chars = len(full_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
+            out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
             model_usage = ModelUsage(
-                input_tokens=round(request_bytes / CHARS_PER_TOKEN),
-                output_tokens=round(out_chars / CHARS_PER_TOKEN),
+                input_tokens=estimate_tokens(request_bytes),
+                output_tokens=estimate_tokens(out_chars),
                 estimated=True,
             )
         return ModelResponse(
-            text=full_text,
+            text=visible,
             reasoning="".join(reasoning),
             tool_calls=tool_calls,
             finish_reason=finish_reason or "stop",
@@ -350,33 +497,11 @@ class OpenAIChatClient:
         )
 
 
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        payload = response.json()
-    except ValueError:
-        return response.text[:300] or response.reason_phrase
-    if isinstance(payload, dict):
-        error = payload.get("error")  # type: ignore[union-attr]
-        if isinstance(error, dict) and isinstance(error.get("message"), str):  # type: ignore[union-attr]
-            return str(error["message"])  # type: ignore[index]
-        if isinstance(error, str):
-            return error
-    return response.text[:300]
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    import time
-
-    return max(0.0, when.timestamp() - time.time())
+def _stream_error(base_url: str, error: _StreamError) -> ModelError:
+    code = error.code
+    status = code if isinstance(code, int) else None
+    retryable = status is None or status in RETRYABLE_STATUS
+    message = f"The model server at {base_url} reported an error mid-stream: {error.message}"
+    if status is not None:
+        return ModelHTTPError(message, status=status, retryable=retryable)
+    return ModelProtocolError(message, retryable=retryable)

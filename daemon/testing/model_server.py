@@ -1,16 +1,19 @@
-"""A scripted fake model server speaking the OpenAI chat-completions wire format.
+"""A scripted fake model server speaking OpenAI chat completions and Anthropic Messages.
 
-Each POST to ``/v1/chat/completions`` consumes the next step of a script, so a daemon pointed at
-this server behaves deterministically. It is used by tether's own tests and benchmarks and is
-meant for plugin authors too, which is why it depends on the standard library only.
+Each POST to ``/v1/chat/completions`` (OpenAI) or ``/v1/messages`` (Anthropic) consumes the
+next step of one script, so a daemon pointed at this server behaves deterministically, whichever
+dialect it speaks. It is used by tether's own tests and benchmarks and is meant for plugin
+authors too, which is why it depends on the standard library only.
 
 A script is a JSON object (or the same shape as a Python dict)::
 
     {
       "model": "scripted",          # optional; what /v1/models reports and responses carry
       "loop": false,                # optional; when true the steps repeat forever
+      "tool_support": "native",     # optional; "none" plays a model without tool support
       "steps": [
         {"text": "Hello there", "chunks": 3},
+        {"reasoning": "Let me look.", "text": "Looking."},
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
         {"tool_calls": [{"name": "read_file", "arguments_raw": "{not json", "id": "call_x"}]},
         {"text": "cut off", "finish_reason": "length"},
@@ -26,30 +29,59 @@ Step keys:
 ``text``
     Assistant content. Streamed in ``chunks`` roughly equal pieces (default: ~20 characters
     per piece).
+``reasoning``
+    Reasoning streamed before the text (~20 characters per piece): ``reasoning_content``
+    deltas (OpenAI) or a ``thinking`` block with a signature (Anthropic).
 ``tool_calls``
     A list of ``{"name", "arguments" | "arguments_raw", "id"?}``. ``arguments`` (an object) is
     sent as compact JSON, ``arguments_raw`` (a string) verbatim. The default id is
-    ``call_<request>_<index>`` where ``<request>`` counts requests from 0 (so ids stay unique in
-    loop mode). Streamed after the text: one delta with index, id, type and name, then the
-    arguments string in two deltas.
+    ``call_<request>_<index>`` (OpenAI) or ``toolu_<request>_<index>`` (Anthropic) where
+    ``<request>`` counts answered requests from 0 (so ids stay unique in loop mode). Streamed
+    after the text. OpenAI: one delta with index, id, type and name, then the arguments string
+    in two deltas. Anthropic: a ``tool_use`` block per call whose input arrives in two
+    ``input_json_delta`` fragments.
 ``finish_reason``
-    Defaults to ``"tool_calls"`` when there are tool calls, else ``"stop"``.
+    Defaults to ``"tool_calls"`` when there are tool calls, else ``"stop"``. Anthropic
+    responses carry it as ``stop_reason``: stop → end_turn, tool_calls → tool_use, length →
+    max_tokens (other values verbatim).
 ``usage``
     ``{"prompt_tokens"?, "completion_tokens"?, "total_tokens"?}``. Missing counts are
     estimated as characters / 4 (at least 1) of the request messages and of the response.
+    Anthropic responses report them as ``input_tokens`` (in ``message_start``) and
+    ``output_tokens`` (in ``message_delta``).
 ``error``
     ``{"status", "message"?, "retry_after"?, "type"?, "code"?}``: answer with that HTTP status,
-    a ``Retry-After`` header when given and an OpenAI-style error body. Only ``delay_ms`` may be
+    a ``Retry-After`` header when given and an error body in the request's dialect: OpenAI
+    ``{"error": {"message", "type", "code"?}}``, Anthropic ``{"type": "error", "error":
+    {"type", "message"}}``. The default ``type`` follows the status (Anthropic: 429
+    rate_limit_error, 529 overloaded_error, 5xx api_error, …). Only ``delay_ms`` may be
     combined with it.
 ``drop_after_chunks``
-    Send that many SSE chunks, then close the connection without finishing the chunked body
+    Send that many SSE events, then close the connection without finishing the chunked body
     (clients see an incomplete read). For a non-streaming request, half the body is sent.
 ``delay_ms`` / ``chunk_delay_ms``
-    Wait before sending the response headers / between streamed chunks.
+    Wait before sending the response headers / between streamed events.
 
-Introspection endpoints: ``GET /_tether/requests`` (every chat-completions body received, in
-order), ``POST /_tether/script`` (replace the script, reset the step counter and the recorded
-requests), ``GET /_tether/health``.
+Script keys besides ``steps``: ``model``, ``loop``, and ``tool_support``: ``"native"``
+(default) or ``"none"``, a model without tool support: a request that offers ``tools`` is
+refused with HTTP 400 saying the model "does not support tools" (Ollama's words; recorded, but
+it consumes no step), and steps answer requests without tools by writing their ``tool_calls``
+as ``<tool_call>{"name": …, "arguments": …}</tool_call>`` blocks after the text, with no native
+calls — what tether's text tool-call fallback reads.
+
+Anthropic requests are checked the way the Messages API checks them (``max_tokens``,
+non-empty blocks, every ``tool_result`` answering a ``tool_use`` of the message before, results
+before other content) and, more strictly than the API, user and assistant must alternate; a bad
+request gets a 400 ``invalid_request_error`` naming the problem, is recorded and consumes no
+step.
+
+Introspection endpoints: ``GET /_tether/requests`` (every model request body received, either
+dialect, in order), ``POST /_tether/script`` (replace the script, reset the step counter and the
+recorded requests), ``GET /_tether/health``. ``GET /v1/models`` lists the script's model in
+the OpenAI shape, or the Anthropic one when the request has an ``anthropic-version`` header.
+
+Base URLs: ``ModelServer.base_url`` (``http://HOST:PORT/v1``) is the OpenAI base URL;
+tether's Anthropic client takes it too, or the root ``ModelServer.url``.
 
 Command line::
 
@@ -75,7 +107,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -99,10 +131,12 @@ JSONObject = dict[str, Any]
 DEFAULT_MODEL = "scripted"
 DEFAULT_CHUNK_CHARS = 20
 
-_SCRIPT_KEYS = frozenset({"model", "loop", "steps"})
+_SCRIPT_KEYS = frozenset({"model", "loop", "steps", "tool_support"})
+_TOOL_SUPPORT = ("native", "none")
 _STEP_KEYS = frozenset(
     {
         "text",
+        "reasoning",
         "chunks",
         "tool_calls",
         "finish_reason",
@@ -146,7 +180,8 @@ class UsageSpec:
 class ErrorSpec:
     status: int
     message: str
-    type: str
+    type: str | None = None
+    """None: the dialect's usual type for the status."""
     retry_after: str | None = None
     code: str | None = None
 
@@ -154,6 +189,7 @@ class ErrorSpec:
 @dataclass(frozen=True, slots=True)
 class Step:
     text: str | None = None
+    reasoning: str | None = None
     chunks: int | None = None
     tool_calls: tuple[ToolCallSpec, ...] = ()
     finish_reason: str | None = None
@@ -169,6 +205,8 @@ class Script:
     steps: tuple[Step, ...]
     model: str = DEFAULT_MODEL
     loop: bool = False
+    tool_support: str = "native"
+    """``native``, or ``none``: a model without tool support (see the module docstring)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Script:
@@ -269,11 +307,7 @@ def _parse_error(where: str, value: object) -> ErrorSpec:
     if status > 599:
         raise ScriptError(f"{where}: 'status' must be an HTTP error status (400-599), got {status}")
     message = _get_str(where, data, "message") if "message" in data else f"scripted error {status}"
-    error_type = (
-        _get_str(where, data, "type", nonempty=True)
-        if "type" in data
-        else _default_error_type(status)
-    )
+    error_type = _get_str(where, data, "type", nonempty=True) if "type" in data else None
     retry_after: str | None = None
     if "retry_after" in data:
         raw = data["retry_after"]
@@ -304,6 +338,7 @@ def _parse_step(index: int, value: object) -> Step:
         )
 
     text = _get_str(where, data, "text") if "text" in data else None
+    reasoning = _get_str(where, data, "reasoning") if "reasoning" in data else None
     tool_calls: tuple[ToolCallSpec, ...] = ()
     if "tool_calls" in data:
         raw_calls: object = data["tool_calls"]
@@ -315,8 +350,10 @@ def _parse_step(index: int, value: object) -> Step:
         tool_calls = tuple(
             _parse_tool_call(f"{where}: tool_calls[{i}]", call) for i, call in enumerate(calls)
         )
-    if text is None and not tool_calls:
-        raise ScriptError(f"{where}: needs at least one of 'text', 'tool_calls' or 'error'")
+    if text is None and reasoning is None and not tool_calls:
+        raise ScriptError(
+            f"{where}: needs at least one of 'text', 'reasoning', 'tool_calls' or 'error'"
+        )
 
     chunks: int | None = None
     if "chunks" in data:
@@ -325,6 +362,7 @@ def _parse_step(index: int, value: object) -> Step:
         chunks = _get_int(where, data, "chunks", minimum=1)
     return Step(
         text=text,
+        reasoning=reasoning,
         chunks=chunks,
         tool_calls=tool_calls,
         finish_reason=(
@@ -365,7 +403,15 @@ def parse_script(data: object) -> Script:
         loop = raw_loop
     if loop and not steps:
         raise ScriptError("script: 'loop' needs at least one step")
-    return Script(steps=steps, model=model or DEFAULT_MODEL, loop=loop)
+    tool_support = "native"
+    if "tool_support" in script:
+        tool_support = _get_str("script", script, "tool_support")
+        if tool_support not in _TOOL_SUPPORT:
+            raise ScriptError(
+                f"script: 'tool_support' must be one of {', '.join(_TOOL_SUPPORT)},"
+                f" got {tool_support!r}"
+            )
+    return Script(steps=steps, model=model or DEFAULT_MODEL, loop=loop, tool_support=tool_support)
 
 
 def load_script(path: str | os.PathLike[str]) -> Script:
@@ -420,8 +466,27 @@ def _finish_reason(step: Step) -> str:
     return "tool_calls" if step.tool_calls else "stop"
 
 
+def _reasoning_pieces(step: Step) -> list[str]:
+    text = step.reasoning or ""
+    return split_text(text, math.ceil(len(text) / DEFAULT_CHUNK_CHARS))
+
+
+def _text_tool_step(step: Step) -> Step:
+    """The step as a model without native tools answers it: each call written as a
+    ``<tool_call>`` block after the text, and no native calls."""
+    if not step.tool_calls:
+        return step
+    blocks = "\n".join(
+        f'<tool_call>{{"name":{json.dumps(call.name)},"arguments":{call.arguments}}}</tool_call>'
+        for call in step.tool_calls
+    )
+    text = f"{step.text}\n\n{blocks}" if step.text else blocks
+    return replace(step, text=text, tool_calls=())
+
+
 def _stream_deltas(step: Step, ordinal: int) -> list[JSONObject]:
-    deltas: list[JSONObject] = [{"content": piece} for piece in _text_pieces(step)]
+    deltas: list[JSONObject] = [{"reasoning_content": piece} for piece in _reasoning_pieces(step)]
+    deltas += [{"content": piece} for piece in _text_pieces(step)]
     for index, call in enumerate(step.tool_calls):
         header: JSONObject = {
             "index": index,
@@ -460,7 +525,7 @@ def _prompt_chars(body: JSONObject) -> int:
         msg = cast(dict[str, Any], message)
         total += _string_chars(msg.get("content"))
         total += _string_chars(msg.get("tool_calls"))
-    return total
+    return total + _string_chars(body.get("system"))
 
 
 def _estimate_tokens(chars: int) -> int:
@@ -513,6 +578,8 @@ def _stream_events(
 
 def _completion(step: Step, ordinal: int, model: str, body: JSONObject, created: int) -> JSONObject:
     message: JSONObject = {"role": "assistant", "content": step.text}
+    if step.reasoning is not None:
+        message["reasoning_content"] = step.reasoning
     if step.tool_calls:
         message["tool_calls"] = [
             {
@@ -532,11 +599,288 @@ def _completion(step: Step, ordinal: int, model: str, body: JSONObject, created:
     }
 
 
-def _error_body(message: str, error_type: str, code: str | None = None) -> JSONObject:
-    error: JSONObject = {"message": message, "type": error_type}
+def _error_body(message: str, error_type: str | None, code: str | None = None) -> JSONObject:
+    error: JSONObject = {"message": message, "type": error_type or "invalid_request_error"}
     if code is not None:
         error["code"] = code
     return {"error": error}
+
+
+def _step_error_body(error: ErrorSpec, dialect: str) -> JSONObject:
+    if dialect == ANTHROPIC:
+        return _anthropic_error_body(
+            error.message, error.type or _anthropic_error_type(error.status)
+        )
+    return _error_body(error.message, error.type or _default_error_type(error.status), error.code)
+
+
+def _tools_unsupported_body(dialect: str, model: str) -> JSONObject:
+    if dialect == ANTHROPIC:
+        return _anthropic_error_body(f"{model} does not support tools", "invalid_request_error")
+    message = f"registry.ollama.ai/library/{model} does not support tools"
+    return {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+
+
+# ---- Anthropic Messages
+
+ANTHROPIC = "anthropic"
+OPENAI = "openai"
+
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def _anthropic_error_type(status: int) -> str:
+    known = _ANTHROPIC_ERROR_TYPES.get(status)
+    if known is not None:
+        return known
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def _anthropic_error_body(message: str, error_type: str) -> JSONObject:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def _anthropic_tool_id(call: ToolCallSpec, ordinal: int, index: int) -> str:
+    return call.id or f"toolu_{ordinal}_{index}"
+
+
+def _anthropic_events(step: Step, ordinal: int, model: str, body: JSONObject) -> list[JSONObject]:
+    """Every event of a streamed Messages response, in order (each carries its ``type``)."""
+    usage = _usage(step, body)
+    events: list[JSONObject] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{ordinal}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": 1},
+            },
+        },
+        {"type": "ping"},
+    ]
+    index = 0
+
+    def block(start: JSONObject, deltas: list[JSONObject]) -> None:
+        nonlocal index
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events.extend(
+            {"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas
+        )
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+
+    if step.reasoning is not None:
+        thoughts: list[JSONObject] = [
+            {"type": "thinking_delta", "thinking": piece} for piece in _reasoning_pieces(step)
+        ]
+        thoughts.append({"type": "signature_delta", "signature": f"scripted-{ordinal}"})
+        block({"type": "thinking", "thinking": ""}, thoughts)
+    if step.text:
+        texts: list[JSONObject] = [
+            {"type": "text_delta", "text": piece} for piece in _text_pieces(step)
+        ]
+        block({"type": "text", "text": ""}, texts)
+    for number, call in enumerate(step.tool_calls):
+        start: JSONObject = {
+            "type": "tool_use",
+            "id": _anthropic_tool_id(call, ordinal, number),
+            "name": call.name,
+            "input": {},
+        }
+        pieces: list[JSONObject] = [
+            {"type": "input_json_delta", "partial_json": piece}
+            for piece in split_text(call.arguments, 2)
+        ]
+        block(start, pieces)
+    finish = _finish_reason(step)
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": _STOP_REASONS.get(finish, finish), "stop_sequence": None},
+            "usage": {"output_tokens": usage["completion_tokens"]},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _anthropic_message(step: Step, ordinal: int, model: str, body: JSONObject) -> JSONObject:
+    content: list[JSONObject] = []
+    if step.reasoning is not None:
+        content.append(
+            {"type": "thinking", "thinking": step.reasoning, "signature": f"scripted-{ordinal}"}
+        )
+    if step.text:
+        content.append({"type": "text", "text": step.text})
+    for number, call in enumerate(step.tool_calls):
+        try:
+            arguments: object = json.loads(call.arguments)
+        except ValueError:
+            arguments = {}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": _anthropic_tool_id(call, ordinal, number),
+                "name": call.name,
+                "input": arguments,
+            }
+        )
+    usage = _usage(step, body)
+    finish = _finish_reason(step)
+    return {
+        "id": f"msg_{ordinal}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": _STOP_REASONS.get(finish, finish),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage["prompt_tokens"],
+            "output_tokens": usage["completion_tokens"],
+        },
+    }
+
+
+def anthropic_request_problem(body: JSONObject) -> str | None:
+    """What the Messages API would reject in `body` (None when it is well formed).
+
+    Stricter than the real API in one way: user and assistant must alternate (the real API
+    merges consecutive same-role messages), because tether promises to send them merged.
+    """
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model: Field required"
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        return "max_tokens: Field required (a positive integer)"
+    problem = _system_problem(body.get("system"))
+    if problem is not None:
+        return problem
+    tools: object = body.get("tools", [])
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    for i, tool in enumerate(cast(list[object], tools)):
+        if not isinstance(tool, dict):
+            return f"tools.{i}: Input should be an object"
+        spec = cast(JSONObject, tool)
+        if not isinstance(spec.get("name"), str) or not isinstance(spec.get("input_schema"), dict):
+            return f"tools.{i}: needs 'name' and an 'input_schema' object"
+    messages: object = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    return _messages_problem(cast(list[object], messages))
+
+
+def _system_problem(system: object) -> str | None:
+    if system is None or isinstance(system, str):
+        return None
+    if not isinstance(system, list):
+        return "system: Input should be a valid string or list of text blocks"
+    for i, block in enumerate(cast(list[object], system)):
+        if not isinstance(block, dict) or cast(JSONObject, block).get("type") != "text":
+            return f"system.{i}: Input should be a text block"
+        if not cast(JSONObject, block).get("text"):
+            return f"system.{i}: text content blocks must be non-empty"
+    return None
+
+
+def _messages_problem(messages: list[object]) -> str | None:
+    previous_uses: list[str] = []
+    expected = "user"
+    for i, raw in enumerate(messages):
+        where = f"messages.{i}"
+        if not isinstance(raw, dict):
+            return f"{where}: Input should be an object"
+        message = cast(JSONObject, raw)
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            return f"{where}.role: Input should be 'user' or 'assistant'"
+        if role != expected:
+            return (
+                f"{where}: roles must alternate between 'user' and 'assistant',"
+                " starting with 'user'"
+            )
+        expected = "assistant" if role == "user" else "user"
+        content: object = message.get("content")
+        if isinstance(content, str):
+            blocks: list[JSONObject] = [{"type": "text", "text": content}]
+        elif isinstance(content, list) and content:
+            blocks = []
+            for j, block in enumerate(cast(list[object], content)):
+                if not isinstance(block, dict):
+                    return f"{where}.content.{j}: Input should be an object"
+                blocks.append(cast(JSONObject, block))
+        else:
+            return f"{where}: content must be a non-empty string or list of blocks"
+        problem = _blocks_problem(where, str(role), blocks, previous_uses)
+        if problem is not None:
+            return problem
+        if role == "user":
+            answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+            missing = [use for use in previous_uses if use not in answered]
+            if missing:
+                return (
+                    f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks"
+                    f" immediately after: {', '.join(missing)}. Each `tool_use` block must have"
+                    " a corresponding `tool_result` block in the next message."
+                )
+            previous_uses = []
+        else:
+            previous_uses = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+    return None
+
+
+def _blocks_problem(
+    where: str, role: str, blocks: list[JSONObject], previous_uses: list[str]
+) -> str | None:
+    seen_other = False
+    for j, block in enumerate(blocks):
+        kind = block.get("type")
+        at = f"{where}.content.{j}"
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str) or not text.strip():
+                return f"{at}: text content blocks must contain non-whitespace text"
+            seen_other = True
+        elif kind == "tool_use":
+            if role != "assistant":
+                return f"{at}: tool_use blocks are only allowed in assistant messages"
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+                return f"{at}: tool_use needs 'id' and 'name'"
+            if not isinstance(block.get("input"), dict):
+                return f"{at}.input: Input should be an object"
+        elif kind == "tool_result":
+            if role != "user":
+                return f"{at}: tool_result blocks are only allowed in user messages"
+            if seen_other:
+                return f"{at}: tool_result blocks must come before any other content"
+            use_id = block.get("tool_use_id")
+            if use_id not in previous_uses:
+                return (
+                    f"{at}: unexpected `tool_use_id` found in `tool_result` blocks: {use_id}."
+                    " Each `tool_result` block must have a corresponding `tool_use` block in"
+                    " the previous message."
+                )
+        elif kind in ("thinking", "redacted_thinking", "image", "document"):
+            seen_other = True
+        else:
+            return f"{at}.type: unknown content block type {kind!r}"
+    return None
 
 
 def _encode(payload: object) -> bytes:
@@ -562,6 +906,11 @@ class _State:
             self.script = script
             self.position = 0
             self.requests = []
+
+    def record(self, body: JSONObject) -> None:
+        """Record a request that takes no step (one refused before the script is consulted)."""
+        with self.lock:
+            self.requests.append(body)
 
     def take(self, body: JSONObject) -> tuple[int, Step | None, Script]:
         """Record `body` and claim the next step (None when the script is exhausted)."""
@@ -709,8 +1058,18 @@ class _Handler(BaseHTTPRequestHandler):
         path = self._path()
         if path == "/v1/models":
             model = self._state.script.model
-            data = [{"id": model, "object": "model", "owned_by": "tether"}]
-            self._send_json(200, {"object": "list", "data": data})
+            if "anthropic-version" in self.headers:
+                entry = {"id": model, "type": "model", "display_name": model}
+                listing: JSONObject = {
+                    "data": [entry],
+                    "has_more": False,
+                    "first_id": model,
+                    "last_id": model,
+                }
+            else:
+                entry = {"id": model, "object": "model", "owned_by": "tether"}
+                listing = {"object": "list", "data": [entry]}
+            self._send_json(200, listing)
         elif path == "/_tether/requests":
             self._send_json(200, self._state.recorded())
         elif path == "/_tether/health":
@@ -728,6 +1087,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path == "/v1/chat/completions":
             self._chat_completions(raw)
+        elif path == "/v1/messages":
+            self._messages(raw)
         elif path == "/_tether/script":
             self._replace_script(raw)
         else:
@@ -764,13 +1125,46 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat_completions(self, raw: bytes) -> None:
         body = self._parse_json_object(raw)
-        if body is None:
+        if body is not None:
+            self._answer(body, OPENAI)
+
+    def _messages(self, raw: bytes) -> None:
+        try:
+            data: object = json.loads(raw)
+        except ValueError as exc:
+            self._send_json(
+                400, _anthropic_error_body(f"invalid JSON body: {exc}", "invalid_request_error")
+            )
             return
+        body = cast(JSONObject, data) if isinstance(data, dict) else None
+        problem = (
+            "request body must be a JSON object"
+            if body is None
+            else anthropic_request_problem(body)
+        )
+        if problem is not None:
+            self._state.record(body if body is not None else {"invalid": data})
+            self._send_json(400, _anthropic_error_body(problem, "invalid_request_error"))
+            return
+        assert body is not None
+        self._answer(body, ANTHROPIC)
+
+    def _answer(self, body: JSONObject, dialect: str) -> None:
         state = self._state
+        if state.script.tool_support == "none" and body.get("tools"):
+            # Like a model without tool support: refused, and the step stays for the retry.
+            state.record(body)
+            model = body.get("model")
+            name = model if isinstance(model, str) and model else state.script.model
+            self._send_json(400, _tools_unsupported_body(dialect, name))
+            return
         ordinal, step, script = state.take(body)
         if step is None:
             message = f"model script exhausted after {len(script.steps)} steps"
-            self._send_error_json(500, message, "server_error")
+            if dialect == ANTHROPIC:
+                self._send_json(500, _anthropic_error_body(message, "api_error"))
+            else:
+                self._send_error_json(500, message, "server_error")
             return
         if not state.sleep_ms(step.delay_ms):
             self.close_connection = True
@@ -778,22 +1172,35 @@ class _Handler(BaseHTTPRequestHandler):
         if step.error is not None:
             error = step.error
             headers = {"Retry-After": error.retry_after} if error.retry_after is not None else {}
-            payload = _error_body(error.message, error.type, error.code)
-            self._send_json(error.status, payload, headers)
+            self._send_json(error.status, _step_error_body(error, dialect), headers)
             return
+        if script.tool_support == "none":
+            step = _text_tool_step(step)
         created = int(time.time())
+        streamed = body.get("stream") is True
         try:
-            if body.get("stream") is True:
-                self._stream(step, ordinal, script.model, body, created)
+            if dialect == ANTHROPIC and streamed:
+                events = _anthropic_events(step, ordinal, script.model, body)
+                frames = [
+                    b"event: %s\ndata: %s\n\n" % (str(e["type"]).encode(), _encode(e))
+                    for e in events
+                ]
+                self._stream(step, frames)
+            elif dialect == ANTHROPIC:
+                self._respond_whole(
+                    step, _encode(_anthropic_message(step, ordinal, script.model, body))
+                )
+            elif streamed:
+                events = _stream_events(step, ordinal, script.model, body, created)
+                frames = [b"data: " + _encode(e) + b"\n\n" for e in events]
+                self._stream(step, frames, b"data: [DONE]\n\n")
             else:
-                self._respond_whole(step, ordinal, script.model, body, created)
+                completion = _completion(step, ordinal, script.model, body, created)
+                self._respond_whole(step, _encode(completion))
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _respond_whole(
-        self, step: Step, ordinal: int, model: str, body: JSONObject, created: int
-    ) -> None:
-        data = _encode(_completion(step, ordinal, model, body, created))
+    def _respond_whole(self, step: Step, data: bytes) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -804,27 +1211,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data[: len(data) // 2])
         self._drop()
 
-    def _stream(self, step: Step, ordinal: int, model: str, body: JSONObject, created: int) -> None:
+    def _stream(self, step: Step, frames: list[bytes], final: bytes = b"") -> None:
+        """Send each SSE frame as an HTTP chunk (honouring drop_after_chunks and
+        chunk_delay_ms), then `final`, then the end of the body."""
         state = self._state
-        events = _stream_events(step, ordinal, model, body, created)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         limit = step.drop_after_chunks
-        for sent, event in enumerate(events):
+        for sent, frame in enumerate(frames):
             if limit is not None and sent >= limit:
                 self._drop()
                 return
             if sent and not state.sleep_ms(step.chunk_delay_ms):
                 self._drop()
                 return
-            self._write_chunk(b"data: " + _encode(event) + b"\n\n")
+            self._write_chunk(frame)
         if limit is not None:
             self._drop()
             return
-        self._write_chunk(b"data: [DONE]\n\n")
+        if final:
+            self._write_chunk(final)
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -842,7 +1251,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ModelServer:
-    """A scripted OpenAI-compatible model server on a background thread.
+    """A scripted model server (OpenAI chat completions and Anthropic Messages) on a
+    background thread.
 
     >>> with ModelServer({"steps": [{"text": "hi"}]}) as server:
     ...     base_url = server.base_url  # "http://127.0.0.1:PORT/v1"
@@ -911,7 +1321,7 @@ class ModelServer:
 
     @property
     def requests(self) -> list[JSONObject]:
-        """Copies of every chat-completions request body received so far, in order."""
+        """Copies of every model request body received so far (either dialect), in order."""
         return self._state.recorded()
 
     def set_script(self, script: Mapping[str, Any] | Script) -> None:
@@ -944,7 +1354,7 @@ def _write_port_file(path: str, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tether.daemon.testing.model_server",
-        description="Serve a scripted fake OpenAI chat-completions model.",
+        description="Serve a scripted fake model (OpenAI chat completions, Anthropic Messages).",
     )
     parser.add_argument("--script", required=True, help="path of the JSON script")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")

@@ -411,6 +411,8 @@ INVALID_SCRIPTS: list[tuple[dict[str, Any], list[str]]] = [
     ({"stpes": []}, ["'stpes'"]),
     ({"steps": {}}, ["'steps'", "list"]),
     ({"loop": "yes", "steps": []}, ["'loop'"]),
+    ({"tool_support": "maybe", "steps": []}, ["'tool_support'", "native, none"]),
+    ({"steps": [{"reasoning": 1}]}, ["step 0", "'reasoning'", "string"]),
 ]
 
 
@@ -489,3 +491,272 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     assert returncode == 0
     assert rest == ""
     assert errors == ""
+
+
+# --- reasoning, models without tools, Anthropic Messages ------------------------------------
+
+
+def test_reasoning_streams_before_the_text(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"reasoning": "a" * 30, "text": "done"}]}) as server:
+        chunks, _ = stream(client, server)
+    deltas = [c["delta"] for c in choice_chunks(chunks)]
+    assert [d.get("reasoning_content") for d in deltas[:2]] == ["a" * 15, "a" * 15]
+    assert deltas[0]["role"] == "assistant"
+    assert reassemble(chunks) == ("done", {}, "stop")
+
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {"name": "read_file", "parameters": {}}}
+]
+NO_TOOLS_SCRIPT = {
+    "model": "gemma3",
+    "tool_support": "none",
+    "steps": [
+        {"text": "Reading.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}]},
+        {"tool_calls": [{"name": "list_dir", "arguments_raw": "{oops"}]},
+    ],
+}
+READING_AS_TEXT = 'Reading.\n\n<tool_call>{"name":"read_file","arguments":{"path":"a"}}</tool_call>'
+
+
+def test_a_model_without_tools_refuses_them_and_writes_calls_as_text(
+    client: httpx.Client,
+) -> None:
+    with ModelServer(NO_TOOLS_SCRIPT) as server:
+        url = f"{server.base_url}/chat/completions"
+        refused = client.post(url, json={"messages": USER, "stream": True, "tools": TOOLS})
+        first, _ = stream(client, server)
+        second, _ = stream(client, server)
+        recorded = server.requests
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == (
+        "registry.ollama.ai/library/gemma3 does not support tools"
+    )
+    assert reassemble(first) == (READING_AS_TEXT, {}, "stop")
+    assert reassemble(second)[0] == '<tool_call>{"name":"list_dir","arguments":{oops}</tool_call>'
+    # The refusal was recorded but took no step.
+    assert len(recorded) == 3
+    assert "tools" in recorded[0]
+    assert "tools" not in recorded[1]
+
+
+ANTHROPIC_USER = [{"role": "user", "content": "hello model"}]
+
+
+def anthropic_stream(
+    client: httpx.Client, server: ModelServer, **extra: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """POST a streaming Messages request; return (event name, data) pairs."""
+    body = {"model": "m", "max_tokens": 100, "messages": ANTHROPIC_USER, "stream": True, **extra}
+    pairs: list[tuple[str, dict[str, Any]]] = []
+    with client.stream("POST", f"{server.url}/v1/messages", json=body) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"] == "text/event-stream"
+        name = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                data = json.loads(line.removeprefix("data: "))
+                assert data["type"] == name
+                pairs.append((name, data))
+    return pairs
+
+
+def fold(pairs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Assemble a Messages stream the way a client does."""
+    blocks: dict[int, dict[str, Any]] = {}
+    result: dict[str, Any] = {}
+    for name, data in pairs:
+        if name == "message_start":
+            result["input_tokens"] = data["message"]["usage"]["input_tokens"]
+        elif name == "content_block_start":
+            blocks[data["index"]] = {**data["content_block"], "partial": ""}
+        elif name == "content_block_delta":
+            block, delta = blocks[data["index"]], data["delta"]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "input_json_delta":
+                block["partial"] += delta["partial_json"]
+        elif name == "message_delta":
+            result["stop_reason"] = data["delta"]["stop_reason"]
+            result["output_tokens"] = data["usage"]["output_tokens"]
+    result["blocks"] = [blocks[i] for i in sorted(blocks)]
+    assert pairs[-1][0] == "message_stop"
+    return result
+
+
+def test_anthropic_stream_has_thinking_text_and_tool_use_blocks(client: httpx.Client) -> None:
+    step = {
+        "reasoning": "think",
+        "text": "Reading both.",
+        "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "README.md"}},
+            {"name": "list_dir", "arguments": {"path": "src"}, "id": "toolu_x"},
+        ],
+        "usage": {"prompt_tokens": 42, "completion_tokens": 7},
+    }
+    with ModelServer({"steps": [step, {"text": "cut", "finish_reason": "length"}]}) as server:
+        pairs = anthropic_stream(client, server, tools=[{"name": "t", "input_schema": {}}])
+        second = fold(anthropic_stream(client, server))
+    assert [name for name, _ in pairs[:2]] == ["message_start", "ping"]
+    result = fold(pairs)
+    assert (result["input_tokens"], result["output_tokens"]) == (42, 7)
+    assert result["stop_reason"] == "tool_use"
+    thinking, text, read, listing = result["blocks"]
+    assert (thinking["type"], thinking["thinking"]) == ("thinking", "think")
+    assert (text["type"], text["text"]) == ("text", "Reading both.")
+    assert (read["type"], read["id"], read["name"]) == ("tool_use", "toolu_0_0", "read_file")
+    assert json.loads(read["partial"]) == {"path": "README.md"}
+    assert (listing["id"], json.loads(listing["partial"])) == ("toolu_x", {"path": "src"})
+    assert sum(1 for n, d in pairs if n == "content_block_delta" and d["index"] == 2) == 2
+    assert second["stop_reason"] == "max_tokens"
+    assert second["blocks"] == [{"type": "text", "text": "cut", "partial": ""}]
+
+
+def test_anthropic_errors_have_the_api_shape(client: httpx.Client) -> None:
+    steps = [
+        {"error": {"status": 529}},
+        {"error": {"status": 429, "retry_after": 3, "message": "slow down"}},
+        {"error": {"status": 400, "type": "custom_error", "message": "no"}},
+    ]
+    body = {"model": "m", "max_tokens": 5, "messages": ANTHROPIC_USER, "stream": True}
+    with ModelServer({"steps": steps}) as server:
+        replies = [client.post(f"{server.url}/v1/messages", json=body) for _ in range(4)]
+    assert [r.status_code for r in replies] == [529, 429, 400, 500]
+    assert replies[0].json() == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "scripted error 529"},
+    }
+    assert replies[1].json()["error"] == {"type": "rate_limit_error", "message": "slow down"}
+    assert replies[1].headers["retry-after"] == "3"
+    assert replies[2].json()["error"]["type"] == "custom_error"
+    assert replies[3].json()["error"]["type"] == "api_error"
+
+
+def test_anthropic_drop_after_chunks_cuts_the_stream(client: httpx.Client) -> None:
+    steps = [{"text": "partial answer", "drop_after_chunks": 3}]
+    body = {"model": "m", "max_tokens": 5, "messages": ANTHROPIC_USER, "stream": True}
+    with ModelServer({"steps": steps}) as server:
+        lines: list[str] = []
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            client.stream("POST", f"{server.url}/v1/messages", json=body) as response,
+        ):
+            lines.extend(line for line in response.iter_lines() if line.startswith("event:"))
+    assert lines == ["event: message_start", "event: ping", "event: content_block_start"]
+
+
+def test_anthropic_whole_message_when_not_streamed(client: httpx.Client) -> None:
+    steps = [{"text": "hi", "tool_calls": [{"name": "grep", "arguments": {"q": "x"}}]}]
+    body = {"model": "m", "max_tokens": 5, "messages": ANTHROPIC_USER}
+    with ModelServer({"model": "claude-fake", "steps": steps}) as server:
+        reply = client.post(f"{server.base_url}/messages", json=body).json()
+    assert reply["type"] == "message"
+    assert reply["model"] == "claude-fake"
+    assert reply["content"] == [
+        {"type": "text", "text": "hi"},
+        {"type": "tool_use", "id": "toolu_0_0", "name": "grep", "input": {"q": "x"}},
+    ]
+    assert reply["stop_reason"] == "tool_use"
+    assert set(reply["usage"]) == {"input_tokens", "output_tokens"}
+
+
+CALL: dict[str, Any] = {"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}
+RESULT = {"type": "tool_result", "tool_use_id": "t1", "content": "x"}
+BAD_ANTHROPIC_REQUESTS: list[tuple[dict[str, Any], str]] = [
+    ({"messages": ANTHROPIC_USER}, "max_tokens"),
+    ({"max_tokens": 5, "messages": []}, "at least one message"),
+    (
+        {"max_tokens": 5, "messages": [*ANTHROPIC_USER, *ANTHROPIC_USER]},
+        "roles must alternate",
+    ),
+    (
+        {
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}],
+        },
+        "non-whitespace text",
+    ),
+    (
+        {
+            "max_tokens": 5,
+            "messages": [
+                *ANTHROPIC_USER,
+                {"role": "assistant", "content": [CALL]},
+                {"role": "user", "content": "thanks"},
+            ],
+        },
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: t1",
+    ),
+    (
+        {
+            "max_tokens": 5,
+            "messages": [
+                *ANTHROPIC_USER,
+                {"role": "assistant", "content": [CALL]},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, RESULT]},
+            ],
+        },
+        "tool_result blocks must come before any other content",
+    ),
+    (
+        {"max_tokens": 5, "messages": [{"role": "user", "content": [RESULT]}]},
+        "unexpected `tool_use_id`",
+    ),
+    ({"max_tokens": 5, "messages": ANTHROPIC_USER, "tools": [{"name": "x"}]}, "input_schema"),
+    ({"max_tokens": 5, "messages": ANTHROPIC_USER, "system": [{"type": "text"}]}, "system.0"),
+]
+
+
+@pytest.mark.parametrize(("body", "problem"), BAD_ANTHROPIC_REQUESTS)
+def test_malformed_anthropic_requests_are_refused_like_the_api_does(
+    client: httpx.Client, body: dict[str, Any], problem: str
+) -> None:
+    with ModelServer({"steps": [{"text": "fine"}]}) as server:
+        url = f"{server.url}/v1/messages"
+        refused = client.post(url, json={"model": "m", **body})
+        accepted = client.post(
+            url, json={"model": "m", "max_tokens": 5, "messages": ANTHROPIC_USER}
+        )
+        recorded = server.requests
+    assert refused.status_code == 400
+    assert refused.json()["type"] == "error"
+    assert refused.json()["error"]["type"] == "invalid_request_error"
+    assert problem in refused.json()["error"]["message"]
+    assert accepted.status_code == 200  # the refusal took no step
+    assert len(recorded) == 2
+
+
+def test_anthropic_model_without_tools(client: httpx.Client) -> None:
+    body: dict[str, Any] = {"model": "llama3", "max_tokens": 5, "messages": ANTHROPIC_USER}
+    with ModelServer(NO_TOOLS_SCRIPT) as server:
+        url = f"{server.url}/v1/messages"
+        tools: list[dict[str, Any]] = [{"name": "t", "input_schema": {}}]
+        refused = client.post(url, json={**body, "tools": tools})
+        answered = client.post(url, json=body).json()
+    assert refused.status_code == 400
+    assert refused.json()["error"] == {
+        "type": "invalid_request_error",
+        "message": "llama3 does not support tools",
+    }
+    assert answered["content"] == [{"type": "text", "text": READING_AS_TEXT}]
+    assert answered["stop_reason"] == "end_turn"
+
+
+def test_model_list_in_either_shape(client: httpx.Client) -> None:
+    with ModelServer({"model": "fake-3", "steps": []}) as server:
+        openai = client.get(f"{server.base_url}/models").json()
+        anthropic = client.get(
+            f"{server.base_url}/models", headers={"anthropic-version": "2023-06-01"}
+        ).json()
+    assert openai["object"] == "list"
+    assert [m["id"] for m in openai["data"]] == ["fake-3"]
+    assert anthropic == {
+        "data": [{"id": "fake-3", "type": "model", "display_name": "fake-3"}],
+        "has_more": False,
+        "first_id": "fake-3",
+        "last_id": "fake-3",
+    }

@@ -1,0 +1,637 @@
+"""Anthropic Messages, streamed (api.anthropic.com and servers that speak the same API).
+
+`base_url` is the server root: `https://api.anthropic.com`; a trailing `/v1` is accepted and
+dropped, so `http://host:port` and `http://host:port/v1` mean the same. Requests go to
+`{root}/v1/messages`, the model list comes from `{root}/v1/models`.
+
+Encoding. The first message (role `system`) becomes `system`. Every other message becomes a
+list of content blocks, encoded once and kept in `Message.cache["anthropic"]`:
+
+    user, later system   [text]                      (no block for empty text)
+    assistant            [text?, tool_use…]          input = the parsed arguments; arguments
+                                                     that are not a JSON object go as {} with
+                                                     a text block quoting them
+    tool                 [tool_result]               sent in a user message
+
+Consecutive messages of the same wire role are merged into one message (the API wants user and
+assistant to alternate, with every tool result in the user message right after its call), and
+empty messages are left out. Prompt caching: the system prompt and the last block of the
+conversation carry `cache_control`, so each step reads the previous step's prefix from cache.
+
+Stream. `message_start` (input usage), `content_block_start` / `_delta` / `_stop` for text,
+thinking and tool_use blocks (tool input arrives as `input_json_delta` fragments),
+`message_delta` (stop reason, output usage), `message_stop`, `ping`, `error`. Stop reasons map
+to the OpenAI words the loop uses: end_turn → stop, tool_use → tool_calls, max_tokens → length.
+
+`tool_mode` works as for the OpenAI client (see `texttools`), with `anthropic-text` as the
+cache key of text-mode encodings.
+"""
+
+import re
+from collections.abc import Sequence
+from contextlib import aclosing
+
+import httpx
+import msgspec
+
+from tether.daemon.providers import texttools
+from tether.daemon.providers.base import (
+    Message,
+    ModelError,
+    ModelHTTPError,
+    ModelProtocolError,
+    ModelRequest,
+    ModelResponse,
+    ModelUsage,
+    StreamCallbacks,
+    ToolCallRequest,
+    ToolSet,
+)
+from tether.daemon.providers.texttools import TextToolCalls, ToolMode
+from tether.daemon.providers.wire import (
+    RETRYABLE_STATUS,
+    error_detail,
+    estimate_tokens,
+    join_json_arrays,
+    join_json_strings,
+    parse_retry_after,
+    sse_data,
+    transport_errors,
+)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DIALECT = "anthropic"
+TEXT_DIALECT = "anthropic-text"
+SYSTEM_KEY = "anthropic-system"
+
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+"""The HTTP status Anthropic documents for each error type, for errors sent mid-stream."""
+
+
+# --- request encoding ------------------------------------------------------------------------
+
+
+class _Ephemeral(msgspec.Struct):
+    type: str = "ephemeral"
+
+
+_CACHE_CONTROL = msgspec.json.encode({"cache_control": _Ephemeral()})[1:-1]
+
+
+class _TextBlock(msgspec.Struct, tag_field="type", tag="text"):
+    text: str
+
+
+class _ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use"):
+    id: str
+    name: str
+    input: msgspec.Raw
+
+
+class _ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", omit_defaults=True):
+    tool_use_id: str
+    content: str = ""
+
+
+class _SystemBlock(msgspec.Struct, tag_field="type", tag="text"):
+    text: msgspec.Raw
+    cache_control: _Ephemeral
+
+
+class _WireMessage(msgspec.Struct):
+    role: str
+    content: msgspec.Raw
+
+
+class _ToolDefinition(msgspec.Struct):
+    name: str
+    description: str
+    input_schema: msgspec.Raw
+
+
+class _Body(msgspec.Struct, omit_defaults=True):
+    model: str
+    max_tokens: int
+    stream: bool
+    messages: list[msgspec.Raw]
+    system: msgspec.Raw | None = None
+    tools: msgspec.Raw | None = None
+
+
+_encoder = msgspec.json.Encoder()
+_EMPTY_INPUT = msgspec.Raw(b"{}")
+_BAD_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_use_id(call_id: str) -> str:
+    """A call id in the characters the API accepts (ids from other servers may have others)."""
+    return _BAD_ID_CHARS.sub("_", call_id) or "call"
+
+
+def _tool_input(arguments: str) -> msgspec.Raw | None:
+    """The arguments as a JSON object for `input`, or None when they are not one."""
+    stripped = arguments.strip()
+    if not stripped:
+        return _EMPTY_INPUT
+    try:
+        value: object = msgspec.json.decode(stripped)
+    except msgspec.DecodeError:
+        return None
+    return msgspec.Raw(stripped.encode()) if isinstance(value, dict) else None
+
+
+def encode_blocks(message: Message) -> msgspec.Raw:
+    """The content blocks of a (non-system-prompt) message, encoded once and kept on it."""
+    cached = message.cache.get(DIALECT)
+    if cached is not None:
+        return cached
+    blocks: list[_TextBlock | _ToolUseBlock | _ToolResultBlock] = []
+    if message.role == "tool":
+        blocks.append(
+            _ToolResultBlock(tool_use_id=tool_use_id(message.tool_call_id), content=message.content)
+        )
+    else:
+        if message.content.strip():
+            blocks.append(_TextBlock(message.content))
+        for call in message.tool_calls:
+            value = _tool_input(call.arguments)
+            if value is None:
+                blocks.append(
+                    _TextBlock(
+                        f"[the arguments of call {call.id} were not a JSON object: "
+                        f"{call.arguments}]"
+                    )
+                )
+            blocks.append(
+                _ToolUseBlock(id=tool_use_id(call.id), name=call.name, input=value or _EMPTY_INPUT)
+            )
+    raw = message.cache[DIALECT] = msgspec.Raw(_encoder.encode(blocks))
+    return raw
+
+
+def encode_text_blocks(message: Message) -> msgspec.Raw:
+    """Text mode: one text block with the calls or the result written out."""
+    cached = message.cache.get(TEXT_DIALECT)
+    if cached is not None:
+        return cached
+    if message.role == "assistant":
+        text = texttools.render_assistant(message)
+    elif message.role == "tool":
+        text = texttools.render_tool_result(message)
+    else:
+        text = message.content
+    blocks = [_TextBlock(text)] if text.strip() else []
+    raw = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(blocks))
+    return raw
+
+
+def encode_system(
+    message: Message, tools: ToolSet | None, *, text_mode: bool
+) -> msgspec.Raw | None:
+    """`system`: one text block marked for caching (None when there is nothing to say)."""
+    parts: list[msgspec.Raw] = []
+    if message.content:
+        text = message.cache.get(SYSTEM_KEY)
+        if text is None:
+            text = message.cache[SYSTEM_KEY] = msgspec.Raw(_encoder.encode(message.content))
+        parts.append(text)
+    if text_mode and tools is not None and tools.specs:
+        parts.append(texttools.tools_section(tools))
+    if not parts:
+        return None
+    text = parts[0] if len(parts) == 1 else join_json_strings(parts, "\n\n")
+    return msgspec.Raw(_encoder.encode([_SystemBlock(text=text, cache_control=_Ephemeral())]))
+
+
+def encode_tools(tools: ToolSet) -> msgspec.Raw:
+    cached = tools.cache.get(DIALECT)
+    if cached is None:
+        cached = tools.cache[DIALECT] = msgspec.Raw(
+            _encoder.encode(
+                [
+                    _ToolDefinition(
+                        name=spec.name, description=spec.description, input_schema=spec.parameters
+                    )
+                    for spec in tools.specs
+                ]
+            )
+        )
+    return cached
+
+
+def encode_messages(messages: Sequence[Message], *, text_mode: bool) -> list[msgspec.Raw]:
+    """The alternating user/assistant messages (everything after the system prompt)."""
+    encode = encode_text_blocks if text_mode else encode_blocks
+    merged: list[tuple[str, list[msgspec.Raw]]] = []
+    for index, message in enumerate(messages):
+        if index == 0 and message.role == "system":
+            continue
+        blocks = encode(message)
+        if len(blocks) <= 2:  # []: nothing to say
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        if merged and merged[-1][0] == role:
+            merged[-1][1].append(blocks)
+        else:
+            merged.append((role, [blocks]))
+    wire: list[msgspec.Raw] = []
+    for position, (role, parts) in enumerate(merged):
+        content = parts[0] if len(parts) == 1 else join_json_arrays(parts)
+        if position == len(merged) - 1 and role == "user":
+            content = _with_cache_breakpoint(content)
+        wire.append(msgspec.Raw(_encoder.encode(_WireMessage(role, content))))
+    return wire
+
+
+def _with_cache_breakpoint(blocks: msgspec.Raw) -> msgspec.Raw:
+    """`blocks` with `cache_control` added to its last block (`[…, {…}]` → `[…, {…, cc}]`)."""
+    data = bytes(blocks)
+    return msgspec.Raw(data[:-2] + b"," + _CACHE_CONTROL + b"}]")
+
+
+# --- stream decoding -------------------------------------------------------------------------
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+
+    def prompt_tokens(self) -> int | None:
+        if self.input_tokens is None:
+            return None
+        return (
+            self.input_tokens
+            + (self.cache_creation_input_tokens or 0)
+            + (self.cache_read_input_tokens or 0)
+        )
+
+
+class _StartMessage(msgspec.Struct):
+    usage: _Usage | None = None
+
+
+class _ContentBlock(msgspec.Struct):
+    type: str
+    id: str = ""
+    name: str = ""
+    text: str = ""
+    thinking: str = ""
+    input: msgspec.Raw = msgspec.Raw(b"")
+    """Empty when absent (msgspec cannot decode `Raw | None`)."""
+
+
+class _Delta(msgspec.Struct):
+    type: str = ""
+    text: str = ""
+    thinking: str = ""
+    partial_json: str = ""
+    stop_reason: str | None = None
+
+
+class _ErrorBody(msgspec.Struct):
+    type: str = "api_error"
+    message: str = ""
+
+
+class _Event(msgspec.Struct):
+    type: str
+    index: int = 0
+    message: _StartMessage | None = None
+    content_block: _ContentBlock | None = None
+    delta: _Delta | None = None
+    usage: _Usage | None = None
+    error: _ErrorBody | None = None
+
+
+class _ModelEntry(msgspec.Struct):
+    id: str
+
+
+class _ModelList(msgspec.Struct):
+    data: list[_ModelEntry] = []
+
+
+_event_decoder = msgspec.json.Decoder(_Event)
+_models_decoder = msgspec.json.Decoder(_ModelList)
+
+
+class _Block:
+    __slots__ = ("id", "kind", "name", "parts", "start_input")
+
+    def __init__(self, kind: str, id: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.id = id
+        self.name = name
+        self.parts: list[str] = []
+        self.start_input = b""
+
+
+class _Rejected(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def api_root(base_url: str) -> str:
+    """The server root for a configured base URL (a trailing `/v1` is dropped)."""
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+class AnthropicMessagesClient:
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        model: str,
+        api_key: str = "",
+        max_output_tokens: int = 8192,
+        silence_timeout: float = 300.0,
+        tool_mode: ToolMode = "auto",
+        config_hint: str = "config.toml",
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = api_root(base_url)
+        self.max_output_tokens = max_output_tokens
+        self.tool_mode: ToolMode = tool_mode
+        self.text_tools = tool_mode == "text"
+        """True once tools go as text: configured, or switched to by `auto`."""
+        self._config_hint = config_hint
+        headers = {"anthropic-version": API_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
+            transport=transport,
+            trust_env=False,
+        )
+
+    provider = "anthropic"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def list_models(self) -> list[str]:
+        url = f"{self.base_url}/v1/models"
+        with transport_errors(self.base_url, self._unreachable_hint()):
+            response = await self._http.get(url, params={"limit": 1000}, timeout=5.0)
+        if response.status_code >= 400:
+            raise self._http_error(response, what="model list (/v1/models)")
+        try:
+            listing = _models_decoder.decode(response.content)
+        except msgspec.DecodeError as exc:
+            raise ModelProtocolError(f"{url} answered with no model list: {exc}") from exc
+        return sorted(entry.id for entry in listing.data)
+
+    async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
+        """Stream one reply. Cancelling it closes the HTTP stream at once.
+
+        In `auto` tool mode a refusal of the tools switches to text mode and repeats the
+        request once; otherwise it makes exactly one request."""
+        has_tools = request.tools is not None and bool(request.tools.specs)
+        while True:
+            text_mode = self.text_tools
+            body = self._body(request, text_mode=text_mode)
+            try:
+                return await self._post(body, callbacks, text_mode=text_mode)
+            except _Rejected as rejected:
+                if (
+                    has_tools
+                    and not text_mode
+                    and self.tool_mode == "auto"
+                    and texttools.says_tools_unsupported(error_detail(rejected.response))
+                ):
+                    self.text_tools = True
+                    continue
+                raise self._http_error(rejected.response) from None
+
+    def _body(self, request: ModelRequest, *, text_mode: bool) -> bytes:
+        tools = request.tools if request.tools is not None and request.tools.specs else None
+        messages = request.messages
+        system = None
+        if messages and messages[0].role == "system":
+            system = encode_system(messages[0], tools, text_mode=text_mode)
+        return _encoder.encode(
+            _Body(
+                model=self.model,
+                max_tokens=self.max_output_tokens,
+                stream=True,
+                system=system,
+                tools=encode_tools(tools) if tools is not None and not text_mode else None,
+                messages=encode_messages(messages, text_mode=text_mode),
+            )
+        )
+
+    async def _post(
+        self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
+    ) -> ModelResponse:
+        with transport_errors(self.base_url, self._unreachable_hint()):
+            async with self._http.stream(
+                "POST",
+                f"{self.base_url}/v1/messages",
+                content=body,
+                headers={"content-type": "application/json"},
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _Rejected(response)
+                return await self._read_stream(response, callbacks, len(body), text_mode)
+
+    def _unreachable_hint(self) -> str:
+        return (
+            "Check TETHER_BASE_URL (or `base_url` in"
+            f" {self._config_hint}): for Anthropic it is https://api.anthropic.com."
+        )
+
+    def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
+        status = response.status_code
+        detail = error_detail(response)
+        refuses_tools = texttools.says_tools_unsupported(detail)
+        if status in (401, 403):
+            message = (
+                f"The Anthropic API at {self.base_url} refused the request (HTTP {status}:"
+                f" {detail}). Set ANTHROPIC_API_KEY (or TETHER_API_KEY), or `api_key` in"
+                f" {self._config_hint}, to a key that may use {self.model!r}."
+            )
+        elif status == 404:
+            message = (
+                f"The server at {self.base_url} has no {what or f'model {self.model!r}'}"
+                f" (HTTP 404: {detail}). Set TETHER_MODEL to a model it serves, and"
+                " TETHER_BASE_URL to the API root (https://api.anthropic.com)."
+            )
+        elif refuses_tools:
+            message = (
+                f"The model {self.model!r} at {self.base_url} does not take tool definitions"
+                f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
+                f" [provider] in {self._config_hint}, or use a model with tool support."
+            )
+        elif status in RETRYABLE_STATUS:
+            message = f"The Anthropic API at {self.base_url} is busy (HTTP {status}: {detail})."
+        else:
+            message = f"The Anthropic API at {self.base_url} answered HTTP {status}: {detail}"
+        return ModelHTTPError(
+            message,
+            status=status,
+            retryable=status in RETRYABLE_STATUS and not refuses_tools,
+            retry_after=parse_retry_after(response.headers),
+        )
+
+    async def _read_stream(
+        self,
+        response: httpx.Response,
+        callbacks: StreamCallbacks,
+        request_bytes: int,
+        text_mode: bool,
+    ) -> ModelResponse:
+        blocks: dict[int, _Block] = {}
+        text: list[str] = []
+        reasoning: list[str] = []
+        stop_reason: str | None = None
+        input_tokens: int | None = None
+        output_tokens: int | None = None
+        stopped = False
+        # An error event, or an event that cannot be read, is raised after the rest of the
+        # body has been read (see `sse_data`).
+        failure: ModelError | None = None
+        reported = False
+        filter_ = TextToolCalls() if text_mode else None
+
+        def add_text(piece: str) -> None:
+            text.append(piece)
+            shown = filter_.feed(piece) if filter_ else piece
+            if shown:
+                callbacks.on_text(shown)
+
+        def add_thought(piece: str) -> None:
+            reasoning.append(piece)
+            callbacks.on_reasoning(piece)
+
+        async with aclosing(sse_data(response)) as events:
+            async for data in events:
+                if stopped or failure is not None or not data:
+                    continue
+                try:
+                    event = _event_decoder.decode(data)
+                except msgspec.DecodeError as exc:
+                    failure = ModelProtocolError(
+                        f"The server at {self.base_url} sent an event that is not Messages"
+                        f" JSON: {exc}"
+                    )
+                    continue
+                kind = event.type
+                if kind == "content_block_delta" and event.delta is not None:
+                    delta = event.delta
+                    block = blocks.get(event.index)
+                    if delta.type == "text_delta" and delta.text:
+                        add_text(delta.text)
+                    elif delta.type == "thinking_delta" and delta.thinking:
+                        add_thought(delta.thinking)
+                    elif delta.type == "input_json_delta" and block is not None:
+                        block.parts.append(delta.partial_json)
+                elif kind == "content_block_start" and event.content_block is not None:
+                    start = event.content_block
+                    block = blocks[event.index] = _Block(start.type, start.id, start.name)
+                    if start.type == "tool_use":
+                        block.start_input = bytes(start.input)
+                    elif start.type == "text" and start.text:
+                        add_text(start.text)
+                    elif start.type == "thinking" and start.thinking:
+                        add_thought(start.thinking)
+                elif kind == "message_start" and event.message is not None:
+                    started = event.message.usage
+                    if started is not None:
+                        input_tokens = started.prompt_tokens()
+                        output_tokens = started.output_tokens
+                elif kind == "message_delta":
+                    if event.delta is not None and event.delta.stop_reason:
+                        stop_reason = event.delta.stop_reason
+                    if event.usage is not None:
+                        if event.usage.output_tokens is not None:
+                            output_tokens = event.usage.output_tokens
+                        if event.usage.prompt_tokens() is not None:
+                            input_tokens = event.usage.prompt_tokens()
+                elif kind == "message_stop":
+                    stopped = True
+                elif kind == "error":
+                    failure = _stream_error(self.base_url, event.error or _ErrorBody())
+                    reported = True
+        if failure is not None and reported:
+            raise failure
+        if not stopped and stop_reason is None:
+            raise ModelProtocolError(
+                f"The stream from {self.base_url} ended before the model finished.",
+                retryable=True,
+            )
+        if failure is not None:
+            raise failure
+        tool_calls = [
+            ToolCallRequest(
+                id=block.id or f"toolu_{index}",
+                name=block.name,
+                arguments="".join(block.parts) or block.start_input.decode() or "{}",
+            )
+            for index, block in sorted(blocks.items())
+            if block.kind == "tool_use"
+        ]
+        finish_reason = STOP_REASONS.get(stop_reason or "end_turn", stop_reason or "stop")
+        raw_text = "".join(text)
+        visible = raw_text
+        if filter_ is not None:
+            tail, text_calls = filter_.finish()
+            if tail:
+                callbacks.on_text(tail)
+            visible = filter_.text
+            if text_calls:
+                tool_calls += text_calls
+                finish_reason = "tool_calls"
+        if input_tokens is None or output_tokens is None:
+            out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
+            usage = ModelUsage(
+                input_tokens=input_tokens
+                if input_tokens is not None
+                else estimate_tokens(request_bytes),
+                output_tokens=output_tokens
+                if output_tokens is not None
+                else estimate_tokens(out_chars),
+                estimated=True,
+            )
+        else:
+            usage = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens)
+        return ModelResponse(
+            text=visible,
+            reasoning="".join(reasoning),
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
+        )
+
+
+def _stream_error(base_url: str, error: _ErrorBody) -> ModelError:
+    status = ERROR_STATUS.get(error.type, 500)
+    return ModelHTTPError(
+        f"The Anthropic API at {base_url} reported {error.type} mid-stream: {error.message}",
+        status=status,
+        retryable=status in RETRYABLE_STATUS,
+    )

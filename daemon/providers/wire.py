@@ -1,0 +1,154 @@
+"""What the HTTP dialects share: mapping httpx failures and error statuses to `ModelError`s at
+the edge, reading `data:` lines of a server-sent-event stream, and splicing pre-encoded JSON.
+
+Which failures are retryable (the loop retries those; see `ModelError.retryable`):
+
+    HTTP 408 425 429 500 502 503 504 (and 529, Anthropic's "overloaded")   yes, with Retry-After
+    connection refused / DNS / TLS (ModelUnreachable)                      yes
+    a stream that broke off or went silent (ModelProtocolError)            yes
+    HTTP 401 403 404 and other 4xx                                          no: the message says
+                                                                            what to fix
+"""
+
+import re
+import time
+from collections.abc import AsyncGenerator, Generator, Iterable
+from contextlib import aclosing, contextmanager
+from email.utils import parsedate_to_datetime
+from typing import cast
+
+import httpx
+import msgspec
+import trio
+
+from tether.daemon.providers.base import (
+    ModelError,
+    ModelProtocolError,
+    ModelUnreachable,
+)
+
+RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
+CHARS_PER_TOKEN = 3.5
+"""Token estimate for servers that report no usage."""
+
+
+def estimate_tokens(chars: int) -> int:
+    return round(chars / CHARS_PER_TOKEN)
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """The server's wait hint in seconds: `retry-after-ms`, or `Retry-After` as seconds or as
+    an HTTP date; None when absent or unreadable."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The server's own words from an error body (`{"error": {"message"}}`, `{"error": "…"}`,
+    Anthropic's `{"type": "error", "error": {…}}`), else the start of the body."""
+    try:
+        payload: object = response.json()
+    except ValueError:
+        return response.text[:300] or response.reason_phrase
+    if isinstance(payload, dict):
+        error = cast(dict[str, object], payload).get("error")
+        if isinstance(error, dict):
+            message = cast(dict[str, object], error).get("message")
+            if isinstance(message, str):
+                return message
+        if isinstance(error, str):
+            return error
+        detail = cast(dict[str, object], payload).get("detail")  # FastAPI-style servers
+        if isinstance(detail, str):
+            return detail
+    return response.text[:300]
+
+
+@contextmanager
+def transport_errors(base_url: str, unreachable_hint: str) -> Generator[None]:
+    """Map httpx failures raised inside the block to `ModelError`s (ModelErrors pass through)."""
+    try:
+        yield
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise ModelUnreachable(
+            f"Could not reach the model server at {base_url} ({exc or type(exc).__name__}). "
+            + unreachable_hint,
+            retryable=True,
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise ModelProtocolError(
+            f"The model server at {base_url} stopped responding ({type(exc).__name__}).",
+            retryable=True,
+        ) from exc
+    except (httpx.RemoteProtocolError, httpx.NetworkError) as exc:
+        raise ModelProtocolError(
+            f"The stream from {base_url} broke off: {exc or type(exc).__name__}", retryable=True
+        ) from exc
+    except httpx.UnsupportedProtocol as exc:
+        raise ModelError(
+            f"The model server URL {base_url!r} is not an http(s) URL ({exc}). Fix TETHER_BASE_URL"
+            " or `base_url` in the config."
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ModelError(f"The request to {base_url} failed: {exc}") from exc
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+async def sse_data(response: httpx.Response) -> AsyncGenerator[str]:
+    """The payload of every complete `data:` line of an event stream.
+
+    Lines end at CR, LF or CRLF only (JSON may hold a raw U+2028, which `aiter_lines` would
+    split on); an unfinished last line is dropped. Callers read to the end of the body, even
+    after a final event or an error: leaving httpx's nested byte iterators early would leave
+    them to the garbage collector.
+    """
+    pending = ""
+    chunks = cast(AsyncGenerator[str, None], response.aiter_text())
+    async with aclosing(chunks):
+        async for chunk in chunks:
+            pending += chunk
+            if "\n" not in chunk and "\r" not in chunk:
+                continue
+            *lines, pending = _LINE_END.split(pending)
+            for line in lines:
+                if line.startswith("data:"):
+                    # One network read can hold thousands of lines; let the connections'
+                    # writers run between them so that a burst does not pile up in every
+                    # client's queue.
+                    await trio.lowlevel.checkpoint()
+                    yield line[5:].strip()
+
+
+def join_json_strings(parts: Iterable[msgspec.Raw], separator: str) -> msgspec.Raw:
+    """One JSON string from several encoded JSON strings, joined by `separator`.
+
+    JSON string escapes are local, so stripping the quotes and concatenating is exact: this
+    merges cached encodings with a memory copy instead of decoding and re-encoding them.
+    """
+    inner = [memoryview(part)[1:-1] for part in parts]
+    sep = msgspec.json.encode(separator)[1:-1]
+    return msgspec.Raw(b'"' + sep.join(inner) + b'"')
+
+
+def join_json_arrays(parts: Iterable[msgspec.Raw]) -> msgspec.Raw:
+    """One JSON array from several encoded JSON arrays (empty ones drop out)."""
+    inner = [memoryview(part)[1:-1] for part in parts if len(memoryview(part)) > 2]
+    return msgspec.Raw(b"[" + b",".join(inner) + b"]")
