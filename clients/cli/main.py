@@ -567,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev_sub = dev.add_subparsers(dest="dev_command", required=True)
     model_server = dev_sub.add_parser(
         "model-server",
-        help="serve a scripted fake model (OpenAI chat completions) on 127.0.0.1",
+        help="serve a scripted fake model (OpenAI chat completions and Anthropic Messages)",
         add_help=False,
     )
     model_server.add_argument("rest", nargs=argparse.REMAINDER)
