@@ -29,12 +29,15 @@ from tether.daemon.connection import Connection
 from tether.daemon.handlers import Handlers
 from tether.daemon.lifecycle import WorkspaceLock, remove_discovery, write_discovery
 from tether.daemon.outbox import DEFAULT_LIMIT
+from tether.daemon.procs import ProcessTable
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.providers.factory import create_client
 from tether.daemon.security import check_upgrade
 from tether.daemon.sessions import Sessions
 from tether.daemon.store import Store
 from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.run_command import PROCESSES_SERVICE
+from tether.daemon.undo import TurnChanges
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -75,6 +78,11 @@ class Daemon:
         )
         self.connections: set[Connection] = set()
         self.sessions.on_turn_end = self._touch
+        self.processes = ProcessTable()
+        self.sessions.services[PROCESSES_SERVICE] = self.processes
+        self.sessions.change_tracker = lambda session, turn_id: TurnChanges(
+            self.store, workspace, session.id, turn_id
+        )
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()
         self._activity = trio.Event()
@@ -99,6 +107,7 @@ class Daemon:
                 # Signals first: from the moment the discovery file exists, SIGTERM must mean
                 # a clean stop, not the default action.
                 await nursery.start(self._watch_signals)
+                await nursery.start(self.processes.serve)
                 await nursery.start(self.sessions.serve)
                 server: trio_websocket.WebSocketServer = await nursery.start(
                     partial(
@@ -144,6 +153,7 @@ class Daemon:
         # Turns first, so that their last events (turn_completed: interrupted) reach the
         # clients; then every connection flushes and closes; then everything else stops.
         await self.sessions.interrupt_all()
+        await self.processes.shutdown()
         async with trio.open_nursery() as closers:
             for conn in list(self.connections):
                 closers.start_soon(conn.close, "the daemon is shutting down")

@@ -5,9 +5,11 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from tether.daemon.connection import Connection, Handler, Reply
+from tether.daemon.procs import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.session import Session
 from tether.daemon.sessions import Sessions
+from tether.daemon.undo import NothingToUndo, last_turn_with_changes, undo_turn
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -19,12 +21,15 @@ from tether.protocol.methods import (
     InitializeResult,
     ModelInfo,
     ModelsListResult,
+    ProcessKillParams,
+    ProcessListResult,
     SessionAttachParams,
     SessionCreateParams,
     SessionCreateResult,
     SessionListResult,
     SessionReadResult,
     SessionRef,
+    SessionUndoParams,
     ToolsListResult,
     TurnCancelParams,
     TurnCancelResult,
@@ -46,6 +51,8 @@ class DaemonState(Protocol):
     def sessions(self) -> Sessions: ...
     @property
     def connections(self) -> set[Connection]: ...
+    @property
+    def processes(self) -> ProcessTable: ...
     def request_shutdown(self, reason: str) -> None: ...
 
 
@@ -195,10 +202,28 @@ class Handlers:
         return Empty()
 
     async def session_undo(self, conn: Connection, params: Wire) -> Wire:
-        raise RpcError(ErrorCode.INTERNAL_ERROR, "undo is not wired yet")
+        p = cast(SessionUndoParams, params)
+        session = await self._controller_session(conn, p.session_id)
+        store = self.sessions.store
+        turn_id = p.turn_id or await last_turn_with_changes(store, session.id)
+        if turn_id is None:
+            raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"no turn of {session.id} changed files")
+        if session.running_turn_id == turn_id:
+            raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"turn {turn_id} is still running")
+        try:
+            return await undo_turn(store, self.daemon.workspace, session.id, turn_id, p.force)
+        except NothingToUndo as exc:
+            raise RpcError(ErrorCode.NOTHING_TO_UNDO, str(exc)) from exc
 
     async def process_list(self, conn: Connection, params: Wire) -> Wire:
-        raise RpcError(ErrorCode.INTERNAL_ERROR, "processes are not wired yet")
+        return ProcessListResult(processes=self.daemon.processes.list())
 
     async def process_kill(self, conn: Connection, params: Wire) -> Wire:
-        raise RpcError(ErrorCode.INTERNAL_ERROR, "processes are not wired yet")
+        p = cast(ProcessKillParams, params)
+        try:
+            await self.daemon.processes.kill(p.process_id)
+        except KeyError as exc:
+            raise RpcError(
+                ErrorCode.PROCESS_NOT_FOUND, f"no background process {p.process_id!r}"
+            ) from exc
+        return Empty()

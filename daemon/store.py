@@ -38,7 +38,24 @@ CREATE TABLE IF NOT EXISTS events (
     body BLOB NOT NULL,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS snapshots (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content BLOB,
+    size INTEGER,
+    digest TEXT,
+    after_digest TEXT,
+    created_at REAL NOT NULL,
+    undone INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, turn_id, path)
+);
+CREATE INDEX IF NOT EXISTS snapshots_by_session ON snapshots (session_id, id);
 """
+# snapshots: a file as it was before a turn first wrote it, for undo. `path` is relative to the
+# workspace; `content`, `size` and `digest` are NULL when the file did not exist;
+# `after_digest` is the hash of what the turn last left there (NULL: no file).
 
 
 class StoreClosed(Exception):
@@ -63,6 +80,44 @@ class SessionRow:
         self.updated_at = updated_at
         self.turn_count = turn_count
         self.running_turn = running_turn
+
+
+class SnapshotRow:
+    __slots__ = (
+        "after_digest",
+        "content",
+        "created_at",
+        "digest",
+        "path",
+        "session_id",
+        "size",
+        "turn_id",
+        "undone",
+    )
+
+    def __init__(
+        self,
+        session_id: str,
+        turn_id: str,
+        path: str,
+        content: bytes | None,
+        size: int | None,
+        digest: str | None,
+        after_digest: str | None,
+        created_at: float,
+        undone: bool = False,
+    ) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.path = path
+        self.content = content
+        """None: the file did not exist before the turn."""
+        self.size = size
+        self.digest = digest
+        self.after_digest = after_digest
+        """The hash of the file as the turn left it; None: the turn left no file."""
+        self.created_at = created_at
+        self.undone = undone
 
 
 _Op = Callable[[sqlite3.Connection], object]
@@ -189,6 +244,45 @@ class Store:
             )
         )
 
+    def save_snapshot_nowait(self, row: SnapshotRow) -> None:
+        """Keep a file's content from before a turn wrote it; a path's first snapshot in a
+        turn wins (later ones are ignored)."""
+        self._put(
+            lambda c: c.execute(
+                "INSERT OR IGNORE INTO snapshots (session_id, turn_id, path, content, size,"
+                " digest, after_digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.session_id,
+                    row.turn_id,
+                    row.path,
+                    row.content,
+                    row.size,
+                    row.digest,
+                    row.after_digest,
+                    row.created_at,
+                ),
+            )
+        )
+
+    def update_snapshot_after_nowait(
+        self, session_id: str, turn_id: str, path: str, after_digest: str | None
+    ) -> None:
+        self._put(
+            lambda c: c.execute(
+                "UPDATE snapshots SET after_digest = ? WHERE session_id = ? AND turn_id = ?"
+                " AND path = ?",
+                (after_digest, session_id, turn_id, path),
+            )
+        )
+
+    def mark_snapshots_undone_nowait(self, session_id: str, turn_id: str) -> None:
+        self._put(
+            lambda c: c.execute(
+                "UPDATE snapshots SET undone = 1 WHERE session_id = ? AND turn_id = ?",
+                (session_id, turn_id),
+            )
+        )
+
     # --- reads (and waiting for writes) ---------------------------------------------------
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -225,6 +319,40 @@ class Store:
                 )
             ]
         )
+
+    async def load_snapshots(self, session_id: str, turn_id: str) -> list[SnapshotRow]:
+        """The turn's snapshots in the order the files were first written."""
+        return await self.call(
+            lambda c: [
+                SnapshotRow(
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    path=str(path),
+                    content=None if content is None else bytes(content),
+                    size=size,
+                    digest=digest,
+                    after_digest=after_digest,
+                    created_at=float(created_at),
+                    undone=bool(undone),
+                )
+                for path, content, size, digest, after_digest, created_at, undone in c.execute(
+                    "SELECT path, content, size, digest, after_digest, created_at, undone"
+                    " FROM snapshots WHERE session_id = ? AND turn_id = ? ORDER BY id",
+                    (session_id, turn_id),
+                )
+            ]
+        )
+
+    async def last_snapshot_turn(self, session_id: str) -> str | None:
+        """The most recent turn of the session with snapshots not yet undone."""
+        row = await self.call(
+            lambda c: c.execute(
+                "SELECT turn_id FROM snapshots WHERE session_id = ? AND undone = 0"
+                " ORDER BY id DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
 
     async def sessions_with_running_turn(self) -> list[str]:
         return await self.call(

@@ -19,7 +19,8 @@ import msgspec
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
-from tether.protocol.events import ItemDelta, TurnCompleted
+from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
+from tether.protocol.items import AnyItem
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
     InitializeParams,
@@ -244,3 +245,8 @@ def deltas_at_least(count: int) -> Callable[[list[SessionEventParams]], bool]:
         return sum(isinstance(e.event, ItemDelta) for e in events) >= count
 
     return enough
+
+
+def completed_items(events: list[SessionEventParams]) -> list[AnyItem]:
+    """The items of these events' `item_completed`s, in order."""
+    return [e.event.item for e in events if isinstance(e.event, ItemCompleted)]

@@ -43,6 +43,8 @@ from tether.protocol.events import (
 from tether.protocol.methods import (
     ApprovalRespondParams,
     DaemonStatusResult,
+    ProcessKillParams,
+    ProcessListResult,
     SessionAttachParams,
     SessionAttachResult,
     SessionCreateParams,
@@ -51,6 +53,8 @@ from tether.protocol.methods import (
     SessionListResult,
     SessionReadResult,
     SessionRef,
+    SessionUndoParams,
+    SessionUndoResult,
     TurnCancelParams,
     TurnCancelResult,
     TurnStartParams,
@@ -372,6 +376,59 @@ def cmd_answer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_undo(args: argparse.Namespace) -> int:
+    with _connect(args, autostart=False) as client:
+        session = _resolve_session(client, args.session)
+
+        def undo(force: bool) -> SessionUndoResult:
+            return client.call(
+                "session/undo",
+                SessionUndoParams(session_id=session.id, turn_id=args.turn, force=force),
+                result=SessionUndoResult,
+            )
+
+        result = undo(args.force)
+        if not result.applied:
+            print(f"these files changed after turn {result.turn_id} ended:", file=sys.stderr)
+            for path in result.conflicts:
+                print(f"  {path}", file=sys.stderr)
+            if not sys.stdin.isatty():
+                raise CliError("nothing was undone; run again with --force to overwrite them")
+            sys.stderr.write("overwrite them too? [y/N] ")
+            sys.stderr.flush()
+            if sys.stdin.readline().strip().lower()[:1] != "y":
+                raise CliError("nothing was undone")
+            result = undo(True)
+    if args.json:
+        print(_json.encode(result).decode())
+        return EXIT_OK
+    for path in result.restored:
+        print(f"restored {path}")
+    for path in result.removed:
+        print(f"removed  {path}")
+    if result.note:
+        print(result.note, file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_processes(args: argparse.Namespace) -> int:
+    with _connect(args, autostart=False) as client:
+        if args.kill:
+            client.call("process/kill", ProcessKillParams(process_id=args.kill))
+            print(f"stopped {args.kill}")
+            return EXIT_OK
+        processes = client.call("process/list", result=ProcessListResult).processes
+    if args.json:
+        print(_json.encode(processes).decode())
+        return EXIT_OK
+    if not processes:
+        print("no background processes")
+    for p in processes:
+        code = "" if p.exit_code is None else f" ({p.exit_code})"
+        print(f"{p.id}  pid {p.pid:<7} {p.status}{code}  {p.command}")
+    return EXIT_OK
+
+
 def cmd_sessions(args: argparse.Namespace) -> int:
     with _connect(args) as client:
         sessions = client.call("session/list", result=SessionListResult).sessions
@@ -548,6 +605,20 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = sub.add_parser("sessions", parents=[common], help="list sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.set_defaults(func=cmd_sessions)
+
+    undo = sub.add_parser("undo", parents=[common], help="restore the files a turn changed")
+    undo.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    undo.add_argument("--turn", help="the turn (default: the latest that changed files)")
+    undo.add_argument("--force", action="store_true", help="also overwrite files changed since")
+    undo.add_argument("--json", action="store_true")
+    undo.set_defaults(func=cmd_undo)
+
+    processes = sub.add_parser(
+        "processes", parents=[common], help="background processes the daemon owns"
+    )
+    processes.add_argument("--kill", metavar="ID", help="stop one (its whole process tree)")
+    processes.add_argument("--json", action="store_true")
+    processes.set_defaults(func=cmd_processes)
 
     cancel = sub.add_parser("cancel", parents=[common], help="cancel a session's running turn")
     cancel.add_argument("session", nargs="?", help="session id or prefix (default: latest)")

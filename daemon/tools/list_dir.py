@@ -11,8 +11,10 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
+    display_path,
     resolve_in_workspace,
 )
+from tether.daemon.tools.filetree import DEPENDENCY_DIRS
 
 MAX_ENTRIES = 300
 
@@ -27,7 +29,8 @@ class ListDir:
     name: ClassVar[str] = "list_dir"
     description: ClassVar[str] = (
         "List one level of a folder: folders end with '/', names sorted, at most "
-        f"{MAX_ENTRIES} entries."
+        f"{MAX_ENTRIES} entries. Dependency, cache and version-control folders (node_modules, "
+        ".git, .venv, __pycache__, …) are counted, not listed."
     )
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ListDirParams
@@ -35,18 +38,34 @@ class ListDir:
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, ListDirParams)
         path = resolve_in_workspace(ctx.workspace, params.path)
-        return await trio.to_thread.run_sync(_list, path, params.path)
+        return await trio.to_thread.run_sync(_list, path, display_path(ctx.workspace, path))
 
 
 def _list(path: Path, shown: str) -> str:
     if not path.exists():
-        raise ToolFailure(f"{shown} does not exist.")
+        raise ToolFailure(f"{shown} does not exist. Use glob to find files and folders.")
     if not path.is_dir():
         raise ToolFailure(f"{shown} is a file; use read_file to read it.")
-    names = sorted((entry.name + "/" if entry.is_dir() else entry.name) for entry in path.iterdir())
-    if not names:
-        return f"{shown} is empty."
-    shown_names = names[:MAX_ENTRIES]
+    names: list[str] = []
+    hidden: list[str] = []
+    for entry in path.iterdir():
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir and entry.name in DEPENDENCY_DIRS:
+            hidden.append(entry.name + "/")
+        else:
+            names.append(entry.name + "/" if is_dir else entry.name)
+    names.sort()
+    lines = names[:MAX_ENTRIES]
     if len(names) > MAX_ENTRIES:
-        shown_names.append(f"… and {len(names) - MAX_ENTRIES} more entries")
-    return "\n".join(shown_names)
+        lines.append(f"… and {len(names) - MAX_ENTRIES} more entries (not shown)")
+    if hidden:
+        lines.append(
+            f"({len(hidden)} dependency/cache folder{'s' if len(hidden) != 1 else ''} "
+            f"not listed: {', '.join(sorted(hidden))})"
+        )
+    if not lines:
+        return f"{shown} is empty."
+    return "\n".join(lines)

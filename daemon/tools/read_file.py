@@ -7,6 +7,7 @@ import msgspec
 import trio
 
 from tether.daemon.tools.base import (
+    FileVersion,
     ToolContext,
     ToolFailure,
     ToolKind,
@@ -34,8 +35,9 @@ class ReadFile:
     name: ClassVar[str] = "read_file"
     description: ClassVar[str] = (
         "Read a text file. Output is line-numbered (`N<TAB>line`), at most "
-        f"{DEFAULT_LIMIT} lines per call (use offset/limit for more); lines longer than "
-        f"{MAX_LINE_CHARS} characters are cut. Binary files and files over 10 MB are refused."
+        f"{DEFAULT_LIMIT} lines per call (use offset/limit for more; a footer gives the range "
+        f"shown and the total); lines longer than {MAX_LINE_CHARS} characters are cut. Binary "
+        "files and files over 10 MB are refused. Read a file before editing or overwriting it."
     )
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ReadFileParams
@@ -43,21 +45,35 @@ class ReadFile:
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, ReadFileParams)
         path = resolve_in_workspace(ctx.workspace, params.path)
-        return await trio.to_thread.run_sync(_read, path, params)
+        text, version = await trio.to_thread.run_sync(_read, path, params)
+        ctx.versions.record(path, version)
+        return text
 
 
-def _read(path: Path, params: ReadFileParams) -> str:
+def _read(path: Path, params: ReadFileParams) -> tuple[str, FileVersion]:
     if not path.exists():
-        raise ToolFailure(f"{params.path} does not exist. Use glob or list_dir to find files.")
+        raise ToolFailure(
+            f"{params.path} does not exist. Use glob (e.g. `**/{path.name}`) or list_dir to "
+            "find the file."
+        )
     if path.is_dir():
         raise ToolFailure(f"{params.path} is a directory; use list_dir for directories.")
+    if not path.is_file():
+        raise ToolFailure(f"{params.path} is not a regular file; it was not read.")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise ToolFailure(f"{params.path} is {size} bytes; files over 10 MB are not read.")
+        raise ToolFailure(
+            f"{params.path} is {size:,} bytes; files over 10 MB are not read. "
+            "Use grep to search it instead."
+        )
     data = path.read_bytes()
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ToolFailure(f"{params.path} looks like a binary file; it was not read.")
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    return _render(data, params), FileVersion.of(path, data)
+
+
+def _render(data: bytes, params: ReadFileParams) -> str:
+    lines = split_lines(data.decode("utf-8", errors="replace"))
     total = len(lines)
     start = params.offset - 1
     window = lines[start : start + params.limit]
@@ -73,5 +89,16 @@ def _read(path: Path, params: ReadFileParams) -> str:
         return f"{params.path} has {total} lines; offset {params.offset} is past the end."
     end = start + len(window)
     if start > 0 or end < total:
-        out.append(f"(lines {start + 1}-{end} of {total})")
+        more = f"; continue with offset={end + 1}" if end < total else ""
+        out.append(f"(lines {start + 1}-{end} of {total}{more})")
     return "\n".join(out)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as grep numbers them: split on `\\n` only, a `\\r` before it dropped."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]

@@ -4,17 +4,29 @@ calls, and running a validated call.
 Validation happens before anything runs; each problem becomes a result the model can act on:
 an unknown tool lists the tools that exist, arguments that are not JSON are echoed (the first
 300 characters), and missing or mistyped parameters are named.
+
+Every result, failures included, is capped at `ToolContext.result_cap` characters (20,000 by
+default), keeping its head (40%) and tail (60%) around a marker.
 """
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
 from tether.daemon.providers.base import ToolSet, ToolSpec
 from tether.daemon.tools.base import Tool, ToolContext, ToolFailure, ToolParams
+from tether.daemon.tools.command_kill import CommandKill
+from tether.daemon.tools.command_output import CommandOutput
+from tether.daemon.tools.edit_file import EditFile
+from tether.daemon.tools.glob import Glob
+from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.read_file import ReadFile
+from tether.daemon.tools.run_command import RunCommand
+from tether.daemon.tools.todo_write import TodoWrite
+from tether.daemon.tools.write_file import WriteFile
+from tether.daemon.truncate import cap_result
 from tether.protocol.methods import ToolInfo
 
 Outcome = Literal["completed", "failed"]
@@ -85,23 +97,46 @@ class ToolRegistry:
         try:
             output = await self._tools[name].run(params, ctx)
         except ToolFailure as exc:
-            return ToolResult(status="failed", output=str(exc))
+            return ToolResult(status="failed", output=cap_result(str(exc), ctx.result_cap))
         except OSError as exc:
             return ToolResult(status="failed", output=f"{name} failed: {exc}")
-        return ToolResult(status="completed", output=output)
+        return ToolResult(status="completed", output=cap_result(output, ctx.result_cap))
 
 
 def _inline_schema(params: type[ToolParams]) -> dict[str, object]:
-    """The params' JSON Schema with the top-level $ref resolved, as providers expect."""
+    """The params' JSON Schema with every $ref resolved in place, as providers expect."""
     schema = msgspec.json.schema(params)
     defs = schema.pop("$defs", {})
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        schema = dict(defs[ref.rsplit("/", 1)[-1]])
-    schema.pop("title", None)
-    schema.setdefault("properties", {})
-    return schema
+    inlined = _resolve_refs(schema, defs)
+    assert isinstance(inlined, dict)
+    result = cast("dict[str, object]", inlined)
+    result.pop("title", None)
+    result.setdefault("properties", {})
+    return result
+
+
+def _resolve_refs(node: object, defs: dict[str, object]) -> object:
+    if isinstance(node, dict):
+        mapping = cast("dict[str, object]", node)
+        ref = mapping.get("$ref")
+        if isinstance(ref, str):
+            return _resolve_refs(defs[ref.rsplit("/", 1)[-1]], defs)
+        return {key: _resolve_refs(value, defs) for key, value in mapping.items()}
+    if isinstance(node, list):
+        return [_resolve_refs(value, defs) for value in cast("list[object]", node)]
+    return node
 
 
 def default_tools() -> list[Tool]:
-    return [ReadFile(), ListDir()]
+    return [
+        ReadFile(),
+        ListDir(),
+        Glob(),
+        Grep(),
+        EditFile(),
+        WriteFile(),
+        RunCommand(),
+        CommandOutput(),
+        CommandKill(),
+        TodoWrite(),
+    ]

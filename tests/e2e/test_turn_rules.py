@@ -8,6 +8,7 @@ from tests.support import (
     Home,
     attach,
     collect_until_turn_end,
+    completed_items,
     create_session,
     deltas_at_least,
     read_events,
@@ -18,7 +19,6 @@ from tests.support import (
 from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import (
     InputQueued,
-    ItemCompleted,
     ModelRetry,
     TurnCompleted,
 )
@@ -26,14 +26,6 @@ from tether.protocol.items import AgentMessage, Notice, TurnSummary, UserMessage
 from tether.protocol.methods import TurnStartParams, TurnStartResult
 
 SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
-
-
-def completed_items(events: list[object]) -> list[object]:
-    return [
-        e.event.item  # type: ignore[attr-defined]
-        for e in events
-        if isinstance(getattr(e, "event", None), ItemCompleted)
-    ]
 
 
 def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(

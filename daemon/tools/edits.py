@@ -1,0 +1,101 @@
+"""What edit_file and write_file share: the edit guard, the guarded write, diffs and counts.
+
+The edit guard: a file may be changed or overwritten only if this agent has read it (read_file
+records a `FileVersion`) and its content is still what the agent last saw. A change by anyone
+else (the user, a command, another session) makes the recorded version stale, and the tool
+refuses until the file is read again. After a tool writes, it records the new version itself,
+so consecutive edits need no re-read.
+
+Every write goes through the turn's `ChangeTracker` (undo snapshot before, summary after).
+"""
+
+import difflib
+import hashlib
+from pathlib import Path
+
+import trio
+
+from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure
+
+BINARY_SNIFF_BYTES = 8192
+_NO_NEWLINE = "\\ No newline at end of file\n"
+
+
+def decode(data: bytes) -> str:
+    """File bytes to text that encodes back to the same bytes (invalid UTF-8 survives)."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", errors="surrogateescape")
+
+
+def digest(data: bytes) -> str:
+    """The content hash `FileVersion` records."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_binary(data: bytes) -> bool:
+    return b"\x00" in data[:BINARY_SNIFF_BYTES]
+
+
+def check_guard(shown: str, current: bytes, seen: FileVersion | None) -> None:
+    """Refuse (ToolFailure) unless the agent's last read or write of the file saw `current`."""
+    if seen is None:
+        raise ToolFailure(
+            f"{shown} has not been read in this session. Read it with read_file first, then "
+            "make the change."
+        )
+    if digest(current) != seen.digest:
+        raise ToolFailure(
+            f"{shown} changed on disk since you last read it (edited by the user, a command or "
+            "another session). Read it again with read_file, then make the change."
+        )
+
+
+def _write_checked(path: Path, shown: str, expected: bytes | None, after: bytes) -> None:
+    current = path.read_bytes() if path.exists() else None
+    if current != expected:
+        raise ToolFailure(f"{shown} changed while the change was being made; read it again.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as file:
+        file.write(after)
+
+
+async def write_guarded(
+    ctx: ToolContext, path: Path, shown: str, before: bytes | None, after: bytes
+) -> None:
+    """Write `after` to `path` (creating folders), provided it still holds `before` (None: no
+    file); snapshot it for undo first, report the change and record the new version."""
+    await ctx.changes.before_write(path)
+    await trio.to_thread.run_sync(_write_checked, path, shown, before, after)
+    ctx.changes.after_write(path, before, after)
+    ctx.versions.record(path, await trio.to_thread.run_sync(FileVersion.of, path, after))
+
+
+def unified_diff(shown: str, before: bytes | None, after: bytes) -> str:
+    old = [] if before is None else before.decode("utf-8", "replace").splitlines(keepends=True)
+    new = after.decode("utf-8", "replace").splitlines(keepends=True)
+    diff = difflib.unified_diff(
+        old, new, fromfile="/dev/null" if before is None else f"a/{shown}", tofile=f"b/{shown}"
+    )
+    lines = [line if line.endswith("\n") else f"{line}\n{_NO_NEWLINE}" for line in diff]
+    return "".join(lines) or f"(no changes to {shown})\n"
+
+
+def line_delta(before: str, after: str) -> tuple[int, int]:
+    """(lines added, lines removed) going from `before` to `after`."""
+    old = before.splitlines()
+    new = after.splitlines()
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=len(old) + len(new) > 4000)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "delete"):
+            removed += i2 - i1
+        if tag in ("replace", "insert"):
+            added += j2 - j1
+    return added, removed
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"

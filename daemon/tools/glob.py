@@ -1,0 +1,98 @@
+"""glob: files whose path matches a pattern, newest first."""
+
+from pathlib import Path
+from typing import Annotated, ClassVar
+
+import msgspec
+import trio
+
+from tether.daemon.tools.base import (
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolParams,
+    display_path,
+    resolve_in_workspace,
+)
+from tether.daemon.tools.filetree import glob_regex, relative, walk_files
+
+MAX_RESULTS = 200
+_WILDCARDS = set("*?[{")
+
+
+class GlobParams(ToolParams, frozen=True, kw_only=True):
+    pattern: Annotated[
+        str,
+        msgspec.Meta(
+            description="Glob matched against paths relative to `path`: `*` stays within a "
+            "folder, `**/` spans folders, `{a,b}` alternatives. E.g. `**/*.py`, "
+            "`src/**/*.{ts,tsx}`, `*.md` (top level only)."
+        ),
+    ]
+    path: Annotated[
+        str,
+        msgspec.Meta(description="Folder to search in, relative to the workspace. Default '.'."),
+    ] = "."
+
+
+class Glob:
+    name: ClassVar[str] = "glob"
+    description: ClassVar[str] = (
+        "Find files by path pattern (e.g. `**/*.py`). Returns paths relative to the workspace, "
+        f"most recently modified first, at most {MAX_RESULTS} (a note says how many more "
+        "matched). Skips dependency and build folders (node_modules, .git, .venv, venv, "
+        "__pycache__, dist, build, target, …); symlinks are not followed."
+    )
+    kind: ClassVar[ToolKind] = "read"
+    params: ClassVar[type[ToolParams]] = GlobParams
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+        assert isinstance(params, GlobParams)
+        if not params.pattern.strip():
+            raise ToolFailure("The pattern is empty; try `**/*` or `**/*.py`.")
+        root = ctx.workspace.resolve()
+        start = resolve_in_workspace(ctx.workspace, params.path)
+        if not start.is_dir():
+            raise ToolFailure(f"{params.path} is not a folder.")
+        return await trio.to_thread.run_sync(
+            _glob, root, start, params.pattern, display_path(ctx.workspace, start)
+        )
+
+
+def _glob(root: Path, start: Path, pattern: str, shown: str) -> str:
+    segments = pattern.removeprefix("./").split("/")
+    # Descend straight into the literal folders the pattern starts with.
+    literal: list[str] = []
+    while len(segments) > 1 and not _WILDCARDS & set(segments[0]) and segments[0] != "**":
+        literal.append(segments.pop(0))
+    base = start.joinpath(*literal).resolve()
+    if not base.is_dir() or (base != root and root not in base.parents):
+        return _none(pattern, shown)
+    rest = "/".join(segments)
+    regex = glob_regex(rest)
+    base_rel = relative(root, base)
+    cut = len(base_rel) + 1 if base_rel else 0
+    matches: list[tuple[int, str]] = []
+    depth = None if "**" in rest else len(segments)
+    for rel, entry, _ in walk_files(root, base, max_depth=depth):
+        if regex.match(rel[cut:]) is None:
+            continue
+        try:
+            mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+        except OSError:
+            continue
+        matches.append((mtime, rel))
+    if not matches:
+        return _none(pattern, shown)
+    matches.sort(key=lambda m: (-m[0], m[1]))
+    lines = [rel for _, rel in matches[:MAX_RESULTS]]
+    if len(matches) > MAX_RESULTS:
+        lines.append(
+            f"({len(matches) - MAX_RESULTS} more matches not shown: {len(matches)} in all. "
+            "Use a narrower pattern or path.)"
+        )
+    return "\n".join(lines)
+
+
+def _none(pattern: str, shown: str) -> str:
+    return f"No files match {pattern!r} in {'the workspace' if shown == '.' else shown}."

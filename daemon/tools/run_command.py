@@ -1,0 +1,181 @@
+"""run_command: run a shell command, in the foreground or as a daemon-owned background process.
+
+The process handling (process groups, killing trees, secret-free environment) lives in
+`tether.daemon.procs`; this module turns it into a tool: parameters, limits, the result text.
+"""
+
+import signal
+from collections.abc import Callable, Mapping
+from typing import Annotated, ClassVar
+
+import msgspec
+
+from tether.daemon.procs import (
+    KILL_GRACE,
+    Completed,
+    ProcessTable,
+    ProcessTableClosed,
+    command_env,
+    run_to_completion,
+)
+from tether.daemon.tools.base import (
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolParams,
+    display_path,
+    resolve_in_workspace,
+)
+
+PROCESSES_SERVICE = "processes"
+"""The key of the `ProcessTable` in `ToolContext.services`."""
+
+DEFAULT_TIMEOUT = 120
+MAX_TIMEOUT = 600
+HEAD_CHARS = 6_000
+TAIL_CHARS = 14_000
+STREAM_LIMIT = 2_000_000
+"""Characters of live output sent to clients per command; the result is not affected."""
+_MARKER_ROOM = 64
+
+
+class RunCommandParams(ToolParams, frozen=True, kw_only=True):
+    command: Annotated[str, msgspec.Meta(min_length=1, description="The shell command to run.")]
+    description: Annotated[
+        str,
+        msgspec.Meta(description="What the command does, in 5-10 words, shown to the user."),
+    ]
+    cwd: Annotated[
+        str,
+        msgspec.Meta(description="Working folder, relative to the workspace. Default '.'."),
+    ] = "."
+    timeout_seconds: Annotated[
+        int,
+        msgspec.Meta(
+            ge=1,
+            le=MAX_TIMEOUT,
+            description=f"Stop the command after this many seconds. Default {DEFAULT_TIMEOUT}, "
+            f"at most {MAX_TIMEOUT}. Not used with background.",
+        ),
+    ] = DEFAULT_TIMEOUT
+    background: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Start a long-running process (dev server, watcher) that outlives "
+            "this turn; returns its id at once. Default false."
+        ),
+    ] = False
+
+
+def process_table(ctx: ToolContext) -> ProcessTable:
+    table = ctx.services.get(PROCESSES_SERVICE)
+    if not isinstance(table, ProcessTable):
+        raise ToolFailure("Background processes are not available here.")
+    return table
+
+
+class RunCommand:
+    name: ClassVar[str] = "run_command"
+    description: ClassVar[str] = (
+        "Run a shell command in the workspace (non-interactive: stdin is empty, so commands "
+        "must not wait for input; no pager, no colours). Returns the exit code, the duration "
+        f"and the output (stdout and stderr together): the first {HEAD_CHARS:,} and last "
+        f"{TAIL_CHARS:,} characters when longer. Timeout {DEFAULT_TIMEOUT} s by default, "
+        f"{MAX_TIMEOUT} s at most; on timeout the command and every process it started are "
+        "stopped, and so are processes it leaves running when it exits. For servers and "
+        "watchers use background: true, then command_output and command_kill. Secret-looking "
+        "environment variables are not passed on."
+    )
+    kind: ClassVar[ToolKind] = "command"
+    params: ClassVar[type[ToolParams]] = RunCommandParams
+
+    def __init__(self, *, env: Mapping[str, str] | None = None, grace: float = KILL_GRACE) -> None:
+        """`env`: the environment commands start from (default: the daemon's), before secrets
+        are removed; `grace`: seconds between SIGTERM and SIGKILL."""
+        self.base_env = env
+        self.grace = grace
+
+    def command_line(self, params: ToolParams) -> str:
+        assert isinstance(params, RunCommandParams)
+        return params.command
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+        assert isinstance(params, RunCommandParams)
+        cwd = resolve_in_workspace(ctx.workspace, params.cwd)
+        if not cwd.is_dir():
+            raise ToolFailure(f"The working folder {params.cwd} does not exist.")
+        env = command_env(self.base_env)
+        if params.background:
+            table = process_table(ctx)
+            try:
+                managed = await table.start(params.command, cwd, env, ctx.session_id)
+            except ProcessTableClosed as exc:
+                raise ToolFailure(f"Could not start a background process: {exc}.") from exc
+            where = display_path(ctx.workspace, cwd)
+            return (
+                f"Started background process {managed.id} (pid {managed.pid}) in "
+                f"{'the workspace root' if where == '.' else where}. It keeps running after "
+                "this turn until it exits, command_kill stops it or the daemon stops. Read its "
+                f"output with command_output(id={managed.id!r})."
+            )
+        done = await run_to_completion(
+            params.command,
+            cwd=cwd,
+            env=env,
+            time_limit=params.timeout_seconds,
+            on_output=_LimitedStream(ctx.output, STREAM_LIMIT),
+            head=HEAD_CHARS,
+            tail=TAIL_CHARS,
+            grace=self.grace,
+        )
+        return render_result(done, params.timeout_seconds, ctx.result_cap)
+
+
+class _LimitedStream:
+    def __init__(self, output: Callable[[str], None], limit: int) -> None:
+        self.output = output
+        self.left = limit
+
+    def __call__(self, text: str) -> None:
+        if self.left <= 0:
+            return
+        if len(text) >= self.left:
+            self.output(text[: self.left])
+            self.output("\n[… live output stops here; the command is still running …]\n")
+            self.left = 0
+            return
+        self.left -= len(text)
+        self.output(text)
+
+
+def render_result(done: Completed, timeout: float, cap: int) -> str:
+    if done.timed_out:
+        header = (
+            f"Timed out after {timeout:g} s: the command and every process it started were "
+            f"stopped ({_exit(done.exit_code)})."
+        )
+    else:
+        header = f"{_exit(done.exit_code)} · {done.duration:.1f} s"
+    footer = ""
+    if done.leftovers:
+        footer = (
+            f"\n({done.leftovers} process{'es' if done.leftovers != 1 else ''} it left running "
+            f"{'were' if done.leftovers != 1 else 'was'} stopped when it exited; use "
+            "background: true for servers and watchers.)"
+        )
+    # The whole result fits the registry's cap, so nothing is cut twice.
+    budget = max(0, min(HEAD_CHARS + TAIL_CHARS, cap - len(header) - len(footer) - _MARKER_ROOM))
+    head = min(HEAD_CHARS, budget // 3)
+    output = done.output.render(head, budget - head).rstrip("\n") or "(no output)"
+    return f"{header}\n{output}{footer}"
+
+
+def _exit(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,201 @@
+"""Undo: what a turn's tools wrote, and putting it back.
+
+Rules:
+- Before a tool first writes (or deletes) a file in a turn, `TurnChanges.before_write` saves
+  the file's content — or the fact that it did not exist — in the store's `snapshots` table.
+  Later writes of the same file in the same turn keep that first snapshot.
+- After every write, the hash of what the turn left in the file is recorded with the snapshot
+  (`after_digest`), so undo can tell which files someone changed after the turn.
+- `undo_turn` restores every file the turn changed and removes the files it created. Files
+  whose content is no longer what the turn left are conflicts: unless forced, nothing at all is
+  touched and the conflicts are listed; forced, they are restored too.
+- An undone turn is marked in the store, so it cannot be undone twice; the default turn to undo
+  (`last_turn_with_changes`) is the latest one not yet undone, so repeated undos walk back.
+- Snapshots live in SQLite: they survive a daemon restart.
+- Only file writes by tools are covered; what commands did is not (the result says so).
+
+Errors: `UndoError` ← `NothingToUndo` (the turn changed no files, or was already undone).
+"""
+
+import hashlib
+import time
+from pathlib import Path
+
+import trio
+
+from tether.daemon.store import SnapshotRow, Store
+from tether.daemon.tools.edits import line_delta
+from tether.protocol.items import FileChange
+from tether.protocol.methods import SessionUndoResult
+
+NOTE = (
+    "Only files written by tools (edit_file, write_file) are restored; effects of commands "
+    "(run_command) are not undone."
+)
+
+
+class UndoError(Exception):
+    pass
+
+
+class NothingToUndo(UndoError):
+    """The turn changed no files, or it was already undone."""
+
+
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+class TurnChanges:
+    """The `ChangeTracker` of one turn: undo snapshots in the store, and the turn's
+    files-changed summary."""
+
+    def __init__(self, store: Store, workspace: Path, session_id: str, turn_id: str) -> None:
+        self.store = store
+        self.root = workspace.resolve()
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self._original: dict[Path, bytes | None] = {}
+        self._latest: dict[Path, bytes | None] = {}
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _snapshot(self, path: Path, data: bytes | None) -> None:
+        self._original[path] = data
+        self._latest[path] = data
+        self.store.save_snapshot_nowait(
+            SnapshotRow(
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                path=self._rel(path),
+                content=data,
+                size=None if data is None else len(data),
+                digest=_digest(data),
+                after_digest=_digest(data),
+                created_at=time.time(),
+            )
+        )
+
+    async def before_write(self, path: Path) -> None:
+        """Snapshot `path` the first time the turn writes it (queued; not waited for)."""
+        if path in self._original:
+            return
+        data = await trio.to_thread.run_sync(_read, path)
+        if path not in self._original:  # checked again: another call may have won meanwhile
+            self._snapshot(path, data)
+
+    def after_write(self, path: Path, before: bytes | None, after: bytes | None) -> None:
+        if path not in self._original:
+            self._snapshot(path, before)  # a write without before_write: best effort
+        self._latest[path] = after
+        self.store.update_snapshot_after_nowait(
+            self.session_id, self.turn_id, self._rel(path), _digest(after)
+        )
+
+    def files_changed(self) -> list[FileChange]:
+        """Each file whose content differs from before the turn, with lines added and removed
+        (in the order the turn first wrote them)."""
+        changes: list[FileChange] = []
+        for path, original in self._original.items():
+            latest = self._latest[path]
+            if original == latest:
+                continue
+            added, removed = line_delta(
+                "" if original is None else original.decode("utf-8", "replace"),
+                "" if latest is None else latest.decode("utf-8", "replace"),
+            )
+            changes.append(
+                FileChange(
+                    path=self._rel(path),
+                    added=added,
+                    removed=removed,
+                    created=original is None,
+                    deleted=latest is None,
+                )
+            )
+        return changes
+
+
+async def last_turn_with_changes(store: Store, session_id: str) -> str | None:
+    """The session's latest turn that wrote files and was not undone."""
+    return await store.last_snapshot_turn(session_id)
+
+
+async def undo_turn(
+    store: Store, workspace: Path, session_id: str, turn_id: str, force: bool = False
+) -> SessionUndoResult:
+    """Put back every file turn `turn_id` wrote (see the module rules). Raises NothingToUndo.
+
+    Cancellation: the file work runs in a worker thread that finishes even if the caller is
+    cancelled; the turn is marked undone only when the caller sees the result.
+    """
+    rows = await store.load_snapshots(session_id, turn_id)
+    if not rows:
+        raise NothingToUndo(f"Turn {turn_id} changed no files.")
+    if all(row.undone for row in rows):
+        raise NothingToUndo(f"Turn {turn_id} was already undone.")
+    result = await trio.to_thread.run_sync(_undo_files, workspace, turn_id, rows, force)
+    if result.applied:
+        store.mark_snapshots_undone_nowait(session_id, turn_id)
+        await store.flush()
+    return result
+
+
+def _inside(root: Path, rel: str) -> Path | None:
+    path = (root / rel).resolve()
+    return path if root in path.parents else None
+
+
+def _undo_files(
+    workspace: Path, turn_id: str, rows: list[SnapshotRow], force: bool
+) -> SessionUndoResult:
+    root = workspace.resolve()
+    conflicts: list[str] = []
+    plan: list[tuple[SnapshotRow, Path, bytes | None]] = []
+    for row in rows:
+        path = _inside(root, row.path)
+        if path is None:  # a symlink now leads out of the workspace: never follow it
+            conflicts.append(row.path)
+            continue
+        current = _read(path)
+        if _digest(current) != row.after_digest:
+            conflicts.append(row.path)
+        plan.append((row, path, current))
+    if conflicts and not force:
+        return SessionUndoResult(
+            turn_id=turn_id,
+            applied=False,
+            conflicts=conflicts,
+            note=(
+                f"{len(conflicts)} file(s) changed since the turn ended, so nothing was undone. "
+                "Undo again with force to restore them anyway. " + NOTE
+            ),
+        )
+    restored: list[str] = []
+    removed: list[str] = []
+    for row, path, current in plan:
+        if row.content is None:
+            if current is not None:
+                path.unlink()
+                removed.append(row.path)
+        elif current != row.content:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as file:
+                file.write(row.content)
+            restored.append(row.path)
+    return SessionUndoResult(
+        turn_id=turn_id,
+        applied=True,
+        restored=restored,
+        removed=removed,
+        conflicts=conflicts,
+        note=NOTE,
+    )

@@ -1,0 +1,166 @@
+"""The process table and the process-tree machinery, with real subprocesses."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from tether.daemon.procs import (
+    MAX_UNREAD,
+    OutputBuffer,
+    OutputDecoder,
+    ProcessTable,
+    ProcessTableClosed,
+    collapse_carriage_returns,
+    command_env,
+    kill_tree,
+    live_members,
+    strip_ansi,
+)
+from tether.daemon.truncate import cut_marker
+
+GRACE = 0.5
+IGNORES_TERM = "trap '' TERM; sleep 300 & sleep 300 & wait"
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def ps_group(pgid: int) -> list[str]:
+    out = subprocess.run(
+        ["ps", "-eo", "pgid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        line
+        for line in out.splitlines()
+        if int(line.split()[0]) == pgid and not line.split()[1].startswith("Z")
+    ]
+
+
+def state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+async def wait_members(pgid: int, count: int) -> None:
+    with trio.fail_after(10):
+        while len(live_members(pgid)) < count:  # noqa: ASYNC110 (nothing to wait on but /proc)
+            await trio.sleep(0.02)
+
+
+async def test_serve_cancellation_stops_every_tree(tmp_path: Path) -> None:
+    table = ProcessTable(grace=GRACE)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(table.serve)
+            first = await table.start(IGNORES_TERM, tmp_path, command_env(), "s1")
+            second = await table.start("sleep 300", tmp_path, command_env(), "s2")
+            await wait_members(first.pid, 3)
+            await wait_members(second.pid, 1)
+            nursery.cancel_scope.cancel()
+    for managed in (first, second):
+        assert managed.done.is_set()
+        assert managed.status == "killed"
+        assert live_members(managed.pid) == []
+        assert ps_group(managed.pid) == []
+    with pytest.raises(ProcessTableClosed):
+        await table.start("true", tmp_path, command_env())
+
+
+async def test_shutdown_stops_everything_and_kill_escalates(tmp_path: Path) -> None:
+    table = ProcessTable(grace=GRACE)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(table.serve)
+            stubborn = await table.start(IGNORES_TERM, tmp_path, command_env())
+            polite = await table.start("sleep 300", tmp_path, command_env())
+            await wait_members(stubborn.pid, 3)
+            started = trio.current_time()
+            await table.shutdown()
+            took = trio.current_time() - started
+            assert GRACE <= took < GRACE + 3
+            assert [info.status for info in table.list()] == ["killed", "killed"]
+            assert ps_group(stubborn.pid) == []
+            assert not alive(polite.pid)
+            with pytest.raises(KeyError):
+                await table.kill("p42")
+            await table.kill(polite.id)  # already ended: nothing to do
+            nursery.cancel_scope.cancel()
+
+
+async def test_unread_output_is_bounded(tmp_path: Path) -> None:
+    table = ProcessTable(grace=GRACE)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(table.serve)
+            size = MAX_UNREAD + 50_000
+            managed = await table.start(
+                f"head -c {size} /dev/zero | tr '\\0' y; printf END", tmp_path, command_env()
+            )
+            await managed.done.wait()
+            text = table.read_new_output(managed.id)
+            assert text.startswith("[… 50,003 earlier characters dropped …]\n")
+            assert text.endswith("END")
+            assert len(text.split("\n", 1)[1]) == MAX_UNREAD
+            assert table.read_new_output(managed.id) == ""
+            nursery.cancel_scope.cancel()
+
+
+async def test_kill_tree_of_an_empty_group_does_nothing() -> None:
+    process = await trio.lowlevel.open_process(["true"], start_new_session=True)
+    with trio.fail_after(10):
+        await process.wait()
+        assert await kill_tree(process.pid) is False
+
+
+async def test_live_members_ignores_zombies() -> None:
+    process = await trio.lowlevel.open_process(["true"], start_new_session=True)
+    with trio.fail_after(10):
+        # Not reaped yet: a zombie, which no longer counts.
+        while state(process.pid) != "Z":  # noqa: ASYNC110 (nothing to wait on but /proc)
+            await trio.sleep(0.01)
+        assert live_members(process.pid) == []
+        await process.wait()
+
+
+def test_decoder_strips_escapes_split_across_chunks() -> None:
+    decoder = OutputDecoder()
+    parts = [b"plain \x1b[3", b"1mred\x1b", b"[0m \xe2\x82", b"\xac \x1b]0;ti", b"tle\x07end"]
+    text = "".join(decoder.feed(part) for part in parts) + decoder.flush()
+    assert text == "plain red € end"
+
+
+def test_strip_ansi_and_carriage_returns() -> None:
+    assert strip_ansi("\x1b[1;32mok\x1b[0m\x1b(B\x07 done\x1b[K\t\n") == "ok done\t\n"
+    assert collapse_carriage_returns("10%\r50%\r100%\nnext\r\n") == "100%\nnext\n"
+
+
+def test_output_buffer_keeps_head_and_tail() -> None:
+    buffer = OutputBuffer(head=5, tail=10)
+    for chunk in ["abc", "defgh", "ijklmnopqrstu", "vwxyz" * 10, "0123456789"]:
+        buffer.append(chunk)
+    assert buffer.total == 81
+    assert buffer.render(5, 10) == "abcde" + cut_marker(66) + "0123456789"
+    assert buffer.render(2, 3) == "ab" + cut_marker(76) + "789"
+    small = OutputBuffer(head=5, tail=10)
+    small.append("short")
+    small.append(" text")
+    assert small.render(5, 10) == "short text"
+
+
+def test_command_env_removes_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = command_env({"HOME": "/h", "API_TOKEN": "x", "aws_secret_access_key": "y", "PATH": "/b"})
+    assert env["HOME"] == "/h"
+    assert env["PATH"] == "/b"
+    assert "API_TOKEN" not in env
+    assert "aws_secret_access_key" not in env
+    assert env["NO_COLOR"] == "1"
+    monkeypatch.setenv("SOME_PASSWORD", "z")
+    assert "SOME_PASSWORD" not in command_env()
+    assert command_env()["PATH"] == os.environ["PATH"]
