@@ -165,3 +165,69 @@ def test_every_turn_ends_with_a_summary(daemon: DaemonProcess, model_server: Mod
     assert summary.input_tokens >= 120
     assert summary.duration_seconds > 0
     assert not any(isinstance(i, Notice) and i.level == "error" for i in items)
+
+
+def test_bad_tool_calls_are_answered_and_the_turn_goes_on(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {
+            "steps": [
+                {
+                    "tool_calls": [
+                        {"name": "format_disk", "arguments": {}},
+                        {"name": "read_file", "arguments_raw": '{"path": "README.md"'},
+                        {"name": "read_file", "arguments": {"offset": 2}},
+                        {"name": "read_file", "arguments": {"path": "README.md", "limit": "ten"}},
+                    ]
+                },
+                {"text": "recovered"},
+            ]
+        }
+    )
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "go")
+        events = collect_until_turn_end(client, session_id)
+    results = [m["content"] for m in model_server.requests[1]["messages"] if m["role"] == "tool"]
+    assert "Unknown tool 'format_disk'" in results[0]
+    assert "read_file, list_dir, glob, grep" in results[0]
+    assert '{"path": "README.md"' in results[1]
+    assert "not valid JSON" in results[1]
+    assert "missing required field `path`" in results[2]
+    assert "$.limit" in results[3]
+    assert isinstance(events[-1].event, TurnCompleted)
+    assert events[-1].event.status == "completed"
+
+
+def test_cut_off_reply_is_continued_twice_at_most(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    cut = {"text": "and so", "finish_reason": "length"}
+    model_server.set_script({"steps": [cut, cut, cut, {"text": "not reached"}]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "write a lot")
+        events = collect_until_turn_end(client, session_id)
+    assert len(model_server.requests) == 3
+    notices = [i for i in completed_items(events) if isinstance(i, Notice)]
+    assert [n.code for n in notices] == ["output_limit", "output_limit"]
+    assert isinstance(events[-1].event, TurnCompleted)
+    assert events[-1].event.status == "completed"
+
+
+def test_third_identical_call_gets_a_note(daemon: DaemonProcess, model_server: ModelServer) -> None:
+    same = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
+    model_server.set_script({"steps": [same, same, same, {"text": "ok"}]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "loop")
+        collect_until_turn_end(client, session_id)
+    last_results = [
+        [m["content"] for m in request["messages"] if m["role"] == "tool"][-1]
+        for request in model_server.requests[1:]
+    ]
+    assert ["change approach" in r for r in last_results] == [False, False, True]
