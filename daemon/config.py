@@ -36,6 +36,8 @@ class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """`text` describes tools in the prompt and reads `<tool_call>` blocks; `auto` switches to
     it when the server says the model does not support tools."""
     max_output_tokens: int = 8192
+    context_window: int = 65536
+    """Tokens the model accepts; the compaction budget is derived from it."""
 
 
 class PermissionsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -28,6 +28,7 @@ from tether.daemon.config import Config, config_file
 from tether.daemon.connection import Connection
 from tether.daemon.handlers import Handlers
 from tether.daemon.lifecycle import WorkspaceLock, remove_discovery, write_discovery
+from tether.daemon.lsp.pool import LspPool
 from tether.daemon.outbox import DEFAULT_LIMIT
 from tether.daemon.procs import ProcessTable
 from tether.daemon.providers.base import ModelClient
@@ -39,6 +40,8 @@ from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.daemon.undo import TurnChanges
 from tether.protocol.discovery import DiscoveryInfo
+from tether.protocol.jsonrpc import notification_frame
+from tether.protocol.methods import DaemonEventParams
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 log = logging.getLogger(__name__)
@@ -75,9 +78,13 @@ class Daemon:
             tools=ToolRegistry(default_tools()),
             max_steps=config.max_steps,
             permissions=config.permissions,
+            context_window=provider.context_window,
+            max_output_tokens=provider.max_output_tokens,
         )
         self.connections: set[Connection] = set()
         self.sessions.on_turn_end = self._touch
+        self.lsp = LspPool(workspace, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp")
+        self.sessions.lsp = self.lsp
         self.processes = ProcessTable()
         self.sessions.services[PROCESSES_SERVICE] = self.processes
         self.sessions.change_tracker = lambda session, turn_id: TurnChanges(
@@ -108,6 +115,7 @@ class Daemon:
                 # a clean stop, not the default action.
                 await nursery.start(self._watch_signals)
                 await nursery.start(self.processes.serve)
+                await nursery.start(self.lsp.serve)
                 await nursery.start(self.sessions.serve)
                 server: trio_websocket.WebSocketServer = await nursery.start(
                     partial(
@@ -148,6 +156,20 @@ class Daemon:
                 await self.model.aclose()
                 await trio.to_thread.run_sync(self.store.close)
             log.info("stopped")
+
+    def broadcast(self, kind: str, message: str) -> None:
+        """Tell every connected client something about the daemon itself."""
+        frame = notification_frame("daemon/event", DaemonEventParams(kind=kind, message=message))
+        for conn in self.connections:
+            conn.send_nowait(frame)
+
+    def _lsp_event(self, kind: str, detail: object) -> None:
+        if kind == "diagnostics":
+            return  # reported per turn, as session events
+        message = getattr(detail, "message", "")
+        log.info("lsp %s: %s", kind, message)
+        if kind in ("server_crashed", "server_restarted"):
+            self.broadcast(f"lsp/{kind.removeprefix('server_')}", message)
 
     async def _stop(self, nursery: trio.Nursery) -> None:
         # Turns first, so that their last events (turn_completed: interrupted) reach the

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from tether.daemon.connection import Connection, Handler, Reply
+from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.session import Session
@@ -19,11 +20,14 @@ from tether.protocol.methods import (
     Empty,
     InitializeParams,
     InitializeResult,
+    LspServerStatus,
+    LspStatusResult,
     ModelInfo,
     ModelsListResult,
     ProcessKillParams,
     ProcessListResult,
     SessionAttachParams,
+    SessionCompactResult,
     SessionCreateParams,
     SessionCreateResult,
     SessionListResult,
@@ -53,6 +57,8 @@ class DaemonState(Protocol):
     def connections(self) -> set[Connection]: ...
     @property
     def processes(self) -> ProcessTable: ...
+    @property
+    def lsp(self) -> LspPool: ...
     def request_shutdown(self, reason: str) -> None: ...
 
 
@@ -75,6 +81,8 @@ class Handlers:
             "turn/cancel": self.turn_cancel,
             "tools/list": self.tools_list,
             "models/list": self.models_list,
+            "session/compact": self.session_compact,
+            "lsp/status": self.lsp_status,
             "approval/respond": self.approval_respond,
             "session/undo": self.session_undo,
             "process/list": self.process_list,
@@ -166,14 +174,42 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
         session = await self._controller_session(conn, p.session_id)
+        context, _problems = await self.sessions.turn_input(
+            session.id, editor=p.editor, mentions=p.mentions
+        )
         return self.sessions.start_turn(
-            session, p.text, by=conn.client_name, permission_mode=p.permission_mode
+            session,
+            p.text,
+            by=conn.client_name,
+            permission_mode=p.permission_mode,
+            context=context,
         )
 
     async def turn_cancel(self, conn: Connection, params: Wire) -> Wire:
         p = cast(TurnCancelParams, params)
         session = await self._controller_session(conn, p.session_id)
         return TurnCancelResult(turn_id=self.sessions.cancel_turn(session, p.turn_id))
+
+    async def lsp_status(self, conn: Connection, params: Wire) -> Wire:
+        return LspStatusResult(
+            servers=[
+                LspServerStatus(
+                    name=s.name,
+                    root=s.root,
+                    state=s.state,
+                    pid=s.pid,
+                    restarts=s.restarts,
+                    last_error=s.last_error,
+                )
+                for s in self.daemon.lsp.status()
+            ]
+        )
+
+    async def session_compact(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(SessionRef, params)
+        session = await self._controller_session(conn, p.session_id)
+        before, after = await self.sessions.compact(session)
+        return SessionCompactResult(tokens_before=before, tokens_after=after)
 
     async def tools_list(self, conn: Connection, params: Wire) -> Wire:
         return ToolsListResult(tools=self.sessions.tools.infos())

@@ -8,7 +8,7 @@ message once and keep the encoding on it (see `Message.cache`).
 from collections.abc import Iterable
 
 from tether.daemon.providers.base import Message, ToolCallRequest
-from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
+from tether.protocol.items import AgentMessage, AnyItem, Compaction, ToolCall, UserMessage
 
 INTERRUPTED_RESULT = "[no result: the turn ended before this tool call finished]"
 
@@ -19,9 +19,10 @@ class History:
         self._open_calls: dict[str, str] = {}
         """call id -> tool name, for calls not yet answered."""
 
-    def add_user(self, text: str) -> None:
+    def add_user(self, text: str, context: str = "") -> None:
         self.close_open_calls()
-        self.messages.append(Message(role="user", content=text))
+        content = f"{context}\n\n{text}" if context else text
+        self.messages.append(Message(role="user", content=content))
 
     def add_assistant(self, text: str, tool_calls: Iterable[ToolCallRequest]) -> None:
         calls = list(tool_calls)
@@ -67,8 +68,17 @@ class History:
             if isinstance(item, UserMessage):
                 flush()
                 turn_index += 1
-                self.add_user(item.text)
+                self.add_user(item.text, item.context)
                 step_key = None
+            elif isinstance(item, Compaction) and item.step == "summary" and item.summary:
+                flush()
+                # As `compact.replace_with_summary` did when the summary was made.
+                from tether.daemon.compact import summary_message
+
+                cut = max(len(self.messages) - item.kept_messages, 1)
+                self.messages[1:cut] = [
+                    summary_message(item.summary, continues=item.kept_messages > 0)
+                ]
             elif isinstance(item, AgentMessage | ToolCall):
                 key = (turn_index, item.step)
                 if key != step_key:

@@ -25,6 +25,7 @@ Rules:
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal, Protocol
 
 import msgspec
@@ -38,7 +39,7 @@ from tether.daemon.providers.base import (
     ModelResponse,
     ToolCallRequest,
 )
-from tether.daemon.tools.base import ToolContext, ToolParams
+from tether.daemon.tools.base import EditTool, ToolContext, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.protocol.events import TurnError, Usage
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, ToolCall, UserMessage
@@ -76,6 +77,25 @@ class TurnSink(Protocol):
         ...
 
 
+class Compactor(Protocol):
+    """Keeps the conversation within the context budget (see tether.daemon.compact)."""
+
+    async def before_call(self, history: History, *, new_turn: bool) -> list[AnyItem]:
+        """Compact if needed before a model call; return the items to show for it."""
+        ...
+
+    def after_call(self, response: ModelResponse) -> None:
+        """Take the provider's count of the prompt just sent."""
+        ...
+
+
+class Diagnose(Protocol):
+    async def __call__(self, item: ToolCall, paths: list[Path]) -> str:
+        """Sync these changed files to the language servers and return the error report to
+        append to `item`'s result ("" when there is nothing to report). Bounded in time."""
+        ...
+
+
 class Gate(Protocol):
     async def check(self, item: ToolCall, params: ToolParams) -> str | None:
         """None when the call may run; otherwise the result to give the model instead.
@@ -107,8 +127,14 @@ class TurnLoop:
         sink: TurnSink,
         new_id: Callable[[], str],
         gate: Gate | None = None,
+        compactor: Compactor | None = None,
+        diagnose: Diagnose | None = None,
         max_steps: int = 60,
     ) -> None:
+        self.compactor = compactor
+        self.diagnose = diagnose
+        self._changed: list[Path] = []
+        self._last_edit: str | None = None
         self.model = model
         self.tools = tools
         self.tool_context = tool_context
@@ -194,6 +220,17 @@ class TurnLoop:
             return TurnOutcome(status="completed", usage=self.usage())
 
     async def _call_model(self) -> ModelResponse | TurnOutcome:
+        if self.compactor is not None:
+            try:
+                items = await self.compactor.before_call(
+                    self.history, new_turn=self.model_calls == 1
+                )
+            except ModelError as exc:
+                items = []
+                self._notice("warning", f"Could not summarise the history: {exc.message}", "")
+            for item in items:
+                self.sink.item_started(item)
+                self.sink.item_completed(item)
         attempt = 0
         while True:
             stream = self._stream = _StreamToItems(self.sink, self.new_id, self.model_calls)
@@ -217,6 +254,8 @@ class TurnLoop:
                 continue
             stream.finish()
             self._stream = None
+            if self.compactor is not None:
+                self.compactor.after_call(response)
             self.input_tokens += response.usage.input_tokens
             self.output_tokens += response.usage.output_tokens
             self.tokens_estimated = self.tokens_estimated or response.usage.estimated
@@ -246,6 +285,13 @@ class TurnLoop:
             self._open_calls[item.id] = item
             self.sink.item_started(item)
             prepared.append((item, self.tools.validate(call.name, call.arguments)))
+        # Diagnostics for the batch's edits go with the result of its last edit.
+        self._changed = []
+        self._last_edit = None
+        for item, params in prepared:
+            tool = self.tools.get(item.tool)
+            if not isinstance(params, str) and isinstance(tool, EditTool):
+                self._last_edit = item.id
         results: dict[str, ToolResult] = {}
         for group in self._schedule(prepared):
             if len(group) == 1:
@@ -289,11 +335,27 @@ class TurnLoop:
                 result = ToolResult(status="failed", output=denial)
             else:
                 result = await self.tools.run(item.tool, params, self.tool_context(item))
+                result = await self._after_edit(item, params, result)
         result = self._note_repeats(item, result)
         done = msgspec.structs.replace(item, status=result.status, output=result.output)
         self._open_calls.pop(item.id, None)
         self.sink.item_completed(done)
         return result
+
+    async def _after_edit(
+        self, item: ToolCall, params: ToolParams, result: ToolResult
+    ) -> ToolResult:
+        tool = self.tools.get(item.tool)
+        if self.diagnose is None or not isinstance(tool, EditTool):
+            return result
+        if result.status == "completed":
+            self._changed.append(Path(tool.target_path(params)))
+        if item.id != self._last_edit or not self._changed:
+            return result
+        report = await self.diagnose(item, self._changed)
+        if not report:
+            return result
+        return msgspec.structs.replace(result, output=f"{result.output}\n\n{report}")
 
     def _note_repeats(self, item: ToolCall, result: ToolResult) -> ToolResult:
         key = (item.tool, item.arguments, result.output)

@@ -1,15 +1,19 @@
 """The system prompt: the first message of every conversation, identical on every step of a
-session so that providers can cache the prompt prefix."""
+session so that providers can cache the prompt prefix. It is built once per session (when the
+daemon creates or loads it); per-turn context (the repository's instructions, mentions) goes
+into the user's messages instead."""
 
-import platform
 from pathlib import Path
+
+from tether.daemon.instructions import environment_block
 
 
 def system_prompt(workspace: Path) -> str:
     return (
         "You are tether, a coding agent working in a software project on the user's machine.\n"
         "Work step by step: look at the code with the tools before you change or explain it, "
-        "and keep answers short and concrete. Paths are relative to the workspace root.\n\n"
-        f"Workspace root: {workspace}\n"
-        f"Operating system: {platform.system()} {platform.release()}\n"
+        "and keep answers short and concrete. Paths are relative to the workspace root.\n"
+        "Edit a file only after reading it; prefer small, exact edits. Run tests or builds "
+        "when it is worth it, and say what you verified.\n\n"
+        f"{environment_block(workspace)}\n"
     )

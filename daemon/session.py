@@ -24,6 +24,9 @@ from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,
     ApprovalResolved,
+    ContextMeter,
+    ContextUpdated,
+    DiagnosticsReported,
     InputDropped,
     InputQueued,
     ItemCompleted,
@@ -153,6 +156,7 @@ class Session:
         self.session_rules: list[str] = []
         """Permission rules added by "always allow" answers."""
         self.todos: list[TodoEntry] = []
+        self.context = ContextMeter()
 
     # --- loading --------------------------------------------------------------------------
 
@@ -299,7 +303,9 @@ class Session:
                     self.queued_inputs.pop(input_id, None)
             case TodosUpdated(todos=todos):
                 self.todos = todos
-            case ModelRetry():
+            case ContextUpdated(context=context):
+                self.context = context
+            case ModelRetry() | DiagnosticsReported():
                 pass
 
     # --- views ----------------------------------------------------------------------------
@@ -336,6 +342,7 @@ class Session:
             pending_approvals=list(self.pending_approvals.values()),
             queued_inputs=list(self.queued_inputs.values()),
             todos=self.todos,
+            context=self.context,
         )
 
     # --- subscribers ----------------------------------------------------------------------

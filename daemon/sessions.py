@@ -13,24 +13,36 @@ Messages still queued when a turn ends without taking them are dropped with an
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
 
 from tether.daemon.approvals import ApprovalBroker, SessionGate
 from tether.daemon.config import PermissionsConfig, load_workspace_rules
+from tether.daemon.context import SessionContext, compaction_item
 from tether.daemon.history import History
+from tether.daemon.instructions import load_project_instructions
 from tether.daemon.loop import TurnLoop, TurnOutcome
+from tether.daemon.lsp.pool import LspPool, format_report
+from tether.daemon.mentions import render_context
 from tether.daemon.permissions import PermissionPolicy
 from tether.daemon.prompt import system_prompt
-from tether.daemon.providers.base import ModelClient
+from tether.daemon.providers.base import ModelClient, ModelError
 from tether.daemon.session import Session, new_id
 from tether.daemon.store import SessionRow, Store
-from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
+from tether.daemon.tools.base import (
+    ChangeTracker,
+    NoChanges,
+    ReadVersions,
+    ToolContext,
+    display_path,
+)
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import Diagnostic as WireDiagnostic
 from tether.protocol.events import (
+    DiagnosticsReported,
     InputDropped,
     InputQueued,
     ItemCompleted,
@@ -48,7 +60,7 @@ from tether.protocol.events import (
     TurnStatus,
 )
 from tether.protocol.items import AnyItem, FileChange, Notice, ToolCall, TurnSummary, UserMessage
-from tether.protocol.methods import TurnStartResult
+from tether.protocol.methods import EditorContext, TurnStartResult
 from tether.protocol.session import QueuedInput, SessionInfo
 
 log = logging.getLogger(__name__)
@@ -104,11 +116,14 @@ class _RunningTurn:
 class _Live:
     """What the daemon keeps beside a loaded session's state."""
 
-    def __init__(self, session: Session, history: History) -> None:
+    def __init__(self, session: Session, history: History, context: SessionContext) -> None:
         self.session = session
         self.history = history
         self.broker = ApprovalBroker(session)
         self.versions = ReadVersions()
+        self.context = context
+        self.instructions = ""
+        """The repository instructions last sent to the model in this session."""
 
 
 class Sessions:
@@ -121,7 +136,11 @@ class Sessions:
         tools: ToolRegistry,
         max_steps: int = 60,
         permissions: PermissionsConfig | None = None,
+        context_window: int = 65536,
+        max_output_tokens: int = 8192,
     ) -> None:
+        self.context_window = context_window
+        self.max_output_tokens = max_output_tokens
         self.store = store
         self.workspace = workspace
         self.model = model
@@ -131,6 +150,8 @@ class Sessions:
         self.services: dict[str, object] = {}
         """Daemon-owned services handed to tools (the process table, …)."""
         self.change_tracker: ChangeTrackerFactory = lambda _session, _turn: NoChanges()
+        self.lsp: LspPool | None = None
+        """The language-server pool for diagnostics after edits (None: no diagnostics)."""
         self._system_prompt = system_prompt(workspace)
         self._live: dict[str, _Live] = {}
         self._loading: dict[str, trio.Event] = {}
@@ -168,8 +189,19 @@ class Sessions:
         session = Session(row, self.store, permission_mode=self.permissions.mode)
         if permission_mode is not None and permission_mode != session.permission_mode:
             session.emit(SessionConfigured(permission_mode=permission_mode))
-        self._live[session.id] = _Live(session, History(self._system_prompt))
+        self._live[session.id] = self._make_live(session, History(self._system_prompt))
         return session
+
+    def _make_live(self, session: Session, history: History) -> _Live:
+        context = SessionContext(
+            session,
+            history,
+            self.model,
+            self.tools.toolset,
+            window=self.context_window,
+            max_output=self.max_output_tokens,
+        )
+        return _Live(session, history, context)
 
     async def get(self, session_id: str) -> Session:
         return (await self._get_live(session_id)).session
@@ -192,7 +224,7 @@ class Sessions:
                 )
                 history = History(self._system_prompt)
                 history.rebuild(session.items())
-                self._live[session_id] = _Live(session, history)
+                self._live[session_id] = self._make_live(session, history)
             finally:
                 del self._loading[session_id]
                 loading.set()
@@ -226,6 +258,73 @@ class Sessions:
 
     # --- turns ----------------------------------------------------------------------------
 
+    async def turn_input(
+        self, session_id: str, *, editor: EditorContext | None, mentions: Sequence[str]
+    ) -> tuple[str, Sequence[str]]:
+        """The context to attach to a user's message: the repository's instructions when
+        they changed since the session last sent them, then editor state and mentions.
+        Returns the block and the problems to report (paths not attached, and why)."""
+        live = await self._get_live(session_id)
+        instructions = await trio.to_thread.run_sync(load_project_instructions, self.workspace)
+        parts: Sequence[str] = []
+        if instructions != live.instructions:
+            live.instructions = instructions
+            if instructions:
+                parts = [instructions]
+        problems: Sequence[str] = ()
+        if editor is not None or mentions:
+            cursor = (
+                (editor.cursor.line, editor.cursor.column) if editor and editor.cursor else None
+            )
+            block, problems = await trio.to_thread.run_sync(
+                lambda: render_context(
+                    self.workspace,
+                    open_file=editor.open_file if editor else None,
+                    cursor=cursor,
+                    selection=editor.selection if editor else None,
+                    mentions=mentions,
+                )
+            )
+            if block:
+                parts = [*parts, block]
+        return "\n\n".join(parts), problems
+
+    async def compact(self, session: Session) -> tuple[int, int]:
+        """Summarise the session's older history now (`session/compact`), as a turn of its
+        own so that every client sees the compaction item."""
+        if not self.accepting or self._nursery is None:
+            raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+        if session.id in self._running:
+            raise RpcError(
+                ErrorCode.SESSION_BUSY, "a turn is running; it compacts itself when it needs to"
+            )
+        live = self._live[session.id]
+        turn_id = new_id("t")
+        running = self._running[session.id] = _RunningTurn(turn_id)
+        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
+        before = live.context.meter.used()
+        status: TurnStatus = "completed"
+        error: TurnError | None = None
+        try:
+            with running.scope:
+                records = await live.context.compact_now(live.history)
+                for record in records:
+                    item = compaction_item(record)
+                    session.emit(ItemStarted(turn_id=turn_id, item=item))
+                    session.emit(ItemCompleted(turn_id=turn_id, item=item))
+        except ModelError as exc:
+            status, error = "failed", TurnError(code=exc.code, message=exc.message)
+        finally:
+            session.emit(
+                TurnCompleted(turn_id=turn_id, status=status, ended_at=time.time(), error=error)
+            )
+            del self._running[session.id]
+            running.done.set()
+            self.on_turn_end()
+        if error is not None:
+            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, error.message)
+        return before, live.context.meter.used()
+
     def start_turn(
         self,
         session: Session,
@@ -233,6 +332,7 @@ class Sessions:
         *,
         by: str = "",
         permission_mode: PermissionMode | None = None,
+        context: str = "",
     ) -> TurnStartResult:
         """Start a turn, or queue the message for the running one."""
         if not self.accepting or self._nursery is None:
@@ -249,11 +349,11 @@ class Sessions:
         session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
         if not session.title:
             session.emit(SessionRenamed(title=_title_from(text)))
-        item = UserMessage(id=new_id("i"), text=text)
+        item = UserMessage(id=new_id("i"), text=text, context=context)
         session.emit(ItemStarted(turn_id=turn_id, item=item))
         session.emit(ItemCompleted(turn_id=turn_id, item=item))
         live = self._live[session.id]
-        live.history.add_user(text)
+        live.history.add_user(text, context)
         self._nursery.start_soon(self._run_turn, live, running)
         return TurnStartResult(turn_id=turn_id, input_id=item.id)
 
@@ -310,6 +410,31 @@ class Sessions:
                 services={**self.services, "todos": _TodoBoard(session)},
             )
 
+        async def diagnose(item: ToolCall, paths: list[Path]) -> str:
+            if self.lsp is None:
+                return ""
+            found = await self.lsp.diagnostics_after_edit([self.workspace / path for path in paths])
+            if found:
+                session.emit(
+                    DiagnosticsReported(
+                        turn_id=turn_id,
+                        item_id=item.id,
+                        diagnostics=[
+                            WireDiagnostic(
+                                path=display_path(self.workspace, Path(d.path)),
+                                line=d.line,
+                                column=d.column,
+                                severity=d.severity,
+                                message=d.message,
+                                source=d.source,
+                                code=d.code,
+                            )
+                            for d in found
+                        ],
+                    )
+                )
+            return format_report(found, self.workspace)
+
         gate = SessionGate(
             session=session,
             broker=live.broker,
@@ -327,6 +452,8 @@ class Sessions:
             sink=sink,
             new_id=lambda: new_id("i"),
             gate=gate,
+            compactor=live.context,
+            diagnose=diagnose,
             max_steps=self.max_steps,
         )
         ignored = load_workspace_rules(self.workspace).ignored

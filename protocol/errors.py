@@ -27,6 +27,7 @@ class ErrorCode(enum.IntEnum):
     NOT_ATTACHED = -32012
     NOT_CONTROLLER = -32013
     NO_RUNNING_TURN = -32014
+    SESSION_BUSY = -32015
     APPROVAL_NOT_FOUND = -32020
     APPROVAL_RESOLVED = -32021
     NOTHING_TO_UNDO = -32022
@@ -49,6 +50,7 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.NOT_ATTACHED: "The connection is not attached to that session.",
     ErrorCode.NOT_CONTROLLER: "Only a controller may do this; the connection attached as observer.",
     ErrorCode.NO_RUNNING_TURN: "The session has no running turn.",
+    ErrorCode.SESSION_BUSY: "A turn is running; try again when it has ended.",
     ErrorCode.APPROVAL_NOT_FOUND: "No pending or past approval with that id in the session.",
     ErrorCode.APPROVAL_RESOLVED: "Someone answered first; `data` says who and how.",
     ErrorCode.NOTHING_TO_UNDO: "The turn changed no files, or was already undone.",

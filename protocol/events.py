@@ -138,6 +138,36 @@ class ModelRetry(Event, frozen=True, kw_only=True, tag="model_retry"):
     reason: str
 
 
+class ContextMeter(Wire, frozen=True, kw_only=True):
+    used: int = 0
+    """Tokens the conversation takes (the provider's count when known, else an estimate)."""
+    budget: int = 0
+    """Tokens it may take before compaction (0: unknown)."""
+
+
+class ContextUpdated(Event, frozen=True, kw_only=True, tag="context_updated"):
+    context: ContextMeter
+
+
+class Diagnostic(Wire, frozen=True, kw_only=True):
+    path: str
+    line: int
+    column: int
+    severity: Literal["error", "warning", "information", "hint"] = "error"
+    message: str
+    source: str = ""
+    code: str = ""
+
+
+class DiagnosticsReported(Event, frozen=True, kw_only=True, tag="diagnostics_reported"):
+    """What language servers said about the files a step changed."""
+
+    turn_id: str
+    item_id: str
+    """The tool call whose result carries the report."""
+    diagnostics: list[Diagnostic]
+
+
 class TodoEntry(Wire, frozen=True, kw_only=True):
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"
@@ -161,7 +191,9 @@ AnyEvent = (
     | InputDropped
     | ModelRetry
     | TodosUpdated
+    | ContextUpdated
+    | DiagnosticsReported
 )
 
-EPHEMERAL_EVENTS: tuple[type[Event], ...] = (ItemDelta, ModelRetry)
+EPHEMERAL_EVENTS: tuple[type[Event], ...] = (ItemDelta, ModelRetry, ContextUpdated)
 """Events kept only in the in-memory ring, never persisted."""

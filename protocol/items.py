@@ -19,6 +19,9 @@ class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
 
 class UserMessage(Item, frozen=True, kw_only=True, tag="user_message"):
     text: str
+    context: str = ""
+    """What was attached to the message for the model: editor state, mentioned files and
+    folders (already capped), and the repository's instructions when they changed."""
 
 
 class AgentMessage(Item, frozen=True, kw_only=True, tag="agent_message"):
@@ -73,6 +76,22 @@ class TurnSummary(Item, frozen=True, kw_only=True, tag="turn_summary"):
     files_changed: list[FileChange] = []
 
 
+class Compaction(Item, frozen=True, kw_only=True, tag="compaction"):
+    """The conversation was made smaller to fit the context budget."""
+
+    step: str
+    """`earlier_turns` or `old_tool_results` (outputs replaced by stubs), or `summary` (older
+    history summarised by the model)."""
+    trigger: str = "auto"
+    """`auto` (the context budget) or `manual` (`session/compact`)."""
+    tokens_before: int
+    tokens_after: int
+    budget: int = 0
+    summary: str = ""
+    kept_messages: int = 0
+    """After a summary: how many recent messages were kept verbatim."""
+
+
 class Notice(Item, frozen=True, kw_only=True, tag="notice"):
     """Something the user should know: a failed model call and how to fix it, a retry, a pause."""
 
@@ -81,4 +100,4 @@ class Notice(Item, frozen=True, kw_only=True, tag="notice"):
     code: str = ""
 
 
-AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice | TurnSummary
+AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice | TurnSummary | Compaction

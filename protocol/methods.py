@@ -97,11 +97,30 @@ class SessionAttachResult(Wire, frozen=True, kw_only=True):
 # --- turns ------------------------------------------------------------------------------------
 
 
+class Position(Wire, frozen=True, kw_only=True):
+    line: int
+    """1-based."""
+    column: int = 1
+
+
+class EditorContext(Wire, frozen=True, kw_only=True):
+    """What the client's editor shows, attached to the message."""
+
+    open_file: str | None = None
+    cursor: Position | None = None
+    selection: str | None = None
+    """Capped at 6,000 characters."""
+
+
 class TurnStartParams(Wire, frozen=True, kw_only=True):
     """Start a turn, or, while one runs, queue the text to join it at its next step."""
 
     session_id: str
     text: str
+    editor: EditorContext | None = None
+    mentions: list[str] = []
+    """Files or folders to attach (files middle-truncated within 40,000 characters in all,
+    folders as a listing of their first 100 entries)."""
     permission_mode: PermissionMode | None = None
     """Switch the session's permission mode from now on (a user's choice, as a CLI flag)."""
 
@@ -111,6 +130,32 @@ class TurnStartResult(Wire, frozen=True, kw_only=True):
     queued: bool = False
     """True when a turn was already running and the text was queued for it."""
     input_id: str = ""
+
+
+class SessionCompactResult(Wire, frozen=True, kw_only=True):
+    tokens_before: int
+    tokens_after: int
+
+
+class LspServerStatus(Wire, frozen=True, kw_only=True):
+    name: str
+    root: str
+    state: Literal["starting", "running", "crashed", "restarting", "stopped"]
+    pid: int | None = None
+    restarts: int = 0
+    last_error: str = ""
+
+
+class LspStatusResult(Wire, frozen=True, kw_only=True):
+    servers: list[LspServerStatus]
+
+
+class DaemonEventParams(Wire, frozen=True, kw_only=True):
+    """Something about the daemon itself every client should know (a language server
+    crashed and is being restarted, …)."""
+
+    kind: str
+    message: str
 
 
 class ApprovalRespondParams(Wire, frozen=True, kw_only=True):
@@ -248,6 +293,13 @@ METHODS: dict[str, Method] = {
         "Restore the files a turn changed.",
         needs_controller=True,
     ),
+    "session/compact": Method(
+        SessionRef,
+        SessionCompactResult,
+        "Summarise the session's older history now.",
+        needs_controller=True,
+    ),
+    "lsp/status": Method(Empty, LspStatusResult, "The language servers the daemon runs."),
     "models/list": Method(Empty, ModelsListResult, "The models the provider serves."),
     "process/list": Method(Empty, ProcessListResult, "Background processes the daemon owns."),
     "process/kill": Method(ProcessKillParams, Empty, "Stop a background process and its tree."),
@@ -257,4 +309,5 @@ METHODS: dict[str, Method] = {
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,
     "session/resync": SessionResyncParams,
+    "daemon/event": DaemonEventParams,
 }

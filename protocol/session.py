@@ -5,6 +5,7 @@ from typing import Literal
 from tether.protocol.base import Wire
 from tether.protocol.events import (
     ApprovalRequest,
+    ContextMeter,
     PermissionMode,
     TodoEntry,
     TurnError,
@@ -64,3 +65,4 @@ class SessionSnapshot(Wire, frozen=True, kw_only=True):
     pending_approvals: list[ApprovalRequest] = []
     queued_inputs: list[QueuedInput] = []
     todos: list[TodoEntry] = []
+    context: ContextMeter = ContextMeter()

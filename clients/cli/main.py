@@ -20,6 +20,7 @@ from typing import NoReturn
 
 import msgspec
 
+from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.render import Renderer
 from tether.clients.discovery import (
     DaemonUnavailable,
@@ -306,7 +307,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         started = client.call(
             "turn/start",
             TurnStartParams(
-                session_id=session.id, text=prompt, permission_mode=args.permission_mode
+                session_id=session.id,
+                text=prompt,
+                permission_mode=args.permission_mode,
+                mentions=parse_cli_mentions(prompt),
             ),
             result=TurnStartResult,
         )

@@ -1,0 +1,144 @@
+"""The context budget: how many prompt tokens a model call may use, and how many it would use.
+
+Rules:
+- Tokens are the provider's own count when it reports one, else an estimate of characters /
+  3.5 (`CHARS_PER_TOKEN`, the same figure the providers use when a server reports no usage).
+- The budget is `(window - min(max_output, window / 4)) * 0.85`: room is kept for the reply
+  (but never more than a quarter of the window, so a large `max_output` cannot starve the
+  prompt), and 15% more as a margin for the estimate's error and the provider's framing.
+- `TokenMeter` counts the prompt the next call would send: the input tokens the provider
+  reported for the last call, plus an estimate of the characters added since. When the history
+  shrank since that report (compaction), the reported figure is scaled by how much of the
+  reported prompt is left instead, since subtracting an estimate from a real count could go
+  badly wrong after a large cut. Without a trustworthy report (none yet, or the provider only
+  estimated), it is the estimate of the whole prompt: messages plus tool schemas.
+
+Nothing here does I/O; a meter reads the `History` it was given on every call.
+"""
+
+from collections.abc import Iterable
+
+import msgspec
+
+from tether.daemon.history import History
+from tether.daemon.providers.base import Message, ModelUsage, ToolSet
+from tether.daemon.providers.wire import CHARS_PER_TOKEN
+
+BUDGET_MARGIN = 0.85
+"""Share of the window left for the prompt, after the reply's room, that the budget allows."""
+MAX_OUTPUT_SHARE = 0.25
+"""The reply's room is at most this share of the window."""
+
+
+def message_chars(message: Message) -> int:
+    """The characters of a message that the model reads: its content and its tool calls."""
+    chars = len(message.content)
+    for call in message.tool_calls:
+        chars += len(call.name) + len(call.arguments)
+    return chars
+
+
+def messages_chars(messages: Iterable[Message]) -> int:
+    return sum(message_chars(m) for m in messages)
+
+
+def toolset_chars(tools: ToolSet | None) -> int:
+    """Characters of the tool schemas offered to the model (names, descriptions, schemas)."""
+    if tools is None:
+        return 0
+    return sum(
+        len(spec.name) + len(spec.description) + len(spec.parameters) for spec in tools.specs
+    )
+
+
+def tokens_for_chars(chars: int) -> int:
+    return round(chars / CHARS_PER_TOKEN)
+
+
+def estimate_tokens(content: str | Message | Iterable[Message]) -> int:
+    """Estimated tokens of a text, a message or a list of messages (characters / 3.5)."""
+    if isinstance(content, str):
+        return tokens_for_chars(len(content))
+    if isinstance(content, Message):
+        return tokens_for_chars(message_chars(content))
+    return tokens_for_chars(messages_chars(content))
+
+
+def context_budget(window: int, max_output: int) -> int:
+    """Prompt tokens a model call may use with a context window of `window` tokens and replies
+    of up to `max_output` tokens: `(window - min(max_output, window / 4)) * 0.85`."""
+    if window <= 0:
+        raise ValueError(f"the context window must be positive, not {window}")
+    reserved = min(max(max_output, 0), window * MAX_OUTPUT_SHARE)
+    return int((window - reserved) * BUDGET_MARGIN)
+
+
+class MeterReading(msgspec.Struct, frozen=True, kw_only=True):
+    """The context meter as clients see it."""
+
+    used: int
+    """Prompt tokens the next model call would send."""
+    budget: int
+    estimated: bool
+    """True when `used` is an estimate only (no usable count from the provider)."""
+
+
+class TokenMeter:
+    """Tracks how much of the budget the conversation in `history` uses.
+
+    Call `record` after every model call with the usage it reported; `used()` is then that
+    count plus an estimate of what the history gained since (see the module docstring).
+    """
+
+    def __init__(self, history: History, *, budget: int, tools: ToolSet | None = None) -> None:
+        self.history = history
+        self.budget = budget
+        self.fixed_chars = toolset_chars(tools)
+        """Characters sent with every call besides the messages (the tool schemas)."""
+        self._reported: int | None = None
+        self._chars_at_report = 0
+
+    def record(self, usage: ModelUsage, *, sent: int | None = None) -> None:
+        """Note the usage of a model call that sent this history (not of a summary request,
+        whose prompt is another). `sent` is how many of its messages the call sent (default:
+        all, which is right when called as soon as the call returns). Usage the provider only
+        estimated is ignored: our own estimate is as good."""
+        messages = self.history.messages
+        count = len(messages) if sent is None else min(sent, len(messages))
+        if usage.estimated or usage.input_tokens <= 0:
+            self._reported = None
+            return
+        self._reported = usage.input_tokens
+        self._chars_at_report = self.fixed_chars + messages_chars(messages[:count])
+
+    def forget_report(self) -> None:
+        """Estimate from scratch until the next `record` (e.g. after switching models)."""
+        self._reported = None
+
+    @property
+    def estimated(self) -> bool:
+        return self._reported is None
+
+    def estimate(self) -> int:
+        """The estimate of the whole prompt, ignoring what the provider reported."""
+        return tokens_for_chars(self.fixed_chars + messages_chars(self.history.messages))
+
+    def used(self) -> int:
+        """Prompt tokens the next model call would send."""
+        now = self.fixed_chars + messages_chars(self.history.messages)
+        if self._reported is None:
+            return tokens_for_chars(now)
+        grown = now - self._chars_at_report
+        if grown >= 0:
+            return self._reported + tokens_for_chars(grown)
+        return round(self._reported * now / self._chars_at_report)
+
+    def fraction(self) -> float:
+        """`used() / budget`."""
+        return self.used() / self.budget if self.budget > 0 else float("inf")
+
+    def over_budget(self) -> bool:
+        return self.used() > self.budget
+
+    def reading(self) -> MeterReading:
+        return MeterReading(used=self.used(), budget=self.budget, estimated=self.estimated)

@@ -1,0 +1,63 @@
+"""A session's context budget as the turn loop sees it: the token meter, the compaction
+ladder before each model call, and the meter clients see (`context_updated`)."""
+
+import msgspec
+
+from tether.daemon.budget import TokenMeter, context_budget
+from tether.daemon.compact import Compaction as CompactionRecord
+from tether.daemon.compact import compact_history
+from tether.daemon.history import History
+from tether.daemon.providers.base import ModelClient, ModelResponse, ToolSet
+from tether.daemon.session import Session, new_id
+from tether.protocol.events import ContextMeter, ContextUpdated
+from tether.protocol.items import AnyItem, Compaction
+
+
+def compaction_item(record: CompactionRecord) -> Compaction:
+    return Compaction(
+        id=new_id("i"),
+        step=record.step,
+        trigger=record.trigger,
+        tokens_before=record.tokens_before,
+        tokens_after=record.tokens_after,
+        budget=record.budget,
+        summary=record.summary,
+        kept_messages=record.kept,
+    )
+
+
+class SessionContext:
+    """One session's meter and compaction, handed to each of its turns."""
+
+    def __init__(
+        self,
+        session: Session,
+        history: History,
+        model: ModelClient,
+        tools: ToolSet,
+        *,
+        window: int,
+        max_output: int,
+    ) -> None:
+        self.session = session
+        self.model = model
+        self.meter = TokenMeter(history, budget=context_budget(window, max_output), tools=tools)
+
+    def publish(self) -> None:
+        reading = ContextMeter(used=self.meter.used(), budget=self.meter.budget)
+        if reading != self.session.context:
+            self.session.emit(ContextUpdated(context=reading))
+
+    async def before_call(self, history: History, *, new_turn: bool) -> list[AnyItem]:
+        records = await compact_history(history, self.meter, self.model, new_turn=new_turn)
+        self.publish()
+        return [compaction_item(r) for r in records]
+
+    def after_call(self, response: ModelResponse) -> None:
+        self.meter.record(response.usage)
+        self.publish()
+
+    async def compact_now(self, history: History) -> list[CompactionRecord]:
+        records = await compact_history(history, self.meter, self.model, force_summary=True)
+        self.publish()
+        return [msgspec.structs.replace(r, trigger="manual") for r in records]

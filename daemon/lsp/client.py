@@ -1,0 +1,773 @@
+"""A language-server client over the server's stdio, on trio.
+
+Why our own client, on the project's JSON-RPC machinery and msgspec: there is no well-kept
+LSP client library for trio. pygls (2.x) is the well-kept Python LSP library, but its client
+(`JsonRPCClient.start_io`) runs on asyncio (`asyncio.create_subprocess_exec`, asyncio tasks),
+so using it would bring a second event loop (trio-asyncio) into the daemon; its types
+(lsprotocol) are attrs + cattrs, two more dependencies for the dozen messages we need.
+multilspy is asyncio too and downloads servers at run time. sansio-lsp-client is sans-IO (so it
+would work under trio), but it is built on pydantic, has almost no documentation, and answers
+any response it has no model for (pull diagnostics among them) with NotImplementedError. What
+this client needs is small: framing (`framing.py`), the JSON-RPC envelope the daemon already
+uses for its own protocol (`tether.protocol.jsonrpc`: decode the envelope with `params` and
+`result` left raw, then decode those with a decoder cached per type), the text-sync
+notifications and diagnostics. msgspec does the JSON, as everywhere in the daemon.
+
+Lifecycle (`state`):
+
+    starting ──initialize answered──► running ──stop() or cancellation──► stopped
+        │                                │
+        └── could not start, exited, ────┴──► crashed      (`failure` says why)
+            closed its output, sent a broken frame,
+            or did not answer initialize in time
+
+Rules:
+- `serve` owns the process (its own session, so its own process group: a wrapper script and
+  the real server, such as basedpyright's Python launcher and its node process, are stopped
+  together) and three I/O tasks: the reader (dispatches every message as it arrives), the
+  writer (drains a bounded outbox into the server's stdin) and the exit watcher. Senders never
+  block: a message is queued with `send_nowait`, so answering a server request from the reader
+  cannot deadlock against a server that is itself blocked writing to us. A full outbox means
+  the server stopped reading: it is treated as crashed.
+- The I/O tasks run in a shielded scope that only `serve` cancels, so a cancelled `serve`
+  can still say `shutdown`/`exit` (bounded by `shutdown_timeout`) before the group is killed.
+- Every request has a timeout; a request that times out is cancelled with `$/cancelRequest`.
+  When the server goes away every pending request fails with ServerGone at once.
+- Server requests are answered at once: `workspace/configuration` with the configured setting
+  for each item's section (null when none), `workspace/workspaceFolders` with the root,
+  `client/registerCapability`, `client/unregisterCapability`, `window/workDoneProgress/create`,
+  `window/showMessageRequest` and `workspace/diagnostic/refresh` with null (registrations are
+  recorded), `workspace/applyEdit` with "not applied"; anything else with MethodNotFound.
+- Diagnostics, pushed (`textDocument/publishDiagnostics`) or pulled (`textDocument/diagnostic`,
+  for servers that advertise `diagnosticProvider` or register it later, as basedpyright does
+  right after `initialized`; such servers then stop pushing), are kept per URI as a
+  `DiagnosticReport` with a serial number. `on_change()` is called on every new report and
+  every registration change, so a waiter can look again.
+- Text sync is whole-document (valid whatever sync kind the server prefers); versions are
+  tracked per URI, starting at 1 on `didOpen`.
+
+Errors: see `tether.daemon.lsp.errors`.
+"""
+
+import itertools
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from urllib.parse import unquote, urlsplit
+
+import msgspec
+import trio
+
+from tether.daemon.lsp.errors import (
+    FramingError,
+    LspError,
+    RequestTimeout,
+    ResponseError,
+    ServerGone,
+)
+from tether.daemon.lsp.framing import MessageReader, frame
+from tether.daemon.procs import command_env, kill_tree
+from tether.protocol.jsonrpc import FrameError, decode_envelope, error_frame, result_frame
+from tether.protocol.version import __version__
+
+T = TypeVar("T")
+
+ClientState = Literal["starting", "running", "stopped", "crashed"]
+
+INITIALIZE_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 5.0
+SHUTDOWN_TIMEOUT = 2.0
+KILL_GRACE = 0.5
+OUTBOX_LIMIT = 4096
+"""Messages queued for a server that is not reading; one more and it counts as crashed."""
+MAX_LOG_BYTES = 5 * 1024 * 1024
+"""A server's stderr log is started afresh when it has grown past this."""
+
+METHOD_NOT_FOUND = -32601
+REQUEST_CANCELLED = -32800
+
+CLIENT_CAPABILITIES: dict[str, object] = {
+    "general": {"positionEncodings": ["utf-16"]},
+    "textDocument": {
+        "synchronization": {
+            "dynamicRegistration": False,
+            "didSave": True,
+            "willSave": False,
+            "willSaveWaitUntil": False,
+        },
+        "publishDiagnostics": {
+            "relatedInformation": False,
+            "versionSupport": True,
+            "codeDescriptionSupport": True,
+            "tagSupport": {"valueSet": [1, 2]},
+        },
+        "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": False},
+    },
+    "workspace": {
+        "configuration": True,
+        "workspaceFolders": True,
+        "didChangeConfiguration": {"dynamicRegistration": True},
+        "didChangeWatchedFiles": {"dynamicRegistration": True, "relativePatternSupport": False},
+        "diagnostics": {"refreshSupport": True},
+    },
+    "window": {"workDoneProgress": False, "showMessage": {}},
+}
+"""What the client tells servers it supports: document sync with save, pushed and pulled
+diagnostics, configuration and watched-file registrations. No editing features."""
+
+
+# --- LSP messages (only the fields we read; msgspec ignores the rest) -------------------------
+
+
+class Position(msgspec.Struct, frozen=True):
+    line: int
+    character: int
+
+
+class Range(msgspec.Struct, frozen=True):
+    start: Position
+    end: Position
+
+
+class LspDiagnostic(msgspec.Struct, frozen=True, kw_only=True):
+    range: Range
+    message: str
+    severity: int | None = None
+    """1 error, 2 warning, 3 information, 4 hint; absent: the client decides (we say error)."""
+    code: int | str | None = None
+    source: str | None = None
+
+
+class PublishDiagnosticsParams(msgspec.Struct, frozen=True, kw_only=True):
+    uri: str
+    diagnostics: list[LspDiagnostic]
+    version: int | None = None
+
+
+class DocumentDiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):
+    kind: str
+    """`full` (items are the diagnostics) or `unchanged` (the previous result still holds)."""
+    items: list[LspDiagnostic] = []
+    resultId: str | None = None
+
+
+class ConfigurationItem(msgspec.Struct, frozen=True, kw_only=True):
+    section: str | None = None
+    scopeUri: str | None = None
+
+
+class ConfigurationParams(msgspec.Struct, frozen=True, kw_only=True):
+    items: list[ConfigurationItem]
+
+
+class Registration(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    method: str
+    registerOptions: object = None
+
+
+class RegistrationParams(msgspec.Struct, frozen=True, kw_only=True):
+    registrations: list[Registration]
+
+
+class UnregistrationParams(msgspec.Struct, frozen=True, kw_only=True):
+    unregisterations: list[Registration]
+    """Spelled this way in the LSP specification."""
+
+
+class ServerCapabilities(msgspec.Struct, frozen=True, kw_only=True):
+    textDocumentSync: object = None
+    diagnosticProvider: object = None
+    positionEncoding: str | None = None
+
+
+class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    version: str | None = None
+
+
+class InitializeResult(msgspec.Struct, frozen=True, kw_only=True):
+    capabilities: ServerCapabilities
+    serverInfo: ServerInfo | None = None
+
+
+class _OutRequest(msgspec.Struct, kw_only=True):
+    jsonrpc: str = "2.0"
+    id: int
+    method: str
+    params: object | msgspec.UnsetType = msgspec.UNSET
+
+
+class _OutNotification(msgspec.Struct, kw_only=True):
+    jsonrpc: str = "2.0"
+    method: str
+    params: object | msgspec.UnsetType = msgspec.UNSET
+
+
+# `params` is omitted, not null, when a message has none (`shutdown`, `exit`): JSON-RPC 2.0
+# allows only a structured value there and some servers hold clients to it.
+_encoder = msgspec.json.Encoder()
+_decoders: dict[object, msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    return decoder
+
+
+def decode_as(raw: msgspec.Raw, kind: type[T]) -> T:
+    """Decode a raw `params` or `result` (absent counts as null)."""
+    return _decoder(kind).decode(bytes(raw) or b"null")
+
+
+class DiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The server's latest diagnostics for one document."""
+
+    uri: str
+    items: list[LspDiagnostic]
+    version: int | None
+    """The document version they were computed for: as the server says for a push (it may
+    not), the version asked about for a pull."""
+    serial: int
+    """Increases with every report the client receives, across all documents."""
+    pulled: bool
+    """Answered a `textDocument/diagnostic` request (so it is current when it arrives)."""
+
+
+class Document(msgspec.Struct, kw_only=True):
+    language_id: str
+    version: int
+    text: str
+
+
+class _Pending:
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.done = trio.Event()
+        self.result: msgspec.Raw = msgspec.Raw(b"")
+        self.error: LspError | None = None
+
+
+def path_to_uri(path: Path) -> str:
+    return path.absolute().as_uri()
+
+
+def uri_to_path(uri: str) -> Path | None:
+    """The local path of a `file:` URI, or None for any other scheme."""
+    parts = urlsplit(uri)
+    if parts.scheme != "file":
+        return None
+    return Path(unquote(parts.path))
+
+
+def _lookup_setting(settings: Mapping[str, object], section: str | None) -> object:
+    """The value for a configuration section: an exact key, else a dotted walk into nested
+    tables (`basedpyright.analysis` in `{"basedpyright": {"analysis": {...}}}`)."""
+    if section is None:
+        return dict(settings) if settings else None
+    if section in settings:
+        return settings[section]
+    node: object = settings
+    for part in section.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]  # pyright: ignore[reportUnknownVariableType]
+    return node  # pyright: ignore[reportUnknownVariableType]
+
+
+class LspClient:
+    """One language-server process and the conversation with it.
+
+    Use: `await nursery.start(client.serve)`; then `sync`, `save`, `close`, `pull_diagnostics`,
+    `request`, `notify`; read `reports`; `stop()` ends it politely.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        root: Path,
+        *,
+        name: str = "",
+        settings: Mapping[str, object] | None = None,
+        initialization_options: object = None,
+        log_path: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        initialize_timeout: float = INITIALIZE_TIMEOUT,
+        request_timeout: float = REQUEST_TIMEOUT,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        if not command:
+            raise ValueError("empty server command")
+        self.command = list(command)
+        self.root = root
+        self.name = name or Path(command[0]).name
+        self.settings: Mapping[str, object] = settings or {}
+        self.initialization_options = initialization_options
+        self.log_path = log_path
+        self.env = dict(env) if env is not None else command_env()
+        self.initialize_timeout = initialize_timeout
+        self.request_timeout = request_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.on_change = on_change
+        """Called (synchronously) whenever a report or a registration changes."""
+
+        self.state: ClientState = "starting"
+        self.failure: str | None = None
+        """Why the server stopped when nobody asked it to (None while it runs, or after a
+        requested stop)."""
+        self.pid: int | None = None
+        self.capabilities = ServerCapabilities()
+        self.server_info: ServerInfo | None = None
+        self.registrations: dict[str, str] = {}
+        """Dynamic registrations: id → method."""
+        self.documents: dict[str, Document] = {}
+        """Open documents by URI."""
+        self.reports: dict[str, DiagnosticReport] = {}
+        self.serial = 0
+        self.started_at: float | None = None
+
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        send, receive = trio.open_memory_channel[bytes](OUTBOX_LIMIT)
+        self._outbox = send
+        self._outbox_receive = receive
+        self.finished = trio.Event()
+        """Set when `serve` is done: the process group is gone and `state` is final."""
+        self._ended = trio.Event()
+        """Set when the server is gone or a stop was requested: `serve` wakes up."""
+        self._gone = trio.Event()
+        self._stopping = False
+
+    # --- lifetime -----------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start the server, initialize it, and run it until `stop()` or until it fails.
+
+        Before `task_status.started()` it raises ServerGone when the server cannot be
+        started, exits, or does not answer `initialize` within `initialize_timeout`. After
+        that it never raises for the server's failures: it returns, with `state` "crashed"
+        and `failure` saying why, or "stopped" after `stop()`.
+
+        Cancellation stops the server: `shutdown` and `exit` when it is running (shielded,
+        bounded by `shutdown_timeout`), then its whole process group is killed; then the
+        cancellation propagates.
+        """
+        try:
+            process = await self._spawn()
+        except OSError as exc:
+            self._fail(f"cannot start {self.command[0]}: {exc}")
+            self.state = "crashed"
+            self.finished.set()
+            raise ServerGone(self.failure) from exc
+        self.pid = process.pid
+        failure: ServerGone | None = None
+        io_scope = trio.CancelScope(shield=True)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._run_io, process, io_scope)
+                try:
+                    await self._initialize()
+                except ServerGone as exc:
+                    # Raised once the group is reaped, and from outside the nursery (which
+                    # would wrap it in an ExceptionGroup).
+                    failure = exc
+                else:
+                    self.state = "running"
+                    self.started_at = trio.current_time()
+                    task_status.started()
+                    await self._ended.wait()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._shutdown_politely()
+                    io_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._reap(process)
+            self.state = "crashed" if self.failure is not None else "stopped"
+            self._fail_pending(self.failure or "the server was stopped")
+            self.finished.set()
+        if failure is not None:
+            raise failure
+
+    def stop(self) -> None:
+        """Ask `serve` to shut the server down politely and return."""
+        self._stopping = True
+        self._ended.set()
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "running" and not self._gone.is_set()
+
+    async def _spawn(self) -> trio.Process:
+        log: int | None = None
+        if self.log_path is not None:
+            log = await trio.to_thread.run_sync(_open_log, self.log_path)
+        try:
+            return await trio.lowlevel.open_process(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL if log is None else log,
+                cwd=self.root,
+                env=self.env,
+                start_new_session=True,
+            )
+        finally:
+            if log is not None:
+                os.close(log)  # the child has its own copy
+
+    async def _initialize(self) -> None:
+        params: dict[str, object] = {
+            "processId": os.getpid(),
+            "clientInfo": {"name": "tether", "version": __version__},
+            "rootUri": path_to_uri(self.root),
+            "rootPath": str(self.root),
+            "workspaceFolders": [{"uri": path_to_uri(self.root), "name": self.root.name}],
+            "capabilities": CLIENT_CAPABILITIES,
+            "trace": "off",
+        }
+        if self.initialization_options is not None:
+            params["initializationOptions"] = self.initialization_options
+        try:
+            result = await self._call(
+                "initialize", params, InitializeResult, self.initialize_timeout
+            )
+        except RequestTimeout:
+            self._fail(f"did not answer initialize within {self.initialize_timeout:g} s")
+            raise ServerGone(self.failure) from None
+        except (ResponseError, msgspec.ValidationError) as exc:
+            self._fail(f"initialize failed: {exc}")
+            raise ServerGone(self.failure) from exc
+        except ServerGone:
+            self.state = "crashed"
+            raise
+        self.capabilities = result.capabilities
+        self.server_info = result.serverInfo
+        # `{}`, not null: gopls rejects a null `initialized`.
+        self.notify("initialized", {})
+
+    async def _shutdown_politely(self) -> None:
+        self._stopping = True
+        if self._gone.is_set() or self.state != "running":
+            return
+        with trio.move_on_after(self.shutdown_timeout):
+            try:
+                await self._call("shutdown", None, object, self.shutdown_timeout)
+            except LspError:
+                return
+            self.notify("exit")
+            await self._gone.wait()
+
+    async def _reap(self, process: trio.Process) -> None:
+        """Kill what is left of the group and collect the process. Runs shielded."""
+        await kill_tree(process.pid, KILL_GRACE)
+        with trio.move_on_after(KILL_GRACE + 1.0):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                await stream.aclose()
+
+    # --- I/O tasks ----------------------------------------------------------------------------
+
+    async def _run_io(self, process: trio.Process, scope: trio.CancelScope) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        with scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_loop, process.stdout)
+                nursery.start_soon(self._write_loop, process.stdin)
+                nursery.start_soon(self._watch_exit, process)
+
+    async def _read_loop(self, stream: trio.abc.ReceiveStream) -> None:
+        reader = MessageReader(stream)
+        try:
+            while True:
+                body = await reader.receive()
+                if body is None:
+                    # Usually the process is exiting: give the exit watcher a moment to say
+                    # how (an exit status tells more than the end of the pipe).
+                    with trio.move_on_after(1.0):
+                        await self._gone.wait()
+                    self._fail("closed its output")
+                    return
+                self._dispatch(body)
+        except FramingError as exc:
+            self._fail(f"sent a broken message: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._fail("closed its output")
+
+    async def _write_loop(self, stream: trio.abc.SendStream) -> None:
+        try:
+            async for data in self._outbox_receive:
+                await stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._fail("closed its input")
+
+    async def _watch_exit(self, process: trio.Process) -> None:
+        code = await process.wait()
+        how = f"signal {-code}" if code < 0 else f"status {code}"
+        self._fail(f"exited with {how}")
+
+    def _fail(self, reason: str) -> None:
+        """The server is gone (or must be treated as gone): record why, wake everyone."""
+        if not self._stopping and self.failure is None:
+            self.failure = reason
+        self._gone.set()
+        self._ended.set()
+        self._fail_pending(reason)
+
+    def _fail_pending(self, reason: str) -> None:
+        for pending in self._pending.values():
+            if not pending.done.is_set():
+                pending.error = ServerGone(f"{self.name} {reason}")
+                pending.done.set()
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def _send(self, body: bytes) -> None:
+        if self._gone.is_set():
+            raise ServerGone(f"{self.name} {self.failure or 'is not running'}")
+        try:
+            self._outbox.send_nowait(frame(body))
+        except trio.WouldBlock:
+            self._fail("stopped reading its input")
+            raise ServerGone(f"{self.name} stopped reading its input") from None
+
+    def notify(self, method: str, params: object = None) -> None:
+        """Send a notification (queued; never blocks). Raises ServerGone."""
+        message = _OutNotification(method=method)
+        if params is not None:
+            message.params = params
+        self._send(_encoder.encode(message))
+
+    async def request(self, method: str, params: object, result_type: type[T]) -> T:
+        """Send a request and wait for its result, decoded as `result_type`.
+
+        Raises RequestTimeout after `request_timeout` seconds, ResponseError, ServerGone.
+        Callers that need less time wrap the call in a cancel scope: cancellation, like a
+        timeout, withdraws the request with `$/cancelRequest`, and then propagates."""
+        return await self._call(method, params, result_type, self.request_timeout)
+
+    async def _call(self, method: str, params: object, result_type: type[T], seconds: float) -> T:
+        request_id = next(self._ids)
+        message = _OutRequest(id=request_id, method=method)
+        if params is not None:
+            message.params = params
+        pending = _Pending(method)
+        self._send(_encoder.encode(message))
+        self._pending[request_id] = pending
+        try:
+            with trio.move_on_after(seconds):
+                await pending.done.wait()
+        finally:
+            del self._pending[request_id]
+            if not pending.done.is_set() and not self._gone.is_set():
+                self.notify("$/cancelRequest", {"id": request_id})
+        if not pending.done.is_set():
+            raise RequestTimeout(f"{self.name}: no answer to {method} within {seconds:g} s")
+        if pending.error is not None:
+            raise pending.error
+        try:
+            return decode_as(pending.result, result_type)
+        except msgspec.ValidationError as exc:
+            raise ResponseError(method, 0, f"unexpected result: {exc}") from exc
+
+    # --- receiving ----------------------------------------------------------------------------
+
+    def _dispatch(self, body: bytes) -> None:
+        try:
+            envelope = decode_envelope(body)
+        except FrameError:
+            return  # well framed but not JSON-RPC: nothing to answer, nothing to learn
+        if envelope.method is None:
+            if isinstance(envelope.id, int) and (pending := self._pending.get(envelope.id)):
+                if envelope.error is not None:
+                    error = envelope.error
+                    pending.error = ResponseError(pending.method, error.code, error.message)
+                else:
+                    pending.result = envelope.result
+                pending.done.set()
+            return
+        try:
+            if envelope.id is None:
+                self._on_notification(envelope.method, envelope.params)
+            else:
+                result = self._on_request(envelope.method, envelope.params)
+                self._send(result_frame(envelope.id, result))
+        except msgspec.ValidationError as exc:
+            if envelope.id is not None:
+                self._send(error_frame(envelope.id, -32602, f"invalid params: {exc}"))
+        except _MethodNotFound:
+            assert envelope.id is not None
+            self._send(error_frame(envelope.id, METHOD_NOT_FOUND, f"{envelope.method}?"))
+        except ServerGone:
+            pass
+
+    def _on_notification(self, method: str, params: msgspec.Raw) -> None:
+        if method == "textDocument/publishDiagnostics":
+            published = decode_as(params, PublishDiagnosticsParams)
+            self._store(published.uri, published.diagnostics, published.version, pulled=False)
+        # window/logMessage, window/showMessage, $/progress, telemetry/event: not needed.
+
+    def _on_request(self, method: str, params: msgspec.Raw) -> object:
+        match method:
+            case "workspace/configuration":
+                items = decode_as(params, ConfigurationParams).items
+                return [_lookup_setting(self.settings, item.section) for item in items]
+            case "client/registerCapability":
+                for registration in decode_as(params, RegistrationParams).registrations:
+                    self.registrations[registration.id] = registration.method
+                self._changed()
+                return None
+            case "client/unregisterCapability":
+                for registration in decode_as(params, UnregistrationParams).unregisterations:
+                    self.registrations.pop(registration.id, None)
+                self._changed()
+                return None
+            case "workspace/workspaceFolders":
+                return [{"uri": path_to_uri(self.root), "name": self.root.name}]
+            case (
+                "window/workDoneProgress/create"
+                | "window/showMessageRequest"
+                | "workspace/diagnostic/refresh"
+            ):
+                return None
+            case "workspace/applyEdit":
+                return {"applied": False, "failureReason": "this client does not apply edits"}
+            case _:
+                raise _MethodNotFound
+
+    def _store(
+        self, uri: str, items: list[LspDiagnostic], version: int | None, *, pulled: bool
+    ) -> None:
+        self.serial += 1
+        self.reports[uri] = DiagnosticReport(
+            uri=uri, items=items, version=version, serial=self.serial, pulled=pulled
+        )
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    # --- documents ----------------------------------------------------------------------------
+
+    def sync(self, uri: str, language_id: str, text: str) -> bool:
+        """Make the server's copy of a document `text`: `didOpen` the first time, `didChange`
+        (whole content, next version) when it differs. Returns whether anything was sent.
+        Raises ServerGone."""
+        document = self.documents.get(uri)
+        if document is None:
+            self.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": uri,
+                        "languageId": language_id,
+                        "version": 1,
+                        "text": text,
+                    }
+                },
+            )
+            self.documents[uri] = Document(language_id=language_id, version=1, text=text)
+            return True
+        if document.text == text:
+            return False
+        document.version += 1
+        document.text = text
+        self.notify(
+            "textDocument/didChange",
+            {
+                "textDocument": {"uri": uri, "version": document.version},
+                "contentChanges": [{"text": text}],
+            },
+        )
+        return True
+
+    def save(self, uri: str) -> None:
+        """`didSave` for an open document (with its text when the server asks for it)."""
+        document = self.documents.get(uri)
+        if document is None:
+            return
+        params: dict[str, object] = {"textDocument": {"uri": uri}}
+        if self._save_includes_text():
+            params["text"] = document.text
+        self.notify("textDocument/didSave", params)
+
+    def close(self, uri: str) -> None:
+        """`didClose`, and forget the document and its diagnostics."""
+        if self.documents.pop(uri, None) is None:
+            return
+        self.reports.pop(uri, None)
+        self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+    def _save_includes_text(self) -> bool:
+        sync = self.capabilities.textDocumentSync
+        if isinstance(sync, dict):
+            save = sync.get("save")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            if isinstance(save, dict):
+                return bool(save.get("includeText"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        return False
+
+    def notify_files_changed(self, changes: Sequence[tuple[str, int]]) -> None:
+        """`workspace/didChangeWatchedFiles` for (uri, type) pairs (1 created, 2 changed,
+        3 deleted), when the server registered for file events."""
+        if changes and "workspace/didChangeWatchedFiles" in self.registrations.values():
+            self.notify(
+                "workspace/didChangeWatchedFiles",
+                {"changes": [{"uri": uri, "type": kind} for uri, kind in changes]},
+            )
+
+    # --- pulled diagnostics -------------------------------------------------------------------
+
+    @property
+    def pulls_diagnostics(self) -> bool:
+        """The server answers `textDocument/diagnostic` (advertised or registered)."""
+        return self.capabilities.diagnosticProvider is not None or (
+            "textDocument/diagnostic" in self.registrations.values()
+        )
+
+    async def pull_diagnostics(self, uri: str) -> None:
+        """Ask for a document's diagnostics and store the answer as its report, marked with
+        the document version it was asked for.
+
+        Raises RequestTimeout, ResponseError, ServerGone. Cancellation withdraws the request."""
+        document = self.documents.get(uri)
+        version = document.version if document is not None else None
+        report = await self.request(
+            "textDocument/diagnostic", {"textDocument": {"uri": uri}}, DocumentDiagnosticReport
+        )
+        if report.kind == "unchanged" and uri in self.reports:
+            self._store(uri, self.reports[uri].items, version, pulled=True)
+        else:
+            self._store(uri, report.items, version, pulled=True)
+
+    def statistics(self) -> dict[str, int]:
+        return {
+            "open_documents": len(self.documents),
+            "pending_requests": len(self._pending),
+            "queued_messages": self._outbox.statistics().current_buffer_used,
+        }
+
+
+class _MethodNotFound(Exception):
+    pass
+
+
+def _open_log(path: Path) -> int:
+    """A descriptor appending to a server's stderr log (started afresh when it is large)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        large = path.stat().st_size > MAX_LOG_BYTES
+    except FileNotFoundError:
+        large = False
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if large else os.O_APPEND)
+    return os.open(path, flags, 0o600)

@@ -1,0 +1,266 @@
+"""The language servers tether knows, and the ones a user adds in config.
+
+A spec says which files a server checks (by extension), how to start it (the first of its
+commands whose program is found), and where the project a file belongs to starts: the nearest
+folder, from the file's up to the workspace, holding one of the spec's root markers; the
+workspace itself when none does. The pool runs one server per (spec, root).
+
+Built in, used when installed:
+
+    basedpyright   basedpyright-langserver --stdio, else pyright-langserver --stdio (types)
+    ruff           ruff server (lint; one per workspace, it finds nested configs itself)
+    typescript     typescript-language-server --stdio, else tsc --lsp --stdio
+    clangd         clangd
+    gopls          gopls
+
+Specs that share a `group` are alternatives: only the first one whose program is found runs.
+
+Programs are looked up on PATH and then next to the daemon's own interpreter (the folder of
+`sys.executable`: the venv's bin, where the dev dependencies `ruff` and
+`basedpyright-langserver` live), never inside the workspace: a cloned repository must not be
+able to choose what the daemon runs when a file is edited. A configured command may also be an
+absolute path (`~` is expanded).
+
+Config (`LspServerConfig`, from the user's config only): a new name adds a server; a built-in's
+name changes that server (fields left empty keep the built-in's values) or, with
+`enabled = false`, turns it off.
+"""
+
+import os
+import shutil
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+
+import msgspec
+
+LANGUAGE_IDS: Mapping[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "typescriptreact",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascriptreact",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".c++": "cpp",
+    ".hh": "cpp",
+    ".hpp": "cpp",
+    ".hxx": "cpp",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".rb": "ruby",
+    ".lua": "lua",
+    ".zig": "zig",
+}
+"""LSP language identifiers by file extension (a spec's `language_id` overrides them)."""
+
+
+class ServerSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    commands: tuple[tuple[str, ...], ...]
+    """Candidates, in order of preference: program and arguments."""
+    extensions: frozenset[str]
+    """Lower-case, with the dot: `.py`."""
+    root_markers: tuple[str, ...] = ()
+    group: str = ""
+    language_id: str = ""
+    settings: Mapping[str, object] = {}
+    """Answers to `workspace/configuration`, by section (dotted sections walk nested tables)."""
+    initialization_options: object = None
+
+    def handles(self, path: Path) -> bool:
+        return path.suffix.lower() in self.extensions
+
+    def language_for(self, path: Path) -> str:
+        return self.language_id or LANGUAGE_IDS.get(path.suffix.lower(), "plaintext")
+
+    def root_for(self, path: Path, workspace: Path) -> Path:
+        """The nearest folder from `path`'s up to `workspace` with a root marker, else the
+        workspace (`path` must be inside it)."""
+        if self.root_markers:
+            folder = path.parent
+            while True:
+                if any((folder / marker).exists() for marker in self.root_markers):
+                    return folder
+                if folder == workspace or workspace not in folder.parents:
+                    break
+                folder = folder.parent
+        return workspace
+
+
+class LspServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A language server from the user's config: a new one, or changes to a built-in."""
+
+    name: str
+    command: list[str] = []
+    """Program and arguments, e.g. `["rust-analyzer"]`; the program is looked up on PATH and
+    next to the daemon's interpreter unless it is a path."""
+    extensions: list[str] = []
+    """File extensions it checks: `.rs` (or `rs`)."""
+    root_markers: list[str] = []
+    """Files or folders that mark a project root: `Cargo.toml`."""
+    language_id: str = ""
+    """The LSP language id for its files, when the extension does not tell (`LANGUAGE_IDS`)."""
+    settings: dict[str, object] = {}
+    """Answers to the server's `workspace/configuration` requests, by section."""
+    enabled: bool = True
+
+
+def _normalise_extension(extension: str) -> str:
+    extension = extension.strip().lower()
+    return extension if extension.startswith(".") else "." + extension
+
+
+_PYTHON_MARKERS = ("pyrightconfig.json", "pyproject.toml", "setup.py", "setup.cfg")
+
+BUILTIN_SERVERS: tuple[ServerSpec, ...] = (
+    ServerSpec(
+        name="basedpyright",
+        commands=(("basedpyright-langserver", "--stdio"),),
+        extensions=frozenset({".py", ".pyi"}),
+        root_markers=_PYTHON_MARKERS,
+        group="python-types",
+    ),
+    ServerSpec(
+        name="pyright",
+        commands=(("pyright-langserver", "--stdio"),),
+        extensions=frozenset({".py", ".pyi"}),
+        root_markers=_PYTHON_MARKERS,
+        group="python-types",
+    ),
+    ServerSpec(
+        name="ruff",
+        commands=(("ruff", "server"),),
+        extensions=frozenset({".py", ".pyi"}),
+    ),
+    ServerSpec(
+        name="typescript",
+        commands=(("typescript-language-server", "--stdio"), ("tsc", "--lsp", "--stdio")),
+        extensions=frozenset({".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx"}),
+        root_markers=("tsconfig.json", "jsconfig.json", "package.json"),
+    ),
+    ServerSpec(
+        name="clangd",
+        commands=(("clangd",),),
+        extensions=frozenset({".c", ".h", ".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx"}),
+        root_markers=("compile_commands.json", "compile_flags.txt", ".clangd"),
+    ),
+    ServerSpec(
+        name="gopls",
+        commands=(("gopls",),),
+        extensions=frozenset({".go"}),
+        root_markers=("go.work", "go.mod"),
+    ),
+)
+
+
+def merge_specs(
+    configs: Sequence[LspServerConfig] = (),
+    *,
+    builtin: bool | Collection[str] = True,
+) -> list[ServerSpec]:
+    """The specs in force: the built-ins (all, none, or those named in `builtin`), changed,
+    disabled or extended by `configs` in order."""
+    if builtin is True:
+        specs = list(BUILTIN_SERVERS)
+    elif builtin is False:
+        specs = []
+    else:
+        specs = [spec for spec in BUILTIN_SERVERS if spec.name in builtin]
+    by_name = {spec.name: index for index, spec in enumerate(specs)}
+    disabled: set[str] = set()
+    for config in configs:
+        if not config.enabled:
+            disabled.add(config.name)
+            continue
+        disabled.discard(config.name)
+        extensions = frozenset(_normalise_extension(e) for e in config.extensions)
+        if config.name not in by_name:
+            if not (config.command and config.extensions):
+                raise ValueError(
+                    f"language server {config.name!r}: a new server needs a command and extensions"
+                )
+            by_name[config.name] = len(specs)
+            specs.append(
+                ServerSpec(
+                    name=config.name,
+                    commands=(tuple(config.command),),
+                    extensions=extensions,
+                    root_markers=tuple(config.root_markers),
+                    language_id=config.language_id,
+                    settings=config.settings,
+                )
+            )
+            continue
+        index = by_name[config.name]
+        base = specs[index]
+        specs[index] = msgspec.structs.replace(
+            base,
+            commands=(tuple(config.command),) if config.command else base.commands,
+            extensions=extensions or base.extensions,
+            root_markers=tuple(config.root_markers) or base.root_markers,
+            language_id=config.language_id or base.language_id,
+            settings=config.settings or base.settings,
+        )
+    return [spec for spec in specs if spec.name not in disabled]
+
+
+def find_program(program: str, *, path: str | None = None) -> str | None:
+    """An executable for `program`: a path as given (`~` expanded), else a name found on
+    PATH (`path`, default the environment's) or next to `sys.executable`."""
+    if os.sep in program or program.startswith("~"):
+        candidate = Path(program).expanduser()
+        return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    found = shutil.which(program, path=path)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / program
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return None
+
+
+def resolve_command(spec: ServerSpec, *, path: str | None = None) -> list[str] | None:
+    """The first of the spec's commands whose program is installed, with the program's full
+    path; None when none is."""
+    for command in spec.commands:
+        if not command:
+            continue
+        program = find_program(command[0], path=path)
+        if program is not None:
+            return [program, *command[1:]]
+    return None
+
+
+class AvailableServer(msgspec.Struct, frozen=True, kw_only=True):
+    """A spec in force and the command that would run it (None: not installed)."""
+
+    name: str
+    extensions: list[str]
+    command: list[str] | None
+
+
+def available_servers(
+    specs: Sequence[ServerSpec], *, path: str | None = None
+) -> list[AvailableServer]:
+    """Which of `specs` can run here: within a group, only the first installed one counts
+    (the others are listed with no command)."""
+    taken: set[str] = set()
+    result: list[AvailableServer] = []
+    for spec in specs:
+        command = None if spec.group in taken else resolve_command(spec, path=path)
+        if command is not None and spec.group:
+            taken.add(spec.group)
+        result.append(
+            AvailableServer(name=spec.name, extensions=sorted(spec.extensions), command=command)
+        )
+    return result

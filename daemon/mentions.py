@@ -1,0 +1,231 @@
+"""The context a client sends with a turn: its open file and cursor, a selection, and mentions
+of files and folders, rendered as a block of text for the model.
+
+Rules:
+- The open file is named with the cursor (1-based line and column, as an editor shows them);
+  its content is not attached (the model can read it).
+- A selection is capped at 6,000 characters, keeping its head and tail.
+- Mentioned files share a budget of 40,000 characters in all: a file that fits its share is
+  attached whole, a longer one middle-truncated (head and tail kept, the cut marked). Shares are
+  fair: small files take what they need and the rest is split evenly among the larger ones.
+  Files over 1 MiB are read only at both ends, and their length is counted in bytes.
+- A mentioned folder is attached as a listing of its first 100 entries (sorted, folders ending
+  in '/'), with the total count.
+- A path outside the workspace (symlinks followed), a missing path, or a binary, special or
+  unreadable file is not attached, but it is not dropped either: the block tells the model the
+  user mentioned it and why it is missing, and `render_context` returns the problem for the
+  client.
+
+`render_context` reads the file system synchronously; call it from a worker thread in async
+code. `parse_cli_mentions` finds `@path` mentions in a prompt typed at the CLI.
+"""
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tether.daemon.truncate import cap_result, cut_marker
+
+SELECTION_CAP = 6000
+FILES_BUDGET = 40_000
+FOLDER_ENTRIES = 100
+READ_LIMIT = 1 << 20
+"""Files larger than this (bytes) are read only at their head and tail."""
+BINARY_SNIFF_BYTES = 8192
+HEAD_SHARE = 0.4
+
+
+class _FileText:
+    """A mentioned file's text: whole (`tail` empty), or for a large file its head and tail
+    with `length` standing for the whole (in bytes, close to characters for source code)."""
+
+    __slots__ = ("display", "head", "length", "tail")
+
+    def __init__(self, display: str, head: str, tail: str, length: int) -> None:
+        self.display = display
+        self.head = head
+        self.tail = tail
+        self.length = length
+
+    def within(self, limit: int) -> str:
+        """The text in at most `limit` characters, middle-truncated when longer."""
+        if not self.tail:
+            return cap_result(self.head, limit)
+        room = limit - len(cut_marker(self.length))
+        if room <= 0:
+            return self.head[:limit]
+        keep_head = round(room * HEAD_SHARE)
+        keep_tail = room - keep_head
+        cut = self.length - keep_head - keep_tail
+        tail = self.tail[len(self.tail) - keep_tail :] if keep_tail else ""
+        return self.head[:keep_head] + cut_marker(cut) + tail
+
+
+class _Problem(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _resolve(root: Path, path: str) -> Path:
+    """`path` (relative to the workspace, absolute, or starting with `~`) resolved with
+    symlinks followed; raises _Problem when it is outside the workspace or does not exist."""
+    target = _target(root, path)
+    if target is None:
+        raise _Problem("not a usable path")
+    if target != root and root not in target.parents:
+        raise _Problem("outside the workspace")
+    if not target.exists():
+        raise _Problem("not found")
+    if not target.is_dir() and not target.is_file():
+        raise _Problem("not a regular file")
+    return target
+
+
+def _target(root: Path, path: str) -> Path | None:
+    """`path` made absolute and resolved, or None when that fails (a NUL byte, a loop)."""
+    try:
+        return (root / os.path.expanduser(path)).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
+def _attr(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;")
+
+
+def _display(root: Path, path: Path) -> str:
+    rel = path.relative_to(root).as_posix()
+    if path.is_dir():
+        return "./" if rel == "." else rel + "/"
+    return rel
+
+
+def _read_file(path: Path, display: str) -> _FileText:
+    try:
+        with path.open("rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            if size <= READ_LIMIT:
+                data = file.read()
+                if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+                    raise _Problem("a binary file")
+                text = data.decode("utf-8", errors="replace")
+                return _FileText(display, text, "", len(text))
+            head = file.read(READ_LIMIT // 2)
+            if b"\x00" in head[:BINARY_SNIFF_BYTES]:
+                raise _Problem("a binary file")
+            file.seek(size - READ_LIMIT // 2)
+            tail = file.read()
+    except OSError as exc:
+        raise _Problem(f"unreadable ({exc.strerror or exc})") from exc
+    return _FileText(
+        display,
+        head.decode("utf-8", errors="replace"),
+        tail.decode("utf-8", errors="replace"),
+        size,
+    )
+
+
+def _folder_listing(path: Path, display: str) -> str:
+    try:
+        with os.scandir(path) as entries:
+            names: list[str] = []
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                names.append(entry.name + "/" if is_dir else entry.name)
+    except OSError as exc:
+        raise _Problem(f"unreadable ({exc.strerror or exc})") from exc
+    names.sort()
+    shown = names[:FOLDER_ENTRIES]
+    if len(names) > FOLDER_ENTRIES:
+        count = f'entries="{len(names)}" shown="{len(shown)}"'
+    else:
+        count = f'entries="{len(names)}"'
+    listing = "\n".join(shown) if shown else "(empty)"
+    if len(names) > FOLDER_ENTRIES:
+        listing += f"\n… and {len(names) - FOLDER_ENTRIES} more entries (not shown)"
+    return f'<folder path="{_attr(display)}" {count}>\n{listing}\n</folder>'
+
+
+def file_shares(lengths: Sequence[int], budget: int) -> list[int]:
+    """Split `budget` characters fairly among files of these lengths: each file gets what it
+    needs, or an even share of what the smaller files left, whichever is less."""
+    shares = [0] * len(lengths)
+    remaining = budget
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    for position, index in enumerate(order):
+        share = remaining // (len(order) - position)
+        shares[index] = min(lengths[index], share)
+        remaining -= shares[index]
+    return shares
+
+
+def render_context(
+    workspace: Path,
+    *,
+    open_file: str | None = None,
+    cursor: tuple[int, int] | None = None,
+    selection: str | None = None,
+    mentions: Sequence[str] = (),
+) -> tuple[str, list[str]]:
+    """The block of context to put before the user's message ("" when there is none) and the
+    problems to report to the client (one line per path that could not be attached)."""
+    root = workspace.resolve()
+    parts: list[str] = []
+    problems: list[str] = []
+    missing: list[str] = []
+
+    def report(path: str, reason: str) -> None:
+        problems.append(f"{path}: {reason}; not attached")
+        missing.append(f"{path} ({reason})")
+
+    if open_file:
+        where = f", cursor at line {cursor[0]}, column {cursor[1]}" if cursor is not None else ""
+        target = _target(root, open_file)
+        if target is not None and (target == root or root in target.parents):
+            shown = target.relative_to(root).as_posix()
+            parts.append(f"The user's editor has {shown} open{where}.")
+        else:
+            shown = open_file
+            problems.append(f"{open_file}: the open file is outside the workspace")
+            parts.append(f"The user's editor has {shown} open{where} (outside the workspace).")
+        if selection and selection.strip():
+            parts.append(
+                f'<selection file="{_attr(shown)}">\n{cap_result(selection, SELECTION_CAP)}\n'
+                "</selection>"
+            )
+    elif selection and selection.strip():
+        parts.append(f"<selection>\n{cap_result(selection, SELECTION_CAP)}\n</selection>")
+
+    files: list[_FileText] = []
+    folders: list[str] = []
+    seen: set[Path] = set()
+    for mention in dict.fromkeys(mentions):
+        try:
+            target = _resolve(root, mention)
+            if target in seen:
+                continue
+            seen.add(target)
+            display = _display(root, target)
+            if target.is_dir():
+                folders.append(_folder_listing(target, display))
+            else:
+                files.append(_read_file(target, display))
+        except _Problem as problem:
+            report(mention, problem.reason)
+
+    shares = file_shares([f.length for f in files], FILES_BUDGET)
+    for file, share in zip(files, shares, strict=True):
+        attrs = f'path="{_attr(file.display)}" characters="{file.length}"'
+        if share < file.length:
+            attrs += ' truncated="true"'
+        parts.append(f"<file {attrs}>\n{file.within(share)}\n</file>")
+    parts.extend(folders)
+    if missing:
+        parts.append("Mentioned by the user but not attached: " + "; ".join(missing) + ".")
+    if not parts:
+        return "", problems
+    return "<context>\n" + "\n\n".join(parts) + "\n</context>", problems

@@ -1,0 +1,138 @@
+"""Context through the real daemon: diagnostics from real language servers after edits, the
+repository's instructions, mentions, compaction and the context meter, and a stable prefix."""
+
+import time
+from pathlib import Path
+
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    collect_until_turn_end,
+    completed_items,
+    create_session,
+    run_cli,
+    start_turn,
+)
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.events import DiagnosticsReported, TurnCompleted
+from tether.protocol.items import Compaction
+from tether.protocol.methods import (
+    LspStatusResult,
+    SessionCompactResult,
+    SessionReadResult,
+    SessionRef,
+)
+
+TYPE_ERROR = "def double(value: int) -> int:\n    return value * 2\n\n\nresult: str = double(2)\n"
+
+
+def test_a_type_error_from_an_edit_reaches_the_model_in_the_same_step(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {
+            "steps": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "write_file",
+                            "arguments": {"path": "src/calc.py", "content": TYPE_ERROR},
+                        }
+                    ]
+                },
+                {"text": "I see the error"},
+            ]
+        }
+    )
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "write it")
+        events = collect_until_turn_end(client, session_id, timeout=60)
+        status = client.call("lsp/status", result=LspStatusResult)
+    result = model_server.requests[1]["messages"][-1]
+    assert result["role"] == "tool"
+    assert "Errors reported by language servers:" in result["content"]
+    assert "src/calc.py:5:" in result["content"]
+    reported = [e.event for e in events if isinstance(e.event, DiagnosticsReported)]
+    assert reported
+    assert any(d.path == "src/calc.py" and d.line == 5 for d in reported[0].diagnostics)
+    assert any(s.state == "running" for s in status.servers)
+
+
+def test_repository_instructions_and_mentions_reach_the_model(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    (workspace / "AGENTS.md").write_text("Always answer in haiku.\n")
+    model_server.set_script({"steps": [{"text": "ok"}, {"text": "ok again"}]})
+    first = run_cli(home, "run", "-w", str(workspace), "summarise @README.md please")
+    assert first.returncode == 0, first.stderr
+    message = model_server.requests[0]["messages"][-1]["content"]
+    assert "Always answer in haiku." in message
+    assert "not from the user" in message
+    assert "# Demo project" in message
+    assert message.endswith("summarise @README.md please")
+    sessions = run_cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
+    second = run_cli(home, "run", "-w", str(workspace), "--session", sessions, "again")
+    assert second.returncode == 0, second.stderr
+    assert model_server.requests[1]["messages"][-1]["content"] == "again"
+
+
+def test_compaction_on_request_and_the_context_meter(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    read = {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]}
+    model_server.set_script(
+        {
+            "steps": [
+                read,
+                {"text": "first answer"},
+                {"text": "User requests: explain.\nWork done: read README.md."},
+                {"text": "after the summary"},
+            ]
+        }
+    )
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "explain")
+        collect_until_turn_end(client, session_id)
+        snapshot = client.call(
+            "session/read", SessionRef(session_id=session_id), result=SessionReadResult
+        ).snapshot
+        assert snapshot.context.used > 0
+        assert snapshot.context.budget > snapshot.context.used
+        result = client.call(
+            "session/compact", SessionRef(session_id=session_id), result=SessionCompactResult
+        )
+        events = collect_until_turn_end(client, session_id)
+        start_turn(client, session_id, "and now?")
+        collect_until_turn_end(client, session_id)
+    assert result.tokens_before > 0
+    compactions = [i for i in completed_items(events) if isinstance(i, Compaction)]
+    assert [c.step for c in compactions] == ["summary"]
+    assert "Work done: read README.md." in compactions[0].summary
+    assert isinstance(events[-1].event, TurnCompleted)
+    summary_request = model_server.requests[2]
+    assert "tools" not in summary_request
+    after = model_server.requests[3]["messages"]
+    assert after[0] == model_server.requests[0]["messages"][0]
+    assert "Work done: read README.md." in after[1]["content"]
+
+
+def test_the_prompt_prefix_is_identical_at_every_step(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    step = {"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}
+    model_server.set_script({"steps": [step, step, step, {"text": "done"}]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "look")
+        collect_until_turn_end(client, session_id)
+    requests = model_server.requests
+    assert len(requests) == 4
+    assert all(r["messages"][0] == requests[0]["messages"][0] for r in requests)
+    assert all(r["tools"] == requests[0]["tools"] for r in requests)
+    time.sleep(0)  # nothing else to wait for: the session is idle
