@@ -131,7 +131,9 @@ class SessionGate:
         workspace: Path,
         turn_id: str,
         context: Callable[[ToolCall], ToolContext],
+        prewarm: Callable[[Path], None] | None = None,
     ) -> None:
+        self.prewarm = prewarm
         self.session = session
         self.broker = broker
         self.policy = policy
@@ -161,6 +163,10 @@ class SessionGate:
 
     async def check(self, item: ToolCall, params: ToolParams) -> str | None:
         facts = self.facts(item, params)
+        if self.prewarm is not None and facts.path and facts.kind in ("read", "edit"):
+            # A file the agent looks at is likely to be edited next: start its language
+            # servers now, so that the diagnostics after the edit find them warm.
+            self.prewarm(self.workspace / facts.path)
         verdict = self.policy.decide(facts)
         if verdict.action == "allow":
             return None

@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from tether.daemon import paths
+from tether.daemon.lsp.servers import LspServerConfig
 from tether.protocol.events import PermissionMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -54,6 +55,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     permissions: PermissionsConfig = msgspec.field(default_factory=PermissionsConfig)
     max_steps: int = 60
     """Model calls a turn may make before it pauses."""
+    lsp: list[LspServerConfig] = []
+    """Language servers to add to (or change among) the built-in ones: `[[lsp]]` tables with
+    name, command, extensions, root_markers."""
     idle_timeout: float = 900.0
     """Seconds with no client and no running turn before the daemon exits; 0 = never."""
 

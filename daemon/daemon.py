@@ -83,7 +83,9 @@ class Daemon:
         )
         self.connections: set[Connection] = set()
         self.sessions.on_turn_end = self._touch
-        self.lsp = LspPool(workspace, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp")
+        self.lsp = LspPool(
+            workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
+        )
         self.sessions.lsp = self.lsp
         self.processes = ProcessTable()
         self.sessions.services[PROCESSES_SERVICE] = self.processes

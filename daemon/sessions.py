@@ -443,6 +443,7 @@ class Sessions:
             workspace=self.workspace,
             turn_id=turn_id,
             context=context,
+            prewarm=(lambda path: lsp.prewarm([path])) if (lsp := self.lsp) is not None else None,
         )
         loop = TurnLoop(
             model=self.model,

@@ -242,6 +242,9 @@ class Document(msgspec.Struct, kw_only=True):
     language_id: str
     version: int
     text: str
+    synced_serial: int
+    """The report serial when this version was sent: a later report describes it, even a
+    push that carries no version."""
 
 
 class _Pending:
@@ -677,12 +680,15 @@ class LspClient:
                     }
                 },
             )
-            self.documents[uri] = Document(language_id=language_id, version=1, text=text)
+            self.documents[uri] = Document(
+                language_id=language_id, version=1, text=text, synced_serial=self.serial
+            )
             return True
         if document.text == text:
             return False
         document.version += 1
         document.text = text
+        document.synced_serial = self.serial
         self.notify(
             "textDocument/didChange",
             {

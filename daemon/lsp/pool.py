@@ -416,15 +416,19 @@ class LspPool:
                 changed = client.sync(target.uri, target.entry.spec.language_for(target.path), text)
                 if changed:
                     client.save(target.uri)
-                target.version = client.documents[target.uri].version
+                document = client.documents[target.uri]
+                target.version = document.version
                 report = client.reports.get(target.uri)
                 if (
                     not changed
                     and not client.pulls_diagnostics
                     and report is not None
-                    and report.version == target.version
+                    and (
+                        report.version == document.version
+                        or (report.version is None and report.serial > document.synced_serial)
+                    )
                 ):
-                    # Nothing changed and the server has spoken about this version.
+                    # The text is what the server already has, and it has spoken about it.
                     target.baseline = report.serial - 1
                     target.fresh = target.done = True
                 self._touch_document(target, {t.uri for t in targets if t.entry is target.entry})

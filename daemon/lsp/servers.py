@@ -9,7 +9,10 @@ Built in, used when installed:
 
     basedpyright   basedpyright-langserver --stdio, else pyright-langserver --stdio (types)
     ruff           ruff server (lint; one per workspace, it finds nested configs itself)
-    typescript     typescript-language-server --stdio, else tsc --lsp --stdio
+    typescript     typescript-language-server --stdio (it needs TypeScript 5.x, found in the
+                   project's node_modules or globally), else the native TypeScript 7 server:
+                   tsgo --lsp --stdio (the preview's name), then tsc --lsp --stdio (a
+                   TypeScript 5 `tsc` has no --lsp: it exits, and that is reported as a crash)
     clangd         clangd
     gopls          gopls
 
@@ -144,7 +147,11 @@ BUILTIN_SERVERS: tuple[ServerSpec, ...] = (
     ),
     ServerSpec(
         name="typescript",
-        commands=(("typescript-language-server", "--stdio"), ("tsc", "--lsp", "--stdio")),
+        commands=(
+            ("typescript-language-server", "--stdio"),
+            ("tsgo", "--lsp", "--stdio"),
+            ("tsc", "--lsp", "--stdio"),
+        ),
         extensions=frozenset({".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx"}),
         root_markers=("tsconfig.json", "jsconfig.json", "package.json"),
     ),

@@ -219,6 +219,10 @@ async def test_syntax_error_appears_and_goes(
             assert broken, "a syntax error is an error for every server"
             assert all(d.severity == "error" and d.path == str(app) for d in broken)
             assert broken[0].line == 1
+            # Checked again unchanged: the answer the server gave for this text, at once.
+            started = trio.current_time()
+            assert await pool.diagnostics_after_edit([app], wait=5) == broken
+            assert trio.current_time() - started < 1
             app.write_text(FIXED)
             assert await pool.diagnostics_after_edit([app], wait=5) == []
 

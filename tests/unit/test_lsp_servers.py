@@ -33,6 +33,7 @@ def test_builtins_cover_the_languages() -> None:
     }
     assert spec("typescript").commands == (
         ("typescript-language-server", "--stdio"),
+        ("tsgo", "--lsp", "--stdio"),
         ("tsc", "--lsp", "--stdio"),
     )
 
