@@ -43,11 +43,13 @@ from tether.protocol.events import (
 )
 from tether.protocol.methods import (
     ApprovalRespondParams,
+    DaemonEventParams,
     DaemonStatusResult,
     ProcessKillParams,
     ProcessListResult,
     SessionAttachParams,
     SessionAttachResult,
+    SessionCompactResult,
     SessionCreateParams,
     SessionCreateResult,
     SessionEventParams,
@@ -224,6 +226,9 @@ class Follower:
                 continue
             if method == "session/resync":
                 self.attach(self.cursor)
+                continue
+            if isinstance(params, DaemonEventParams):
+                print(f"tether: {params.message}", file=sys.stderr)
                 continue
             if not isinstance(params, SessionEventParams) or params.session_id != self.session_id:
                 continue
@@ -412,6 +417,16 @@ def cmd_undo(args: argparse.Namespace) -> int:
         print(f"removed  {path}")
     if result.note:
         print(result.note, file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    with _connect(args, autostart=False) as client:
+        session = _resolve_session(client, args.session)
+        result = client.call(
+            "session/compact", SessionRef(session_id=session.id), result=SessionCompactResult
+        )
+    print(f"compacted {session.id}: {result.tokens_before:,} -> {result.tokens_after:,} tokens")
     return EXIT_OK
 
 
@@ -616,6 +631,12 @@ def build_parser() -> argparse.ArgumentParser:
     undo.add_argument("--force", action="store_true", help="also overwrite files changed since")
     undo.add_argument("--json", action="store_true")
     undo.set_defaults(func=cmd_undo)
+
+    compact = sub.add_parser(
+        "compact", parents=[common], help="summarise a session's older history now"
+    )
+    compact.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    compact.set_defaults(func=cmd_compact)
 
     processes = sub.add_parser(
         "processes", parents=[common], help="background processes the daemon owns"

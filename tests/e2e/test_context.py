@@ -136,3 +136,17 @@ def test_the_prompt_prefix_is_identical_at_every_step(
     assert all(r["messages"][0] == requests[0]["messages"][0] for r in requests)
     assert all(r["tools"] == requests[0]["tools"] for r in requests)
     time.sleep(0)  # nothing else to wait for: the session is idle
+
+
+def test_cli_compact(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [{"text": "an answer"}, {"text": "User requests: a question."}]}
+    )
+    ran = run_cli(home, "run", "-w", str(workspace), "a question")
+    assert ran.returncode == 0, ran.stderr
+    compacted = run_cli(home, "compact", "-w", str(workspace))
+    assert compacted.returncode == 0, compacted.stderr
+    assert compacted.stdout.startswith("compacted s_")
+    assert "tools" not in model_server.requests[1]
