@@ -34,3 +34,19 @@ def test_cli_import_stays_thin() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_readme_config_example_is_valid() -> None:
+    import re
+
+    from tether.daemon.config import load_config
+
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"```toml\n(.*?)```", readme, re.S)
+    assert match is not None
+    path = ROOT / "build" / "readme-config.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(match.group(1))
+    config = load_config(env={}, path=path)
+    assert config.permissions.deny == ["run_command(git push *)"]
+    assert [server.name for server in config.lsp] == ["zls"]
