@@ -257,6 +257,11 @@ def main() -> int:
     load = load_line()
 
     with model_server(SCRIPT) as server, bench_home(server.base_url) as home:
+        # This measures catching up, not compaction: a window large enough that the 5,000
+        # tool results of the build turn are never summarised (which would use up script steps).
+        config = home.root / "config" / "tether" / "config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text("[provider]\ncontext_window = 100000000\n")
         with running_daemon(home) as daemon:
             session_id, build_s = build_session(daemon)
             last_seq = session_seq(daemon, session_id)

@@ -5,12 +5,12 @@ import msgspec
 
 from tether.daemon.budget import TokenMeter, context_budget
 from tether.daemon.compact import Compaction as CompactionRecord
-from tether.daemon.compact import compact_history
+from tether.daemon.compact import CompactionError, compact_history
 from tether.daemon.history import History
-from tether.daemon.providers.base import ModelClient, ModelResponse, ToolSet
+from tether.daemon.providers.base import ModelClient, ModelError, ModelResponse, ToolSet
 from tether.daemon.session import Session, new_id
 from tether.protocol.events import ContextMeter, ContextUpdated
-from tether.protocol.items import AnyItem, Compaction
+from tether.protocol.items import AnyItem, Compaction, Notice
 
 
 def compaction_item(record: CompactionRecord) -> Compaction:
@@ -49,7 +49,21 @@ class SessionContext:
             self.session.emit(ContextUpdated(context=reading))
 
     async def before_call(self, history: History, *, new_turn: bool) -> list[AnyItem]:
-        records = await compact_history(history, self.meter, self.model, new_turn=new_turn)
+        """Never fails the turn: a summary the model could not give is a warning, and the
+        call goes ahead with the history as it is."""
+        try:
+            records = await compact_history(history, self.meter, self.model, new_turn=new_turn)
+        except (ModelError, CompactionError) as exc:
+            self.publish()
+            message = exc.message if isinstance(exc, ModelError) else str(exc)
+            return [
+                Notice(
+                    id=new_id("i"),
+                    level="warning",
+                    code="compaction_failed",
+                    message=f"Could not summarise the earlier conversation: {message}",
+                )
+            ]
         self.publish()
         return [compaction_item(r) for r in records]
 

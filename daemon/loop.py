@@ -221,13 +221,7 @@ class TurnLoop:
 
     async def _call_model(self) -> ModelResponse | TurnOutcome:
         if self.compactor is not None:
-            try:
-                items = await self.compactor.before_call(
-                    self.history, new_turn=self.model_calls == 1
-                )
-            except ModelError as exc:
-                items = []
-                self._notice("warning", f"Could not summarise the history: {exc.message}", "")
+            items = await self.compactor.before_call(self.history, new_turn=self.model_calls == 1)
             for item in items:
                 self.sink.item_started(item)
                 self.sink.item_completed(item)
