@@ -31,10 +31,14 @@ MAX_OUTPUT_SHARE = 0.25
 
 
 def message_chars(message: Message) -> int:
-    """The characters of a message that the model reads: its content and its tool calls."""
+    """The characters of a message that the model reads: its content and its tool calls.
+    Counted once per message (the meter asks for the whole history before every call)."""
+    if message.chars >= 0:
+        return message.chars
     chars = len(message.content)
     for call in message.tool_calls:
         chars += len(call.name) + len(call.arguments)
+    message.chars = chars
     return chars
 
 

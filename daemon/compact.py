@@ -233,6 +233,7 @@ def _stub(messages: Sequence[Message], indexes: Sequence[int]) -> Elision:
         removed += len(message.content) - len(stub)
         message.content = stub
         message.cache.clear()
+        message.chars = -1
     return Elision(messages=len(indexes), chars_removed=removed)
 
 

@@ -55,6 +55,9 @@ class Message(msgspec.Struct, kw_only=True):
     tool_name: str = ""
     """For tool results: the tool that produced it (some dialects want it)."""
     cache: dict[str, msgspec.Raw] = {}
+    chars: int = -1
+    """What `budget.message_chars` counted (-1: not yet). Whoever changes the content resets
+    it, together with `cache`."""
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +73,9 @@ class ToolSet(msgspec.Struct, kw_only=True):
 
     specs: list[ToolSpec]
     cache: dict[str, msgspec.Raw] = {}
+    chars: int = -1
+    """What `budget.message_chars` counted (-1: not yet). Whoever changes the content resets
+    it, together with `cache`."""
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
