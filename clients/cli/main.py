@@ -562,6 +562,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ).turn_id
             status = follower.follow(turn_id)
             client.call("daemon/shutdown")
+        # The demo's daemon is this process's child: wait for it to finish stopping (it
+        # removes its discovery file last), so nothing of the demo outlives the command.
+        deadline = time.monotonic() + 15
+        while read_discovery(project) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         model.terminate()
         model.wait(timeout=10)
