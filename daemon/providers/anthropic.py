@@ -50,12 +50,16 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.texttools import TextToolCalls, ToolMode
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
+    Rejected,
     error_detail,
     estimate_tokens,
+    fetch_model_ids,
+    http_client,
+    http_error,
     join_json_arrays,
     join_json_strings,
-    parse_retry_after,
     sse_data,
+    tools_refused_message,
     transport_errors,
 )
 
@@ -324,16 +328,7 @@ class _Event(msgspec.Struct):
     error: _ErrorBody | None = None
 
 
-class _ModelEntry(msgspec.Struct):
-    id: str
-
-
-class _ModelList(msgspec.Struct):
-    data: list[_ModelEntry] = []
-
-
 _event_decoder = msgspec.json.Decoder(_Event)
-_models_decoder = msgspec.json.Decoder(_ModelList)
 
 
 class _Block:
@@ -345,12 +340,6 @@ class _Block:
         self.name = name
         self.parts: list[str] = []
         self.start_input = b""
-
-
-class _Rejected(Exception):
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(response.status_code)
-        self.response = response
 
 
 def api_root(base_url: str) -> str:
@@ -381,12 +370,7 @@ class AnthropicMessagesClient:
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._http = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
-            transport=transport,
-            trust_env=False,
-        )
+        self._http = http_client(headers, silence_timeout=silence_timeout, transport=transport)
 
     provider = "anthropic"
 
@@ -394,16 +378,14 @@ class AnthropicMessagesClient:
         await self._http.aclose()
 
     async def list_models(self) -> list[str]:
-        url = f"{self.base_url}/v1/models"
-        with transport_errors(self.base_url, self._unreachable_hint()):
-            response = await self._http.get(url, params={"limit": 1000}, timeout=5.0)
-        if response.status_code >= 400:
-            raise self._http_error(response, what="model list (/v1/models)")
-        try:
-            listing = _models_decoder.decode(response.content)
-        except msgspec.DecodeError as exc:
-            raise ModelProtocolError(f"{url} answered with no model list: {exc}") from exc
-        return sorted(entry.id for entry in listing.data)
+        return await fetch_model_ids(
+            self._http,
+            f"{self.base_url}/v1/models",
+            params={"limit": 1000},
+            base_url=self.base_url,
+            unreachable_hint=self._unreachable_hint(),
+            http_error=lambda response: self._http_error(response, what="model list (/v1/models)"),
+        )
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         """Stream one reply. Cancelling it closes the HTTP stream at once.
@@ -416,7 +398,7 @@ class AnthropicMessagesClient:
             body = self._body(request, text_mode=text_mode)
             try:
                 return await self._post(body, callbacks, text_mode=text_mode)
-            except _Rejected as rejected:
+            except Rejected as rejected:
                 if (
                     has_tools
                     and not text_mode
@@ -456,7 +438,7 @@ class AnthropicMessagesClient:
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _Rejected(response)
+                    raise Rejected(response)
                 return await self._read_stream(response, callbacks, len(body), text_mode)
 
     def _unreachable_hint(self) -> str:
@@ -482,21 +464,14 @@ class AnthropicMessagesClient:
                 " TETHER_BASE_URL to the API root (https://api.anthropic.com)."
             )
         elif refuses_tools:
-            message = (
-                f"The model {self.model!r} at {self.base_url} does not take tool definitions"
-                f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
-                f" [provider] in {self._config_hint}, or use a model with tool support."
+            message = tools_refused_message(
+                self.model, self.base_url, status, detail, self._config_hint
             )
         elif status in RETRYABLE_STATUS:
             message = f"The Anthropic API at {self.base_url} is busy (HTTP {status}: {detail})."
         else:
             message = f"The Anthropic API at {self.base_url} answered HTTP {status}: {detail}"
-        return ModelHTTPError(
-            message,
-            status=status,
-            retryable=status in RETRYABLE_STATUS and not refuses_tools,
-            retry_after=parse_retry_after(response.headers),
-        )
+        return http_error(message, response, refuses_tools=refuses_tools)
 
     async def _read_stream(
         self,

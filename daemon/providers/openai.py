@@ -39,11 +39,15 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.texttools import TextToolCalls, ToolMode
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
+    Rejected,
     error_detail,
     estimate_tokens,
+    fetch_model_ids,
+    http_client,
+    http_error,
     join_json_strings,
-    parse_retry_after,
     sse_data,
+    tools_refused_message,
     transport_errors,
 )
 
@@ -212,16 +216,7 @@ class _Body(msgspec.Struct, omit_defaults=True):
     tools: msgspec.Raw | None = None
 
 
-class _ModelEntry(msgspec.Struct):
-    id: str
-
-
-class _ModelList(msgspec.Struct):
-    data: list[_ModelEntry] = []
-
-
 _chunk_decoder = msgspec.json.Decoder(_Chunk)
-_models_decoder = msgspec.json.Decoder(_ModelList)
 _encoder = msgspec.json.Encoder()
 
 
@@ -232,14 +227,6 @@ class _ToolCallBuilder:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
-
-
-class _Rejected(Exception):
-    """The server answered the request with an HTTP error (the body is read)."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(response.status_code)
-        self.response = response
 
 
 class OpenAIChatClient:
@@ -263,12 +250,7 @@ class OpenAIChatClient:
         """Whether the server takes `stream_options.include_usage`: None until it is known."""
         self._config_hint = config_hint
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
-            transport=transport,
-            trust_env=False,
-        )
+        self._http = http_client(headers, silence_timeout=silence_timeout, transport=transport)
 
     provider = "openai"
 
@@ -276,16 +258,13 @@ class OpenAIChatClient:
         await self._http.aclose()
 
     async def list_models(self) -> list[str]:
-        url = f"{self.base_url}/models"
-        with transport_errors(self.base_url, self._unreachable_hint()):
-            response = await self._http.get(url, timeout=5.0)
-        if response.status_code >= 400:
-            raise self._http_error(response, what="model list (/models)")
-        try:
-            listing = _models_decoder.decode(response.content)
-        except msgspec.DecodeError as exc:
-            raise ModelProtocolError(f"{url} answered with no model list: {exc}") from exc
-        return sorted(entry.id for entry in listing.data)
+        return await fetch_model_ids(
+            self._http,
+            f"{self.base_url}/models",
+            base_url=self.base_url,
+            unreachable_hint=self._unreachable_hint(),
+            http_error=lambda response: self._http_error(response, what="model list (/models)"),
+        )
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         """Stream one completion. Cancelling it closes the HTTP stream at once.
@@ -300,7 +279,7 @@ class OpenAIChatClient:
             body = self._body(request, text_mode=text_mode, with_usage=with_usage)
             try:
                 response = await self._post(body, callbacks, text_mode=text_mode)
-            except _Rejected as rejected:
+            except Rejected as rejected:
                 status = rejected.response.status_code
                 detail = error_detail(rejected.response)
                 refuses_tools = texttools.says_tools_unsupported(detail)
@@ -345,7 +324,7 @@ class OpenAIChatClient:
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise _Rejected(response)
+                    raise Rejected(response)
                 return await self._read_stream(response, callbacks, len(body), text_mode)
 
     def _unreachable_hint(self) -> str:
@@ -376,21 +355,14 @@ class OpenAIChatClient:
                 " check that TETHER_BASE_URL ends in /v1."
             )
         elif refuses_tools:
-            message = (
-                f"The model {self.model!r} at {self.base_url} does not take tool definitions"
-                f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
-                f" [provider] in {self._config_hint}, or use a model with tool support."
+            message = tools_refused_message(
+                self.model, self.base_url, status, detail, self._config_hint
             )
         elif status in RETRYABLE_STATUS:
             message = f"The model server at {self.base_url} is busy (HTTP {status}: {detail})."
         else:
             message = f"The model server at {self.base_url} answered HTTP {status}: {detail}"
-        return ModelHTTPError(
-            message,
-            status=status,
-            retryable=status in RETRYABLE_STATUS and not refuses_tools,
-            retry_after=parse_retry_after(response.headers),
-        )
+        return http_error(message, response, refuses_tools=refuses_tools)
 
     async def _read_stream(
         self,

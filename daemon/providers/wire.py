@@ -12,7 +12,7 @@ Which failures are retryable (the loop retries those; see `ModelError.retryable`
 
 import re
 import time
-from collections.abc import AsyncGenerator, Generator, Iterable
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
 from email.utils import parsedate_to_datetime
 from typing import cast
@@ -23,6 +23,7 @@ import trio
 
 from tether.daemon.providers.base import (
     ModelError,
+    ModelHTTPError,
     ModelProtocolError,
     ModelUnreachable,
 )
@@ -152,3 +153,81 @@ def join_json_arrays(parts: Iterable[msgspec.Raw]) -> msgspec.Raw:
     """One JSON array from several encoded JSON arrays (empty ones drop out)."""
     inner = [memoryview(part)[1:-1] for part in parts if len(memoryview(part)) > 2]
     return msgspec.Raw(b"[" + b",".join(inner) + b"]")
+
+
+class Rejected(Exception):
+    """The server answered a request with an HTTP error (the body is read)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def http_client(
+    headers: Mapping[str, str],
+    *,
+    silence_timeout: float,
+    transport: httpx.AsyncBaseTransport | None,
+) -> httpx.AsyncClient:
+    """The client a dialect talks through: `silence_timeout` bounds the wait for each read of a
+    stream; proxies from the environment are not used (the servers are configured directly)."""
+    return httpx.AsyncClient(
+        headers=dict(headers),
+        timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
+        transport=transport,
+        trust_env=False,
+    )
+
+
+class _ModelEntry(msgspec.Struct):
+    id: str
+
+
+class _ModelList(msgspec.Struct):
+    data: list[_ModelEntry] = []
+
+
+_models_decoder = msgspec.json.Decoder(_ModelList)
+
+
+async def fetch_model_ids(
+    http: httpx.AsyncClient,
+    url: str,
+    *,
+    base_url: str,
+    unreachable_hint: str,
+    http_error: Callable[[httpx.Response], ModelError],
+    params: Mapping[str, int] | None = None,
+) -> list[str]:
+    """GET a `{"data": [{"id": ...}]}` model list with a short timeout; sorted ids."""
+    with transport_errors(base_url, unreachable_hint):
+        response = await http.get(url, params=params, timeout=5.0)
+    if response.status_code >= 400:
+        raise http_error(response)
+    try:
+        listing = _models_decoder.decode(response.content)
+    except msgspec.DecodeError as exc:
+        raise ModelProtocolError(f"{url} answered with no model list: {exc}") from exc
+    return sorted(entry.id for entry in listing.data)
+
+
+def tools_refused_message(
+    model: str, base_url: str, status: int, detail: str, config_hint: str
+) -> str:
+    return (
+        f"The model {model!r} at {base_url} does not take tool definitions"
+        f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
+        f" [provider] in {config_hint}, or use a model with tool support."
+    )
+
+
+def http_error(message: str, response: httpx.Response, *, refuses_tools: bool) -> ModelHTTPError:
+    """The error for an HTTP error status: retryable when the server is busy (never when it
+    refuses tools, which a retry cannot change), with the server's Retry-After."""
+    status = response.status_code
+    return ModelHTTPError(
+        message,
+        status=status,
+        retryable=status in RETRYABLE_STATUS and not refuses_tools,
+        retry_after=parse_retry_after(response.headers),
+    )
