@@ -250,3 +250,24 @@ def deltas_at_least(count: int) -> Callable[[list[SessionEventParams]], bool]:
 def completed_items(events: list[SessionEventParams]) -> list[AnyItem]:
     """The items of these events' `item_completed`s, in order."""
     return [e.event.item for e in events if isinstance(e.event, ItemCompleted)]
+
+
+def alive(pid: int) -> bool:
+    """Running (not a zombie), read straight from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def group_survivors(pgid: int) -> list[str]:
+    """Members of process group `pgid` that are not zombies, according to ps."""
+    out = subprocess.run(
+        ["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        line
+        for line in out.splitlines()
+        if int(line.split()[1]) == pgid and not line.split()[2].startswith("Z")
+    ]

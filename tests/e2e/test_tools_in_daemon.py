@@ -10,6 +10,7 @@ from pathlib import Path
 from tests.support import (
     DaemonProcess,
     Home,
+    alive,
     attach,
     collect_until_turn_end,
     completed_items,
@@ -103,14 +104,6 @@ def test_undo_leaves_files_changed_since_alone_unless_forced(
     assert not (workspace / "notes.txt").exists()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_cancel_kills_the_whole_command_tree(
     daemon: DaemonProcess, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -148,15 +141,15 @@ def test_cancel_kills_the_whole_command_tree(
         while not (workspace / "grandchild.pid").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         pids = [int((workspace / f"{n}.pid").read_text()) for n in ("child", "grandchild")]
-        assert all(_alive(pid) for pid in pids)
+        assert all(alive(pid) for pid in pids)
         client.call("turn/cancel", TurnCancelParams(session_id=session_id, turn_id=turn_id))
         events = collect_until_turn_end(client, session_id)
     assert isinstance(events[-1].event, TurnCompleted)
     assert events[-1].event.status == "cancelled"
     deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids), "a process of the cancelled tree survived"
+    assert not any(alive(pid) for pid in pids), "a process of the cancelled tree survived"
 
 
 def _approval_id(client: object, session_id: str) -> str:
@@ -198,14 +191,14 @@ def test_background_processes_are_owned_by_the_daemon(
             while not (workspace / "server.pid").exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             pid = int((workspace / "server.pid").read_text())
-            assert _alive(pid)
+            assert alive(pid)
             shown = run_cli(home, "processes", "-w", str(workspace))
             assert listed[0].id in shown.stdout
             client.call("process/kill", ProcessKillParams(process_id=listed[0].id))
             deadline = time.monotonic() + 5
-            while _alive(pid) and time.monotonic() < deadline:
+            while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert not _alive(pid)
+            assert not alive(pid)
         # A second one ends with the daemon.
         model_server.set_script(
             steps(
@@ -224,13 +217,13 @@ def test_background_processes_are_owned_by_the_daemon(
         while not (workspace / "second.pid").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         second = int((workspace / "second.pid").read_text())
-        assert _alive(second)
+        assert alive(second)
     finally:
         daemon.stop(signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while _alive(second) and time.monotonic() < deadline:
+    while alive(second) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(second), "a background process outlived the daemon"
+    assert not alive(second), "a background process outlived the daemon"
 
 
 def test_todo_list_is_session_state(daemon: DaemonProcess, model_server: ModelServer) -> None:

@@ -1,12 +1,12 @@
 """The process table and the process-tree machinery, with real subprocesses."""
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import trio
 
+from tests.support import alive, group_survivors
 from tether.daemon.procs import (
     MAX_UNREAD,
     OutputBuffer,
@@ -23,25 +23,6 @@ from tether.daemon.truncate import cut_marker
 
 GRACE = 0.5
 IGNORES_TERM = "trap '' TERM; sleep 300 & sleep 300 & wait"
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def ps_group(pgid: int) -> list[str]:
-    out = subprocess.run(
-        ["ps", "-eo", "pgid=,stat="], capture_output=True, text=True, check=True
-    ).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if int(line.split()[0]) == pgid and not line.split()[1].startswith("Z")
-    ]
 
 
 def state(pid: int) -> str:
@@ -68,7 +49,7 @@ async def test_serve_cancellation_stops_every_tree(tmp_path: Path) -> None:
         assert managed.done.is_set()
         assert managed.status == "killed"
         assert live_members(managed.pid) == []
-        assert ps_group(managed.pid) == []
+        assert group_survivors(managed.pid) == []
     with pytest.raises(ProcessTableClosed):
         await table.start("true", tmp_path, command_env())
 
@@ -86,7 +67,7 @@ async def test_shutdown_stops_everything_and_kill_escalates(tmp_path: Path) -> N
             took = trio.current_time() - started
             assert GRACE <= took < GRACE + 3
             assert [info.status for info in table.list()] == ["killed", "killed"]
-            assert ps_group(stubborn.pid) == []
+            assert group_survivors(stubborn.pid) == []
             assert not alive(polite.pid)
             with pytest.raises(KeyError):
                 await table.kill("p42")

@@ -3,13 +3,13 @@ the environment, limits, streaming, and process trees that are stopped completel
 
 import json
 import re
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
 
+from tests.support import alive, group_survivors
 from tether.daemon.procs import ProcessTable
 from tether.daemon.tools import run_command
 from tether.daemon.tools.base import ToolContext
@@ -21,27 +21,6 @@ from tether.daemon.truncate import cut_marker
 
 GRACE = 0.5
 REGISTRY = ToolRegistry([RunCommand(grace=GRACE), CommandOutput(), CommandKill()])
-
-
-def alive(pid: int) -> bool:
-    """Running (not a zombie), read straight from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def group_survivors(pgid: int) -> list[str]:
-    """Members of process group `pgid` that are not zombies, according to ps."""
-    out = subprocess.run(
-        ["ps", "-eo", "pid=,pgid=,stat="], capture_output=True, text=True, check=True
-    ).stdout
-    return [
-        line
-        for line in out.splitlines()
-        if int(line.split()[1]) == pgid and not line.split()[2].startswith("Z")
-    ]
 
 
 async def call(ctx: ToolContext, tool: str, **args: object) -> ToolResult:
