@@ -30,7 +30,7 @@ from tether.daemon.tools.base import (
     display_path,
     resolve_in_workspace,
 )
-from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.registry import ToolRegistry, failure
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     ApprovalRequest,
@@ -179,8 +179,8 @@ class SessionGate:
         if isinstance(tool, EditTool):
             try:
                 preview = await tool.preview(params, self.context(item))
-            except ToolFailure as exc:
-                return str(exc)  # it would fail anyway: nothing to ask about
+            except Exception as exc:  # it would fail anyway: nothing to ask about
+                return failure(item.tool, exc)
         request = ApprovalRequest(
             id=new_id("a"),
             turn_id=self.turn_id,

@@ -3,7 +3,8 @@
 A tool is a params Struct (its field docs become the schema the model sees), a description
 stating its limits, a `kind` that the scheduler and the permission gate read, and an async
 `run`. A tool reports a problem the model can act on by raising `ToolFailure`; the message goes
-back to the model as the call's result. Any other exception is a bug and is reported as one.
+back to the model as the call's result. Any other exception is a bug, but it too becomes the
+call's failed result (the registry names the exception), never a failed turn.
 
 Kinds:
     read      looks, never changes anything (runs concurrently with neighbouring reads)
@@ -12,7 +13,9 @@ Kinds:
     other     session bookkeeping (todo_write) and anything else; runs alone, never asks
 """
 
+import errno
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Literal, Protocol, runtime_checkable
@@ -25,6 +28,10 @@ DEFAULT_RESULT_CAP = 20_000
 
 class ToolFailure(Exception):
     """A failed call, explained for the model."""
+
+
+class SymlinkLoop(ToolFailure):
+    """A path whose symlinks lead back to themselves (or go on past the system's limit)."""
 
 
 class ToolParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,16 +149,40 @@ class CommandTool(Protocol):
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
     """Resolve `path` (relative to the workspace, or absolute) with symlinks followed; refuse
-    anything that ends up outside the workspace."""
+    (ToolFailure) anything that ends up outside the workspace, and (SymlinkLoop) a path whose
+    links loop."""
     if "\x00" in path:
         raise ToolFailure("The path contains a NUL byte.")
     root = workspace.resolve()
-    target = (root / path).resolve()
+    target = Path(os.path.realpath(root / path))
     if target != root and root not in target.parents:
         raise ToolFailure(
             f"{path!r} is outside the workspace ({root}); only paths inside it can be used."
         )
+    loop = loop_point(target)
+    if loop is not None:
+        raise SymlinkLoop(
+            f"{path} cannot be used: symlink loop at {display_path(root, loop)} (links that "
+            "lead back to each other never reach a file or folder)."
+        )
     return target
+
+
+def loop_point(resolved: Path) -> Path | None:
+    """The link where `resolved` (an `os.path.realpath` result) loops, or None if it does not.
+
+    `os.path.realpath` leaves a looping link unresolved instead of raising, so the first
+    symlink left in its result is the loop. (`Path.resolve` raises RuntimeError there on
+    Python 3.11 and 3.12, which is why paths are resolved with realpath.)"""
+    try:
+        os.stat(resolved)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return None  # missing and the like: each tool says what that means for its call
+        return next(
+            (p for p in [*reversed(resolved.parents), resolved] if p.is_symlink()), resolved
+        )
+    return None
 
 
 def display_path(workspace: Path, path: Path) -> str:

@@ -5,10 +5,17 @@ Validation happens before anything runs; each problem becomes a result the model
 an unknown tool lists the tools that exist, arguments that are not JSON are echoed (the first
 300 characters), and missing or mistyped parameters are named.
 
+Running never raises for a tool's failure, whatever its type: `ToolFailure` is the tool's own
+explanation; any other exception (a bug, an unexpected OS error) becomes a failed result naming
+the exception, so the model can go on and the turn survives. Cancellation is not a failure:
+`trio.Cancelled` and anything else that is not an `Exception` (a `BaseExceptionGroup` holding
+a Cancelled among them) propagates.
+
 Every result, failures included, is capped at `ToolContext.result_cap` characters (20,000 by
 default), keeping its head (40%) and tail (60%) around a marker.
 """
 
+import logging
 from collections.abc import Iterable
 from typing import Literal, cast
 
@@ -30,6 +37,7 @@ from tether.daemon.truncate import cap_result
 from tether.protocol.methods import ToolInfo
 
 Outcome = Literal["completed", "failed"]
+log = logging.getLogger(__name__)
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,13 +102,40 @@ class ToolRegistry:
             )
 
     async def run(self, name: str, params: ToolParams, ctx: ToolContext) -> ToolResult:
+        """Run a validated call. Every failure is a `failed` result (see the module rules);
+        cancellation propagates."""
         try:
             output = await self._tools[name].run(params, ctx)
-        except ToolFailure as exc:
-            return ToolResult(status="failed", output=cap_result(str(exc), ctx.result_cap))
-        except OSError as exc:
-            return ToolResult(status="failed", output=f"{name} failed: {exc}")
+        except Exception as exc:
+            if not all(isinstance(leaf, ToolFailure | OSError) for leaf in _leaves(exc)):
+                log.exception("tool %s raised", name)
+            return ToolResult(
+                status="failed", output=cap_result(failure(name, exc), ctx.result_cap)
+            )
         return ToolResult(status="completed", output=cap_result(output, ctx.result_cap))
+
+
+def failure(name: str, exc: Exception) -> str:
+    """What the model is told when tool `name` raised `exc`: a ToolFailure's own message; for
+    an OS error, what failed; for anything else, that tether hit an unexpected error. A group
+    (from a tool's nursery) is told by its leaves."""
+    leaves = _leaves(exc)
+    if all(isinstance(leaf, ToolFailure) for leaf in leaves):
+        return "\n".join(str(leaf) for leaf in leaves)
+    if all(isinstance(leaf, OSError) for leaf in leaves):
+        return "\n".join(f"{name} failed: {leaf}" for leaf in leaves)
+    shown = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves)
+    return (
+        f"{name} failed with an unexpected error ({shown}). This is a problem in tether, not "
+        "in your call; try another way to reach the goal."
+    )
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        return [leaf for inner in group.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 def _inline_schema(params: type[ToolParams]) -> dict[str, object]:

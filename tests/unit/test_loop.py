@@ -144,6 +144,44 @@ async def test_bad_calls_become_results_and_the_turn_goes_on(
     assert [m["content"] for m in tool_messages] == [c.output for c in calls]
 
 
+class Crash:
+    """A tool with a bug: it raises something other than ToolFailure."""
+
+    name: ClassVar[str] = "crash"
+    description: ClassVar[str] = "test tool"
+    kind: ClassVar[ToolKind] = "edit"
+    params: ClassVar[type[ToolParams]] = SleepParams
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+        raise RuntimeError("the tool has a bug")
+
+
+async def test_a_tool_that_raises_is_a_result_and_the_turn_goes_on(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    calls = [
+        {"name": "read_file", "arguments": {"path": "a/x.py"}},
+        {"name": "write_file", "arguments": {"path": "a", "content": "x"}},
+        {"name": "crash", "arguments": {"name": "c"}},
+    ]
+    server.set_script({"steps": [{"tool_calls": calls}, {"text": "recovered"}]})
+    sink = RecordingSink()
+    registry = ToolRegistry([*default_tools(), Crash()])
+    with trio.fail_after(10):
+        outcome = await make_loop(client, tmp_path, sink, tools=registry).run()
+    assert outcome.status == "completed"
+    done = [i for i in sink.completed() if isinstance(i, ToolCall)]
+    assert [c.status for c in done] == ["failed", "failed", "failed"]
+    results = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert "symlink loop at a" in results[0]
+    assert "symlink loop at a" in results[1]
+    assert "crash failed with an unexpected error (RuntimeError: the tool has a bug)" in results[2]
+    assert [i.text for i in sink.completed() if isinstance(i, AgentMessage)] == ["recovered"]
+
+
 async def test_read_only_calls_overlap_and_others_run_alone_in_order(
     model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
 ) -> None:

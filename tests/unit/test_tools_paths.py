@@ -78,3 +78,51 @@ async def test_symlinks_inside_the_workspace_are_followed(tmp_path: Path) -> Non
     with trio.fail_after(10):
         result = await REGISTRY.run("read_file", params, ToolContext(ws))
     assert result.output == "1\tinside"
+
+
+@pytest.mark.parametrize(("tool", "arg", "extra"), PATH_TOOLS, ids=[t[0] for t in PATH_TOOLS])
+async def test_a_symlink_loop_is_a_failed_call_that_names_it(
+    tmp_path: Path, tool: str, arg: str, extra: dict[str, object]
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a").symlink_to("b")
+    (ws / "b").symlink_to("a")
+    ctx = ToolContext(ws)
+    for looped in ("a", "a/inner"):
+        params = REGISTRY.validate(tool, json.dumps({arg: looped, **extra}))
+        assert not isinstance(params, str), params
+        with trio.fail_after(10):
+            result = await REGISTRY.run(tool, params, ctx)
+        assert result.status == "failed", (looped, result.output)
+        assert "symlink loop at a" in result.output, (looped, result.output)
+    assert sorted(p.name for p in ws.iterdir()) == ["a", "b"]
+
+
+async def test_a_symlink_loop_inside_a_folder_does_not_stop_its_listing_or_search(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("needle = 1\n")
+    (ws / "src" / "a").symlink_to("b")
+    (ws / "src" / "b").symlink_to("a")
+    (ws / "src" / "here").symlink_to(".")
+    ctx = ToolContext(ws)
+    outputs: dict[str, str] = {}
+    for tool, args in [
+        ("list_dir", {"path": "src"}),
+        ("grep", {"pattern": "needle"}),
+        ("glob", {"pattern": "**/*.py"}),
+        ("run_command", {"command": "ls", "description": "x", "cwd": "src"}),
+    ]:
+        params = REGISTRY.validate(tool, json.dumps(args))
+        assert not isinstance(params, str), params
+        with trio.fail_after(10):
+            result = await REGISTRY.run(tool, params, ctx)
+        assert result.status == "completed", (tool, result.output)
+        outputs[tool] = result.output
+    assert outputs["list_dir"].splitlines() == ["a", "app.py", "b", "here/"]
+    assert "src/app.py" in outputs["grep"]
+    assert "src/app.py" in outputs["glob"]
+    assert "app.py" in outputs["run_command"]

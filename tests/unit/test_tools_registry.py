@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import msgspec
 import trio
+import trio.testing
 
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, default_tools
@@ -209,3 +210,72 @@ async def test_todo_write_without_a_board(tmp_path: Path) -> None:
 def test_todo_entries_are_protocol_structs() -> None:
     entry = TodoEntry(content="x", status="in_progress")
     assert msgspec.json.decode(msgspec.json.encode(entry), type=TodoEntry) == entry
+
+
+# --- failures of any kind are results; cancellation is not a failure ----------------------------
+
+
+class RaiseParams(ToolParams, frozen=True, kw_only=True):
+    what: str
+
+
+class Raiser:
+    """Raises what it is asked to, as a buggy tool (or one whose nursery failed) would."""
+
+    name: ClassVar[str] = "raiser"
+    description: ClassVar[str] = "raises"
+    kind: ClassVar[ToolKind] = "read"
+    params: ClassVar[type[ToolParams]] = RaiseParams
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+        assert isinstance(params, RaiseParams)
+        match params.what:
+            case "bug":
+                raise KeyError("missing")
+            case "nursery":
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_fail, "a child failed")
+                    nursery.start_soon(trio.sleep_forever)
+            case "group":
+                raise ExceptionGroup("parts", [ToolFailure("first part"), ValueError("bad")])
+            case "io":
+                raise PermissionError(13, "Permission denied", "x.txt")
+            case _:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(trio.sleep_forever)
+                    nursery.start_soon(trio.sleep_forever)
+        return "unreachable"
+
+
+async def _fail(message: str) -> None:
+    raise ToolFailure(message)
+
+
+async def test_an_unexpected_exception_is_a_failed_result_naming_it(tmp_path: Path) -> None:
+    registry = ToolRegistry([Raiser()])
+    ctx = ToolContext(tmp_path)
+    with trio.fail_after(10):
+        bug = await registry.run("raiser", RaiseParams(what="bug"), ctx)
+        nursery = await registry.run("raiser", RaiseParams(what="nursery"), ctx)
+        group = await registry.run("raiser", RaiseParams(what="group"), ctx)
+        io = await registry.run("raiser", RaiseParams(what="io"), ctx)
+    assert {r.status for r in (bug, nursery, group, io)} == {"failed"}
+    assert "raiser failed with an unexpected error (KeyError: 'missing')" in bug.output
+    assert nursery.output == "a child failed"
+    assert "(ToolFailure: first part; ValueError: bad)" in group.output
+    assert io.output == "raiser failed: [Errno 13] Permission denied: 'x.txt'"
+
+
+async def test_cancellation_propagates_through_run(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The tool's nursery raises a group of Cancelled: that is a cancellation, not a failure.
+    registry = ToolRegistry([Raiser()])
+    results: list[object] = []
+    with trio.fail_after(10):
+        with trio.move_on_after(0.01) as scope:
+            results.append(
+                await registry.run("raiser", RaiseParams(what="wait"), ToolContext(tmp_path))
+            )
+    assert scope.cancelled_caught
+    assert results == []
