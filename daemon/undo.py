@@ -11,6 +11,8 @@ Rules:
   touched and the conflicts are listed; forced, they are restored too.
 - An undone turn is marked in the store, so it cannot be undone twice; the default turn to undo
   (`last_turn_with_changes`) is the latest one not yet undone, so repeated undos walk back.
+- Each file is put back atomically (`atomic_write`, keeping its mode); a file whose path now
+  leads out of the workspace or into a symlink loop is a conflict and is never written.
 - Snapshots live in SQLite: they survive a daemon restart.
 - Only file writes by tools are covered; what commands did is not (the result says so).
 
@@ -18,12 +20,15 @@ Errors: `UndoError` ← `NothingToUndo` (the turn changed no files, or was alrea
 """
 
 import hashlib
+import os
 import time
 from pathlib import Path
 
 import trio
 
+from tether.daemon.atomic_write import atomic_write
 from tether.daemon.store import SnapshotRow, Store
+from tether.daemon.tools.base import loop_point
 from tether.daemon.tools.edits import line_delta
 from tether.protocol.items import FileChange
 from tether.protocol.methods import SessionUndoResult
@@ -150,8 +155,10 @@ async def undo_turn(
 
 
 def _inside(root: Path, rel: str) -> Path | None:
-    path = (root / rel).resolve()
-    return path if root in path.parents else None
+    """The file `rel` resolves to, or None if it is now outside the workspace or a symlink
+    loop (never followed, never written)."""
+    path = Path(os.path.realpath(root / rel))
+    return path if root in path.parents and loop_point(path) is None else None
 
 
 def _undo_files(
@@ -162,7 +169,7 @@ def _undo_files(
     plan: list[tuple[SnapshotRow, Path, bytes | None]] = []
     for row in rows:
         path = _inside(root, row.path)
-        if path is None:  # a symlink now leads out of the workspace: never follow it
+        if path is None:  # a symlink now leads out of the workspace, or loops
             conflicts.append(row.path)
             continue
         current = _read(path)
@@ -188,8 +195,7 @@ def _undo_files(
                 removed.append(row.path)
         elif current != row.content:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as file:
-                file.write(row.content)
+            atomic_write(path, row.content)
             restored.append(row.path)
     return SessionUndoResult(
         turn_id=turn_id,

@@ -6,7 +6,8 @@ else (the user, a command, another session) makes the recorded version stale, an
 refuses until the file is read again. After a tool writes, it records the new version itself,
 so consecutive edits need no re-read.
 
-Every write goes through the turn's `ChangeTracker` (undo snapshot before, summary after).
+Every write goes through the turn's `ChangeTracker` (undo snapshot before, summary after) and
+is atomic (`atomic_write`): a write that fails leaves the file as it was, and says so.
 """
 
 import difflib
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from tether.daemon.atomic_write import atomic_write
 from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure
 
 BINARY_SNIFF_BYTES = 8192
@@ -57,9 +59,12 @@ def _write_checked(path: Path, shown: str, expected: bytes | None, after: bytes)
     current = path.read_bytes() if path.exists() else None
     if current != expected:
         raise ToolFailure(f"{shown} changed while the change was being made; read it again.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as file:
-        file.write(after)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, after)
+    except OSError as exc:
+        unchanged = "was left unchanged" if expected is not None else "was not created"
+        raise ToolFailure(f"Could not write {shown}: {exc}. The file {unchanged}.") from exc
 
 
 async def write_guarded(

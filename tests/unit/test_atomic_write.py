@@ -1,0 +1,202 @@
+"""Writing a user's file atomically: the helper on its own (a writer that fails midway, modes,
+symlinks), and edit_file, write_file and undo writing through it on real files."""
+
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import pytest
+import trio
+
+from tether.daemon.atomic_write import atomic_write, write_all
+from tether.daemon.store import Store
+from tether.daemon.tools.base import ReadVersions, ToolContext
+from tether.daemon.tools.registry import ToolRegistry, ToolResult, default_tools
+from tether.daemon.undo import TurnChanges, undo_turn
+
+REGISTRY = ToolRegistry(default_tools())
+
+
+def names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def reader_of(path: Path) -> BinaryIO:
+    """An open handle on the file as it is now, as another program reading it would hold."""
+    return path.open("rb")
+
+
+def half_then_disk_full(fd: int, data: bytes) -> None:
+    write_all(fd, data[: len(data) // 2])
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store(tmp_path / "state" / "tether.db")
+    store.open()
+    yield store
+    store.close()
+
+
+async def call(ctx: ToolContext, tool: str, **args: object) -> ToolResult:
+    params = REGISTRY.validate(tool, json.dumps(args))
+    assert not isinstance(params, str), params
+    with trio.fail_after(10):
+        return await REGISTRY.run(tool, params, ctx)
+
+
+async def edit(ctx: ToolContext, path: str, old: str, new: str) -> None:
+    assert (await call(ctx, "read_file", path=path)).status == "completed"
+    result = await call(ctx, "edit_file", path=path, old_string=old, new_string=new)
+    assert result.status == "completed", result.output
+
+
+# --- the helper -------------------------------------------------------------------------------
+
+
+def test_a_write_failing_midway_leaves_the_file_and_no_temporary(ws: Path) -> None:
+    target = ws / "data.txt"
+    target.write_bytes(b"the original content\n")
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write(target, b"x" * 100_000, write=half_then_disk_full)
+    assert target.read_bytes() == b"the original content\n"
+    assert names(ws) == ["data.txt"]
+
+
+def test_a_new_file_failing_midway_is_not_created(ws: Path) -> None:
+    with pytest.raises(OSError, match="No space left"):
+        atomic_write(ws / "new.txt", b"content", write=half_then_disk_full)
+    assert list(ws.iterdir()) == []
+
+
+def test_the_mode_is_kept_and_a_new_file_gets_the_umask_default(ws: Path) -> None:
+    script = ws / "run.sh"
+    script.write_text("#!/bin/sh\necho old\n")
+    script.chmod(0o755)
+    secret = ws / "secret.env"
+    secret.write_text("A=1\n")
+    secret.chmod(0o600)
+    atomic_write(script, b"#!/bin/sh\necho new\n")
+    atomic_write(secret, b"A=2\n")
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert script.read_text() == "#!/bin/sh\necho new\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    atomic_write(ws / "fresh.txt", b"x")
+    assert stat.S_IMODE((ws / "fresh.txt").stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_symlink_stays_a_link_and_its_target_is_written(ws: Path) -> None:
+    (ws / "real").mkdir()
+    real = ws / "real" / "config.toml"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = ws / "config.toml"
+    link.symlink_to("real/config.toml")
+    atomic_write(link, b"new\n")
+    assert link.is_symlink()
+    assert os.readlink(link) == "real/config.toml"
+    assert real.read_text() == "new\n"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert names(ws / "real") == ["config.toml"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any file")
+def test_a_read_only_file_is_refused_untouched(ws: Path) -> None:
+    target = ws / "locked.txt"
+    target.write_text("keep\n")
+    target.chmod(0o444)
+    with pytest.raises(PermissionError):
+        atomic_write(target, b"changed\n")
+    assert target.read_text() == "keep\n"
+    assert names(ws) == ["locked.txt"]
+
+
+# --- the tools and undo -----------------------------------------------------------------------
+
+
+async def test_edits_replace_the_file_whole_so_a_reader_never_sees_it_cut(ws: Path) -> None:
+    # A reader that opened the file before the write keeps the complete old content: the
+    # file was replaced, not truncated and rewritten under it.
+    target = ws / "app.py"
+    target.write_text("value = 1\n" * 1000)
+    ctx = ToolContext(ws)
+    with reader_of(target) as reader:
+        await edit(ctx, "app.py", "value = 1\n" * 1000, "value = 2\n")
+        assert reader.read() == b"value = 1\n" * 1000
+    with reader_of(target) as reader:
+        result = await call(ctx, "write_file", path="app.py", content="value = 3\n")
+        assert result.status == "completed", result.output
+        assert reader.read() == b"value = 2\n"
+    assert target.read_text() == "value = 3\n"
+    assert names(ws) == ["app.py"]
+
+
+async def test_edit_file_and_write_file_keep_the_mode_and_the_link(ws: Path) -> None:
+    script = ws / "bin" / "deploy"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho one\n")
+    script.chmod(0o755)
+    (ws / "deploy").symlink_to("bin/deploy")
+    ctx = ToolContext(ws)
+    await edit(ctx, "deploy", "echo one", "echo two")
+    result = await call(ctx, "write_file", path="deploy", content="#!/bin/sh\necho three\n")
+    assert result.status == "completed", result.output
+    assert (ws / "deploy").is_symlink()
+    assert script.read_text() == "#!/bin/sh\necho three\n"
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+
+
+async def test_undo_restores_in_one_step_keeping_the_mode(ws: Path, store: Store) -> None:
+    script = ws / "run.sh"
+    script.write_text("#!/bin/sh\necho before\n")
+    script.chmod(0o755)
+    turn = TurnChanges(store, ws, "s1", "t1")
+    ctx = ToolContext(ws, versions=ReadVersions(), changes=turn)
+    await edit(ctx, "run.sh", "echo before", "echo after")
+    with reader_of(script) as reader, trio.fail_after(10):
+        result = await undo_turn(store, ws, "s1", "t1")
+        assert reader.read() == b"#!/bin/sh\necho after\n"
+    assert result.restored == ["run.sh"]
+    assert script.read_text() == "#!/bin/sh\necho before\n"
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert names(ws) == ["run.sh"]
+
+
+async def test_undo_treats_a_path_that_now_loops_as_a_conflict(ws: Path, store: Store) -> None:
+    turn = TurnChanges(store, ws, "s1", "t1")
+    ctx = ToolContext(ws, versions=ReadVersions(), changes=turn)
+    result = await call(ctx, "write_file", path="gen/out.txt", content="made\n")
+    assert result.status == "completed", result.output
+    (ws / "gen" / "out.txt").unlink()
+    (ws / "gen").rmdir()
+    (ws / "gen").symlink_to("loop")
+    (ws / "loop").symlink_to("gen")
+    with trio.fail_after(10):
+        undone = await undo_turn(store, ws, "s1", "t1", force=True)
+    assert undone.conflicts == ["gen/out.txt"]
+    assert undone.removed == []
+    assert names(ws) == ["gen", "loop"]
+
+
+async def test_a_write_that_fails_says_so_and_changes_nothing(ws: Path) -> None:
+    (ws / "notes.txt").write_text("a file, not a folder\n")
+    result = await call(ToolContext(ws), "write_file", path="notes.txt/inner.txt", content="x")
+    assert result.status == "failed"
+    assert result.output.startswith("Could not write notes.txt/inner.txt: ")
+    assert result.output.endswith("The file was not created.")
+    assert names(ws) == ["notes.txt"]
+    assert (ws / "notes.txt").read_text() == "a file, not a folder\n"
