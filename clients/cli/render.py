@@ -1,7 +1,8 @@
 """Printing a session's events for a person (or, with --json, for a program).
 
 Assistant text streams inline to stdout; each tool call is one line when it starts, marked
-with how it ended; notices (errors, pauses) go to stderr so a pipeline keeps only the answer.
+with how it ended; notices (errors, pauses) go to stderr so a pipeline keeps only the answer,
+and so does the reason a turn did not complete, unless a notice already said it.
 """
 
 import sys
@@ -21,6 +22,7 @@ from tether.protocol.events import (
     ItemStarted,
     ModelRetry,
     TurnCompleted,
+    TurnError,
 )
 from tether.protocol.items import (
     AgentMessage,
@@ -76,6 +78,8 @@ class Renderer:
         self.err = err or sys.stderr
         self._mid_line = False
         self._streamed: set[str] = set()
+        self._said: set[str] = set()
+        """Error notices printed, so that a turn's error repeating one is not printed twice."""
 
     def _newline(self) -> None:
         if self._mid_line:
@@ -104,6 +108,10 @@ class Renderer:
                 self.out.write(f"→ {describe_call(call)}\n")
             case ItemCompleted(item=item):
                 self._completed(item)
+            case TurnCompleted(status=status, error=TurnError(message=message)) if (
+                message not in self._said
+            ):
+                self._say(f"error: {message}" if status == "failed" else message)
             case TurnCompleted():
                 self._newline()
             case ApprovalRequested(approval=approval):
@@ -155,6 +163,8 @@ class Renderer:
                 self.out.write(f"  ✗ {status}: {first[:200]}\n")
             case Notice(level=level, message=message):
                 self._newline()
+                if level == "error":
+                    self._said.add(message)
                 self.err.write(f"tether: {level}: {message}\n")
                 self.err.flush()
             case TurnSummary() as summary:

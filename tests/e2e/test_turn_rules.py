@@ -117,6 +117,18 @@ def test_auth_failure_is_not_retried_and_says_what_to_fix(
     assert len(model_server.requests) == 1
 
 
+def test_a_failed_turn_prints_its_reason_once(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"error": {"status": 404, "message": "no such model"}}]})
+    result = run_cli(home, "run", "-w", str(workspace), "hello")
+    assert result.returncode == 1
+    reasons = [line for line in result.stderr.splitlines() if "no such model" in line]
+    assert len(reasons) == 1, result.stderr
+    assert reasons[0].startswith("tether: error: ")
+    assert "tether: turn failed" in result.stderr
+
+
 def test_step_budget_pauses_and_continue_resumes(
     home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
