@@ -46,7 +46,7 @@ def atomic_write(path: Path, data: bytes, *, write: Writer = write_all) -> None:
     except FileNotFoundError:
         old = None
     if old is not None and not os.access(target, os.W_OK):
-        raise PermissionError(f"{target} is read-only; it was not changed")
+        raise PermissionError(f"{target} is read-only")
     fd, temporary = _create_temporary(target)
     try:
         try:
