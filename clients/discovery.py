@@ -1,29 +1,82 @@
 """Finding (and, when needed, starting) the daemon that serves a workspace.
 
 The workspace is `--workspace DIR`, else the git root above the current directory, else the
-current directory. A daemon is live when its discovery file names a running process; when none
-is, the client starts one (`python -m tether.daemon`, detached, in its own session) and waits
-for its discovery file. Two clients racing to start one are fine: the daemon's lock lets one
-win and the other exits, and both clients read the winner's file.
+current directory. Whether a daemon lives is decided by the workspace lock, never by a pid: a
+daemon holds an `flock` on the lock file for its whole life and the kernel drops it when the
+process dies (a zombie or a reused pid changes nothing). `probe_lock` tries a non-blocking
+shared `flock`: if it is granted, no daemon runs and any discovery file is stale.
+
+`locate` acts on what it sees, until `START_TIMEOUT`:
+
+    lock free                       start a daemon (if allowed); a rival start exits 3 and is
+                                    harmless, the lock admits one
+    held, starting or serving,      connect with it
+      discovery file names holder
+    held, starting, no file yet     wait, but only while the holder is younger than
+                                    START_TIMEOUT; an older one is stuck: say so (pid, log)
+    held, serving, no file          the daemon puts it back within DISCOVERY_CHECK_INTERVAL;
+                                    wait that long (with margin), then say what is wrong
+    held, stopping                  wait for the lock to be released, then start one
+    held, record unreadable         (caught mid-write) trust a discovery file if there is one,
+                                    else wait briefly
+
+A discovery file naming another pid than the lock's holder is a dead daemon's and is ignored.
 """
 
+import fcntl
 import os
+import signal
 import subprocess
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 import platformdirs
 
-from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
+from tether.protocol.discovery import (
+    DISCOVERY_CHECK_INTERVAL,
+    DiscoveryInfo,
+    LockRecord,
+    discovery_name,
+    lock_name,
+    workspace_key,
+)
 
 START_TIMEOUT = 15.0
+REWRITE_GRACE = 3 * DISCOVERY_CHECK_INTERVAL
+"""How long a serving daemon may go without a discovery file before clients give up on it."""
+EXIT_ALREADY_RUNNING = 3
+"""The daemon's exit code when another one holds the lock (see `tether.daemon.__main__`)."""
 
 
 class DaemonUnavailable(Exception):
-    """No daemon answers and none could be started; the message says why."""
+    """No daemon answers and none could be started; the message says why. `holder` is the lock
+    record of a daemon that holds the workspace but does not serve it, when that is the cause."""
+
+    def __init__(self, message: str, holder: LockRecord | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class NotRunning(DaemonUnavailable):
+    """No daemon holds the workspace (and this client was not to start one)."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """The lock is held. `record` is None when it could not be read (caught mid-write)."""
+
+    record: LockRecord | None
+
+
+@dataclass(frozen=True)
+class Located:
+    info: DiscoveryInfo
+    started: bool
+    """Whether this call started the daemon."""
 
 
 def find_workspace(start: Path | None = None) -> Path:
@@ -46,40 +99,140 @@ def discovery_path(workspace: Path) -> Path:
     return runtime_dir() / discovery_name(str(workspace))
 
 
+def lock_path(workspace: Path) -> Path:
+    return runtime_dir() / lock_name(str(workspace))
+
+
 def log_path(workspace: Path) -> Path:
     return Path(platformdirs.user_log_dir("tether")) / f"daemon-{workspace_key(str(workspace))}.log"
 
 
-def alive(pid: int) -> bool:
+def probe_lock(path: Path) -> Held | None:
+    """None when no process holds the lock file at `path` (no daemon runs), else what its
+    holder recorded. Holds a shared lock for an instant when the lock is free."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return Held(_read_record(fd))
+        return None  # closing the descriptor releases the shared lock
+    finally:
+        os.close(fd)
+
+
+def _read_record(fd: int) -> LockRecord | None:
+    try:
+        return msgspec.json.decode(os.pread(fd, 4096, 0), type=LockRecord)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
+def read_discovery_file(workspace: Path) -> DiscoveryInfo | None:
+    """The discovery file's contents, or None; whether it is current is for the lock to say."""
+    try:
+        return msgspec.json.decode(discovery_path(workspace).read_bytes(), type=DiscoveryInfo)
+    except (OSError, msgspec.DecodeError):
+        return None
+
+
+def assess(
+    held: Held, info: DiscoveryInfo | None, *, now: float, waited: float
+) -> DiscoveryInfo | str | None:
+    """What to do about a held lock: the discovery info to connect with, None to keep waiting,
+    or (a str) why waiting any longer is pointless. `now` is Unix time; `waited` is how long
+    this client has been looking."""
+    record = held.record
+    if record is None:
+        if info is not None:
+            return info  # a failed connection sends the caller round again
+        return None if waited < REWRITE_GRACE else "holds the workspace lock but records nothing"
+    if record.state == "stopping":
+        return None
+    if info is not None and info.pid == record.pid:
+        return info
+    if record.state == "serving":
+        if waited < REWRITE_GRACE:
+            return None
+        return "is serving but its discovery file is missing or names another process"
+    age = now - record.started_at
+    if age < START_TIMEOUT:
+        return None
+    return f"has been starting for {age:.0f} s without serving"
+
+
+def locate(
+    workspace: Path,
+    *,
+    autostart: bool = True,
+    idle_timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> Located:
+    """The discovery info of the daemon that serves `workspace`, starting one when none runs
+    and `autostart` allows. Raises `NotRunning` (none runs, none to start) or
+    `DaemonUnavailable` (one holds the workspace but does not serve it, or a start failed)."""
+    lock = lock_path(workspace)
+    log = log_path(workspace)
+    began = time.monotonic()
+    child: subprocess.Popen[bytes] | None = None
+    while True:
+        waited = time.monotonic() - began
+        held = probe_lock(lock)
+        if held is None:
+            if not autostart:
+                raise NotRunning(f"no daemon is running for {workspace}")
+            code = None if child is None else child.poll()
+            if code is not None and code != EXIT_ALREADY_RUNNING:
+                raise DaemonUnavailable(
+                    f"the daemon for {workspace} exited with code {code}{_last_line(log)};"
+                    f" see {log}"
+                )
+            if child is None or code is not None:
+                # None started yet, or ours lost a race to a daemon that has stopped since.
+                child = _spawn(workspace, log, idle_timeout, env)
+        else:
+            verdict = assess(held, read_discovery_file(workspace), now=time.time(), waited=waited)
+            if isinstance(verdict, DiscoveryInfo):
+                started = child is not None and child.pid == verdict.pid
+                return Located(verdict, started)
+            if isinstance(verdict, str):
+                raise DaemonUnavailable(_holder_message(workspace, held, verdict), held.record)
+        if waited > START_TIMEOUT:
+            if held is not None:
+                reason = f"did not serve within {START_TIMEOUT:g} s"
+                raise DaemonUnavailable(_holder_message(workspace, held, reason), held.record)
+            raise DaemonUnavailable(f"the daemon for {workspace} did not start in time; see {log}")
+        time.sleep(0.02)
+
+
+def wait_until_stopped(workspace: Path, timeout: float = START_TIMEOUT) -> bool:
+    """Wait until no daemon holds `workspace`; whether that happened within `timeout`."""
+    deadline = time.monotonic() + timeout
+    lock = lock_path(workspace)
+    while probe_lock(lock) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
     return True
 
 
-def read_discovery(workspace: Path) -> DiscoveryInfo | None:
-    """The live daemon's discovery info, or None (a stale file of a dead daemon is ignored)."""
-    try:
-        info = msgspec.json.decode(discovery_path(workspace).read_bytes(), type=DiscoveryInfo)
-    except (OSError, msgspec.DecodeError):
-        return None
-    return info if alive(info.pid) else None
+def _holder_message(workspace: Path, held: Held, reason: str) -> str:
+    who = "pid unknown" if held.record is None else f"pid {held.record.pid}"
+    return f"the daemon for {workspace} ({who}) {reason}; see {log_path(workspace)}"
 
 
-def start_daemon(
-    workspace: Path, *, idle_timeout: float | None = None, env: dict[str, str] | None = None
-) -> DiscoveryInfo:
-    """Start a daemon for `workspace` (or find the one that won a race) and wait until ready."""
+def _spawn(
+    workspace: Path, log: Path, idle_timeout: float | None, env: dict[str, str] | None
+) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
-    log = log_path(workspace)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -88,15 +241,29 @@ def start_daemon(
             cwd=workspace,
             env=env,
         )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        info = read_discovery(workspace)
-        if info is not None:
-            return info
-        code = process.poll()
-        if code is not None and code != 3:  # 3: another daemon won the race; keep waiting
-            raise DaemonUnavailable(
-                f"the daemon for {workspace} exited with code {code}; see {log}"
-            )
-        time.sleep(0.02)
-    raise DaemonUnavailable(f"the daemon for {workspace} did not start in time; see {log}")
+
+
+def _last_line(log: Path) -> str:
+    """`: <the log's last line>`, or nothing: a daemon that fails to start says why there."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()}" if lines else ""
+
+
+def terminate_holder(workspace: Path, record: LockRecord) -> None:
+    """Send SIGTERM to the daemon holding `workspace`'s lock that `record` describes, for one
+    that holds it without serving. The record must read the same a moment later: a dead
+    daemon's record, caught in the instant a new daemon took the lock, must not be believed.
+    Raises `NotRunning` if the lock was released meanwhile, `DaemonUnavailable` if it changed
+    hands."""
+    time.sleep(0.1)
+    held = probe_lock(lock_path(workspace))
+    if held is None:
+        raise NotRunning(f"no daemon is running for {workspace}")
+    if held.record != record:
+        raise DaemonUnavailable(f"the daemon for {workspace} changed while being stopped")
+    os.kill(record.pid, signal.SIGTERM)

@@ -5,13 +5,20 @@ Calls are typed by the protocol's method table; notifications that arrive while 
 response are kept, in order, for `next_notification`.
 """
 
+import time
 from collections import deque
 from pathlib import Path
 from typing import TypeVar, cast
 
 import msgspec
 
-from tether.clients.discovery import DaemonUnavailable, read_discovery, start_daemon
+from tether.clients.discovery import (
+    START_TIMEOUT,
+    DaemonUnavailable,
+    NotRunning,
+    locate,
+    log_path,
+)
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol import codec
 from tether.protocol.base import Wire
@@ -52,21 +59,25 @@ class Client:
         idle_timeout: float | None = None,
     ) -> "Client":
         """Connect to the workspace's daemon (starting it when allowed) and initialize."""
-        info = read_discovery(workspace)
-        if info is None:
-            if not autostart:
-                raise DaemonUnavailable(f"no daemon is running for {workspace}")
-            info = start_daemon(workspace, idle_timeout=idle_timeout)
-        try:
-            ws = WebSocket.connect(
-                "127.0.0.1", info.port, headers={"Authorization": f"Bearer {info.token}"}
-            )
-        except HandshakeRejected as exc:
-            raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
-        except OSError as exc:
-            raise DaemonUnavailable(
-                f"the daemon for {workspace} (pid {info.pid}) did not accept a connection: {exc}"
-            ) from exc
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            info = locate(workspace, autostart=autostart, idle_timeout=idle_timeout).info
+            try:
+                ws = WebSocket.connect(
+                    "127.0.0.1", info.port, headers={"Authorization": f"Bearer {info.token}"}
+                )
+                break
+            except HandshakeRejected as exc:
+                raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
+            except OSError as exc:
+                # The daemon was stopping, or the file was a dead one's read in the instant
+                # a new daemon took the lock: look again.
+                if time.monotonic() >= deadline:
+                    raise DaemonUnavailable(
+                        f"the daemon for {workspace} (pid {info.pid}) did not accept a"
+                        f" connection: {exc}; see {log_path(workspace)}"
+                    ) from exc
+                time.sleep(0.05)
         client = cls(ws, info)
         client.call(
             "initialize",
@@ -118,4 +129,4 @@ class Client:
             self._notifications.append((method, codec.decode_notification(method, envelope.params)))
 
 
-__all__ = ["METHODS", "CallError", "Client", "DaemonUnavailable"]
+__all__ = ["METHODS", "CallError", "Client", "DaemonUnavailable", "NotRunning"]

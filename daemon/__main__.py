@@ -3,6 +3,10 @@ foreground. Clients start it this way (detached) when no daemon answers for thei
 
 Exit codes: 0 after a clean stop, 2 for bad arguments or configuration, 3 when another daemon
 already serves the workspace (its discovery file says where).
+
+SIGTERM before the event loop listens for it (while the arguments, configuration and lock are
+handled, well under a second) takes its default action: nothing is written yet, and the kernel
+drops the lock. From then on `Daemon.run` turns it into a clean stop.
 """
 
 import argparse
@@ -14,8 +18,7 @@ import trio
 
 from tether.daemon import paths
 from tether.daemon.config import ConfigError, load_config
-from tether.daemon.daemon import Daemon
-from tether.daemon.lifecycle import AlreadyRunning
+from tether.daemon.lifecycle import AlreadyRunning, WorkspaceLock
 from tether.daemon.outbox import DEFAULT_LIMIT
 from tether.protocol.discovery import workspace_key
 
@@ -48,22 +51,28 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tether daemon: bad config: {exc}", file=sys.stderr)
         return 2
-    _setup_logging(str(workspace), args.log_level)
-    daemon = Daemon(
-        workspace,
-        config,
-        idle_timeout=args.idle_timeout,
-        client_queue_limit=args.client_queue_limit,
-    )
+    lock = WorkspaceLock(paths.lock_path(str(workspace)))
     try:
-        daemon.lock.acquire()
+        lock.acquire()
     except AlreadyRunning:
         print(f"tether daemon: another daemon already serves {workspace}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
     try:
+        _setup_logging(str(workspace), args.log_level)
+        # Imported only by the process that won the lock: a daemon that loses a start race
+        # exits without paying for the whole daemon's import.
+        from tether.daemon.daemon import Daemon
+
+        daemon = Daemon(
+            workspace,
+            config,
+            lock=lock,
+            idle_timeout=args.idle_timeout,
+            client_queue_limit=args.client_queue_limit,
+        )
         trio.run(daemon.run)
     finally:
-        daemon.lock.release()
+        lock.release()
     return 0
 
 

@@ -3,12 +3,16 @@
 Task tree (every task has an owner):
 
     Daemon.run
-    ├── Sessions.serve          turns, each in its own cancel scope
-    ├── serve_websocket         one task per connection: reader, writer, keepalive
     ├── signals                 first SIGTERM/SIGINT: clean stop; second: exit at once
-    └── idle watch              stop after `idle_timeout` with no client and no running turn
+    └── serving
+        ├── Sessions.serve          turns, each in its own cancel scope
+        ├── serve_websocket         one task per connection: reader, writer, keepalive
+        ├── keep_discovery          puts the discovery file back if it goes missing
+        └── idle watch              stop after `idle_timeout` with no client and no running turn
 
-Stopping cancels the tree: turns end `interrupted` (persisted), connections close, the store
+Signals are watched before anything else starts (the store's opening included) and until the
+end of the cleanup. A stop requested while starting cancels the start; once serving, stopping
+cancels the tree in order: turns end `interrupted` (persisted), connections close, the store
 writes what is queued, the discovery file is removed and the lock released.
 """
 
@@ -17,6 +21,7 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 
@@ -27,7 +32,7 @@ from tether.daemon import paths
 from tether.daemon.config import Config, config_file
 from tether.daemon.connection import Connection
 from tether.daemon.handlers import Handlers
-from tether.daemon.lifecycle import WorkspaceLock, remove_discovery, write_discovery
+from tether.daemon.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.outbox import DEFAULT_LIMIT
 from tether.daemon.procs import ProcessTable
@@ -57,6 +62,7 @@ class Daemon:
         workspace: Path,
         config: Config,
         *,
+        lock: WorkspaceLock,
         idle_timeout: float | None = None,
         model: ModelClient | None = None,
         client_queue_limit: int = DEFAULT_LIMIT,
@@ -95,27 +101,51 @@ class Daemon:
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()
         self._activity = trio.Event()
+        # Entered by `_serve`; cancelled by a stop requested before it is serving.
+        self._starting = trio.CancelScope()
+        self._serving = False
+        self._store_open = False
         self.discovery_path = paths.discovery_path(str(workspace))
-        self.lock = WorkspaceLock(paths.lock_path(str(workspace)))
+        self.lock = lock
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():
             log.info("shutting down: %s", reason)
             self.sessions.accepting = False
+            self.lock.record("stopping")
             self._shutdown.set()
+            if not self._serving:
+                self._starting.cancel()
 
     def _touch(self) -> None:
         self._activity.set()
         self._activity = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until shut down. The lock must already be held (`lock.acquire()`)."""
-        self.store.open()
-        try:
+        """Serve until shut down. The lock must already be held (`lock.acquire()`). A first
+        SIGTERM/SIGINT at any moment, even while the store opens, stops it cleanly."""
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with trio.open_nursery() as guard:
+                guard.start_soon(self._watch_signals, signals)
+                try:
+                    await self._serve(task_status)
+                finally:
+                    remove_discovery(self.discovery_path, os.getpid())
+                    with trio.CancelScope(shield=True):
+                        await self.model.aclose()
+                        if self._store_open:
+                            await trio.to_thread.run_sync(self.store.close)
+                    log.info("stopped")
+                guard.cancel_scope.cancel()
+
+    async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
+        with self._starting:
             async with trio.open_nursery() as nursery:
-                # Signals first: from the moment the discovery file exists, SIGTERM must mean
-                # a clean stop, not the default action.
-                await nursery.start(self._watch_signals)
+                log.info("opening the store %s", self.store.path)
+                # In a thread, abandoned on cancel: a stop must not wait for a slow or stuck
+                # open (a locked or damaged database).
+                await trio.to_thread.run_sync(self.store.open, abandon_on_cancel=True)
+                self._store_open = True
                 await nursery.start(self.processes.serve)
                 await nursery.start(self.lsp.serve)
                 await nursery.start(self.sessions.serve)
@@ -134,30 +164,24 @@ class Daemon:
                     )
                 )
                 self.port = server.port
-                write_discovery(
-                    self.discovery_path,
-                    DiscoveryInfo(
-                        pid=os.getpid(),
-                        port=self.port,
-                        token=self.token,
-                        protocol_version=PROTOCOL_VERSION,
-                        daemon_version=__version__,
-                        workspace=str(self.workspace),
-                        started_at=self.started_at,
-                    ),
+                info = DiscoveryInfo(
+                    pid=os.getpid(),
+                    port=self.port,
+                    token=self.token,
+                    protocol_version=PROTOCOL_VERSION,
+                    daemon_version=__version__,
+                    workspace=str(self.workspace),
+                    started_at=self.started_at,
                 )
+                await nursery.start(partial(keep_discovery, self.discovery_path, info))
+                self._serving = True
+                self.lock.record("serving")
                 log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
                 task_status.started(self.port)
                 await self._shutdown.wait()
                 await self._stop(nursery)
-        finally:
-            remove_discovery(self.discovery_path, os.getpid())
-            with trio.CancelScope(shield=True):
-                await self.model.aclose()
-                await trio.to_thread.run_sync(self.store.close)
-            log.info("stopped")
 
     def broadcast(self, kind: str, message: str) -> None:
         """Tell every connected client something about the daemon itself."""
@@ -204,16 +228,12 @@ class Daemon:
             self.connections.discard(conn)
             self._touch()
 
-    async def _watch_signals(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            task_status.started()
-            async for signum in signals:
-                if self._shutdown.is_set():
-                    log.warning("second signal: exiting at once")
-                    os._exit(1)
-                self.request_shutdown(f"signal {signal.Signals(signum).name}")
+    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            if self._shutdown.is_set():
+                log.warning("second signal: exiting at once")
+                os._exit(1)
+            self.request_shutdown(f"signal {signal.Signals(signum).name}")
 
     def _idle(self) -> bool:
         return not self.connections and self.sessions.running_count == 0

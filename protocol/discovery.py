@@ -1,13 +1,26 @@
-"""The discovery file: how a client finds the daemon serving a workspace.
+"""The discovery file and the lock file: how a client finds the daemon serving a workspace,
+and how it knows that daemon is alive.
 
-The daemon writes it (owner-only) into the user runtime dir when it is ready to accept
-connections and removes it on exit. Its name is derived from the workspace path so that each
-workspace has its own daemon. Computing where the runtime dir is belongs to the caller.
+The daemon writes the discovery file (owner-only) into the user runtime dir when it is ready to
+accept connections and removes it on exit. Its name is derived from the workspace path so that
+each workspace has its own daemon. Computing where the runtime dir is belongs to the caller.
+
+Liveness is the lock file next to it, never a pid: the daemon holds an exclusive `flock` on it
+for its whole life (the kernel drops it the moment the process dies, zombie or not) and keeps a
+`LockRecord` in it. A client whose non-blocking shared `flock` succeeds knows no daemon runs,
+whatever any discovery file says. A serving daemon puts back a discovery file that went
+missing within `DISCOVERY_CHECK_INTERVAL` seconds.
 """
 
 import hashlib
+from typing import Literal
 
 from tether.protocol.base import Wire
+
+DISCOVERY_CHECK_INTERVAL = 1.0
+"""Seconds between a serving daemon's checks that its discovery file is still there."""
+
+LockState = Literal["starting", "serving", "stopping"]
 
 
 class DiscoveryInfo(Wire, frozen=True, kw_only=True):
@@ -18,6 +31,17 @@ class DiscoveryInfo(Wire, frozen=True, kw_only=True):
     daemon_version: str
     workspace: str
     started_at: float
+
+
+class LockRecord(Wire, frozen=True, kw_only=True):
+    """What the daemon holding a workspace's lock writes into the lock file. Only the holder
+    writes it, so while the lock is held it describes the live daemon (a reader may catch it
+    half-written, or in the instant between a new holder's `flock` and its first write)."""
+
+    pid: int
+    state: LockState
+    started_at: float
+    """When this daemon took the lock (Unix time): how long a `starting` daemon has taken."""
 
 
 def workspace_key(workspace: str) -> str:

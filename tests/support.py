@@ -18,7 +18,7 @@ import msgspec
 
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
-from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
+from tether.protocol.discovery import DiscoveryInfo, discovery_name, lock_name, workspace_key
 from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AnyItem
 from tether.protocol.jsonrpc import request_frame
@@ -59,6 +59,13 @@ class Home:
 
     def discovery_path(self, workspace: Path) -> Path:
         return self.runtime / "tether" / discovery_name(str(workspace.resolve()))
+
+    def lock_path(self, workspace: Path) -> Path:
+        return self.runtime / "tether" / lock_name(str(workspace.resolve()))
+
+    def log_path(self, workspace: Path) -> Path:
+        key = workspace_key(str(workspace.resolve()))
+        return self.root / "state" / "tether" / "log" / f"daemon-{key}.log"
 
     def database_path(self, workspace: Path) -> Path:
         key = workspace_key(str(workspace.resolve()))

@@ -24,10 +24,11 @@ from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.render import Renderer
 from tether.clients.discovery import (
     DaemonUnavailable,
-    alive,
+    NotRunning,
     find_workspace,
-    read_discovery,
-    start_daemon,
+    locate,
+    terminate_holder,
+    wait_until_stopped,
 )
 from tether.clients.rpc import CallError, Client
 from tether.clients.websocket import WebSocketError
@@ -482,11 +483,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     workspace = _workspace(args)
-    info = read_discovery(workspace)
     if args.action == "start":
-        started = info is None
-        if info is None:
-            info = start_daemon(workspace, idle_timeout=args.idle_timeout)
+        located = locate(workspace, idle_timeout=args.idle_timeout)
+        info, started = located.info, located.started
         fields = {
             "running": True,
             "started": started,
@@ -501,37 +500,47 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             verb = "started" if started else "already running"
             print(f"tether daemon {verb}: pid {info.pid}, port {info.port}, {info.workspace}")
         return EXIT_OK
-    if info is None:
+    try:
+        info = locate(workspace, autostart=False).info
+    except NotRunning:
         if args.json:
             print(_json.encode({"running": False, "workspace": str(workspace)}).decode())
         else:
             print(f"no tether daemon is running for {workspace}")
         return EXIT_OK if args.action == "stop" else EXIT_FAILED
-    if args.action == "status":
+    except DaemonUnavailable as exc:
+        if args.action != "stop" or exc.holder is None:
+            raise
+        # It holds the workspace without serving it: no RPC reaches it, a signal does.
+        terminate_holder(workspace, exc.holder)
+        pid = exc.holder.pid
+    else:
+        if args.action == "status":
+            return _print_status(args, workspace, info.port)
         with Client.connect(workspace, autostart=False) as client:
-            status = client.call("daemon/status", result=DaemonStatusResult)
-        if args.json:
-            data = msgspec.to_builtins(status)
-            assert isinstance(data, dict)
-            data["running"] = True
-            data["port"] = info.port
-            print(_json.encode(data).decode())
-        else:
-            print(
-                f"tether daemon running: pid {status.pid}, port {info.port}, {status.workspace}\n"
-                f"  clients {status.clients}, sessions loaded {status.sessions_loaded},"
-                f" running turns {status.running_turns}, version {status.daemon_version}"
-            )
-        return EXIT_OK
-    # stop
+            client.call("daemon/shutdown")
+        pid = info.pid
+    if not wait_until_stopped(workspace):
+        raise CliError(f"the daemon (pid {pid}) did not stop within 15 s")
+    print(f"tether daemon stopped (pid {pid})")
+    return EXIT_OK
+
+
+def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
     with Client.connect(workspace, autostart=False) as client:
-        client.call("daemon/shutdown")
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and alive(info.pid):
-        time.sleep(0.05)
-    if alive(info.pid):
-        raise CliError(f"the daemon (pid {info.pid}) did not stop within 15 s")
-    print(f"tether daemon stopped (pid {info.pid})")
+        status = client.call("daemon/status", result=DaemonStatusResult)
+    if args.json:
+        data = msgspec.to_builtins(status)
+        assert isinstance(data, dict)
+        data["running"] = True
+        data["port"] = port
+        print(_json.encode(data).decode())
+    else:
+        print(
+            f"tether daemon running: pid {status.pid}, port {port}, {status.workspace}\n"
+            f"  clients {status.clients}, sessions loaded {status.sessions_loaded},"
+            f" running turns {status.running_turns}, version {status.daemon_version}"
+        )
     return EXIT_OK
 
 
@@ -545,7 +554,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     model, url = demo.start_model_server(demo.write_script(folder))
     env = {**os.environ, "TETHER_BASE_URL": url, "TETHER_MODEL": "scripted"}
     try:
-        start_daemon(project, idle_timeout=60, env=env)
+        locate(project, idle_timeout=60, env=env)
         with Client.connect(project, autostart=False) as client:
             print(f"workspace: {project}\n» what is this project?\n", file=sys.stderr)
             session = client.call(
@@ -563,10 +572,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             status = follower.follow(turn_id)
             client.call("daemon/shutdown")
         # The demo's daemon is this process's child: wait for it to finish stopping (it
-        # removes its discovery file last), so nothing of the demo outlives the command.
-        deadline = time.monotonic() + 15
-        while read_discovery(project) is not None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # releases its lock last), so nothing of the demo outlives the command.
+        wait_until_stopped(project)
     finally:
         model.terminate()
         model.wait(timeout=10)

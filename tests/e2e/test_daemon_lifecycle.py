@@ -3,8 +3,10 @@ where it writes, and surviving clients that vanish. Real processes, real sockets
 
 import json
 import os
+import re
 import signal
 import socket
+import sqlite3
 import stat
 import struct
 import subprocess
@@ -23,6 +25,7 @@ from wsproto.events import TextMessage
 from tests.support import (
     DaemonProcess,
     Home,
+    alive,
     attach,
     collect_until_turn_end,
     create_session,
@@ -31,6 +34,7 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
+from tether.clients.discovery import probe_lock
 from tether.clients.rpc import Client
 from tether.clients.websocket import ConnectionClosed, WebSocket
 from tether.daemon.testing.model_server import ModelServer
@@ -617,3 +621,215 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
     info = home.read_discovery(workspace)
     assert info is not None
     assert info.pid == daemon.proc.pid
+
+
+# --- 8. liveness is the workspace lock, not a pid -----------------------------------------------
+
+
+def _daemon_pids(workspace: Path) -> list[int]:
+    """Running (not zombie) daemon processes serving `workspace`, from /proc."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"tether.daemon" in argv and str(workspace).encode() in argv and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _serving_lines(home: Home, workspace: Path) -> list[str]:
+    lines = home.log_path(workspace).read_text().splitlines()
+    return [line for line in lines if " serving " in line]
+
+
+def test_the_cli_works_right_after_the_daemon_is_killed(home: Home, workspace: Path) -> None:
+    # SIGKILLed and not yet reaped, the old daemon is a zombie: its pid still answers
+    # kill(pid, 0) and its discovery file is still there. The lock was released all the same.
+    victim = start_daemon(home, workspace, "--idle-timeout", "0")
+    os.kill(victim.proc.pid, signal.SIGKILL)
+    _wait_for(lambda: not _alive(victim.proc.pid), 10, "the daemon did not die")
+    try:
+        with _cleanup_daemon(home, workspace):
+            assert home.read_discovery(workspace) == victim.info
+            listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+            assert listed.returncode == 0, listed.stderr
+            assert json.loads(listed.stdout) == []
+            info = home.read_discovery(workspace)
+            assert info is not None
+            assert info.pid != victim.proc.pid
+    finally:
+        victim.proc.wait(timeout=10)
+
+
+def test_a_stale_discovery_file_naming_a_live_process_is_ignored(
+    home: Home, workspace: Path
+) -> None:
+    unrelated = subprocess.Popen(["sleep", "60"])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    stale = msgspec.json.encode(
+        {
+            "pid": unrelated.pid,
+            "port": closed_port,
+            "token": "0" * 64,
+            "protocolVersion": 1,
+            "daemonVersion": "0.0.0",
+            "workspace": str(workspace.resolve()),
+            "startedAt": 0.0,
+        }
+    )
+    path = home.discovery_path(workspace)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_bytes(stale)
+    try:
+        with _cleanup_daemon(home, workspace):
+            listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+            assert listed.returncode == 0, listed.stderr
+            info = home.read_discovery(workspace)
+            assert info is not None
+            assert info.pid != unrelated.pid
+            assert unrelated.poll() is None  # nobody signalled it
+            status = run_cli(home, "daemon", "status", "--json", "-w", str(workspace))
+            assert json.loads(status.stdout)["pid"] == info.pid
+    finally:
+        unrelated.kill()
+        unrelated.wait(timeout=10)
+
+
+def test_a_daemon_whose_discovery_file_is_deleted_is_still_reached_and_stopped(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    path = home.discovery_path(workspace)
+    path.unlink()
+    listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+    assert listed.returncode == 0, listed.stderr
+    # The daemon put its file back (the CLI reached it through it, and started no other).
+    assert home.read_discovery(workspace) == daemon.info
+    assert daemon.proc.poll() is None
+
+    path.unlink()
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tether.clients.cli.main", "daemon", "stop", "-w", str(workspace)],
+        env=home.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert daemon.proc.wait(timeout=20) == 0
+        stdout, stderr = cli.communicate(timeout=20)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    assert (cli.returncode, stderr) == (0, "")
+    assert f"stopped (pid {daemon.proc.pid})" in stdout
+    assert not path.exists()
+
+
+def test_five_clients_starting_at_once_share_one_daemon(home: Home, workspace: Path) -> None:
+    command = [sys.executable, "-m", "tether.clients.cli.main", "sessions", "--json"]
+    with _cleanup_daemon(home, workspace):
+        clients = [
+            subprocess.Popen(
+                [*command, "-w", str(workspace)],
+                env=home.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(5)
+        ]
+        results = [(c.communicate(timeout=60), c.returncode) for c in clients]
+        for (stdout, stderr), code in results:
+            assert (code, stderr) == (0, "")
+            assert json.loads(stdout) == []
+        info = home.read_discovery(workspace)
+        assert info is not None
+        # Daemons that lost the race exit on their own; one is left, and only one ever served.
+        _wait_for(lambda: _daemon_pids(workspace) == [info.pid], 10, "extra daemons remain")
+        assert len(_serving_lines(home, workspace)) == 1
+
+
+_STUCK_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b'{"pid": %d, "state": "starting", "startedAt": %f}' % (os.getpid(), time.time() - 60))
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_daemon_stuck_starting_is_reported_at_once_and_can_be_stopped(
+    home: Home, workspace: Path
+) -> None:
+    # A process that took the workspace's lock a minute ago and never served: commands say so
+    # (which pid, which log) instead of each waiting out the start timeout, and start nothing.
+    lock = home.lock_path(workspace)
+    lock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _STUCK_HOLDER, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "holding\n"
+        for command in (("sessions",), ("daemon", "status"), ("daemon", "start")):
+            result = run_cli(home, *command, "-w", str(workspace))
+            assert result.returncode == 2, (command, result.stdout, result.stderr)
+            assert re.search(rf"\(pid {holder.pid}\) has been starting for 6\d s", result.stderr)
+            assert str(home.log_path(workspace)) in result.stderr
+        assert home.read_discovery(workspace) is None
+        assert _daemon_pids(workspace) == []
+
+        stopped = run_cli(home, "daemon", "stop", "-w", str(workspace))
+        assert (stopped.returncode, stopped.stderr) == (0, "")
+        assert f"stopped (pid {holder.pid})" in stopped.stdout
+        assert holder.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+
+
+def test_sigterm_while_the_store_is_opening_stops_cleanly(home: Home, workspace: Path) -> None:
+    # Another process holds the database locked, so the daemon's store waits for it (sqlite's
+    # busy timeout) before it could serve. A SIGTERM meanwhile is a clean stop, now.
+    database = home.database_path(workspace)
+    database.parent.mkdir(parents=True)
+    blocker = sqlite3.connect(database, isolation_level=None)
+    try:
+        blocker.execute("CREATE TABLE t (x)")
+        blocker.execute("BEGIN EXCLUSIVE")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            log = home.log_path(workspace)
+            _wait_for(
+                lambda: log.exists() and "opening the store" in log.read_text(),
+                15,
+                "the daemon did not reach its store",
+            )
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    finally:
+        blocker.close()
+    assert code == 0, log.read_text()
+    assert "shutting down: signal SIGTERM" in log.read_text()
+    assert not home.discovery_path(workspace).exists()
+    assert probe_lock(home.lock_path(workspace)) is None
