@@ -48,7 +48,7 @@ class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     api_key: str = ""
     """Used only for this `kind` (see the module docstring for the order of keys)."""
     request_timeout: float = 300.0
-    """Seconds a model stream may stay silent before it is abandoned."""
+    """Seconds a model stream may stay silent before it is abandoned (and retried once)."""
     tool_mode: Literal["auto", "native", "text"] = "auto"
     """`text` describes tools in the prompt and reads `<tool_call>` blocks; `auto` switches to
     it when the server says the model does not support tools."""
