@@ -4,6 +4,18 @@ The file is `config.toml` in the platformdirs user config dir (`~/.config/tether
 Provider settings are protected: they come only from the user's file, the environment and
 flags, never from anything inside the workspace, so a cloned repository cannot redirect the
 agent to another model server or key.
+
+The provider kind is settled first (`TETHER_PROVIDER` over the file's `kind`), then the API key
+for that kind, first found wins:
+
+    TETHER_API_KEY                          tether's own override, for any kind
+    `api_key` in the file                   only when the file's `kind` is the kind in use:
+                                            a key written for one provider is never sent to
+                                            another because TETHER_PROVIDER switched it
+    OPENAI_API_KEY / ANTHROPIC_API_KEY      the variable of the kind in use, never the other's
+
+The vendors' variables come last because they are often set for other programs: a key written
+for tether (in its file or variable) says more about this server than one found in the shell.
 """
 
 import os
@@ -25,14 +37,18 @@ class ConfigError(Exception):
     """The config file cannot be read; the message names the file and the problem."""
 
 
+ProviderKind = Literal["openai", "anthropic"]
+
+
 class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    kind: Literal["openai", "anthropic"] = "openai"
+    kind: ProviderKind = "openai"
     """`openai`: chat completions (Ollama, vLLM, llama.cpp, …); `anthropic`: Messages."""
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
     api_key: str = ""
+    """Used only for this `kind` (see the module docstring for the order of keys)."""
     request_timeout: float = 300.0
-    """Seconds a model stream may stay silent before it is abandoned."""
+    """Seconds a model stream may stay silent before it is abandoned (and retried once)."""
     tool_mode: Literal["auto", "native", "text"] = "auto"
     """`text` describes tools in the prompt and reads `<tool_call>` blocks; `auto` switches to
     it when the server says the model does not support tools."""
@@ -80,30 +96,39 @@ def load_config(env: dict[str, str] | None = None, path: Path | None = None) -> 
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     provider = config.provider
-    overrides: dict[str, str] = {}
+    kind: ProviderKind = provider.kind
+    if value := env.get("TETHER_PROVIDER"):
+        if value in ("openai", "anthropic"):
+            kind = value
+        else:
+            raise ConfigError(f"TETHER_PROVIDER must be openai or anthropic, not {value!r}")
+    overrides: dict[str, str] = {"kind": kind, "api_key": _api_key(env, provider, kind)}
     if value := env.get("TETHER_BASE_URL"):
         overrides["base_url"] = value
     if value := env.get("TETHER_MODEL"):
         overrides["model"] = value
-    if value := env.get("TETHER_PROVIDER"):
-        if value not in ("openai", "anthropic"):
-            raise ConfigError(f"TETHER_PROVIDER must be openai or anthropic, not {value!r}")
-        overrides["kind"] = value
-    if value := env.get("TETHER_API_KEY") or (
-        "" if provider.api_key else env.get("OPENAI_API_KEY", "")
-    ):
-        overrides["api_key"] = value
-    anthropic_key = env.get("ANTHROPIC_API_KEY", "")
-    if provider.kind == "anthropic" and "api_key" not in overrides and not provider.api_key:
-        overrides["api_key"] = anthropic_key
-    if overrides:
-        provider = msgspec.structs.replace(provider, **overrides)
+    provider = msgspec.structs.replace(provider, **overrides)
     permissions = config.permissions
     if mode := env.get("TETHER_PERMISSION_MODE"):
         if mode not in ("ask", "edits", "auto"):
             raise ConfigError(f"TETHER_PERMISSION_MODE must be ask, edits or auto, not {mode!r}")
         permissions = msgspec.structs.replace(permissions, mode=mode)
     return msgspec.structs.replace(config, provider=provider, permissions=permissions)
+
+
+KEY_VARIABLES: dict[ProviderKind, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+"""Each provider kind's own API key variable (see the module docstring for the order)."""
+
+
+def _api_key(env: dict[str, str], file_provider: ProviderConfig, kind: ProviderKind) -> str:
+    if key := env.get("TETHER_API_KEY"):
+        return key
+    if file_provider.api_key and file_provider.kind == kind:
+        return file_provider.api_key
+    return env.get(KEY_VARIABLES[kind], "")
 
 
 class WorkspaceRules(msgspec.Struct, frozen=True, kw_only=True):

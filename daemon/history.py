@@ -79,14 +79,16 @@ class History:
                 self.messages[1:cut] = [
                     summary_message(item.summary, continues=item.kept_messages > 0)
                 ]
+            elif isinstance(item, AgentMessage) and item.superseded:
+                continue  # a retried call's partial text: the model never saw it
             elif isinstance(item, AgentMessage | ToolCall):
                 key = (turn_index, item.step)
                 if key != step_key:
                     flush()
                     step_key = key
                 if isinstance(item, AgentMessage):
-                    # A step's model call may have been retried after a dropped stream: the
-                    # last message of the step is the one the conversation kept.
+                    # Sessions recorded before `superseded` existed: the last message of a
+                    # retried step is the one the conversation kept.
                     pending_text = item.text
                 else:
                     pending_calls.append(item)

@@ -14,7 +14,10 @@ Rules:
   order the model asked; results join the history in the original order.
 - Retries: a retryable model error (busy server, dropped stream, connection refused) is retried
   up to 3 times after ~1, 2, 4 s (±25% jitter); the server's Retry-After wins, and one over
-  60 s fails the turn instead. Each wait is announced and cancellable.
+  60 s fails the turn instead. A server silent for the whole silence timeout is retried once
+  only (a second silence fails the turn), so a hung server costs two timeouts, not four.
+  Each wait is announced and cancellable. What the failed attempt had streamed is completed
+  as `superseded`: the retry's reply replaces it, and it never joins the history.
 - A reply cut off at the output limit, with no tool calls, is continued at most twice.
 - The third identical call with an identical result gets one note asking for another approach
   (once per turn).
@@ -37,6 +40,7 @@ from tether.daemon.providers.base import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    ModelTimeout,
     ToolCallRequest,
 )
 from tether.daemon.tools.base import EditTool, ToolContext, ToolParams
@@ -57,6 +61,8 @@ CONTINUE_PROMPT = (
 MAX_RETRIES = 3
 RETRY_BASE_SECONDS = 1.0
 MAX_RETRY_AFTER = 60.0
+MAX_SILENCES = 2
+"""Silence timeouts one model call may meet before the turn fails (each costs a whole timeout)."""
 MAX_CONTINUATIONS = 2
 REPEAT_THRESHOLD = 3
 
@@ -226,24 +232,33 @@ class TurnLoop:
                 self.sink.item_started(item)
                 self.sink.item_completed(item)
         attempt = 0
+        silences = 0
         while True:
             stream = self._stream = _StreamToItems(self.sink, self.new_id, self.model_calls)
             request = ModelRequest(messages=self.history.messages, tools=self.tools.toolset)
             try:
                 response = await self.model.complete(request, stream)
             except ModelError as exc:
-                stream.finish()
                 self._stream = None
-                delay = self._retry_delay(exc, attempt)
+                silences += isinstance(exc, ModelTimeout)
+                delay = self._retry_delay(exc, attempt, silences)
                 if delay is None:
-                    self._notice("error", exc.message, exc.code)
+                    stream.finish()
+                    message = exc.message
+                    if isinstance(exc, ModelTimeout) and silences >= MAX_SILENCES:
+                        message += " It stayed silent twice, so it is not retried again."
+                    self._notice("error", message, exc.code)
                     return TurnOutcome(
                         status="failed",
                         usage=self.usage(),
-                        error=TurnError(code=exc.code, message=exc.message),
+                        error=TurnError(code=exc.code, message=message),
                     )
+                stream.finish(superseded=True)
                 attempt += 1
-                self.sink.retrying(attempt, MAX_RETRIES, delay, exc.message)
+                reason = exc.message
+                if isinstance(exc, ModelTimeout):
+                    reason += " Retrying once: if it stays silent again, the turn fails."
+                self.sink.retrying(attempt, MAX_RETRIES, delay, reason)
                 await trio.sleep(delay)
                 continue
             stream.finish()
@@ -253,12 +268,15 @@ class TurnLoop:
             self.input_tokens += response.usage.input_tokens
             self.output_tokens += response.usage.output_tokens
             self.tokens_estimated = self.tokens_estimated or response.usage.estimated
+            for warning in response.warnings:
+                self._notice("warning", warning, "model_stream")
             return response
 
     @staticmethod
-    def _retry_delay(exc: ModelError, attempt: int) -> float | None:
-        """Seconds to wait before the next try, or None to give up."""
-        if not exc.retryable or attempt >= MAX_RETRIES:
+    def _retry_delay(exc: ModelError, attempt: int, silences: int = 0) -> float | None:
+        """Seconds to wait before the next try, or None to give up. `silences`: the silence
+        timeouts met so far in this model call, `exc` included."""
+        if not exc.retryable or attempt >= MAX_RETRIES or silences >= MAX_SILENCES:
             return None
         if exc.retry_after is not None:
             return exc.retry_after if exc.retry_after <= MAX_RETRY_AFTER else None
@@ -376,7 +394,8 @@ class TurnLoop:
 
 class _StreamToItems:
     """Turns streamed text into an agent message item (and reasoning into a reasoning item),
-    each started on its first delta and completed when the model call ends."""
+    each started on its first delta and completed when the model call ends (`superseded` when
+    the call broke off and is retried)."""
 
     def __init__(self, sink: TurnSink, new_id: Callable[[], str], step: int) -> None:
         self.sink = sink
@@ -401,12 +420,18 @@ class _StreamToItems:
         self.thoughts.append(delta)
         self.sink.item_delta(self.reasoning.id, delta)
 
-    def finish(self) -> None:
+    def finish(self, *, superseded: bool = False) -> None:
         if self.reasoning is not None:
             self.sink.item_completed(
-                msgspec.structs.replace(self.reasoning, text="".join(self.thoughts))
+                msgspec.structs.replace(
+                    self.reasoning, text="".join(self.thoughts), superseded=superseded
+                )
             )
             self.reasoning = None
         if self.message is not None:
-            self.sink.item_completed(msgspec.structs.replace(self.message, text="".join(self.text)))
+            self.sink.item_completed(
+                msgspec.structs.replace(
+                    self.message, text="".join(self.text), superseded=superseded
+                )
+            )
             self.message = None

@@ -30,11 +30,17 @@ class AgentMessage(Item, frozen=True, kw_only=True, tag="agent_message"):
     text: str = ""
     step: int = 0
     """The model call (1-based, within the turn) that produced it."""
+    superseded: bool = False
+    """The model call broke off after streaming this text and is being retried: the retry's
+    own message replaces it and the model never saw it. Clients that showed the partial text
+    remove it (or mark it as cut off)."""
 
 
 class Reasoning(Item, frozen=True, kw_only=True, tag="reasoning"):
     text: str = ""
     step: int = 0
+    superseded: bool = False
+    """As for `AgentMessage`: reasoning of a model call that broke off and is being retried."""
 
 
 class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):

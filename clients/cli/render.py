@@ -3,9 +3,17 @@
 Assistant text streams inline to stdout; each tool call is one line when it starts, marked
 with how it ended; notices (errors, pauses) go to stderr so a pipeline keeps only the answer,
 and so does the reason a turn did not complete, unless a notice already said it.
+
+A reply whose model call broke off and is retried completes as `superseded`. On a terminal its
+streamed text is erased (when it is still on screen and nothing was printed after it; else a
+line on stderr says the retry replaces it). Into a pipe or a file, text cannot be taken back,
+so each reply is written whole when it completes, and a superseded one not at all.
 """
 
+import os
 import sys
+import unicodedata
+from collections.abc import Callable
 from typing import TextIO
 
 import msgspec
@@ -22,7 +30,6 @@ from tether.protocol.events import (
     ItemStarted,
     ModelRetry,
     TurnCompleted,
-    TurnError,
 )
 from tether.protocol.items import (
     AgentMessage,
@@ -69,15 +76,52 @@ def describe_summary(summary: TurnSummary) -> str:
     return " · ".join(parts)
 
 
+def screen_rows(text: str, columns: int) -> int:
+    """Rows of a terminal `columns` wide that `text`, written from the start of a row, spans
+    up to the cursor (wide characters take two cells, combining ones none)."""
+    rows = 0
+    for line in text.split("\n"):
+        width = sum(
+            0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+            for ch in line.expandtabs()
+        )
+        rows += max(1, -(-width // max(columns, 1)))
+    return rows
+
+
+def _terminal_size(out: TextIO) -> Callable[[], tuple[int, int]]:
+    def size() -> tuple[int, int]:
+        try:
+            columns, lines = os.get_terminal_size(out.fileno())
+        except (OSError, ValueError, AttributeError):
+            return 80, 24
+        return columns, lines
+
+    return size
+
+
 class Renderer:
     def __init__(
-        self, *, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None
+        self,
+        *,
+        json_mode: bool = False,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        live: bool | None = None,
+        terminal_size: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
+        """`live`: stream text as it arrives (default: when `out` is a terminal), else write
+        each reply when it completes. `terminal_size` gives (columns, lines) for erasing."""
         self.json_mode = json_mode
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.live = self.out.isatty() if live is None else live
+        self._terminal_size = terminal_size or _terminal_size(self.out)
         self._mid_line = False
-        self._streamed: set[str] = set()
+        self._streamed: dict[str, list[str]] = {}
+        """Agent messages being streamed: the text received so far."""
+        self._erasable: str | None = None
+        """The streamed message whose text is all that was printed since it started."""
         self._said: set[str] = set()
         """Error notices printed, so that a turn's error repeating one is not printed twice."""
 
@@ -97,23 +141,35 @@ class Renderer:
     def _event(self, event: AnyEvent) -> None:
         match event:
             case ItemDelta(item_id=item_id, delta=delta):
-                if item_id in self._streamed:
-                    self.out.write(delta)
-                    self._mid_line = not delta.endswith("\n")
+                parts = self._streamed.get(item_id)
+                if parts is not None:
+                    parts.append(delta)
+                    if self.live:
+                        self.out.write(delta)
+                        self._mid_line = not delta.endswith("\n")
             case ItemStarted(item=AgentMessage(id=item_id)):
-                self._newline()
-                self._streamed.add(item_id)
+                self._streamed[item_id] = []
+                if self.live:
+                    self._newline()
+                    self._erasable = item_id
             case ItemStarted(item=ToolCall() as call):
                 self._newline()
+                self._erasable = None
                 self.out.write(f"→ {describe_call(call)}\n")
             case ItemCompleted(item=item):
                 self._completed(item)
-            case TurnCompleted(status=status, error=TurnError(message=message)) if (
-                message not in self._said
-            ):
-                self._say(f"error: {message}" if status == "failed" else message)
-            case TurnCompleted():
+            case TurnCompleted(status=status, error=error):
+                for parts in self._streamed.values():  # replies the turn ended without
+                    if not self.live and parts:
+                        self._newline()
+                        text = "".join(parts)
+                        self.out.write(text)
+                        self._mid_line = not text.endswith("\n")
+                self._streamed.clear()
                 self._newline()
+                if error is not None and error.message not in self._said:
+                    message = error.message
+                    self._say(f"error: {message}" if status == "failed" else message)
             case ApprovalRequested(approval=approval):
                 self._newline()
                 self._approval(approval)
@@ -133,10 +189,39 @@ class Renderer:
 
     def _say(self, line: str) -> None:
         self._newline()
+        self._erasable = None
         self.err.write(f"tether: {line}\n")
         self.err.flush()
 
+    def _agent_message(self, item: AgentMessage) -> None:
+        parts = self._streamed.pop(item.id, None)
+        shown = self.live and parts is not None
+        if item.superseded:
+            if shown and not (self._erasable == item.id and self._erase("".join(parts or []))):
+                self._say("(the reply above broke off; the retried reply replaces it)")
+            return
+        if not shown:
+            self._newline()
+            self.out.write(item.text)
+            self._mid_line = not item.text.endswith("\n")
+        self._erasable = None
+        self._newline()
+
+    def _erase(self, text: str) -> bool:
+        """Erase `text`, printed from the start of a row to the cursor; False when part of it
+        has scrolled out of reach."""
+        columns, lines = self._terminal_size()
+        rows = screen_rows(text, columns)
+        if rows > lines:
+            return False
+        up = f"\x1b[{rows - 1}A" if rows > 1 else ""
+        self.out.write(f"\r{up}\x1b[J")
+        self._mid_line = False
+        self._erasable = None
+        return True
+
     def _approval(self, approval: ApprovalRequest) -> None:
+        self._erasable = None
         subject = approval.command or approval.path or approval.arguments
         self.err.write(
             f"tether: approval needed [{approval.id}] {approval.tool}: {subject}\n"
@@ -150,19 +235,16 @@ class Renderer:
 
     def _completed(self, item: AnyItem) -> None:
         match item:
-            case AgentMessage(id=item_id, text=text):
-                if item_id not in self._streamed:
-                    self._newline()
-                    self.out.write(text)
-                    self._mid_line = not text.endswith("\n")
-                self._streamed.discard(item_id)
-                self._newline()
+            case AgentMessage() as message:
+                self._agent_message(message)
             case ToolCall(status=status, output=output) if status != "completed":
                 self._newline()
+                self._erasable = None
                 first = output.strip().splitlines()[0] if output.strip() else ""
                 self.out.write(f"  ✗ {status}: {first[:200]}\n")
             case Notice(level=level, message=message):
                 self._newline()
+                self._erasable = None
                 if level == "error":
                     self._said.add(message)
                 self.err.write(f"tether: {level}: {message}\n")
@@ -190,12 +272,16 @@ class Renderer:
                 elif isinstance(item, UserMessage):
                     self._newline()
                     self.out.write(f"» {item.text}\n")
+                elif isinstance(item, AgentMessage) and item.superseded:
+                    continue
                 elif isinstance(item, AgentMessage) and running and last:
                     # Still streaming: later deltas continue this line.
-                    self._newline()
-                    self.out.write(item.text)
-                    self._mid_line = bool(item.text) and not item.text.endswith("\n")
-                    self._streamed.add(item.id)
+                    self._streamed[item.id] = [item.text]
+                    if self.live:
+                        self._newline()
+                        self.out.write(item.text)
+                        self._mid_line = bool(item.text) and not item.text.endswith("\n")
+                        self._erasable = item.id
                 else:
                     self._completed(item)
         if not (turns and turns[-1].status == "running"):

@@ -39,7 +39,6 @@ from tether.daemon.providers.base import (
     Message,
     ModelError,
     ModelHTTPError,
-    ModelProtocolError,
     ModelRequest,
     ModelResponse,
     ModelUsage,
@@ -50,7 +49,9 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.texttools import TextToolCalls, ToolMode
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
+    Received,
     Rejected,
+    StreamFaults,
     error_detail,
     estimate_tokens,
     fetch_model_ids,
@@ -58,6 +59,7 @@ from tether.daemon.providers.wire import (
     http_error,
     join_json_arrays,
     join_json_strings,
+    require_event_stream,
     sse_data,
     tools_refused_message,
     transport_errors,
@@ -367,6 +369,7 @@ class AnthropicMessagesClient:
         self.text_tools = tool_mode == "text"
         """True once tools go as text: configured, or switched to by `auto`."""
         self._config_hint = config_hint
+        self._silence_timeout = silence_timeout
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
@@ -429,7 +432,9 @@ class AnthropicMessagesClient:
     async def _post(
         self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
     ) -> ModelResponse:
-        with transport_errors(self.base_url, self._unreachable_hint()):
+        with transport_errors(
+            self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
+        ):
             async with self._http.stream(
                 "POST",
                 f"{self.base_url}/v1/messages",
@@ -439,6 +444,13 @@ class AnthropicMessagesClient:
                 if response.status_code >= 400:
                     await response.aread()
                     raise Rejected(response)
+                await require_event_stream(
+                    response,
+                    base_url=self.base_url,
+                    fix="Check that TETHER_BASE_URL (or `base_url` in"
+                    f" {self._config_hint}) is the root of a server that speaks the Anthropic"
+                    " Messages API (https://api.anthropic.com).",
+                )
                 return await self._read_stream(response, callbacks, len(body), text_mode)
 
     def _unreachable_hint(self) -> str:
@@ -487,10 +499,11 @@ class AnthropicMessagesClient:
         input_tokens: int | None = None
         output_tokens: int | None = None
         stopped = False
-        # An error event, or an event that cannot be read, is raised after the rest of the
-        # body has been read (see `sse_data`).
+        # An error event is raised after the rest of the body has been read (see `sse_data`);
+        # events that cannot be read are judged at the end (see `StreamFaults`).
         failure: ModelError | None = None
-        reported = False
+        faults = StreamFaults()
+        received = Received()
         filter_ = TextToolCalls() if text_mode else None
 
         def add_text(piece: str) -> None:
@@ -503,18 +516,16 @@ class AnthropicMessagesClient:
             reasoning.append(piece)
             callbacks.on_reasoning(piece)
 
-        async with aclosing(sse_data(response)) as events:
+        async with aclosing(sse_data(response, received)) as events:
             async for data in events:
-                if stopped or failure is not None or not data:
+                if stopped or failure is not None:
                     continue
                 try:
                     event = _event_decoder.decode(data)
                 except msgspec.DecodeError as exc:
-                    failure = ModelProtocolError(
-                        f"The server at {self.base_url} sent an event that is not Messages"
-                        f" JSON: {exc}"
-                    )
+                    faults.bad_line(data, exc)
                     continue
+                faults.decoded += 1
                 kind = event.type
                 if kind == "content_block_delta" and event.delta is not None:
                     delta = event.delta
@@ -551,16 +562,14 @@ class AnthropicMessagesClient:
                     stopped = True
                 elif kind == "error":
                     failure = _stream_error(self.base_url, event.error or _ErrorBody())
-                    reported = True
-        if failure is not None and reported:
-            raise failure
-        if not stopped and stop_reason is None:
-            raise ModelProtocolError(
-                f"The stream from {self.base_url} ended before the model finished.",
-                retryable=True,
-            )
         if failure is not None:
             raise failure
+        warnings = faults.check(
+            finished=stopped or stop_reason is not None,
+            base_url=self.base_url,
+            dialect_json="Messages JSON",
+            received=received,
+        )
         tool_calls = [
             ToolCallRequest(
                 id=block.id or f"toolu_{index}",
@@ -600,6 +609,7 @@ class AnthropicMessagesClient:
             tool_calls=tool_calls,
             finish_reason=finish_reason,
             usage=usage,
+            warnings=warnings,
         )
 
 

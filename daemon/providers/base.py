@@ -6,10 +6,12 @@ Errors (one hierarchy, mapped from httpx at the provider's edge):
     ├── ModelUnreachable       nothing answered at the base URL (connection refused, DNS, TLS)
     ├── ModelHTTPError         the server answered with an HTTP error status
     └── ModelProtocolError     the server answered, but not in the expected format, or the
-                               stream ended early
+        │                      stream ended early
+        └── ModelTimeout       the server sent nothing for the silence timeout
 
 `retryable` marks the failures worth retrying (busy server, dropped stream); `retry_after`
-carries the server's own hint in seconds when it gave one.
+carries the server's own hint in seconds when it gave one. A `ModelTimeout` is retryable, but
+has already cost a whole silence timeout, so the loop tries it once more only.
 """
 
 from collections.abc import Callable
@@ -36,6 +38,8 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
     tool_calls: list[ToolCallRequest] = []
     finish_reason: str = "stop"
     usage: ModelUsage = ModelUsage()
+    warnings: list[str] = []
+    """What went wrong without spoiling the reply (a skipped undecodable line), for a notice."""
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -117,6 +121,10 @@ class ModelHTTPError(ModelError):
 
 class ModelProtocolError(ModelError):
     code = "model_protocol_error"
+
+
+class ModelTimeout(ModelProtocolError):
+    code = "model_timeout"
 
 
 class StreamCallbacks(Protocol):

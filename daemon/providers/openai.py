@@ -39,13 +39,16 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.texttools import TextToolCalls, ToolMode
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
+    Received,
     Rejected,
+    StreamFaults,
     error_detail,
     estimate_tokens,
     fetch_model_ids,
     http_client,
     http_error,
     join_json_strings,
+    require_event_stream,
     sse_data,
     tools_refused_message,
     transport_errors,
@@ -249,6 +252,7 @@ class OpenAIChatClient:
         self.stream_usage: bool | None = None
         """Whether the server takes `stream_options.include_usage`: None until it is known."""
         self._config_hint = config_hint
+        self._silence_timeout = silence_timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = http_client(headers, silence_timeout=silence_timeout, transport=transport)
 
@@ -318,13 +322,22 @@ class OpenAIChatClient:
         self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
     ) -> ModelResponse:
         url = f"{self.base_url}/chat/completions"
-        with transport_errors(self.base_url, self._unreachable_hint()):
+        with transport_errors(
+            self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
+        ):
             async with self._http.stream(
                 "POST", url, content=body, headers={"Content-Type": "application/json"}
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise Rejected(response)
+                await require_event_stream(
+                    response,
+                    base_url=self.base_url,
+                    fix="Check that TETHER_BASE_URL (or `base_url` in"
+                    f" {self._config_hint}) is the API root of an OpenAI-compatible server,"
+                    " usually ending in /v1.",
+                )
                 return await self._read_stream(response, callbacks, len(body), text_mode)
 
     def _unreachable_hint(self) -> str:
@@ -377,12 +390,13 @@ class OpenAIChatClient:
         finish_reason: str | None = None
         usage: _Usage | None = None
         done = False
-        # An error the server reported, or a chunk that cannot be read, is raised after the
-        # rest of the body has been read (see `sse_data`).
+        # An error the server reported is raised after the rest of the body has been read (see
+        # `sse_data`); lines that cannot be read are judged at the end (see `StreamFaults`).
         failure: ModelError | None = None
-        reported = False
+        faults = StreamFaults()
+        received = Received()
         blocks = TextToolCalls() if text_mode else None
-        async with aclosing(sse_data(response)) as events:
+        async with aclosing(sse_data(response, received)) as events:
             async for data in events:
                 if done or failure is not None:
                     continue
@@ -392,13 +406,11 @@ class OpenAIChatClient:
                 try:
                     chunk = _chunk_decoder.decode(data)
                 except msgspec.DecodeError as exc:
-                    failure = ModelProtocolError(
-                        f"The model server sent a chunk that is not chat-completions JSON: {exc}"
-                    )
+                    faults.bad_line(data, exc)
                     continue
+                faults.decoded += 1
                 if chunk.error is not None:
                     failure = _stream_error(self.base_url, chunk.error)
-                    reported = True
                     continue
                 if chunk.usage is not None:
                     usage = chunk.usage
@@ -426,15 +438,14 @@ class OpenAIChatClient:
                                 builder.name += call_delta.function.name
                             if call_delta.function.arguments:
                                 builder.arguments.append(call_delta.function.arguments)
-        if failure is not None and reported:
-            raise failure
-        if not done and finish_reason is None:
-            raise ModelProtocolError(
-                f"The stream from {self.base_url} ended before the model finished.",
-                retryable=True,
-            )
         if failure is not None:
             raise failure
+        warnings = faults.check(
+            finished=done or finish_reason is not None,
+            base_url=self.base_url,
+            dialect_json="chat-completions JSON",
+            received=received,
+        )
         raw_text = "".join(text)
         tool_calls = [
             ToolCallRequest(id=b.id or f"call_{index}", name=b.name, arguments="".join(b.arguments))
@@ -466,6 +477,7 @@ class OpenAIChatClient:
             tool_calls=tool_calls,
             finish_reason=finish_reason or "stop",
             usage=model_usage,
+            warnings=warnings,
         )
 
 

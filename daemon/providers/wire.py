@@ -5,9 +5,18 @@ Which failures are retryable (the loop retries those; see `ModelError.retryable`
 
     HTTP 408 425 429 500 502 503 504 (and 529, Anthropic's "overloaded")   yes, with Retry-After
     connection refused / DNS / TLS (ModelUnreachable)                      yes
-    a stream that broke off or went silent (ModelProtocolError)            yes
+    a stream that broke off, or ended cleanly before the model finished    yes
+    a server silent for the silence timeout (ModelTimeout)                 yes, but the loop
+                                                                            tries once more only
     HTTP 401 403 404 and other 4xx                                          no: the message says
                                                                             what to fix
+    a 200 answer that is not an event stream (an HTML page, JSON)          no: a retry gets the
+    a stream of lines that are not the dialect's JSON                      same answer
+
+One undecodable `data:` line in a stream that otherwise finishes is skipped, and the reply
+carries a warning saying so (`ModelResponse.warnings`): the rest of the reply is intact, and
+failing would throw it away for a fault that repeating the request is unlikely to mend. A
+stream that does not finish, or in which nothing could be read, fails instead.
 """
 
 import re
@@ -25,10 +34,14 @@ from tether.daemon.providers.base import (
     ModelError,
     ModelHTTPError,
     ModelProtocolError,
+    ModelTimeout,
     ModelUnreachable,
 )
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
+EVENT_STREAM = "text/event-stream"
+EXCERPT_CHARS = 120
+"""How much of a body or line an error message quotes."""
 CHARS_PER_TOKEN = 3.5
 """Token estimate for servers that report no usage."""
 
@@ -81,9 +94,17 @@ def error_detail(response: httpx.Response) -> str:
     return response.text[:300]
 
 
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` quoted, with control characters escaped, cut after `limit` characters."""
+    return repr(text[:limit]) + ("…" if len(text) > limit else "")
+
+
 @contextmanager
-def transport_errors(base_url: str, unreachable_hint: str) -> Generator[None]:
-    """Map httpx failures raised inside the block to `ModelError`s (ModelErrors pass through)."""
+def transport_errors(
+    base_url: str, unreachable_hint: str, *, silence_timeout: float | None = None
+) -> Generator[None]:
+    """Map httpx failures raised inside the block to `ModelError`s (ModelErrors pass through).
+    `silence_timeout` is the read timeout in force, named in the message when it runs out."""
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -93,8 +114,10 @@ def transport_errors(base_url: str, unreachable_hint: str) -> Generator[None]:
             retryable=True,
         ) from exc
     except httpx.TimeoutException as exc:
-        raise ModelProtocolError(
-            f"The model server at {base_url} stopped responding ({type(exc).__name__}).",
+        silent = f" for {silence_timeout:g} s" if silence_timeout is not None else ""
+        raise ModelTimeout(
+            f"The model server at {base_url} stopped responding: nothing arrived{silent}"
+            f" ({type(exc).__name__}).",
             retryable=True,
         ) from exc
     except (httpx.RemoteProtocolError, httpx.NetworkError) as exc:
@@ -110,32 +133,74 @@ def transport_errors(base_url: str, unreachable_hint: str) -> Generator[None]:
         raise ModelError(f"The request to {base_url} failed: {exc}") from exc
 
 
+async def require_event_stream(response: httpx.Response, *, base_url: str, fix: str) -> None:
+    """Raise a final `ModelProtocolError` when a 2xx answer is not an event stream (a missing
+    content type is given the benefit of the doubt). The message quotes the start of the
+    body and ends with `fix`; the body is read first, so the connection can be reused."""
+    content_type = response.headers.get("content-type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    if not media or media == EVENT_STREAM:
+        return
+    await response.aread()
+    shown = error_detail(response) if media.endswith("json") else response.text
+    raise ModelProtocolError(
+        f"The server at {base_url} answered HTTP {response.status_code} with {content_type}, not"
+        f" an event stream: {excerpt(shown) if shown else 'an empty body'}. {fix}"
+    )
+
+
+class Received:
+    """What a stream has delivered, for messages about a stream that went wrong."""
+
+    __slots__ = ("data_lines", "head")
+
+    def __init__(self) -> None:
+        self.head = ""
+        """The first `EXCERPT_CHARS` characters of the body (more, by one read)."""
+        self.data_lines = 0
+
+    def describe(self) -> str:
+        if not self.head:
+            return "the body was empty"
+        return f"{self.data_lines} data lines arrived, starting {excerpt(self.head)}"
+
+
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-async def sse_data(response: httpx.Response) -> AsyncGenerator[str]:
-    """The payload of every complete `data:` line of an event stream.
+async def sse_data(
+    response: httpx.Response, received: Received | None = None
+) -> AsyncGenerator[str]:
+    """The payload of every complete, non-empty `data:` line of an event stream; `received`
+    keeps count.
 
     Lines end at CR, LF or CRLF only (JSON may hold a raw U+2028, which `aiter_lines` would
     split on); an unfinished last line is dropped. Callers read to the end of the body, even
     after a final event or an error: leaving httpx's nested byte iterators early would leave
     them to the garbage collector.
     """
+    received = received or Received()
     pending = ""
     chunks = cast(AsyncGenerator[str, None], response.aiter_text())
     async with aclosing(chunks):
         async for chunk in chunks:
+            if len(received.head) < EXCERPT_CHARS:
+                received.head += chunk
             pending += chunk
             if "\n" not in chunk and "\r" not in chunk:
                 continue
             *lines, pending = _LINE_END.split(pending)
             for line in lines:
                 if line.startswith("data:"):
+                    data = line[5:].strip()
+                    if not data:
+                        continue
+                    received.data_lines += 1
                     # One network read can hold thousands of lines; let the connections'
                     # writers run between them so that a burst does not pile up in every
                     # client's queue.
                     await trio.lowlevel.checkpoint()
-                    yield line[5:].strip()
+                    yield data
 
 
 def join_json_strings(parts: Iterable[msgspec.Raw], separator: str) -> msgspec.Raw:
@@ -161,6 +226,54 @@ class Rejected(Exception):
     def __init__(self, response: httpx.Response) -> None:
         super().__init__(response.status_code)
         self.response = response
+
+
+class StreamFaults:
+    """Undecodable `data:` lines of one stream, and the decision the module docstring draws:
+    skipped with a warning when the stream finished and some line was read, else fatal."""
+
+    __slots__ = ("decoded", "first", "first_error", "skipped")
+
+    def __init__(self) -> None:
+        self.skipped = 0
+        self.decoded = 0
+        self.first = ""
+        self.first_error = ""
+
+    def bad_line(self, data: str, error: Exception) -> None:
+        if not self.skipped:
+            self.first, self.first_error = data, str(error)
+        self.skipped += 1
+
+    def check(
+        self, *, finished: bool, base_url: str, dialect_json: str, received: Received
+    ) -> list[str]:
+        """Raise when the stream cannot be used; otherwise the warnings for the reply."""
+        bad = (
+            f"{self.skipped} line{'s' if self.skipped != 1 else ''} that"
+            f" {'is' if self.skipped == 1 else 'are'} not {dialect_json}"
+            f" (first: {excerpt(self.first)}"
+        )
+        if self.skipped and (not finished or not self.decoded):
+            raise ModelProtocolError(
+                f"The server at {base_url} sent {bad}: {self.first_error}). Check that the base"
+                " URL and the provider kind match the server."
+            )
+        if not finished:
+            if received.data_lines == 0 and received.head.strip():
+                raise ModelProtocolError(
+                    f"The server at {base_url} answered with something that is not an event"
+                    f" stream: {excerpt(received.head)}. Check that the base URL is the model"
+                    " API."
+                )
+            raise ModelProtocolError(
+                f"The stream from {base_url} ended before the model finished"
+                f" ({received.describe()}).",
+                retryable=True,
+            )
+        if not self.skipped:
+            return []
+        return [f"Skipped {bad}) in the stream from {base_url}; the reply may lack a piece."]
 
 
 def http_client(

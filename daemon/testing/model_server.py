@@ -19,6 +19,8 @@ A script is a JSON object (or the same shape as a Python dict)::
         {"text": "cut off", "finish_reason": "length"},
         {"error": {"status": 429, "retry_after": "2", "message": "slow down"}},
         {"text": "partial", "drop_after_chunks": 1},
+        {"text": "one bad line", "malformed_after_chunks": 1},
+        {"page": {"body": "<html>Sign in</html>", "content_type": "text/html"}},
         {"text": "slow", "delay_ms": 200, "chunk_delay_ms": 50},
         {"text": "x", "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
       ]
@@ -59,6 +61,13 @@ Step keys:
 ``drop_after_chunks``
     Send that many SSE events, then close the connection without finishing the chunked body
     (clients see an incomplete read). For a non-streaming request, half the body is sent.
+``malformed_after_chunks``
+    After that many SSE events, send one ``data:`` line that is not JSON, then the rest of
+    the stream as usual (streamed requests only).
+``page``
+    ``{"body", "content_type"?}``: answer HTTP 200 with this body instead of a model
+    response, as a proxy's sign-in page or a web server at the wrong URL does; the content
+    type defaults to ``text/html; charset=utf-8``. Only ``delay_ms`` may be combined with it.
 ``delay_ms`` / ``chunk_delay_ms``
     Wait before sending the response headers / between streamed events.
 
@@ -76,9 +85,11 @@ request gets a 400 ``invalid_request_error`` naming the problem, is recorded and
 step.
 
 Introspection endpoints: ``GET /_tether/requests`` (every model request body received, either
-dialect, in order), ``POST /_tether/script`` (replace the script, reset the step counter and the
-recorded requests), ``GET /_tether/health``. ``GET /v1/models`` lists the script's model in
-the OpenAI shape, or the Anthropic one when the request has an ``anthropic-version`` header.
+dialect, in order), ``GET /_tether/headers`` (the headers of those requests, names in lower
+case, in the same order), ``POST /_tether/script`` (replace the script, reset the step counter
+and the recorded requests), ``GET /_tether/health``. ``GET /v1/models`` lists the script's
+model in the OpenAI shape, or the Anthropic one when the request has an ``anthropic-version``
+header.
 
 Base URLs: ``ModelServer.base_url`` (``http://HOST:PORT/v1``) is the OpenAI base URL;
 tether's Anthropic client takes it too, or the root ``ModelServer.url``.
@@ -116,6 +127,7 @@ from typing import Any, cast
 __all__ = [
     "ErrorSpec",
     "ModelServer",
+    "PageSpec",
     "Script",
     "ScriptError",
     "Step",
@@ -145,12 +157,19 @@ _STEP_KEYS = frozenset(
         "delay_ms",
         "chunk_delay_ms",
         "usage",
+        "malformed_after_chunks",
+        "page",
     }
 )
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "arguments_raw", "id"})
 _USAGE_KEYS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 _ERROR_KEYS = frozenset({"status", "message", "retry_after", "type", "code"})
 _ERROR_COMPATIBLE_KEYS = frozenset({"error", "delay_ms"})
+_PAGE_KEYS = frozenset({"body", "content_type"})
+_PAGE_COMPATIBLE_KEYS = frozenset({"page", "delay_ms"})
+DEFAULT_PAGE_TYPE = "text/html; charset=utf-8"
+MALFORMED_LINE = b'data: {"choices": [{"delta": {"content": "unfinished\n\n'
+"""What ``malformed_after_chunks`` sends: a ``data:`` line cut inside its JSON."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +206,12 @@ class ErrorSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class PageSpec:
+    body: str
+    content_type: str = DEFAULT_PAGE_TYPE
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     text: str | None = None
     reasoning: str | None = None
@@ -198,6 +223,8 @@ class Step:
     delay_ms: float = 0.0
     chunk_delay_ms: float = 0.0
     usage: UsageSpec | None = None
+    malformed_after_chunks: int | None = None
+    page: PageSpec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +353,27 @@ def _parse_step(index: int, value: object) -> Step:
     data = _as_mapping(where, value)
     _check_keys(where, data, _STEP_KEYS)
 
+    if "page" in data:
+        for key in data:
+            if key not in _PAGE_COMPATIBLE_KEYS:
+                raise ScriptError(
+                    f"{where}: key {key!r} cannot be combined with 'page' (only 'delay_ms' can)"
+                )
+        page = _as_mapping(f"{where}: 'page'", data["page"])
+        _check_keys(f"{where}: 'page'", page, _PAGE_KEYS)
+        if "body" not in page:
+            raise ScriptError(f"{where}: 'page': missing required key 'body'")
+        return Step(
+            page=PageSpec(
+                body=_get_str(f"{where}: 'page'", page, "body"),
+                content_type=(
+                    _get_str(f"{where}: 'page'", page, "content_type", nonempty=True)
+                    if "content_type" in page
+                    else DEFAULT_PAGE_TYPE
+                ),
+            ),
+            delay_ms=_get_ms(where, data, "delay_ms") if "delay_ms" in data else 0.0,
+        )
     if "error" in data:
         for key in data:
             if key not in _ERROR_COMPATIBLE_KEYS:
@@ -373,6 +421,11 @@ def _parse_step(index: int, value: object) -> Step:
         drop_after_chunks=(
             _get_int(where, data, "drop_after_chunks", minimum=0)
             if "drop_after_chunks" in data
+            else None
+        ),
+        malformed_after_chunks=(
+            _get_int(where, data, "malformed_after_chunks", minimum=0)
+            if "malformed_after_chunks" in data
             else None
         ),
         delay_ms=_get_ms(where, data, "delay_ms") if "delay_ms" in data else 0.0,
@@ -899,6 +952,7 @@ class _State:
         self.script = script
         self.position = 0
         self.requests: list[JSONObject] = []
+        self.headers: list[dict[str, str]] = []
         self.stopping = threading.Event()
 
     def set_script(self, script: Script) -> None:
@@ -906,16 +960,19 @@ class _State:
             self.script = script
             self.position = 0
             self.requests = []
+            self.headers = []
 
-    def record(self, body: JSONObject) -> None:
+    def record(self, body: JSONObject, headers: dict[str, str]) -> None:
         """Record a request that takes no step (one refused before the script is consulted)."""
         with self.lock:
             self.requests.append(body)
+            self.headers.append(headers)
 
-    def take(self, body: JSONObject) -> tuple[int, Step | None, Script]:
-        """Record `body` and claim the next step (None when the script is exhausted)."""
+    def take(self, body: JSONObject, headers: dict[str, str]) -> tuple[int, Step | None, Script]:
+        """Record the request and claim the next step (None when the script is exhausted)."""
         with self.lock:
             self.requests.append(body)
+            self.headers.append(headers)
             script = self.script
             ordinal = self.position
             step: Step | None = None
@@ -930,6 +987,10 @@ class _State:
     def recorded(self) -> list[JSONObject]:
         with self.lock:
             return copy.deepcopy(self.requests)
+
+    def recorded_headers(self) -> list[dict[str, str]]:
+        with self.lock:
+            return [dict(headers) for headers in self.headers]
 
     def sleep_ms(self, milliseconds: float) -> bool:
         """Wait; return False if the server is stopping (the caller should give up)."""
@@ -1052,6 +1113,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _path(self) -> str:
         return self.path.split("?", 1)[0]
 
+    def _request_headers(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
     # ---- routing
 
     def do_GET(self) -> None:
@@ -1072,6 +1136,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, listing)
         elif path == "/_tether/requests":
             self._send_json(200, self._state.recorded())
+        elif path == "/_tether/headers":
+            self._send_json(200, self._state.recorded_headers())
         elif path == "/_tether/health":
             self._send_json(200, {"ok": True})
         else:
@@ -1143,7 +1209,9 @@ class _Handler(BaseHTTPRequestHandler):
             else anthropic_request_problem(body)
         )
         if problem is not None:
-            self._state.record(body if body is not None else {"invalid": data})
+            self._state.record(
+                body if body is not None else {"invalid": data}, self._request_headers()
+            )
             self._send_json(400, _anthropic_error_body(problem, "invalid_request_error"))
             return
         assert body is not None
@@ -1153,12 +1221,12 @@ class _Handler(BaseHTTPRequestHandler):
         state = self._state
         if state.script.tool_support == "none" and body.get("tools"):
             # Like a model without tool support: refused, and the step stays for the retry.
-            state.record(body)
+            state.record(body, self._request_headers())
             model = body.get("model")
             name = model if isinstance(model, str) and model else state.script.model
             self._send_json(400, _tools_unsupported_body(dialect, name))
             return
-        ordinal, step, script = state.take(body)
+        ordinal, step, script = state.take(body, self._request_headers())
         if step is None:
             message = f"model script exhausted after {len(script.steps)} steps"
             if dialect == ANTHROPIC:
@@ -1173,6 +1241,9 @@ class _Handler(BaseHTTPRequestHandler):
             error = step.error
             headers = {"Retry-After": error.retry_after} if error.retry_after is not None else {}
             self._send_json(error.status, _step_error_body(error, dialect), headers)
+            return
+        if step.page is not None:
+            self._send_page(step.page)
             return
         if script.tool_support == "none":
             step = _text_tool_step(step)
@@ -1199,6 +1270,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._respond_whole(step, _encode(completion))
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def _send_page(self, page: PageSpec) -> None:
+        data = page.body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", page.content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _respond_whole(self, step: Step, data: bytes) -> None:
         self.send_response(200)
@@ -1228,7 +1307,11 @@ class _Handler(BaseHTTPRequestHandler):
             if sent and not state.sleep_ms(step.chunk_delay_ms):
                 self._drop()
                 return
+            if sent == step.malformed_after_chunks:
+                self._write_chunk(MALFORMED_LINE)
             self._write_chunk(frame)
+        if step.malformed_after_chunks is not None and step.malformed_after_chunks >= len(frames):
+            self._write_chunk(MALFORMED_LINE)
         if limit is not None:
             self._drop()
             return
@@ -1323,6 +1406,11 @@ class ModelServer:
     def requests(self) -> list[JSONObject]:
         """Copies of every model request body received so far (either dialect), in order."""
         return self._state.recorded()
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of those requests (names in lower case), in the same order."""
+        return self._state.recorded_headers()
 
     def set_script(self, script: Mapping[str, Any] | Script) -> None:
         """Replace the script; resets the step counter and the recorded requests."""

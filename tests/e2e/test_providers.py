@@ -38,6 +38,7 @@ def use_anthropic(home: Home, model_server: ModelServer) -> None:
     home.env["TETHER_BASE_URL"] = model_server.url
     home.env["TETHER_PROVIDER"] = "anthropic"
     home.env["ANTHROPIC_API_KEY"] = "sk-ant-test"
+    home.env["OPENAI_API_KEY"] = "sk-openai-not-for-anthropic"
 
 
 def run_turn(
@@ -94,6 +95,9 @@ def test_anthropic_turn_with_thinking_a_tool_call_and_an_answer(
     assert end.usage.input_tokens >= 900
     assert end.usage.output_tokens >= 30
 
+    for headers in model_server.request_headers:
+        assert headers["x-api-key"] == "sk-ant-test"
+        assert "authorization" not in headers
     first, second = model_server.requests
     for body in (first, second):
         assert body["model"] == "scripted"
@@ -124,6 +128,22 @@ def test_anthropic_turn_with_thinking_a_tool_call_and_an_answer(
     (result,) = results["content"]
     assert (result["type"], result["tool_use_id"]) == ("tool_result", "toolu_0_0")
     assert "Demo project" in result["content"]
+
+
+def test_the_config_files_kind_picks_the_key_the_server_receives(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    config = Path(home.env["XDG_CONFIG_HOME"]) / "tether" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[provider]\nkind = "anthropic"\n')
+    home.env["OPENAI_API_KEY"] = "sk-openai"
+    home.env["ANTHROPIC_API_KEY"] = "sk-ant"
+    with running(home, workspace) as daemon:
+        _, events = run_turn(daemon, "hello")
+    assert turn_end(events).status == "completed"
+    (headers,) = model_server.request_headers
+    assert headers["x-api-key"] == "sk-ant"
+    assert "authorization" not in headers
 
 
 def test_anthropic_models_list_over_rpc(

@@ -304,6 +304,67 @@ def test_requests_are_recorded_in_order(client: httpx.Client) -> None:
     assert over_http.json() == bodies
 
 
+def test_request_headers_are_recorded_in_order(client: httpx.Client) -> None:
+    steps = [{"text": "1"}, {"text": "2"}]
+    with ModelServer({"steps": steps, "tool_support": "none"}) as server:
+        client.post(
+            f"{server.base_url}/chat/completions",
+            json={"messages": USER, "tools": [{"type": "function"}]},  # refused, recorded
+            headers={"Authorization": "Bearer sk-one"},
+        )
+        client.post(
+            f"{server.url}/v1/messages",
+            json={"model": "m", "max_tokens": 5, "messages": ANTHROPIC_USER},
+            headers={"X-Api-Key": "sk-ant-two", "anthropic-version": "2023-06-01"},
+        )
+        over_http = client.get(f"{server.url}/_tether/headers").json()
+        recorded = server.request_headers
+        server.set_script({"steps": steps})
+        assert server.request_headers == []
+    assert over_http == recorded
+    assert [h.get("authorization") for h in recorded] == ["Bearer sk-one", None]
+    assert [h.get("x-api-key") for h in recorded] == [None, "sk-ant-two"]
+
+
+def test_a_malformed_line_goes_inside_an_otherwise_complete_stream(
+    client: httpx.Client,
+) -> None:
+    with ModelServer({"steps": [{"text": "abc", "chunks": 3, "malformed_after_chunks": 2}]}) as s:
+        body = {"model": "m", "messages": USER, "stream": True}
+        with client.stream("POST", f"{s.base_url}/chat/completions", json=body) as response:
+            lines = [line for line in response.iter_lines() if line]
+    datas = [line.removeprefix("data: ") for line in lines]
+    assert datas[-1] == "[DONE]"
+    bad = [d for d in datas[:-1] if not _is_json(d)]
+    assert bad == ['{"choices": [{"delta": {"content": "unfinished']
+    assert datas.index(bad[0]) == 2
+    good = [json.loads(d) for d in datas[:-1] if _is_json(d)]
+    assert reassemble(good)[0] == "abc"
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_a_page_step_answers_200_with_that_body(client: httpx.Client, path: str) -> None:
+    steps = [
+        {"page": {"body": "<html>Sign in</html>"}},
+        {"page": {"body": "{}", "content_type": "application/json"}},
+    ]
+    body = {"model": "m", "max_tokens": 5, "messages": USER, "stream": True}
+    with ModelServer({"steps": steps}) as server:
+        first = client.post(f"{server.url}{path}", json=body)
+        second = client.post(f"{server.url}{path}", json=body)
+    assert (first.status_code, first.text) == (200, "<html>Sign in</html>")
+    assert first.headers["content-type"] == "text/html; charset=utf-8"
+    assert (second.status_code, second.headers["content-type"]) == (200, "application/json")
+
+
 def test_concurrent_requests_each_take_one_step(client: httpx.Client) -> None:
     count = 8
     with ModelServer({"steps": [{"text": f"step {i}"} for i in range(count)]}) as server:
@@ -413,6 +474,9 @@ INVALID_SCRIPTS: list[tuple[dict[str, Any], list[str]]] = [
     ({"loop": "yes", "steps": []}, ["'loop'"]),
     ({"tool_support": "maybe", "steps": []}, ["'tool_support'", "native, none"]),
     ({"steps": [{"reasoning": 1}]}, ["step 0", "'reasoning'", "string"]),
+    ({"steps": [{"page": {"body": "x"}, "text": "a"}]}, ["step 0", "'text'", "'page'"]),
+    ({"steps": [{"page": {"content_type": "text/html"}}]}, ["step 0", "'page'", "'body'"]),
+    ({"steps": [{"text": "a", "malformed_after_chunks": -1}]}, ["'malformed_after_chunks'"]),
 ]
 
 

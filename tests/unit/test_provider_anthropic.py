@@ -18,6 +18,7 @@ from tether.daemon.providers.base import (
     ModelHTTPError,
     ModelProtocolError,
     ModelRequest,
+    ModelTimeout,
     ModelUnreachable,
     ToolCallRequest,
     ToolSet,
@@ -595,3 +596,67 @@ async def test_auto_mode_falls_back_to_text_tools_when_refused() -> None:
     assert results[0] == '<tool_result name="read_file" id="toolu_1">\n# Demo\n</tool_result>'
     assert results[-1] == "And src?"
     assert "anthropic-text" in messages[3].cache
+
+
+# --- answers that are not a usable stream ---------------------------------------------------
+
+BAD_EVENT = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0,\n\n'
+
+
+async def test_one_undecodable_event_in_a_finished_stream_is_skipped_with_a_warning() -> None:
+    good = text_reply("Hello there.")
+    head, rest = good.split(b"\n\n", 1)
+    client = make_client(Recorder(streamed(head + b"\n\n" + BAD_EVENT + rest)))
+    response = await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert (response.text, response.finish_reason) == ("Hello there.", "stop")
+    (warning,) = response.warnings
+    assert "1 line that is not Messages JSON" in warning
+    assert '\'{"type": "content_block_delta", "index": 0,\'' in warning
+
+
+async def test_undecodable_events_in_a_stream_that_does_not_finish_are_final() -> None:
+    cut = text_reply("Hello there.").split(b"event: message_delta")[0]
+    client = make_client(Recorder(streamed(cut + BAD_EVENT)))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert not caught.value.retryable
+    assert "1 line that is not Messages JSON" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "shown"),
+    [
+        ("text/html", "<html><body>Bad gateway</body></html>", "'<html><body>Bad gateway"),
+        (
+            "application/json",
+            '{"type": "error", "error": {"type": "api_error", "message": "proxy says no"}}',
+            "'proxy says no'",
+        ),
+    ],
+)
+async def test_a_200_answer_that_is_not_an_event_stream_is_final_and_quoted(
+    content_type: str, body: str, shown: str
+) -> None:
+    reply = httpx.Response(200, headers={"content-type": content_type}, content=body.encode())
+    client = make_client(Recorder(reply))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert not caught.value.retryable
+    assert f"HTTP 200 with {content_type}, not an event stream" in caught.value.message
+    assert shown in caught.value.message
+    assert "https://api.anthropic.com" in caught.value.message
+
+
+async def test_silence_is_a_timeout_naming_how_long() -> None:
+    def silent(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    client = make_client(Recorder(silent), silence_timeout=7.5)
+    with pytest.raises(ModelTimeout) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert caught.value.retryable
+    assert "nothing arrived for 7.5 s" in caught.value.message

@@ -19,6 +19,7 @@ from tether.daemon.providers.base import (
     ModelHTTPError,
     ModelProtocolError,
     ModelRequest,
+    ModelTimeout,
     ModelUnreachable,
     ToolCallRequest,
     ToolSet,
@@ -577,3 +578,108 @@ async def test_lines_end_only_at_cr_or_lf_and_a_torn_last_line_is_dropped() -> N
     await client.aclose()
     assert (response.text, response.finish_reason) == ("a\u2028b", "stop")
     assert response.usage.estimated
+
+
+# --- answers that are not a usable stream ---------------------------------------------------
+
+BAD_LINE = b'data: {"choices": [{"delta": {"content": "lost\n\n'
+
+
+async def test_one_undecodable_line_in_a_finished_stream_is_skipped_with_a_warning() -> None:
+    good = sse({"content": "Hello"}, {"content": " there."})
+    first, rest = good.split(b"\n\n", 1)
+    client = make_client(Recorder(streamed(first + b"\n\n" + BAD_LINE + rest)))
+    collect = Collect()
+    response = await client.complete(simple_request(), collect)
+    await client.aclose()
+    assert (response.text, response.finish_reason) == ("Hello there.", "stop")
+    assert "".join(collect.text) == "Hello there."
+    (warning,) = response.warnings
+    assert "1 line that is not chat-completions JSON" in warning
+    assert repr('{"choices": [{"delta": {"content": "lost') in warning
+
+
+async def test_undecodable_lines_in_a_stream_that_does_not_finish_are_final() -> None:
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n' + BAD_LINE * 2
+    client = make_client(Recorder(streamed(body)))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert not caught.value.retryable
+    assert "2 lines that are not chat-completions JSON" in caught.value.message
+    assert "ended before" not in caught.value.message
+
+
+async def test_a_stream_of_nothing_but_undecodable_lines_is_final_even_when_done() -> None:
+    client = make_client(Recorder(streamed(b"data: <html>\n\ndata: [DONE]\n\n")))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert not caught.value.retryable
+    assert "'<html>'" in caught.value.message
+
+
+HTML_PAGE = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>" + "<p>x</p>" * 100
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "shown"),
+    [
+        ("text/html; charset=utf-8", HTML_PAGE, "'<!DOCTYPE html>\\n<html><head><title>Sign in"),
+        ("application/json", '{"error": {"message": "quota exceeded"}}', "'quota exceeded'"),
+        ("text/plain", "", "an empty body"),
+    ],
+)
+async def test_a_200_answer_that_is_not_an_event_stream_is_final_and_quoted(
+    content_type: str, body: str, shown: str
+) -> None:
+    reply = httpx.Response(200, headers={"content-type": content_type}, content=body.encode())
+    client = make_client(Recorder(reply))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    message = caught.value.message
+    assert not caught.value.retryable
+    assert f"HTTP 200 with {content_type}, not an event stream" in message
+    assert shown in message
+    assert "TETHER_BASE_URL" in message
+    assert len(message) < 600  # the page is quoted, not pasted
+
+
+async def test_an_event_stream_type_over_a_page_is_final_and_quoted() -> None:
+    client = make_client(Recorder(streamed(HTML_PAGE.encode())))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert not caught.value.retryable
+    assert "not an event stream: '<!DOCTYPE html>\\n<html>" in caught.value.message
+
+
+async def test_a_stream_that_ends_early_says_what_arrived() -> None:
+    body = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    client = make_client(Recorder(streamed(body)))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert caught.value.retryable
+    assert "ended before the model finished (1 data lines arrived" in caught.value.message
+
+
+async def test_empty_data_lines_are_ignored() -> None:
+    client = make_client(Recorder(streamed(b"data:\n\ndata: \n\n" + sse({"content": "ok"}))))
+    response = await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert (response.text, response.warnings) == ("ok", [])
+
+
+async def test_silence_is_a_timeout_naming_how_long() -> None:
+    def silent(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    client = make_client(Recorder(silent), silence_timeout=42.0)
+    with pytest.raises(ModelTimeout) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert caught.value.retryable
+    assert caught.value.code == "model_timeout"
+    assert "nothing arrived for 42 s" in caught.value.message

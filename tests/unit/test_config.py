@@ -1,0 +1,122 @@
+"""`load_config` over real files in a temporary folder: the provider kind, then its API key,
+from the file and the environment; overrides and the errors bad values get."""
+
+from pathlib import Path
+
+import pytest
+
+from tether.daemon.config import ConfigError, load_config
+
+OPENAI_FILE = '[provider]\nkind = "openai"\napi_key = "file-openai"\n'
+ANTHROPIC_FILE = '[provider]\nkind = "anthropic"\napi_key = "file-anthropic"\n'
+ANTHROPIC_FILE_NO_KEY = '[provider]\nkind = "anthropic"\n'
+KEYLESS_FILE = '[provider]\nmodel = "m"\n'
+DEFAULT_KIND_WITH_KEY = '[provider]\napi_key = "file-default"\n'
+
+BOTH_VENDOR_KEYS = {"OPENAI_API_KEY": "env-openai", "ANTHROPIC_API_KEY": "env-anthropic"}
+
+
+@pytest.mark.parametrize(
+    ("file", "env", "kind", "key"),
+    [
+        # No file: the default kind, and that kind's own variable.
+        (None, {}, "openai", ""),
+        (None, {"OPENAI_API_KEY": "env-openai"}, "openai", "env-openai"),
+        (None, {"ANTHROPIC_API_KEY": "env-anthropic"}, "openai", ""),
+        (None, BOTH_VENDOR_KEYS, "openai", "env-openai"),
+        # The kind from the environment picks that kind's variable.
+        (None, {"TETHER_PROVIDER": "anthropic", **BOTH_VENDOR_KEYS}, "anthropic", "env-anthropic"),
+        (
+            None,
+            {"TETHER_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "env-anthropic"},
+            "anthropic",
+            "env-anthropic",
+        ),
+        (None, {"TETHER_PROVIDER": "anthropic", "OPENAI_API_KEY": "env-openai"}, "anthropic", ""),
+        # The kind from the file picks that kind's variable.
+        (ANTHROPIC_FILE_NO_KEY, BOTH_VENDOR_KEYS, "anthropic", "env-anthropic"),
+        (ANTHROPIC_FILE_NO_KEY, {"OPENAI_API_KEY": "env-openai"}, "anthropic", ""),
+        (KEYLESS_FILE, BOTH_VENDOR_KEYS, "openai", "env-openai"),
+        # The environment's kind wins over the file's.
+        (
+            ANTHROPIC_FILE_NO_KEY,
+            {"TETHER_PROVIDER": "openai", **BOTH_VENDOR_KEYS},
+            "openai",
+            "env-openai",
+        ),
+        # The file's key beats the vendor's variable, for the file's own kind.
+        (ANTHROPIC_FILE, BOTH_VENDOR_KEYS, "anthropic", "file-anthropic"),
+        (OPENAI_FILE, BOTH_VENDOR_KEYS, "openai", "file-openai"),
+        (DEFAULT_KIND_WITH_KEY, {"OPENAI_API_KEY": "env-openai"}, "openai", "file-default"),
+        # ... but not when the environment switched to another kind: it was written for that one.
+        (ANTHROPIC_FILE, {"TETHER_PROVIDER": "openai", **BOTH_VENDOR_KEYS}, "openai", "env-openai"),
+        (ANTHROPIC_FILE, {"TETHER_PROVIDER": "openai"}, "openai", ""),
+        (
+            OPENAI_FILE,
+            {"TETHER_PROVIDER": "anthropic", **BOTH_VENDOR_KEYS},
+            "anthropic",
+            "env-anthropic",
+        ),
+        (DEFAULT_KIND_WITH_KEY, {"TETHER_PROVIDER": "anthropic"}, "anthropic", ""),
+        (ANTHROPIC_FILE, {"TETHER_PROVIDER": "anthropic"}, "anthropic", "file-anthropic"),
+        # TETHER_API_KEY wins over everything, for either kind.
+        (None, {"TETHER_API_KEY": "tether", **BOTH_VENDOR_KEYS}, "openai", "tether"),
+        (ANTHROPIC_FILE, {"TETHER_API_KEY": "tether", **BOTH_VENDOR_KEYS}, "anthropic", "tether"),
+        (None, {"TETHER_PROVIDER": "anthropic", "TETHER_API_KEY": "tether"}, "anthropic", "tether"),
+        # Empty variables count as unset.
+        (
+            ANTHROPIC_FILE,
+            {"TETHER_API_KEY": "", "TETHER_PROVIDER": ""},
+            "anthropic",
+            "file-anthropic",
+        ),
+        (None, {"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": "x"}, "openai", ""),
+    ],
+)
+def test_the_kind_is_settled_first_then_its_key(
+    tmp_path: Path, file: str | None, env: dict[str, str], kind: str, key: str
+) -> None:
+    path = tmp_path / "config.toml"
+    if file is not None:
+        path.write_text(file)
+    provider = load_config(env=env, path=path).provider
+    assert (provider.kind, provider.api_key) == (kind, key)
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[provider]\nbase_url = "http://file/v1"\nmodel = "file-model"\n'
+        '[permissions]\nmode = "ask"\n'
+    )
+    config = load_config(env={}, path=path)
+    assert (config.provider.base_url, config.provider.model) == ("http://file/v1", "file-model")
+    assert config.permissions.mode == "ask"
+    env = {
+        "TETHER_BASE_URL": "http://env/v1",
+        "TETHER_MODEL": "env-model",
+        "TETHER_PERMISSION_MODE": "auto",
+    }
+    config = load_config(env=env, path=path)
+    assert (config.provider.base_url, config.provider.model) == ("http://env/v1", "env-model")
+    assert config.permissions.mode == "auto"
+
+
+@pytest.mark.parametrize(
+    ("file", "env", "fragment"),
+    [
+        (None, {"TETHER_PROVIDER": "gemini"}, "TETHER_PROVIDER must be openai or anthropic"),
+        (None, {"TETHER_PERMISSION_MODE": "yolo"}, "TETHER_PERMISSION_MODE must be"),
+        ('[provider]\nkind = "gemini"\n', {}, "config.toml"),
+        ("[provider\n", {}, "config.toml"),
+        ("[provider]\nkey = 1\n", {}, "unknown field"),
+    ],
+)
+def test_bad_values_are_config_errors_naming_the_problem(
+    tmp_path: Path, file: str | None, env: dict[str, str], fragment: str
+) -> None:
+    path = tmp_path / "config.toml"
+    if file is not None:
+        path.write_text(file)
+    with pytest.raises(ConfigError, match=fragment):
+        load_config(env=env, path=path)
