@@ -1,5 +1,11 @@
-"""glob: files whose path matches a pattern, newest first."""
+"""glob: files whose path matches a pattern, newest first.
 
+The walk streams: only the newest MAX_RESULTS matches are kept (a heap) and the others are
+counted, so memory stays flat however many files match.
+"""
+
+import heapq
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, ClassVar
 
@@ -72,23 +78,28 @@ def _glob(root: Path, start: Path, pattern: str, shown: str) -> str:
     regex = glob_regex(rest)
     base_rel = relative(root, base)
     cut = len(base_rel) + 1 if base_rel else 0
-    matches: list[tuple[int, str]] = []
     depth = None if "**" in rest else len(segments)
-    for rel, entry, _ in walk_files(root, base, max_depth=depth):
-        if regex.match(rel[cut:]) is None:
-            continue
-        try:
-            mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-        except OSError:
-            continue
-        matches.append((mtime, rel))
-    if not matches:
+    total = 0
+
+    def matching() -> Iterator[tuple[int, str]]:
+        nonlocal total
+        for rel, entry, _ in walk_files(root, base, max_depth=depth, ordered=False):
+            if regex.match(rel[cut:]) is None:
+                continue
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            total += 1
+            yield -mtime, rel
+
+    newest = heapq.nsmallest(MAX_RESULTS, matching())  # newest first, then by path
+    if not newest:
         return _none(pattern, shown)
-    matches.sort(key=lambda m: (-m[0], m[1]))
-    lines = [rel for _, rel in matches[:MAX_RESULTS]]
-    if len(matches) > MAX_RESULTS:
+    lines = [rel for _, rel in newest]
+    if total > MAX_RESULTS:
         lines.append(
-            f"({len(matches) - MAX_RESULTS} more matches not shown: {len(matches)} in all. "
+            f"({total - MAX_RESULTS} more matches not shown: {total} in all. "
             "Use a narrower pattern or path.)"
         )
     return "\n".join(lines)
