@@ -13,6 +13,19 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from tether.daemon.tools.base import ToolParams
+
+
+@runtime_checkable
+class FileSearch(Protocol):
+    """A read tool that selects files by a glob as well as a path (grep, glob). The
+    permission gate checks the glob as it checks the path: a search leaves credential-like
+    files out unless its path or glob names them, and then the gate asks."""
+
+    def file_glob(self, params: ToolParams) -> str: ...
+
 
 DEPENDENCY_DIRS = frozenset(
     {

@@ -1,7 +1,8 @@
 """glob: files whose path matches a pattern, newest first.
 
 The walk streams: only the newest MAX_RESULTS matches are kept (a heap) and the others are
-counted, so memory stays flat however many files match.
+counted, so memory stays flat however many files match. Credential-like files are left out
+unless the path or pattern names them (`names_credentials`; the permission gate then asks).
 """
 
 import heapq
@@ -12,6 +13,7 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
+from tether.daemon.permissions import is_credential_path, names_credentials
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -47,10 +49,16 @@ class Glob:
         "Find files by path pattern (e.g. `**/*.py`). Returns paths relative to the workspace, "
         f"most recently modified first, at most {MAX_RESULTS} (a note says how many more "
         "matched). Skips dependency and build folders (node_modules, .git, .venv, venv, "
-        "__pycache__, dist, build, target, …); symlinks are not followed."
+        "__pycache__, dist, build, target, …); symlinks are not followed. Credential-like "
+        "files (.env, keys, .ssh/…) are left out unless the pattern or path names them, which "
+        "asks the user first."
     )
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = GlobParams
+
+    def file_glob(self, params: ToolParams) -> str:
+        assert isinstance(params, GlobParams)
+        return params.pattern
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, GlobParams)
@@ -60,12 +68,13 @@ class Glob:
         start = resolve_in_workspace(ctx.workspace, params.path)
         if not start.is_dir():
             raise ToolFailure(f"{params.path} is not a folder.")
+        hide = not names_credentials(relative(root, start), params.pattern)
         return await trio.to_thread.run_sync(
-            _glob, root, start, params.pattern, display_path(ctx.workspace, start)
+            _glob, root, start, params.pattern, display_path(ctx.workspace, start), hide
         )
 
 
-def _glob(root: Path, start: Path, pattern: str, shown: str) -> str:
+def _glob(root: Path, start: Path, pattern: str, shown: str, hide_credentials: bool) -> str:
     segments = pattern.removeprefix("./").split("/")
     # Descend straight into the literal folders the pattern starts with.
     literal: list[str] = []
@@ -85,6 +94,8 @@ def _glob(root: Path, start: Path, pattern: str, shown: str) -> str:
         nonlocal total
         for rel, entry, _ in walk_files(root, base, max_depth=depth, ordered=False):
             if regex.match(rel[cut:]) is None:
+                continue
+            if hide_credentials and is_credential_path(rel):
                 continue
             try:
                 mtime = entry.stat(follow_symlinks=False).st_mtime_ns
