@@ -2,9 +2,15 @@
 
 Assistant text streams inline to stdout; each tool call is one line when it starts, marked
 with how it ended; notices (errors, pauses) go to stderr so a pipeline keeps only the answer.
+
+Everything the daemon relays (model text, commands, paths, diffs, messages) passes through
+`visible` before it reaches the terminal: a control character could otherwise move the
+cursor, erase a line or hide the rest of an approval prompt, and a bidi control could reorder
+what a person reads.
 """
 
 import sys
+import unicodedata
 from typing import TextIO
 
 import msgspec
@@ -37,6 +43,23 @@ _json = msgspec.json.Encoder()
 MAX_ARGS_SHOWN = 120
 
 
+def visible(text: str, *, multiline: bool = False) -> str:
+    """`text` with every character that a terminal would not show as itself written as an
+    escape (`\\x1b`, `\\r`, `\\x07`, `\\u202e`): control characters (escape sequences,
+    carriage returns, bells, …), bidi controls, zero-width and other format characters, line
+    and paragraph separators. Tabs and spaces stay; newlines (and a CR right before one) stay
+    only when `multiline`."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for index, ch in enumerate(text):
+        shown = ch.isprintable() or ch == "\t" or unicodedata.category(ch) == "Zs"
+        if not shown and multiline:
+            shown = ch == "\n" or (ch == "\r" and text[index + 1 : index + 2] == "\n")
+        out.append(ch if shown else ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
 def describe_call(item: ToolCall) -> str:
     try:
         args = msgspec.json.decode(item.arguments or "{}")
@@ -47,9 +70,32 @@ def describe_call(item: ToolCall) -> str:
             shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
         else:
             shown = repr(args)
+    shown = visible(shown)
     if len(shown) > MAX_ARGS_SHOWN:
         shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
-    return f"{item.tool}({shown})"
+    return f"{visible(item.tool)}({shown})"
+
+
+def describe_subject(approval: ApprovalRequest) -> str:
+    """What an approval is about (its command, else its path, else its arguments) on one
+    line, escaped."""
+    return visible(approval.command or approval.path or approval.arguments)
+
+
+def describe_approval(approval: ApprovalRequest) -> str:
+    """The approval prompt's lines: what, why, the diff, what "always" would allow. Every
+    part is escaped; a command's further lines are shown below it, each behind a bar, so that
+    none can pass for one of the prompt's own lines."""
+    subject = approval.command or approval.path or approval.arguments
+    first, *rest = subject.split("\n")
+    lines = [f"tether: approval needed [{approval.id}] {visible(approval.tool)}: {visible(first)}"]
+    lines += [f"  │ {visible(line)}" for line in rest]
+    lines.append(f"  why: {visible(approval.reason)}")
+    if approval.preview:
+        lines.append(visible(approval.preview, multiline=True).rstrip("\r\n"))
+    if approval.always_rule:
+        lines.append(f"  always would allow: {visible(approval.always_rule)}")
+    return "\n".join(lines) + "\n"
 
 
 def describe_summary(summary: TurnSummary) -> str:
@@ -94,7 +140,7 @@ class Renderer:
         match event:
             case ItemDelta(item_id=item_id, delta=delta):
                 if item_id in self._streamed:
-                    self.out.write(delta)
+                    self.out.write(visible(delta, multiline=True))
                     self._mid_line = not delta.endswith("\n")
             case ItemStarted(item=AgentMessage(id=item_id)):
                 self._newline()
@@ -112,14 +158,14 @@ class Renderer:
             case ApprovalResolved(decision=decision, by=by, message=message):
                 verb = "allowed" if decision == "allow" else "denied"
                 why = f": {message}" if message else ""
-                self._say(f"  {verb} by {by}{why}")
+                self._say(visible(f"  {verb} by {by}{why}"))
             case InputQueued(text=text, by=by):
                 who = f" from {by}" if by else ""
-                self._say(f"(queued{who}, joins at the next step) {text}")
+                self._say(visible(f"(queued{who}, joins at the next step) {text}"))
             case InputDropped(input_ids=ids, reason=reason):
-                self._say(f"({len(ids)} queued message(s) dropped: {reason})")
+                self._say(visible(f"({len(ids)} queued message(s) dropped: {reason})"))
             case ModelRetry(attempt=attempt, max_attempts=most, delay_seconds=delay, reason=why):
-                self._say(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}")
+                self._say(visible(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}"))
             case _:
                 pass
 
@@ -129,15 +175,7 @@ class Renderer:
         self.err.flush()
 
     def _approval(self, approval: ApprovalRequest) -> None:
-        subject = approval.command or approval.path or approval.arguments
-        self.err.write(
-            f"tether: approval needed [{approval.id}] {approval.tool}: {subject}\n"
-            f"  why: {approval.reason}\n"
-        )
-        if approval.preview:
-            self.err.write(approval.preview.rstrip("\n") + "\n")
-        if approval.always_rule:
-            self.err.write(f"  always would allow: {approval.always_rule}\n")
+        self.err.write(describe_approval(approval))
         self.err.flush()
 
     def _completed(self, item: AnyItem) -> None:
@@ -145,17 +183,17 @@ class Renderer:
             case AgentMessage(id=item_id, text=text):
                 if item_id not in self._streamed:
                     self._newline()
-                    self.out.write(text)
+                    self.out.write(visible(text, multiline=True))
                     self._mid_line = not text.endswith("\n")
                 self._streamed.discard(item_id)
                 self._newline()
             case ToolCall(status=status, output=output) if status != "completed":
                 self._newline()
                 first = output.strip().splitlines()[0] if output.strip() else ""
-                self.out.write(f"  ✗ {status}: {first[:200]}\n")
+                self.out.write(f"  ✗ {status}: {visible(first[:200])}\n")
             case Notice(level=level, message=message):
                 self._newline()
-                self.err.write(f"tether: {level}: {message}\n")
+                self.err.write(f"tether: {level}: {visible(message, multiline=True)}\n")
                 self.err.flush()
             case TurnSummary() as summary:
                 self._say(describe_summary(summary))
@@ -179,11 +217,11 @@ class Renderer:
                         self._completed(item)
                 elif isinstance(item, UserMessage):
                     self._newline()
-                    self.out.write(f"» {item.text}\n")
+                    self.out.write(f"» {visible(item.text, multiline=True)}\n")
                 elif isinstance(item, AgentMessage) and running and last:
                     # Still streaming: later deltas continue this line.
                     self._newline()
-                    self.out.write(item.text)
+                    self.out.write(visible(item.text, multiline=True))
                     self._mid_line = bool(item.text) and not item.text.endswith("\n")
                     self._streamed.add(item.id)
                 else:
