@@ -30,6 +30,7 @@ from tether.daemon.tools.base import (
     display_path,
     resolve_in_workspace,
 )
+from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
@@ -118,6 +119,27 @@ class ApprovalBroker:
         return resolution
 
 
+def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolParams) -> CallFacts:
+    """What the permission policy decides on for one call of the tool `name`: its kind, the
+    workspace-relative path it names, the glob a search selects files by, its command line."""
+    tool = tools.get(name)
+    kind = tool.kind if tool is not None else "other"
+    path = ""
+    if isinstance(tool, EditTool):
+        path = tool.target_path(params)
+    else:
+        raw_path = getattr(params, "path", None)
+        if isinstance(raw_path, str):
+            path = raw_path
+    if path:
+        # A path that escapes the workspace stays as given: the tool refuses it itself.
+        with contextlib.suppress(ToolFailure):
+            path = display_path(workspace, resolve_in_workspace(workspace, path))
+    glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
+    command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
+    return CallFacts(tool=name, kind=kind, path=path, glob=glob, command=command)
+
+
 class SessionGate:
     """The loop's gate for one turn: the permission policy, then (maybe) a person."""
 
@@ -143,23 +165,7 @@ class SessionGate:
         self.context = context
 
     def facts(self, item: ToolCall, params: ToolParams) -> CallFacts:
-        tool = self.tools.get(item.tool)
-        kind = tool.kind if tool is not None else "other"
-        path = ""
-        command = ""
-        if isinstance(tool, EditTool):
-            path = tool.target_path(params)
-        else:
-            raw_path = getattr(params, "path", None)
-            if isinstance(raw_path, str):
-                path = raw_path
-        if path:
-            # A path that escapes the workspace stays as given: the tool refuses it itself.
-            with contextlib.suppress(ToolFailure):
-                path = display_path(self.workspace, resolve_in_workspace(self.workspace, path))
-        if isinstance(tool, CommandTool):
-            command = tool.command_line(params)
-        return CallFacts(tool=item.tool, kind=kind, path=path, command=command)
+        return call_facts(self.tools, self.workspace, item.tool, params)
 
     async def check(self, item: ToolCall, params: ToolParams) -> str | None:
         facts = self.facts(item, params)

@@ -3,14 +3,23 @@
 Order of the rules, first match wins:
 
     1. a deny rule (user config, or the workspace's own config)        -> deny
-    2. mode `auto`                                                      -> allow
-    3. something sensitive (always asks outside `auto`):
-         a read of a credential-like file, an edit of a sensitive path,
-         a command with shell operators or invisible/bidi characters    -> ask
-    4. an ask rule                                                      -> ask
-    5. an allow rule, or a session rule made by an "always allow" answer -> allow
-    6. the mode: reads and bookkeeping never ask; `edits` lets edits run
+    2. a command with hidden characters (control characters other than
+       tab and newline, bidi controls, zero-width and other invisible
+       characters): what a person is shown is not what would run, so
+       neither a mode nor a rule may let it through                     -> ask
+    3. mode `auto`                                                      -> allow
+    4. something sensitive (always asks outside `auto`):
+         a read that names a credential-like file (its path, or the glob
+         a search selects files by), an edit of a sensitive path,
+         a command with shell operators or several lines               -> ask
+    5. an ask rule                                                      -> ask
+    6. an allow rule, or a session rule made by an "always allow" answer -> allow
+    7. the mode: reads and bookkeeping never ask; `edits` lets edits run
        and asks for commands; `ask` asks for edits and commands          -> allow | ask
+
+Searches (grep, glob) leave credential-like files out of what they read and list unless the
+call names them (`names_credentials`, the same test the gate applies), so a search over the
+whole workspace never reads a secret without a person being asked.
 
 Rules are strings: `tool` (every call of that tool) or `tool(pattern)`, where the pattern is
 matched against the command line for command tools and against the workspace-relative path for
@@ -49,6 +58,8 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     kind: Literal["read", "edit", "command", "other"]
     path: str = ""
     """Workspace-relative path for reads and edits, when the call names one."""
+    glob: str = ""
+    """The file glob a search selects files by (grep's `glob`, glob's `pattern`), if any."""
     command: str = ""
 
     @property
@@ -84,6 +95,8 @@ CREDENTIAL_NAMES = (
     "*.jks",
 )
 CREDENTIAL_DIRS = (".ssh", ".aws", ".gnupg", ".docker", ".kube")
+_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(name) for name in CREDENTIAL_NAMES))
+_CREDENTIAL_DIRS = frozenset(CREDENTIAL_DIRS)
 
 SENSITIVE_DIRS = (".git", ".tether", ".github", ".gitlab", ".circleci", ".ci", ".husky")
 SENSITIVE_NAMES = (
@@ -136,8 +149,12 @@ SENSITIVE_NAMES = (
 )
 
 SHELL_OPERATORS = re.compile(r"[;&|<>`]|\$\(")
-# Zero-width, bidi controls and other invisible format characters can hide what a command does.
-_INVISIBLE_CATEGORIES = frozenset({"Cf", "Co", "Cs"})
+# Control characters (escape sequences, carriage returns, …), bidi controls, zero-width and
+# other format characters can hide or reorder what a terminal shows of a command.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+_SHOWN_CONTROLS = frozenset("\t\n")
+_WILDCARD_RUN = re.compile(r"(?:\*|\?|\[[^/\]]*\])+")
+_MAX_GLOB_ALTERNATIVES = 256
 
 EXACT_ONLY_PROGRAMS = frozenset(
     {
@@ -160,10 +177,12 @@ def _matches_any(name: str, patterns: Iterable[str]) -> bool:
 
 
 def is_credential_path(path: str) -> bool:
-    parts = PurePosixPath(path).parts
+    """Whether a `/`-separated path names a credential-like file or lies in a credential
+    folder. Cheap enough to run on every path a search finds."""
+    parts = [part for part in path.split("/") if part and part != "."]
     if not parts:
         return False
-    return _matches_any(parts[-1], CREDENTIAL_NAMES) or any(p in CREDENTIAL_DIRS for p in parts)
+    return _CREDENTIAL_NAME.match(parts[-1]) is not None or not _CREDENTIAL_DIRS.isdisjoint(parts)
 
 
 def is_sensitive_edit(path: str) -> bool:
@@ -173,16 +192,78 @@ def is_sensitive_edit(path: str) -> bool:
     return any(p in SENSITIVE_DIRS for p in parts[:-1]) or _matches_any(parts[-1], SENSITIVE_NAMES)
 
 
-def has_invisible_characters(text: str) -> bool:
+def names_credentials(path: str, glob: str = "") -> bool:
+    """Whether a read names credential-like files: its path is one (or lies in a credential
+    folder), or its glob names them (`glob_names_credentials`)."""
+    return is_credential_path(path) or (bool(glob) and glob_names_credentials(glob))
+
+
+def glob_names_credentials(glob: str) -> bool:
+    """Whether a glob names credential-like files by its own text (`.env`, `**/.env*`,
+    `*.pem`, `.ssh/**`, `{.npmrc,README.md}`) rather than merely reaching them through its
+    wildcards (`*`, `**/*.json`, `.*`): true when filling every wildcard with nothing, or with
+    a plain letter, gives a credential-like path. A negated glob (`!x`) names nothing."""
+    if glob.startswith("!"):
+        return False
+    alternatives = _brace_alternatives(glob)
+    if alternatives is None:
+        return True  # too many to check: treat it as naming them, so the person is asked
     return any(
-        unicodedata.category(ch) in _INVISIBLE_CATEGORIES or ch in "\u2028\u2029" for ch in text
+        is_credential_path(_WILDCARD_RUN.sub(filler, alternative))
+        for alternative in alternatives
+        for filler in ("", "x")
+    )
+
+
+def _brace_alternatives(glob: str) -> list[str] | None:
+    """`{a,b}` expanded (innermost first); None past _MAX_GLOB_ALTERNATIVES."""
+    pending = [glob]
+    done: list[str] = []
+    while pending:
+        text = pending.pop()
+        close = text.find("}")
+        open_ = text.rfind("{", 0, close) if close != -1 else -1
+        if open_ == -1:
+            done.append(text)
+        else:
+            head, body, tail = text[:open_], text[open_ + 1 : close], text[close + 1 :]
+            pending.extend(f"{head}{option}{tail}" for option in body.split(","))
+        if len(done) + len(pending) > _MAX_GLOB_ALTERNATIVES:
+            return None
+    return done
+
+
+def hidden_characters(text: str) -> list[str]:
+    """The characters in `text` that a terminal would not show as themselves (control
+    characters other than tab and newline, bidi controls, zero-width and other format
+    characters, line and paragraph separators), as `U+XXXX`, each once, in order."""
+    found: list[str] = []
+    for ch in text:
+        if ch.isprintable() or ch in _SHOWN_CONTROLS:
+            continue
+        if unicodedata.category(ch) in _HIDDEN_CATEGORIES:
+            code = f"U+{ord(ch):04X}"
+            if code not in found:
+                found.append(code)
+    return found
+
+
+def hidden_character_risk(command: str) -> str:
+    """Why a command must ask whatever the mode and rules say, or ""."""
+    hidden = hidden_characters(command)
+    if not hidden:
+        return ""
+    shown = ", ".join(hidden[:5]) + (", …" if len(hidden) > 5 else "")
+    return (
+        f"the command contains control or invisible characters ({shown}) that a terminal "
+        "would not show as typed"
     )
 
 
 def command_risk(command: str) -> str:
     """Why a command must always ask, or "" when nothing about its text is alarming."""
-    if has_invisible_characters(command):
-        return "the command contains invisible or bidirectional-control characters"
+    if hidden := hidden_character_risk(command):
+        return hidden
     if SHELL_OPERATORS.search(command):
         return "the command uses shell operators (; & | < > $( ) or backticks)"
     if "\n" in command:
@@ -247,9 +328,11 @@ class PermissionPolicy:
         for rule in self.deny:
             if rule_matches(rule, facts):
                 return Verdict(action="deny", reason=f"denied by the rule `{rule}`")
+        always = self._always_rule(facts)
+        if facts.kind == "command" and (hidden := hidden_character_risk(facts.command)):
+            return Verdict(action="ask", reason=hidden)  # no rule may allow it later
         if self.mode == "auto":
             return Verdict(action="allow", reason="mode auto")
-        always = self._always_rule(facts)
         sensitive = self._sensitive(facts)
         if sensitive:
             return Verdict(action="ask", reason=sensitive, always_rule=always)
@@ -276,6 +359,8 @@ class PermissionPolicy:
     def _sensitive(facts: CallFacts) -> str:
         if facts.kind == "read" and facts.path and is_credential_path(facts.path):
             return f"{facts.path} looks like a credentials file"
+        if facts.kind == "read" and facts.glob and glob_names_credentials(facts.glob):
+            return f"the glob `{facts.glob}` selects credentials files"
         if facts.kind == "edit" and facts.path and is_sensitive_edit(facts.path):
             return f"{facts.path} is a sensitive path (VCS, CI, agent or build configuration)"
         if facts.kind == "command":

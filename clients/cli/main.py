@@ -21,7 +21,7 @@ from typing import NoReturn
 import msgspec
 
 from tether.clients.cli.mentions import parse_cli_mentions
-from tether.clients.cli.render import Renderer
+from tether.clients.cli.render import Renderer, describe_subject, visible
 from tether.clients.discovery import (
     DaemonUnavailable,
     NotRunning,
@@ -229,7 +229,7 @@ class Follower:
                 self.attach(self.cursor)
                 continue
             if isinstance(params, DaemonEventParams):
-                print(f"tether: {params.message}", file=sys.stderr)
+                print(f"tether: {visible(params.message)}", file=sys.stderr)
                 continue
             if not isinstance(params, SessionEventParams) or params.session_id != self.session_id:
                 continue
@@ -362,7 +362,7 @@ def _pick_approval(client: Client, args: argparse.Namespace) -> tuple[str, Appro
     if not pending:
         raise CliError(f"no pending approval in session {session.id}")
     if len(pending) > 1:
-        listing = "\n".join(f"  {a.id}  {a.tool}: {a.command or a.path}" for a in pending)
+        listing = "\n".join(f"  {a.id}  {visible(a.tool)}: {describe_subject(a)}" for a in pending)
         raise CliError(f"several approvals are pending; name one:\n{listing}")
     return session.id, pending[0]
 
@@ -382,7 +382,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
             ),
         )
     verb = "allowed" if decision == "allow" else "denied"
-    print(f"{verb} {approval.tool}: {approval.command or approval.path or approval.arguments}")
+    print(f"{verb} {visible(approval.tool)}: {describe_subject(approval)}")
     return EXIT_OK
 
 
@@ -445,7 +445,7 @@ def cmd_processes(args: argparse.Namespace) -> int:
         print("no background processes")
     for p in processes:
         code = "" if p.exit_code is None else f" ({p.exit_code})"
-        print(f"{p.id}  pid {p.pid:<7} {p.status}{code}  {p.command}")
+        print(f"{p.id}  pid {p.pid:<7} {p.status}{code}  {visible(p.command)}")
     return EXIT_OK
 
 
@@ -460,7 +460,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     now = time.time()
     for s in sessions:
         age = _age(now - s.updated_at)
-        print(f"{s.id}  {s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {s.title}")
+        print(f"{s.id}  {s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {visible(s.title)}")
     return EXIT_OK
 
 

@@ -8,6 +8,11 @@ A reply whose model call broke off and is retried completes as `superseded`. On 
 streamed text is erased (when it is still on screen and nothing was printed after it; else a
 line on stderr says the retry replaces it). Into a pipe or a file, text cannot be taken back,
 so each reply is written whole when it completes, and a superseded one not at all.
+
+Everything the daemon relays (model text, commands, paths, diffs, messages) passes through
+`visible` before it reaches the terminal: a control character could otherwise move the
+cursor, erase a line or hide the rest of an approval prompt, and a bidi control could reorder
+what a person reads.
 """
 
 import os
@@ -46,6 +51,23 @@ _json = msgspec.json.Encoder()
 MAX_ARGS_SHOWN = 120
 
 
+def visible(text: str, *, multiline: bool = False) -> str:
+    """`text` with every character that a terminal would not show as itself written as an
+    escape (`\\x1b`, `\\r`, `\\x07`, `\\u202e`): control characters (escape sequences,
+    carriage returns, bells, …), bidi controls, zero-width and other format characters, line
+    and paragraph separators. Tabs and spaces stay; newlines (and a CR right before one) stay
+    only when `multiline`."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for index, ch in enumerate(text):
+        shown = ch.isprintable() or ch == "\t" or unicodedata.category(ch) == "Zs"
+        if not shown and multiline:
+            shown = ch == "\n" or (ch == "\r" and text[index + 1 : index + 2] == "\n")
+        out.append(ch if shown else ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
 def describe_call(item: ToolCall) -> str:
     try:
         args = msgspec.json.decode(item.arguments or "{}")
@@ -56,9 +78,32 @@ def describe_call(item: ToolCall) -> str:
             shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
         else:
             shown = repr(args)
+    shown = visible(shown)
     if len(shown) > MAX_ARGS_SHOWN:
         shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
-    return f"{item.tool}({shown})"
+    return f"{visible(item.tool)}({shown})"
+
+
+def describe_subject(approval: ApprovalRequest) -> str:
+    """What an approval is about (its command, else its path, else its arguments) on one
+    line, escaped."""
+    return visible(approval.command or approval.path or approval.arguments)
+
+
+def describe_approval(approval: ApprovalRequest) -> str:
+    """The approval prompt's lines: what, why, the diff, what "always" would allow. Every
+    part is escaped; a command's further lines are shown below it, each behind a bar, so that
+    none can pass for one of the prompt's own lines."""
+    subject = approval.command or approval.path or approval.arguments
+    first, *rest = subject.split("\n")
+    lines = [f"tether: approval needed [{approval.id}] {visible(approval.tool)}: {visible(first)}"]
+    lines += [f"  │ {visible(line)}" for line in rest]
+    lines.append(f"  why: {visible(approval.reason)}")
+    if approval.preview:
+        lines.append(visible(approval.preview, multiline=True).rstrip("\r\n"))
+    if approval.always_rule:
+        lines.append(f"  always would allow: {visible(approval.always_rule)}")
+    return "\n".join(lines) + "\n"
 
 
 def describe_summary(summary: TurnSummary) -> str:
@@ -145,7 +190,7 @@ class Renderer:
                 if parts is not None:
                     parts.append(delta)
                     if self.live:
-                        self.out.write(delta)
+                        self.out.write(visible(delta, multiline=True))
                         self._mid_line = not delta.endswith("\n")
             case ItemStarted(item=AgentMessage(id=item_id)):
                 self._streamed[item_id] = []
@@ -163,7 +208,7 @@ class Renderer:
                     if not self.live and parts:
                         self._newline()
                         text = "".join(parts)
-                        self.out.write(text)
+                        self.out.write(visible(text, multiline=True))
                         self._mid_line = not text.endswith("\n")
                 self._streamed.clear()
                 self._newline()
@@ -176,14 +221,14 @@ class Renderer:
             case ApprovalResolved(decision=decision, by=by, message=message):
                 verb = "allowed" if decision == "allow" else "denied"
                 why = f": {message}" if message else ""
-                self._say(f"  {verb} by {by}{why}")
+                self._say(visible(f"  {verb} by {by}{why}"))
             case InputQueued(text=text, by=by):
                 who = f" from {by}" if by else ""
-                self._say(f"(queued{who}, joins at the next step) {text}")
+                self._say(visible(f"(queued{who}, joins at the next step) {text}"))
             case InputDropped(input_ids=ids, reason=reason):
-                self._say(f"({len(ids)} queued message(s) dropped: {reason})")
+                self._say(visible(f"({len(ids)} queued message(s) dropped: {reason})"))
             case ModelRetry(attempt=attempt, max_attempts=most, delay_seconds=delay, reason=why):
-                self._say(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}")
+                self._say(visible(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}"))
             case _:
                 pass
 
@@ -197,12 +242,15 @@ class Renderer:
         parts = self._streamed.pop(item.id, None)
         shown = self.live and parts is not None
         if item.superseded:
-            if shown and not (self._erasable == item.id and self._erase("".join(parts or []))):
+            if shown and not (
+                self._erasable == item.id
+                and self._erase(visible("".join(parts or []), multiline=True))
+            ):
                 self._say("(the reply above broke off; the retried reply replaces it)")
             return
         if not shown:
             self._newline()
-            self.out.write(item.text)
+            self.out.write(visible(item.text, multiline=True))
             self._mid_line = not item.text.endswith("\n")
         self._erasable = None
         self._newline()
@@ -222,15 +270,7 @@ class Renderer:
 
     def _approval(self, approval: ApprovalRequest) -> None:
         self._erasable = None
-        subject = approval.command or approval.path or approval.arguments
-        self.err.write(
-            f"tether: approval needed [{approval.id}] {approval.tool}: {subject}\n"
-            f"  why: {approval.reason}\n"
-        )
-        if approval.preview:
-            self.err.write(approval.preview.rstrip("\n") + "\n")
-        if approval.always_rule:
-            self.err.write(f"  always would allow: {approval.always_rule}\n")
+        self.err.write(describe_approval(approval))
         self.err.flush()
 
     def _completed(self, item: AnyItem) -> None:
@@ -241,13 +281,13 @@ class Renderer:
                 self._newline()
                 self._erasable = None
                 first = output.strip().splitlines()[0] if output.strip() else ""
-                self.out.write(f"  ✗ {status}: {first[:200]}\n")
+                self.out.write(f"  ✗ {status}: {visible(first[:200])}\n")
             case Notice(level=level, message=message):
                 self._newline()
                 self._erasable = None
                 if level == "error":
                     self._said.add(message)
-                self.err.write(f"tether: {level}: {message}\n")
+                self.err.write(f"tether: {level}: {visible(message, multiline=True)}\n")
                 self.err.flush()
             case TurnSummary() as summary:
                 self._say(describe_summary(summary))
@@ -271,7 +311,7 @@ class Renderer:
                         self._completed(item)
                 elif isinstance(item, UserMessage):
                     self._newline()
-                    self.out.write(f"» {item.text}\n")
+                    self.out.write(f"» {visible(item.text, multiline=True)}\n")
                 elif isinstance(item, AgentMessage) and item.superseded:
                     continue
                 elif isinstance(item, AgentMessage) and running and last:
@@ -279,7 +319,7 @@ class Renderer:
                     self._streamed[item.id] = [item.text]
                     if self.live:
                         self._newline()
-                        self.out.write(item.text)
+                        self.out.write(visible(item.text, multiline=True))
                         self._mid_line = bool(item.text) and not item.text.endswith("\n")
                         self._erasable = item.id
                 else:

@@ -878,6 +878,27 @@ class JsonPrinter {
   endLine() {}
 }
 
+// Characters a terminal would not show as themselves: control characters (ESC sequences, CR,
+// BEL, C1 controls) other than tab, newline and the CR of a CRLF, bidi controls, zero-width and
+// other format characters, private-use and unassigned code points, line/paragraph separators.
+const HIDDEN = /(?![\t\n])(?!\r\n)[\p{Cc}\p{Cf}\p{Co}\p{Cs}\p{Cn}\p{Zl}\p{Zp}]/gu;
+
+/**
+ * `s` with every character a terminal would not show as itself written as an escape, as the
+ * Python CLI does (`\x1b`, `\r`, `\u202e`), so that nothing the daemon relays can hide,
+ * erase or reorder what a person reads.
+ * @param {string} s
+ */
+export function visible(s) {
+  return s.replace(HIDDEN, (ch) => {
+    const code = /** @type {number} */ (ch.codePointAt(0));
+    if (ch === '\r') return '\\r';
+    if (code < 0x100) return `\\x${code.toString(16).padStart(2, '0')}`;
+    if (code < 0x10000) return `\\u${code.toString(16).padStart(4, '0')}`;
+    return `\\U${code.toString(16).padStart(8, '0')}`;
+  });
+}
+
 /** Prints events for a person: assistant text inline, tool calls and notices one line each. */
 class HumanPrinter {
   /** @param {CliIO} io */
@@ -893,7 +914,7 @@ class HumanPrinter {
   /** @param {string} s */
   write(s) {
     if (!s) return;
-    this.io.out(s);
+    this.io.out(visible(s));
     this.atLineStart = s.endsWith('\n');
   }
 

@@ -13,6 +13,19 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from tether.daemon.tools.base import ToolParams
+
+
+@runtime_checkable
+class FileSearch(Protocol):
+    """A read tool that selects files by a glob as well as a path (grep, glob). The
+    permission gate checks the glob as it checks the path: a search leaves credential-like
+    files out unless its path or glob names them, and then the gate asks."""
+
+    def file_glob(self, params: ToolParams) -> str: ...
+
 
 DEPENDENCY_DIRS = frozenset(
     {
@@ -216,24 +229,22 @@ def walk_files(
     build: bool = True,
     ignore: IgnoreRules | None = None,
     max_depth: int | None = None,
+    ordered: bool = True,
 ) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
     """Files under `start` as (path relative to `root`, entry, ignored), folders in sorted
-    order. Skips dependency folders (and build folders when `build`), symlinks (neither
-    followed nor listed, as ripgrep does) and, when `ignore` is given, the folders that the
-    ignore files exclude (those files are read as the walk descends); `ignored` says whether
-    they exclude the file itself. `max_depth`: 1 yields only `start`'s own files."""
+    order (or, with `ordered=False`, in the order the file system lists them, which holds no
+    folder's listing in memory). Skips dependency folders (and build folders when `build`),
+    symlinks (neither followed nor listed, as ripgrep does) and, when `ignore` is given, the
+    folders that the ignore files exclude (those files are read as the walk descends);
+    `ignored` says whether they exclude the file itself. `max_depth`: 1 yields only `start`'s
+    own files."""
     stack: list[tuple[Path, str, IgnoreRules | None, int]] = [
         (start, relative(root, start), ignore, 1)
     ]
     while stack:
         folder, rel, rules, depth = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
         subfolders: list[tuple[Path, str, IgnoreRules | None, int]] = []
-        for entry in entries:
+        for entry in _entries(folder, ordered):
             path = join(rel, entry.name)
             try:
                 if entry.is_symlink():
@@ -252,3 +263,16 @@ def walk_files(
             else:
                 yield path, entry, rules is not None and rules.ignored(path, False)
         stack.extend(reversed(subfolders))
+
+
+def _entries(folder: Path, ordered: bool) -> Iterator[os.DirEntry[str]]:
+    """A folder's entries; none (or those read so far) if it cannot be listed."""
+    try:
+        with os.scandir(folder) as it:
+            if not ordered:
+                yield from it
+                return
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    yield from entries

@@ -1,11 +1,19 @@
-"""glob: files whose path matches a pattern, newest first."""
+"""glob: files whose path matches a pattern, newest first.
 
+The walk streams: only the newest MAX_RESULTS matches are kept (a heap) and the others are
+counted, so memory stays flat however many files match. Credential-like files are left out
+unless the path or pattern names them (`names_credentials`; the permission gate then asks).
+"""
+
+import heapq
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, ClassVar
 
 import msgspec
 import trio
 
+from tether.daemon.permissions import is_credential_path, names_credentials
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -41,10 +49,16 @@ class Glob:
         "Find files by path pattern (e.g. `**/*.py`). Returns paths relative to the workspace, "
         f"most recently modified first, at most {MAX_RESULTS} (a note says how many more "
         "matched). Skips dependency and build folders (node_modules, .git, .venv, venv, "
-        "__pycache__, dist, build, target, …); symlinks are not followed."
+        "__pycache__, dist, build, target, …); symlinks are not followed. Credential-like "
+        "files (.env, keys, .ssh/…) are left out unless the pattern or path names them, which "
+        "asks the user first."
     )
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = GlobParams
+
+    def file_glob(self, params: ToolParams) -> str:
+        assert isinstance(params, GlobParams)
+        return params.pattern
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, GlobParams)
@@ -54,12 +68,13 @@ class Glob:
         start = resolve_in_workspace(ctx.workspace, params.path)
         if not start.is_dir():
             raise ToolFailure(f"{params.path} is not a folder.")
+        hide = not names_credentials(relative(root, start), params.pattern)
         return await trio.to_thread.run_sync(
-            _glob, root, start, params.pattern, display_path(ctx.workspace, start)
+            _glob, root, start, params.pattern, display_path(ctx.workspace, start), hide
         )
 
 
-def _glob(root: Path, start: Path, pattern: str, shown: str) -> str:
+def _glob(root: Path, start: Path, pattern: str, shown: str, hide_credentials: bool) -> str:
     segments = pattern.removeprefix("./").split("/")
     # Descend straight into the literal folders the pattern starts with.
     literal: list[str] = []
@@ -72,23 +87,30 @@ def _glob(root: Path, start: Path, pattern: str, shown: str) -> str:
     regex = glob_regex(rest)
     base_rel = relative(root, base)
     cut = len(base_rel) + 1 if base_rel else 0
-    matches: list[tuple[int, str]] = []
     depth = None if "**" in rest else len(segments)
-    for rel, entry, _ in walk_files(root, base, max_depth=depth):
-        if regex.match(rel[cut:]) is None:
-            continue
-        try:
-            mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-        except OSError:
-            continue
-        matches.append((mtime, rel))
-    if not matches:
+    total = 0
+
+    def matching() -> Iterator[tuple[int, str]]:
+        nonlocal total
+        for rel, entry, _ in walk_files(root, base, max_depth=depth, ordered=False):
+            if regex.match(rel[cut:]) is None:
+                continue
+            if hide_credentials and is_credential_path(rel):
+                continue
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            total += 1
+            yield -mtime, rel
+
+    newest = heapq.nsmallest(MAX_RESULTS, matching())  # newest first, then by path
+    if not newest:
         return _none(pattern, shown)
-    matches.sort(key=lambda m: (-m[0], m[1]))
-    lines = [rel for _, rel in matches[:MAX_RESULTS]]
-    if len(matches) > MAX_RESULTS:
+    lines = [rel for _, rel in newest]
+    if total > MAX_RESULTS:
         lines.append(
-            f"({len(matches) - MAX_RESULTS} more matches not shown: {len(matches)} in all. "
+            f"({total - MAX_RESULTS} more matches not shown: {total} in all. "
             "Use a narrower pattern or path.)"
         )
     return "\n".join(lines)

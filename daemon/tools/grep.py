@@ -14,7 +14,9 @@ What is searched (both backends): the files under `path`, hidden ones included, 
 dependency/cache/VCS folders, what `.gitignore`/`.ignore`/`.rgignore` files (and
 `.git/info/exclude`) exclude — in a git repository or not — and binary files. A `glob` (as in
 `rg --glob`) selects files by name and, as in ripgrep, wins over the ignore files for files it
-names. The fallback also skips files over 1 MB, refuses regexes with nested repetition (they
+names. Credential-like files (`is_credential_path`: `.env`, keys, `.ssh/`, …) are left out of the
+results unless the call's path or glob names them (`names_credentials`; the permission gate
+then asks). The fallback also skips files over 1 MB, refuses regexes with nested repetition (they
 can take exponential time in Python's backtracking engine; ripgrep's engine is linear), and
 does not read ignore files above the workspace or the user's global gitignore.
 
@@ -38,6 +40,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 import trio
 
+from tether.daemon.permissions import is_credential_path, names_credentials
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -123,11 +126,15 @@ Line = tuple[int, bool, str]
 
 class Found:
     """What a search found, before formatting. Content mode keeps the lines of only as many
-    files (in path order) as the limit needs, so memory stays bounded however much matched."""
+    files (in path order) as the limit needs, so memory stays bounded however much matched.
+    Files for which `hidden` is true are dropped as they arrive."""
 
-    def __init__(self, mode: OutputMode, limit: int) -> None:
+    def __init__(
+        self, mode: OutputMode, limit: int, *, hidden: Callable[[str], bool] | None = None
+    ) -> None:
         self.mode = mode
         self.limit = limit
+        self.hidden = hidden
         self.counts: dict[str, int] = {}
         """Files with matches → matching lines (0 when unknown: files mode)."""
         self.total_matches = 0
@@ -139,6 +146,8 @@ class Found:
         """The time limit the search hit (results are partial), if it did."""
 
     def add_file(self, path: str, count: int) -> None:
+        if self.hidden is not None and self.hidden(path):
+            return
         self.counts[path] = self.counts.get(path, 0) + count
         self.total_matches += count
 
@@ -147,7 +156,7 @@ class Found:
 
     def add_block(self, path: str, matches: int, lines: Callable[[], list[Line]]) -> None:
         """A file's lines in content mode; `lines` is called only if they may be shown."""
-        if not matches:
+        if not matches or (self.hidden is not None and self.hidden(path)):
             return
         self.add_file(path, matches)
         if path in self.lines:
@@ -442,10 +451,15 @@ async def _run_rg(
 
 
 async def search_rg(
-    rg: str, root: Path, target: str | None, params: GrepParams, time_limit: float
+    rg: str,
+    root: Path,
+    target: str | None,
+    params: GrepParams,
+    time_limit: float,
+    hidden: Callable[[str], bool] | None = None,
 ) -> Found:
-    """Search with ripgrep, killing it after `time_limit` seconds (partial results).
-    Cancellation kills it too.
+    """Search with ripgrep, killing it after `time_limit` seconds (partial results), leaving
+    out the files for which `hidden` is true. Cancellation kills it too.
 
     Content mode reads ripgrep's lines in one pass; when they turn out to be many (a pattern
     that matches everywhere), it switches to counting per file (`--count`) and then reading
@@ -455,7 +469,7 @@ async def search_rg(
     targets = [target] if target is not None else []
     pcre2 = False
     while True:
-        found = Found(params.output_mode, params.head_limit)
+        found = Found(params.output_mode, params.head_limit, hidden=hidden)
         mode = params.output_mode
         max_lines = SWITCH_TO_COUNTING if mode == "content" else None
         try:
@@ -463,7 +477,9 @@ async def search_rg(
                 rg_command(rg, params, mode, targets, pcre2), root, found, deadline, max_lines
             )
         except _Overflow:
-            return await _count_then_fetch(rg, root, targets, params, pcre2, deadline, time_limit)
+            return await _count_then_fetch(
+                rg, root, targets, params, pcre2, deadline, time_limit, hidden
+            )
         if trio.current_time() >= deadline:
             found.stopped_after = time_limit
         if status == 2 and not found.counts and found.stopped_after is None:
@@ -482,8 +498,9 @@ async def _count_then_fetch(
     pcre2: bool,
     deadline: float,
     time_limit: float,
+    hidden: Callable[[str], bool] | None,
 ) -> Found:
-    counts = Found("count", params.head_limit)
+    counts = Found("count", params.head_limit, hidden=hidden)
     await _run_rg(rg_command(rg, params, "count", targets, pcre2), root, counts, deadline, None)
     chosen: list[str] = []
     total = 0
@@ -575,13 +592,18 @@ def compile_fallback(pattern: str, case_insensitive: bool) -> re.Pattern[str]:
 
 
 def search_python(
-    root: Path, start: Path, params: GrepParams, time_limit: float, stop: threading.Event
+    root: Path,
+    start: Path,
+    params: GrepParams,
+    time_limit: float,
+    stop: threading.Event,
+    hidden: Callable[[str], bool] | None = None,
 ) -> Found:
     """The fallback, run in a worker thread: stops after `time_limit` seconds or when `stop`
-    is set, with partial results."""
+    is set, with partial results; leaves out the files for which `hidden` is true."""
     deadline = time.monotonic() + time_limit
     regex = compile_fallback(params.pattern, params.case_insensitive)
-    found = Found(params.output_mode, params.head_limit)
+    found = Found(params.output_mode, params.head_limit, hidden=hidden)
     if start.is_file():  # named explicitly: searched whatever the ignore files and glob say
         _search_file(start, relative(root, start), regex, params, found)
         return found
@@ -600,6 +622,8 @@ def search_python(
                 continue
         elif ignored:
             continue
+        if hidden is not None and hidden(rel):
+            continue  # not even read
         try:
             if entry.stat().st_size > FALLBACK_MAX_FILE_BYTES:
                 continue
@@ -655,7 +679,9 @@ class Grep:
         f"most {MAX_CONTEXT}) or count. Results are sorted by path, at most head_limit "
         f"(default {DEFAULT_HEAD_LIMIT}, max {MAX_HEAD_LIMIT}); lines are cut at "
         f"{MAX_LINE_CHARS} characters. Respects .gitignore; skips binary files and dependency "
-        "folders (node_modules, .git, .venv, …); stops after 30 s. Without ripgrep a slower "
+        "folders (node_modules, .git, .venv, …); leaves out credential-like files (.env, keys, "
+        ".ssh/…) unless path or glob names them, which asks the user first; stops after 30 s. "
+        "Without ripgrep a slower "
         "search is used that skips files over 1 MB and refuses nested repetition like `(a+)+`."
     )
     kind: ClassVar[ToolKind] = "read"
@@ -667,6 +693,10 @@ class Grep:
         self.rg_path = find_rg() if rg_path == AUTO else rg_path
         self.timeout = timeout
 
+    def file_glob(self, params: ToolParams) -> str:
+        assert isinstance(params, GrepParams)
+        return params.glob or ""
+
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, GrepParams)
         if not params.pattern:
@@ -676,18 +706,31 @@ class Grep:
         shown = display_path(ctx.workspace, start)
         if not start.exists():
             raise ToolFailure(f"{params.path} does not exist.")
+        target = relative(root, start)
+        named = names_credentials(target, params.glob or "")
+        hidden = None if named else is_credential_path
         if self.rg_path is not None:
-            target = relative(root, start) or None
-            found = await search_rg(self.rg_path, root, target, params, self.timeout)
+            found = await search_rg(
+                self.rg_path, root, target or None, params, self.timeout, hidden
+            )
         else:
-            found = await self._fallback(root, start, params)
+            found = await self._fallback(root, start, params, hidden)
         return format_found(found, params.context, params.pattern, shown)
 
-    async def _fallback(self, root: Path, start: Path, params: GrepParams) -> Found:
+    async def _fallback(
+        self, root: Path, start: Path, params: GrepParams, hidden: Callable[[str], bool] | None
+    ) -> Found:
         stop = threading.Event()
         try:
             return await trio.to_thread.run_sync(
-                search_python, root, start, params, self.timeout, stop, abandon_on_cancel=True
+                search_python,
+                root,
+                start,
+                params,
+                self.timeout,
+                stop,
+                hidden,
+                abandon_on_cancel=True,
             )
         finally:
             stop.set()

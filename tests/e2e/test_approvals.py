@@ -271,6 +271,55 @@ def test_credential_reads_ask_even_in_edits_mode(
     assert "hunter2" not in call.output
 
 
+def test_searches_leave_credentials_out_and_ask_when_they_name_them(
+    daemon: DaemonProcess, model_server: ModelServer, workspace: Path
+) -> None:
+    (workspace / ".env").write_text("API_TOKEN=hunter2\n")
+    searches = [
+        ("grep", {"pattern": ".", "output_mode": "content"}),
+        ("glob", {"pattern": "**/*"}),
+        ("grep", {"pattern": ".", "glob": ".env"}),
+    ]
+    steps: list[dict[str, object]] = [
+        {"tool_calls": [{"name": name, "arguments": args}]} for name, args in searches
+    ]
+    model_server.set_script({"steps": [*steps, {"text": "done"}]})
+    with daemon.client("a") as a:
+        session_id = create_session(a)
+        attach(a, session_id)
+        start_turn(a, session_id, "find secrets")
+        events = read_events(a, session_id, lambda evs: approval_in(evs) is not None)
+        approval = approval_in(events)
+        assert approval is not None
+        assert (approval.tool, approval.kind) == ("grep", "read")
+        assert "credentials" in approval.reason
+        respond(a, session_id, approval.id, "deny")
+        events += collect_until_turn_end(a, session_id)
+    searched, listed, named = calls(events)
+    assert "src/app.py" in searched.output
+    assert "src/app.py" in listed.output
+    for call in (searched, listed, named):
+        assert "hunter2" not in call.output
+        assert ".env" not in call.output
+    assert named.status == "failed"
+    assert "denied" in named.output
+
+
+def test_a_command_with_control_characters_asks_even_in_auto_mode_and_shows_them(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    hidden = "echo harmless\x1b[2K\rrm -rf ~/gone\x07"
+    model_server.set_script({"steps": [command_step(hidden), {"text": "done"}]})
+    result = run_cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "go")
+    assert result.returncode == 0, result.stderr
+    assert "approval needed" in result.stderr
+    assert "U+001B" in result.stderr
+    assert "echo harmless\\x1b[2K\\rrm -rf ~/gone\\x07" in result.stderr
+    assert not {"\x1b", "\r", "\x07"} & set(result.stderr + result.stdout)
+    denial = model_server.requests[1]["messages"][-1]["content"]
+    assert "no terminal to ask on" in denial
+
+
 def test_cli_without_a_terminal_denies_with_a_clear_message(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:

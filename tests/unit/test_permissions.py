@@ -137,3 +137,54 @@ def test_session_rule_allows_the_same_family_only() -> None:
     policy.add_session_rule(exact.always_rule)
     assert policy.decide(cmd("rm -rf build")).action == "allow"
     assert policy.decide(cmd("rm -rf /")).action == "ask"
+
+
+HIDING_COMMANDS = [
+    "echo ok\x1b[2K\rrm -rf ~",  # ESC sequence erasing the line, then a carriage return
+    "git status\rrm -rf ~",
+    "ls\x07",
+    "ls \x1b[8mrm -rf ~\x1b[0m",  # concealed text
+    "ls\x00",
+    "ls \x7f",
+    "ls \x9b2K",  # the 8-bit CSI
+    "echo \u202eevil",  # bidi override
+    "ls\u200b -la",  # zero-width space
+    "ls\u2028rm x",
+]
+
+
+@pytest.mark.parametrize("command", HIDING_COMMANDS)
+@pytest.mark.parametrize("mode", ["auto", "edits", "ask"])
+def test_hidden_characters_in_a_command_always_ask(command: str, mode: str) -> None:
+    policy = PermissionPolicy(
+        mode=mode,  # type: ignore[arg-type]
+        allow=["run_command", f"run_command({command})", "run_command(*)"],
+    )
+    policy.add_session_rule(f"run_command({command})")
+    verdict = policy.decide(cmd(command))
+    assert verdict.action == "ask"
+    assert "control or invisible characters" in verdict.reason
+    assert verdict.always_rule == ""  # no answer can turn it into a rule
+
+
+def test_the_reason_names_the_hidden_characters() -> None:
+    reason = PermissionPolicy().decide(cmd("echo ok\x1b[2K\rrm -rf ~\x07")).reason
+    assert "U+001B, U+000D, U+0007" in reason
+    assert "\x1b" not in reason
+
+
+def test_deny_still_wins_over_hidden_characters() -> None:
+    policy = PermissionPolicy(mode="auto", deny=["run_command(rm *)"])
+    assert policy.decide(cmd("rm -rf ~\x1b[2K")).action == "deny"
+
+
+@pytest.mark.parametrize("command", ["printf 'a\\tb'", "echo\ttabbed", "ls -la"])
+def test_tabs_and_plain_text_are_not_hidden_characters(command: str) -> None:
+    assert PermissionPolicy(mode="auto").decide(cmd(command)).action == "allow"
+    assert PermissionPolicy(allow=["run_command"]).decide(cmd(command)).action == "allow"
+
+
+def test_a_multiline_command_still_runs_in_auto_mode() -> None:
+    # Newlines are shown as they are; they ask outside auto (several lines), not in it.
+    assert PermissionPolicy(mode="auto").decide(cmd("git log\nls")).action == "allow"
+    assert PermissionPolicy(allow=["run_command"]).decide(cmd("git log\nls")).action == "ask"

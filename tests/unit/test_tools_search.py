@@ -347,6 +347,16 @@ async def test_glob_caps_at_200_with_a_note(tmp_path: Path) -> None:
     assert out[200].startswith("(50 more matches not shown: 250 in all.")
 
 
+async def test_glob_keeps_the_newest_200_across_folders_ties_by_path(tmp_path: Path) -> None:
+    files = {f"d{i % 7}/f{i:03}.txt": 2_000_000 if i % 2 == 0 else 1_000_000 for i in range(300)}
+    for rel, mtime in files.items():
+        touch(tmp_path / rel, mtime)
+    out = (await ok(WITH_RG, tmp_path, "glob", pattern="**/*.txt")).split("\n")
+    expected = sorted(files, key=lambda rel: (-files[rel], rel))[:200]
+    assert out[:200] == expected
+    assert out[200].startswith("(100 more matches not shown: 300 in all.")
+
+
 # --- list_dir ---------------------------------------------------------------------------------
 
 

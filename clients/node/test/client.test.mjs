@@ -17,6 +17,7 @@ import {
   TetherClient,
   ConnectionError,
   findDiscovery,
+  visible,
   workspaceKey,
 } from '../tether-client.mjs';
 
@@ -535,6 +536,12 @@ describe('usage', () => {
 });
 
 describe('library', () => {
+  test('visible() escapes what a terminal would not show, keeping tabs and line breaks', () => {
+    assert.equal(visible('echo ok\x1b[2K\rrm -rf ~\x07'), 'echo ok\\x1b[2K\\rrm -rf ~\\x07');
+    assert.equal(visible('\u202eevil\u200b \x9b'), '\\u202eevil\\u200b \\x9b');
+    assert.equal(visible('a\tb\nc\r\nnaïve ✓'), 'a\tb\nc\r\nnaïve ✓');
+  });
+
   test('request() resolves results, rejects error responses with .code, and events are emitted', async () => {
     const daemon = await startFakeDaemon({
       onTurnStart: ({ respond, emit }) => {
