@@ -16,7 +16,7 @@ from tether.daemon import paths
 from tether.daemon.config import ConfigError, load_config
 from tether.daemon.daemon import Daemon
 from tether.daemon.lifecycle import AlreadyRunning
-from tether.daemon.outbox import DEFAULT_LIMIT
+from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_LIMIT,
         help="events queued for one client before it is told to resync",
     )
+    parser.add_argument(
+        "--client-queue-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        help="bytes held for one client (responses, replays, events); a client that lets more"
+        " pile up is told to resync or, for responses, disconnected",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     workspace = Path(args.workspace).resolve()
@@ -54,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         config,
         idle_timeout=args.idle_timeout,
         client_queue_limit=args.client_queue_limit,
+        client_queue_bytes=args.client_queue_bytes,
     )
     try:
         daemon.lock.acquire()
@@ -77,7 +85,6 @@ def _setup_logging(workspace: str, level: str) -> None:
     root.addHandler(logging.StreamHandler())
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("trio-websocket").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":
