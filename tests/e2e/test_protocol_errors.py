@@ -660,3 +660,17 @@ def test_closing_a_connection_cancels_its_slow_requests(
         ended = _read_until(watcher, lambda f: _event_kind(f) == "turn_completed")
         turn_id = started[-1]["params"]["event"]["turnId"]
         assert ended[-1]["params"]["event"]["turnId"] == turn_id
+
+
+def test_a_failed_compaction_is_a_typed_error(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [*HISTORY_STEPS, {"text": "  "}]})
+    with daemon.raw() as ws:
+        _initialize(ws)
+        session_id = _session_with_history(ws)
+        ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
+        reply = _read_until(ws, lambda f: f.get("id") == "compact")[-1]
+        error = _error(reply)
+        assert error["code"] == ErrorCode.MODEL_UNAVAILABLE, error
+        assert "empty summary" in error["message"]
