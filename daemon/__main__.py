@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--client-queue-bytes",
-        type=int,
+        type=_positive_int,
         default=DEFAULT_MAX_BYTES,
         help="bytes held for one client (responses, replays, events); a client that lets more"
         " pile up is told to resync or, for responses, disconnected",
@@ -73,6 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         daemon.lock.release()
     return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
 
 
 def _setup_logging(workspace: str, level: str) -> None:
