@@ -19,7 +19,7 @@ import trio
 from tether.daemon import paths
 from tether.daemon.config import ConfigError, load_config
 from tether.daemon.lifecycle import AlreadyRunning, WorkspaceLock
-from tether.daemon.outbox import DEFAULT_LIMIT
+from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=DEFAULT_LIMIT,
         help="events queued for one client before it is told to resync",
+    )
+    parser.add_argument(
+        "--client-queue-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_BYTES,
+        help="bytes held for one client (responses, replays, events); a client that lets more"
+        " pile up is told to resync or, for responses, disconnected",
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
@@ -69,11 +76,22 @@ def main(argv: list[str] | None = None) -> int:
             lock=lock,
             idle_timeout=args.idle_timeout,
             client_queue_limit=args.client_queue_limit,
+            client_queue_bytes=args.client_queue_bytes,
         )
         trio.run(daemon.run)
     finally:
         lock.release()
     return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
 
 
 def _setup_logging(workspace: str, level: str) -> None:
@@ -86,7 +104,6 @@ def _setup_logging(workspace: str, level: str) -> None:
     root.addHandler(logging.StreamHandler())
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    logging.getLogger("trio-websocket").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,24 @@
-"""One client connection: reads JSON-RPC requests, dispatches them in order, writes responses
-and subscribed events through its outbox.
+"""One client connection: reads JSON-RPC requests, dispatches them, writes responses and
+subscribed events through its byte-bounded outbox (see `tether.daemon.outbox`).
 
 Error rules on the wire:
 - a frame that is not JSON: -32700, the connection stays open;
-- JSON that is not a single request (a batch, a missing method, a wrong `jsonrpc`): -32600;
+- JSON that is not a single request (a batch, a missing method, a wrong `jsonrpc`): -32600,
+  echoing the request's `id` whenever it can be read;
 - an unknown method: -32601; params that do not fit the method: -32602 naming the field;
 - any request before `initialize`: NOT_INITIALIZED;
-- a notification (no id) for an unknown method is ignored, as JSON-RPC prescribes.
-Requests are handled one at a time per connection, so their responses keep their order.
-Closing the connection detaches it from every session; it never cancels a turn.
+- a notification (no `id` member) is never answered, whatever happens to it. `"id": null` is a
+  request and is answered with `"id": null`.
+
+Order: the reader handles requests one at a time, so their responses keep their order, except
+for the methods in `SLOW_METHODS` (they wait on the model or the disk). Those run as tasks of the
+connection's own nursery, at most `MAX_SLOW_REQUESTS` at once (the reader waits for a free slot
+beyond that), so that `turn/cancel` or `approval/respond` is answered while a compaction runs;
+their responses come when they are done. Session events keep their order whatever the method.
+
+Closing the connection cancels its slow requests and detaches it from every session; it never
+cancels a turn. A client whose outbox overruns (it does not read what it asked for) is closed
+with 1008.
 """
 
 import itertools
@@ -17,10 +27,9 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 import trio
-import trio_websocket
-from wsproto.events import TextMessage
 
-from tether.daemon.outbox import DEFAULT_LIMIT, Outbox
+from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, Outbox
+from tether.daemon.server import ConnectionClosed, WebSocket
 from tether.daemon.session import Session
 from tether.protocol import codec
 from tether.protocol.base import Wire
@@ -40,29 +49,13 @@ log = logging.getLogger(__name__)
 PING_INTERVAL = 20.0
 PING_TIMEOUT = 20.0
 
+SLOW_METHODS = frozenset({"session/compact", "models/list", "session/undo"})
+"""Methods that may take long (a model call, a walk over the workspace): run beside the reader."""
+MAX_SLOW_REQUESTS = 8
+
+OVERRUN_CLOSE_CODE = 1008
+
 _ids = itertools.count(1)
-
-WRITE_BATCH_FRAMES = 256
-"""Frames written with one send: a replay of thousands of events costs a few dozen syscalls
-instead of one each, and no single write holds more than a few MB."""
-
-
-def _can_batch(ws: trio_websocket.WebSocketConnection) -> bool:
-    return all(hasattr(ws, name) for name in ("_wsproto", "_stream", "_stream_lock"))
-
-
-async def _send_batch(ws: trio_websocket.WebSocketConnection, frames: list[str]) -> None:
-    """Send several text messages with one write, under trio-websocket's own send lock (the
-    same steps as `send_message`, which writes one message per call)."""
-    if ws.closed is not None:
-        raise trio_websocket.ConnectionClosed(ws.closed)
-    data = b"".join(ws._wsproto.send(TextMessage(data=frame)) for frame in frames)
-    async with ws._stream_lock:
-        try:
-            await ws._stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            await ws._abort_web_socket()
-            raise trio_websocket.ConnectionClosed(ws.closed) from None
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -78,18 +71,20 @@ Handler = Callable[["Connection", Wire], Awaitable[Wire | Reply]]
 class Connection:
     def __init__(
         self,
-        ws: trio_websocket.WebSocketConnection,
+        ws: WebSocket,
         handlers: dict[str, Handler],
         *,
         queue_limit: int = DEFAULT_LIMIT,
+        queue_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.id = next(_ids)
         self.ws = ws
         self.handlers = handlers
-        self.outbox = Outbox(queue_limit)
+        self.outbox = Outbox(queue_limit, queue_bytes)
         self.initialized = False
         self.client_name = ""
         self.sessions: dict[str, Session] = {}
+        self._slow_slots = trio.Semaphore(MAX_SLOW_REQUESTS)
 
     # Subscriber protocol (see tether.daemon.session)
     def offer(self, frame: bytes) -> bool:
@@ -102,12 +97,14 @@ class Connection:
         return session.subscribers.get(self)
 
     async def serve(self) -> None:
-        """Run until the client goes away. Cancelling it closes the connection."""
+        """Run until the client goes away or is cut off. Cancelling it closes the connection,
+        and either way the slow requests still running are cancelled."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop)
                 nursery.start_soon(self._keepalive)
-                await self._read_loop()
+                nursery.start_soon(self._watch_overrun)
+                await self._read_loop(nursery)
                 nursery.cancel_scope.cancel()
         finally:
             self.outbox.close()
@@ -119,29 +116,27 @@ class Connection:
         """Send what is queued (the answer to `daemon/shutdown`, last events), then close."""
         with trio.move_on_after(2):
             await self.outbox.wait_drained()
-        with trio.move_on_after(2):
-            await self.ws.aclose(code=1001, reason=reason)
+        await self.ws.aclose(code=1001, reason=reason)
 
-    async def _read_loop(self) -> None:
+    async def _read_loop(self, nursery: trio.Nursery) -> None:
         while True:
             try:
-                message = await self.ws.get_message()
-            except trio_websocket.ConnectionClosed:
+                message = await self.ws.receive()
+            except ConnectionClosed:
                 return
-            await self._dispatch(message)
+            await self._dispatch(message, nursery)
 
     async def _write_loop(self) -> None:
         try:
             while True:
-                batch = await self.outbox.get_batch()
-                if _can_batch(self.ws):
-                    for start in range(0, len(batch), WRITE_BATCH_FRAMES):
-                        await _send_batch(self.ws, batch[start : start + WRITE_BATCH_FRAMES])
-                else:
-                    for frame in batch:
-                        await self.ws.send_message(frame)
-        except trio_websocket.ConnectionClosed:
+                await self.ws.send_text_frames(await self.outbox.get_batch())
+        except ConnectionClosed:
             return
+
+    async def _watch_overrun(self) -> None:
+        await self.outbox.wait_overrun()
+        log.warning("client %s does not read what it is sent; closing", self.id)
+        await self.ws.aclose(OVERRUN_CLOSE_CODE, "the client is not reading its messages")
 
     async def _keepalive(self) -> None:
         while True:
@@ -149,20 +144,24 @@ class Connection:
             with trio.move_on_after(PING_TIMEOUT) as timer:
                 try:
                     await self.ws.ping()
-                except trio_websocket.ConnectionClosed:
+                except ConnectionClosed:
                     return
             if timer.cancelled_caught:
                 log.info("client %s stopped answering pings; closing", self.id)
                 await self.ws.aclose(code=1011, reason="ping timeout")
                 return
 
-    async def _dispatch(self, message: str | bytes) -> None:
+    async def _dispatch(self, message: str | bytes, nursery: trio.Nursery) -> None:
         try:
             envelope = decode_envelope(message)
         except FrameError as exc:
-            self.outbox.send_nowait(error_frame(None, exc.code, exc.message))
+            self.outbox.send_nowait(error_frame(exc.request_id, exc.code, exc.message))
             return
-        request_id: RequestId | None = envelope.id
+        # UNSET (no `id` member) makes a notification; None is the id `null`.
+        notification = isinstance(envelope.id, msgspec.UnsetType)
+        request_id: RequestId | None = (
+            None if isinstance(envelope.id, msgspec.UnsetType) else envelope.id
+        )
         method = envelope.method
         if envelope.jsonrpc != "2.0" or method is None:
             if (
@@ -181,7 +180,7 @@ class Connection:
             return
         handler = self.handlers.get(method)
         if handler is None or method not in METHODS:
-            if request_id is not None:
+            if not notification:
                 self.outbox.send_nowait(
                     error_frame(
                         request_id, ErrorCode.METHOD_NOT_FOUND, f"unknown method {method!r}"
@@ -192,23 +191,52 @@ class Connection:
             if not self.initialized and method != "initialize":
                 raise RpcError(ErrorCode.NOT_INITIALIZED, f"send `initialize` before {method!r}")
             params = codec.decode_params(method, envelope.params)
+        except RpcError as exc:
+            if not notification:
+                self.outbox.send_nowait(error_frame(request_id, exc.code, exc.message, exc.data))
+            return
+        answer = None if notification else _Answer(request_id)
+        if method in SLOW_METHODS:
+            await self._slow_slots.acquire()
+            nursery.start_soon(self._run_slow, handler, method, params, answer)
+        else:
+            await self._run(handler, method, params, answer)
+
+    async def _run_slow(
+        self, handler: Handler, method: str, params: Wire, answer: "_Answer | None"
+    ) -> None:
+        try:
+            await self._run(handler, method, params, answer)
+        finally:
+            self._slow_slots.release()
+
+    async def _run(
+        self, handler: Handler, method: str, params: Wire, answer: "_Answer | None"
+    ) -> None:
+        try:
             reply = await handler(self, params)
         except RpcError as exc:
-            if request_id is not None:
-                self.outbox.send_nowait(error_frame(request_id, exc.code, exc.message, exc.data))
+            if answer is not None:
+                self.outbox.send_nowait(error_frame(answer.id, exc.code, exc.message, exc.data))
             return
         except Exception:
             log.exception("handler for %s failed", method)
-            if request_id is not None:
+            if answer is not None:
                 self.outbox.send_nowait(
-                    error_frame(request_id, ErrorCode.INTERNAL_ERROR, f"internal error in {method}")
+                    error_frame(answer.id, ErrorCode.INTERNAL_ERROR, f"internal error in {method}")
                 )
             return
-        if request_id is None:
+        if answer is None:
             return
         if isinstance(reply, Reply):
-            self.outbox.send_nowait(result_frame(request_id, reply.result))
+            self.outbox.send_nowait(result_frame(answer.id, reply.result))
             for frame in reply.follow:
                 self.outbox.send_nowait(frame)
         else:
-            self.outbox.send_nowait(result_frame(request_id, reply))
+            self.outbox.send_nowait(result_frame(answer.id, reply))
+
+
+class _Answer(msgspec.Struct, frozen=True):
+    """Where a request's response goes: its id (None for `"id": null`)."""
+
+    id: RequestId | None

@@ -6,7 +6,8 @@ Task tree (every task has an owner):
     ├── signals                 first SIGTERM/SIGINT: clean stop; second: exit at once
     └── serving
         ├── Sessions.serve          turns, each in its own cancel scope
-        ├── serve_websocket         one task per connection: reader, writer, keepalive
+        ├── serve_websocket         one task per connection: reader, writer, keepalive, slow
+        │                           requests (see tether.daemon.connection)
         ├── keep_discovery          puts the discovery file back if it goes missing
         └── idle watch              stop after `idle_timeout` with no client and no running turn
 
@@ -26,7 +27,7 @@ from functools import partial
 from pathlib import Path
 
 import trio
-import trio_websocket
+from wsproto.events import Request
 
 from tether.daemon import paths
 from tether.daemon.config import Config, config_file
@@ -34,11 +35,12 @@ from tether.daemon.connection import Connection
 from tether.daemon.handlers import Handlers
 from tether.daemon.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.lsp.pool import LspPool
-from tether.daemon.outbox import DEFAULT_LIMIT
+from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.procs import ProcessTable
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.providers.factory import create_client
 from tether.daemon.security import check_upgrade
+from tether.daemon.server import WebSocket, serve_websocket
 from tether.daemon.sessions import Sessions
 from tether.daemon.store import Store
 from tether.daemon.tools.registry import ToolRegistry, default_tools
@@ -66,8 +68,10 @@ class Daemon:
         idle_timeout: float | None = None,
         model: ModelClient | None = None,
         client_queue_limit: int = DEFAULT_LIMIT,
+        client_queue_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.client_queue_limit = client_queue_limit
+        self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
         self.config = config
         self.idle_timeout = config.idle_timeout if idle_timeout is None else idle_timeout
@@ -149,21 +153,16 @@ class Daemon:
                 await nursery.start(self.processes.serve)
                 await nursery.start(self.lsp.serve)
                 await nursery.start(self.sessions.serve)
-                server: trio_websocket.WebSocketServer = await nursery.start(
+                self.port = await nursery.start(
                     partial(
-                        trio_websocket.serve_websocket,
+                        serve_websocket,
                         self._handle,
                         "127.0.0.1",
                         0,
-                        None,
-                        handler_nursery=nursery,
+                        check=self._check_upgrade,
                         max_message_size=MAX_MESSAGE_BYTES,
-                        receive_buffer_size=65536,
-                        connect_timeout=10,
-                        disconnect_timeout=5,
                     )
                 )
-                self.port = server.port
                 info = DiscoveryInfo(
                     pid=os.getpid(),
                     port=self.port,
@@ -184,7 +183,8 @@ class Daemon:
                 await self._stop(nursery)
 
     def broadcast(self, kind: str, message: str) -> None:
-        """Tell every connected client something about the daemon itself."""
+        """Tell every connected client something about the daemon itself: one frame, encoded
+        once, queued as a must-deliver frame for each (see `tether.daemon.outbox`)."""
         frame = notification_frame("daemon/event", DaemonEventParams(kind=kind, message=message))
         for conn in self.connections:
             conn.send_nowait(frame)
@@ -207,23 +207,21 @@ class Daemon:
                 closers.start_soon(conn.close, "the daemon is shutting down")
         nursery.cancel_scope.cancel()
 
-    async def _handle(self, request: trio_websocket.WebSocketRequest) -> None:
-        # wsproto keeps the Host header apart from the others.
-        host: str | None = getattr(getattr(request, "_event", None), "host", None)
-        refusal = check_upgrade(host, request.headers, self.token)
-        if refusal is not None:
-            status, reason = refusal
-            await request.reject(status, body=reason.encode())
-            return
-        ws = await request.accept()
-        conn = Connection(ws, self._handlers, queue_limit=self.client_queue_limit)
+    def _check_upgrade(self, request: Request) -> tuple[int, str] | None:
+        return check_upgrade(request.host, request.extra_headers, self.token)
+
+    async def _handle(self, ws: WebSocket) -> None:
+        conn = Connection(
+            ws,
+            self._handlers,
+            queue_limit=self.client_queue_limit,
+            queue_bytes=self.client_queue_bytes,
+        )
         self.connections.add(conn)
         self._touch()
         try:
+            # A connection's own failure is logged by the server; it never stops the daemon.
             await conn.serve()
-        except Exception:
-            # One broken connection must never take the daemon (and every turn) down.
-            log.exception("connection %d failed", conn.id)
         finally:
             self.connections.discard(conn)
             self._touch()

@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 from typing import Protocol, cast
 
+from tether.daemon.compact import CompactionError
 from tether.daemon.connection import Connection, Handler, Reply
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs import ProcessTable
@@ -208,7 +209,10 @@ class Handlers:
     async def session_compact(self, conn: Connection, params: Wire) -> Wire:
         p = cast(SessionRef, params)
         session = await self._controller_session(conn, p.session_id)
-        before, after = await self.sessions.compact(session)
+        try:
+            before, after = await self.sessions.compact(session)
+        except CompactionError as exc:
+            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from exc
         return SessionCompactResult(tokens_before=before, tokens_after=after)
 
     async def tools_list(self, conn: Connection, params: Wire) -> Wire:

@@ -1,65 +1,158 @@
-"""A connection's outbound queue: frames wait here until the connection's writer sends them.
+"""A connection's outbound queue, bounded in bytes: frames wait here until the connection's
+writer has written them to the socket.
 
-Live events are *offered*: when the queue already holds `limit` frames the offer fails and the
-session drops the subscription (the client is told to resync), so a slow client never blocks
-the turn or other clients. Responses, replays and resync notices are always queued; they are
-bounded by what the client itself asked for.
+One budget, `max_bytes`, covers everything held for one client: queued frames and the batch
+being written, whether responses, replays, live session events or daemon broadcasts. Frames are
+kept as the bytes they were encoded to, and an event (or broadcast) is encoded once for all its
+subscribers, so the budget is what this one client can make the daemon hold, whatever its
+reading speed.
+
+- Live session events are *offered*: an offer is refused when `max_frames` frames are queued or
+  when the frame would leave less than `reserve` bytes of the budget free. The session then drops
+  the subscription and queues a `session/resync` notice, for which the reserve keeps room.
+- Everything else (responses, replays, resync notices, broadcasts) cannot be dropped without the
+  client losing track. When such a frame does not fit, the outbox is *overrun*: it empties,
+  takes nothing more, and `wait_overrun` returns so that the connection is closed. A single
+  frame larger than the whole budget is still taken when nothing else is held, or a large
+  answer could never be sent at all.
 """
 
 from collections import deque
+from dataclasses import dataclass
 
 import trio
 
 DEFAULT_LIMIT = 4096
+"""Live event frames queued for one client before it is told to resync."""
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+"""Bytes held for one client: room for a whole replay of the event ring (8 MiB) plus as much
+again for the responses and events around it."""
+DEFAULT_RESERVE = 256 * 1024
+
+WRITE_BATCH_FRAMES = 256
+WRITE_BATCH_BYTES = 1024 * 1024
+"""A batch is written with one send: a replay of thousands of events costs a few dozen
+syscalls instead of one each, and no single write holds more than about a megabyte."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxStatistics:
+    frames: int
+    """Frames queued or being written."""
+    bytes: int
+    """Their size."""
+    peak_bytes: int
+    """The most `bytes` has ever been."""
+    max_bytes: int
 
 
 class Outbox:
-    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
-        self._frames: deque[str] = deque()
-        self._limit = limit
+    def __init__(
+        self,
+        max_frames: int = DEFAULT_LIMIT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        *,
+        reserve: int | None = None,
+    ) -> None:
+        self._frames: deque[bytes] = deque()
+        self._max_frames = max_frames
+        self._max_bytes = max_bytes
+        self._reserve = min(DEFAULT_RESERVE, max_bytes // 8) if reserve is None else reserve
+        self._queued_bytes = 0
+        self._batch_frames = 0
+        self._batch_bytes = 0
+        self._peak_bytes = 0
         self._wakeup = trio.Event()
         self._drained: trio.Event | None = None
-        self.sending = False
+        self._overrun = trio.Event()
         self.closed = False
 
     def __len__(self) -> int:
         return len(self._frames)
 
+    @property
+    def overrun(self) -> bool:
+        return self._overrun.is_set()
+
+    def statistics(self) -> OutboxStatistics:
+        return OutboxStatistics(
+            frames=len(self._frames) + self._batch_frames,
+            bytes=self._held(),
+            peak_bytes=self._peak_bytes,
+            max_bytes=self._max_bytes,
+        )
+
     def offer(self, frame: bytes) -> bool:
+        """Queue a live event frame; False (nothing queued) when it does not fit."""
         if self.closed:
             return True  # a closing connection is detached by its own teardown
-        if len(self._frames) >= self._limit:
+        if (
+            len(self._frames) >= self._max_frames
+            or self._held() + len(frame) > self._max_bytes - self._reserve
+        ):
             return False
-        self._frames.append(frame.decode())
-        self._wakeup.set()
+        self._append(frame)
         return True
 
     def send_nowait(self, frame: bytes) -> None:
+        """Queue a frame that must reach the client; past the budget, overrun (see above)."""
         if self.closed:
             return
-        self._frames.append(frame.decode())
-        self._wakeup.set()
+        held = self._held()
+        if held and held + len(frame) > self._max_bytes:
+            self.close()
+            self._overrun.set()
+            return
+        self._append(frame)
 
-    async def get_batch(self) -> list[str]:
-        """Wait for frames and take all of them, oldest first."""
-        self.sending = False
+    async def get_batch(self) -> list[bytes]:
+        """Wait for frames and take the oldest (at most `WRITE_BATCH_FRAMES`, about
+        `WRITE_BATCH_BYTES`). They count against the budget until `batch_written`."""
+        self.batch_written()
         while not self._frames:
             if self._drained is not None:
                 self._drained.set()
             self._wakeup = trio.Event()
             await self._wakeup.wait()
-        batch = list(self._frames)
-        self._frames.clear()
-        self.sending = True
+        batch: list[bytes] = []
+        size = 0
+        while self._frames and len(batch) < WRITE_BATCH_FRAMES and size < WRITE_BATCH_BYTES:
+            frame = self._frames.popleft()
+            batch.append(frame)
+            size += len(frame)
+        self._queued_bytes -= size
+        self._batch_frames = len(batch)
+        self._batch_bytes = size
         return batch
 
+    def batch_written(self) -> None:
+        """The last batch taken is on the socket: release its bytes."""
+        self._batch_frames = 0
+        self._batch_bytes = 0
+
     async def wait_drained(self) -> None:
-        """Wait until every queued frame has been handed to the socket."""
-        while self._frames or self.sending:
+        """Wait until every queued frame has been written (or the outbox closed)."""
+        while (self._frames or self._batch_frames) and not self.closed:
             self._drained = trio.Event()
             await self._drained.wait()
+
+    async def wait_overrun(self) -> None:
+        """Return once a frame that must be sent did not fit the budget."""
+        await self._overrun.wait()
 
     def close(self) -> None:
         self.closed = True
         self._frames.clear()
+        self._queued_bytes = 0
+        self._wakeup.set()
+        if self._drained is not None:
+            self._drained.set()
+
+    def _held(self) -> int:
+        return self._queued_bytes + self._batch_bytes
+
+    def _append(self, frame: bytes) -> None:
+        self._frames.append(frame)
+        self._queued_bytes += len(frame)
+        self._peak_bytes = max(self._peak_bytes, self._held())
         self._wakeup.set()

@@ -3,6 +3,9 @@
 Incoming frames are decoded in two stages: first the envelope with `params` left as
 `msgspec.Raw`, then the params with a decoder cached per method (see `tether.protocol.codec`).
 That keeps a malformed params object from hiding the request id, so the error can be addressed.
+
+An absent `id` makes a notification; `"id": null` is a request like any other (JSON-RPC 2.0
+answers it with `"id": null`), so the envelope tells the two apart with `msgspec.UNSET`.
 """
 
 import msgspec
@@ -16,7 +19,8 @@ class Envelope(msgspec.Struct, kw_only=True):
     """Any JSON-RPC message, loosely: a request, a notification or a response."""
 
     jsonrpc: str | None = None
-    id: RequestId | None = None
+    id: RequestId | msgspec.UnsetType | None = msgspec.UNSET
+    """UNSET when the member is absent (a notification), None for an explicit null."""
     method: str | None = None
     # msgspec.Raw cannot sit in a union; an absent member is an empty Raw.
     params: msgspec.Raw = msgspec.Raw(b"")
@@ -60,12 +64,22 @@ _envelope_decoder = msgspec.json.Decoder(Envelope)
 
 
 class FrameError(Exception):
-    """A frame that cannot be read as a JSON-RPC message at all."""
+    """A frame that cannot be read as a JSON-RPC message at all. `request_id` is the frame's
+    `id` when it could still be read (an object with a well-typed `id`), else None."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, request_id: RequestId | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.request_id = request_id
+
+
+def _readable_id(value: object) -> RequestId | None:
+    if isinstance(value, dict):
+        request_id = value.get("id")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+            return request_id
+    return None
 
 
 def decode_envelope(frame: bytes | str) -> Envelope:
@@ -81,7 +95,9 @@ def decode_envelope(frame: bytes | str) -> Envelope:
             raise FrameError(
                 ErrorCode.INVALID_REQUEST, "batches are not supported; send one message per frame"
             ) from exc
-        raise FrameError(ErrorCode.INVALID_REQUEST, f"invalid request: {exc}") from exc
+        raise FrameError(
+            ErrorCode.INVALID_REQUEST, f"invalid request: {exc}", _readable_id(value)
+        ) from exc
 
 
 def encode(message: Request | Notification | Response | ErrorResponse) -> bytes:
@@ -96,7 +112,7 @@ def error_frame(
     )
 
 
-def result_frame(request_id: RequestId, result: object) -> bytes:
+def result_frame(request_id: RequestId | None, result: object) -> bytes:
     return _encoder.encode(Response(id=request_id, result=result))
 
 

@@ -599,18 +599,20 @@ class LspClient:
                     pending.result = envelope.result
                 pending.done.set()
             return
+        # An absent id makes a notification; `"id": null` is a request and is answered.
+        request_id = envelope.id
         try:
-            if envelope.id is None:
+            if isinstance(request_id, msgspec.UnsetType):
                 self._on_notification(envelope.method, envelope.params)
             else:
                 result = self._on_request(envelope.method, envelope.params)
-                self._send(result_frame(envelope.id, result))
+                self._send(result_frame(request_id, result))
         except msgspec.ValidationError as exc:
-            if envelope.id is not None:
-                self._send(error_frame(envelope.id, -32602, f"invalid params: {exc}"))
+            if not isinstance(request_id, msgspec.UnsetType):
+                self._send(error_frame(request_id, -32602, f"invalid params: {exc}"))
         except _MethodNotFound:
-            assert envelope.id is not None
-            self._send(error_frame(envelope.id, METHOD_NOT_FOUND, f"{envelope.method}?"))
+            assert not isinstance(request_id, msgspec.UnsetType)
+            self._send(error_frame(request_id, METHOD_NOT_FOUND, f"{envelope.method}?"))
         except ServerGone:
             pass
 

@@ -2,19 +2,31 @@
 
 Every test talks to the daemon subprocess over a real loopback websocket: either raw frames
 (`daemon.raw()`), so the exact error object on the wire is checked, or the typed CLI client.
+One daemon serves the whole module (each test opens its own connections), so a test that
+checks "nothing was created" compares the session list before and after.
 """
 
 import base64
 import os
 import socket
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
 import pytest
 
-from tests.support import DaemonProcess, attach, create_session, raw_call
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    create_session,
+    raw_call,
+    start_daemon,
+)
 from tether.clients.rpc import CallError
 from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import RequestId, request_frame
 from tether.protocol.methods import (
@@ -26,6 +38,35 @@ from tether.protocol.methods import (
 )
 
 INIT = InitializeParams(client_name="protocol-errors")
+
+DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ModelServer]:
+    with ModelServer(DEFAULT_SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def daemon(
+    tmp_path_factory: pytest.TempPathFactory, model_server: ModelServer
+) -> Iterator[DaemonProcess]:
+    root = tmp_path_factory.mktemp("protocol-errors")
+    workspace = root / "project"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# Demo project\nIt greets.\n")
+    proc = start_daemon(
+        Home(root / "user", model_server.base_url), workspace, "--idle-timeout", "0"
+    )
+    yield proc
+    if proc.proc.poll() is None:
+        proc.stop()
+
+
+@pytest.fixture(autouse=True)
+def _default_script(model_server: ModelServer) -> None:
+    model_server.set_script(DEFAULT_SCRIPT)
 
 
 def raw_request(
@@ -105,7 +146,9 @@ def test_batch_is_invalid_request(daemon: DaemonProcess) -> None:
         ({"jsonrpc": "1.0", "id": 8, "method": "daemon/status"}, 8),  # wrong version
         ({"id": 9, "method": "daemon/status"}, 9),  # no jsonrpc member
         ({"jsonrpc": "2.0", "id": [1], "method": "daemon/status"}, None),  # id of a bad type
-        ({"jsonrpc": "2.0", "id": 10, "method": 5}, None),  # method not a string
+        ({"jsonrpc": "2.0", "id": 10, "method": 5}, 10),  # method not a string
+        ({"jsonrpc": 2.0, "id": "m", "method": "daemon/status"}, "m"),  # jsonrpc not a string
+        ({"jsonrpc": "2.0", "id": True, "method": 5}, None),  # a boolean is no id
         (42, None),  # JSON, but not an object
         ("daemon/status", None),
     ],
@@ -115,11 +158,12 @@ def test_not_a_request_is_invalid_request(
 ) -> None:
     with daemon.raw() as ws:
         _initialize(ws)
+        before = raw_request(ws, "session/list", {}, "before")["result"]
         reply = raw_call(ws, _frame(message))
         assert reply["id"] == expected_id
         assert _error(reply)["code"] == ErrorCode.INVALID_REQUEST
         # Still usable afterwards.
-        assert raw_request(ws, "session/list", {}, "ok")["result"] == {"sessions": []}
+        assert raw_request(ws, "session/list", {}, "ok")["result"] == before
 
 
 def test_invalid_request_before_initialize_is_still_invalid_request(daemon: DaemonProcess) -> None:
@@ -167,6 +211,42 @@ def test_unknown_notification_gets_no_response(daemon: DaemonProcess) -> None:
             ws.recv(timeout=0.3)
 
 
+@pytest.mark.parametrize(
+    ("method", "params", "code"),
+    [
+        ("no/such", {}, ErrorCode.METHOD_NOT_FOUND),
+        ("session/create", {"title": 5}, ErrorCode.INVALID_PARAMS),
+    ],
+)
+def test_null_id_is_a_request_answered_with_null_id(
+    daemon: DaemonProcess, method: str, params: object, code: ErrorCode
+) -> None:
+    with daemon.raw() as ws:
+        early = raw_call(ws, _frame({"jsonrpc": "2.0", "id": None, "method": "daemon/status"}))
+        assert early["id"] is None
+        assert _error(early)["code"] == ErrorCode.NOT_INITIALIZED
+        _initialize(ws)
+        status = raw_call(ws, _frame({"jsonrpc": "2.0", "id": None, "method": "daemon/status"}))
+        assert status["id"] is None
+        assert status["result"]["pid"] == daemon.proc.pid
+        reply = raw_call(
+            ws, _frame({"jsonrpc": "2.0", "id": None, "method": method, "params": params})
+        )
+        assert reply["id"] is None
+        assert _error(reply)["code"] == code
+
+
+def test_notification_of_a_known_method_gets_no_response(daemon: DaemonProcess) -> None:
+    with daemon.raw() as ws:
+        _initialize(ws)
+        ws.send(_frame({"jsonrpc": "2.0", "method": "daemon/status"}))
+        ws.send(_frame({"jsonrpc": "2.0", "method": "daemon/status", "params": {}}))
+        reply = raw_request(ws, "daemon/status", {}, "after")
+        assert reply["id"] == "after", reply
+        with pytest.raises(TimeoutError):
+            ws.recv(timeout=0.3)
+
+
 def test_stray_response_is_ignored(daemon: DaemonProcess) -> None:
     with daemon.raw() as ws:
         _initialize(ws)
@@ -183,6 +263,7 @@ def test_stray_response_is_ignored(daemon: DaemonProcess) -> None:
 def test_wrong_param_type_is_invalid_params_naming_the_field(daemon: DaemonProcess) -> None:
     with daemon.raw() as ws:
         _initialize(ws)
+        before = raw_request(ws, "session/list", {}, "p0")["result"]
         reply = raw_request(ws, "session/create", {"title": 5}, "p1")
         assert reply["id"] == "p1"
         error = _error(reply)
@@ -190,7 +271,7 @@ def test_wrong_param_type_is_invalid_params_naming_the_field(daemon: DaemonProce
         assert "`$.title`" in error["message"]
         assert "session/create" in error["message"]
         # Nothing was created.
-        assert raw_request(ws, "session/list", {}, "p2")["result"] == {"sessions": []}
+        assert raw_request(ws, "session/list", {}, "p2")["result"] == before
 
 
 def test_missing_param_is_invalid_params_naming_the_wire_field(daemon: DaemonProcess) -> None:
@@ -245,6 +326,9 @@ def test_empty_turn_text_is_invalid_params(daemon: DaemonProcess) -> None:
     "method", ["daemon/status", "session/list", "session/create", "tools/list", "daemon/shutdown"]
 )
 def test_request_before_initialize_is_not_initialized(daemon: DaemonProcess, method: str) -> None:
+    with daemon.raw() as probe:
+        _initialize(probe)
+        before = raw_request(probe, "session/list", {}, "before")["result"]
     with daemon.raw() as ws:
         reply = raw_request(ws, method, {}, "early")
         assert reply["id"] == "early"
@@ -253,7 +337,7 @@ def test_request_before_initialize_is_not_initialized(daemon: DaemonProcess, met
         assert "initialize" in error["message"]
         # The refused request had no effect, and initialize still works afterwards.
         _initialize(ws)
-        assert raw_request(ws, "session/list", {}, "l")["result"] == {"sessions": []}
+        assert raw_request(ws, "session/list", {}, "l")["result"] == before
     assert daemon.proc.poll() is None  # an early daemon/shutdown did not stop it
 
 
@@ -487,3 +571,106 @@ def test_tools_list_has_read_only_tools_with_schemas(daemon: DaemonProcess) -> N
             assert isinstance(tool["description"], str)
             assert tool["description"]
         assert "path" in tools["read_file"]["inputSchema"].get("required", [])
+
+
+# --- 10. slow requests do not hold up the connection --------------------------------------------
+
+
+def _read_until(
+    ws: WebSocket, done: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+) -> list[dict[str, Any]]:
+    """Read frames until `done(frame)` holds; return them all, the last one included."""
+    frames: list[dict[str, Any]] = []
+    while not frames or not done(frames[-1]):
+        frame = msgspec.json.decode(ws.recv(timeout=timeout))
+        assert isinstance(frame, dict)
+        frames.append(frame)  # pyright: ignore[reportUnknownArgumentType]
+    return frames
+
+
+def _event_kind(frame: dict[str, Any]) -> str | None:
+    if frame.get("method") != "session/event":
+        return None
+    return frame["params"]["event"]["type"]
+
+
+def _wait_for_model_requests(model_server: ModelServer, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(model_server.requests) < count:
+        assert time.monotonic() < deadline, model_server.requests
+        time.sleep(0.01)
+
+
+def _session_with_history(ws: WebSocket) -> str:
+    """A session with one finished turn (a tool call and an answer), attached on `ws`."""
+    session_id = raw_request(ws, "session/create", {}, "create")["result"]["session"]["id"]
+    assert "result" in raw_request(ws, "session/attach", {"sessionId": session_id}, "attach")
+    ws.send(request_frame("turn", "turn/start", {"sessionId": session_id, "text": "explain"}))
+    _read_until(ws, lambda f: _event_kind(f) == "turn_completed")
+    return session_id
+
+
+HELD_SUMMARY = {"text": "Summary.", "delay_ms": 60_000}
+"""A summarising model call that stays open for a minute unless it is cancelled."""
+HISTORY_STEPS = [
+    {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+    {"text": "It greets."},
+]
+
+
+def test_compaction_does_not_hold_up_other_requests_on_its_connection(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [*HISTORY_STEPS, HELD_SUMMARY]})
+    with daemon.raw() as ws:
+        _initialize(ws)
+        session_id = _session_with_history(ws)
+        ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
+        started = _read_until(ws, lambda f: _event_kind(f) == "turn_started")
+        compaction_turn = started[-1]["params"]["event"]["turnId"]
+        _wait_for_model_requests(model_server, 3)  # the summary call is open at the model
+        ws.send(request_frame("status", "daemon/status", {}))
+        ws.send(request_frame("cancel", "turn/cancel", {"sessionId": session_id}))
+        frames = _read_until(ws, lambda f: f.get("id") == "compact")
+    answered = [f["id"] for f in frames if "id" in f]
+    assert answered == ["status", "cancel", "compact"], answered
+    by_id = {f["id"]: f for f in frames if "id" in f}
+    assert by_id["status"]["result"]["pid"] == daemon.proc.pid
+    assert by_id["cancel"]["result"] == {"turnId": compaction_turn}
+    compact = by_id["compact"]
+    assert "result" in compact or compact["error"]["code"] != ErrorCode.INTERNAL_ERROR, compact
+    # The session's events kept their order: the compaction turn ended after it started.
+    kinds = [_event_kind(f) for f in frames if _event_kind(f)]
+    assert kinds[-1] == "turn_completed", kinds
+
+
+def test_closing_a_connection_cancels_its_slow_requests(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [*HISTORY_STEPS, HELD_SUMMARY]})
+    with daemon.raw() as watcher:
+        _initialize(watcher)
+        session_id = _session_with_history(watcher)
+        with daemon.raw() as ws:
+            _initialize(ws)
+            ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
+            started = _read_until(watcher, lambda f: _event_kind(f) == "turn_started")
+            _wait_for_model_requests(model_server, 3)
+        # The held model call is abandoned with the connection: the turn ends now, not in 60 s.
+        ended = _read_until(watcher, lambda f: _event_kind(f) == "turn_completed")
+        turn_id = started[-1]["params"]["event"]["turnId"]
+        assert ended[-1]["params"]["event"]["turnId"] == turn_id
+
+
+def test_a_failed_compaction_is_a_typed_error(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [*HISTORY_STEPS, {"text": "  "}]})
+    with daemon.raw() as ws:
+        _initialize(ws)
+        session_id = _session_with_history(ws)
+        ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
+        reply = _read_until(ws, lambda f: f.get("id") == "compact")[-1]
+        error = _error(reply)
+        assert error["code"] == ErrorCode.MODEL_UNAVAILABLE, error
+        assert "empty summary" in error["message"]

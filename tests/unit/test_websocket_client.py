@@ -1,7 +1,7 @@
 """The synchronous CLI websocket client against real trio servers on 127.0.0.1.
 
 The client blocks, so it runs in a worker thread (``trio.to_thread.run_sync``) while the server
-runs in the test's trio loop. Most tests use a trio-websocket server (what the daemon runs); a
+runs in the test's trio loop. Most tests use a trio-websocket server (an independent one); a
 few use a bare wsproto server to put exact bytes on the wire (fragments, frames split across
 reads, several frames in one write, EOF without a close frame).
 """

@@ -1,0 +1,383 @@
+"""The connection, its byte-bounded outbox and the websocket server, in-process: the daemon's
+server on 127.0.0.1 in the test's trio loop, trio-websocket clients (an independent
+implementation) on the other end, a real `Session` whose events are emitted by the test.
+
+A client that "never reads" is a trio-websocket client whose messages nobody takes: its reader
+stops once its one-message queue is full, and TCP backpressure does the rest.
+"""
+
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+import pytest
+import trio
+from trio_websocket import WebSocketConnection, open_websocket
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (
+    AcceptConnection,
+    CloseConnection,
+    RejectConnection,
+    RejectData,
+    Request,
+    TextMessage,
+)
+from wsproto.events import Request as WsRequest
+
+from tether.daemon.connection import Connection, Handler, Reply
+from tether.daemon.outbox import Outbox
+from tether.daemon.security import check_upgrade
+from tether.daemon.server import WebSocket, serve_websocket
+from tether.daemon.session import Session
+from tether.daemon.store import SessionRow, Store
+from tether.protocol.base import Wire
+from tether.protocol.events import ItemDelta
+from tether.protocol.jsonrpc import request_frame
+from tether.protocol.methods import (
+    InitializeResult,
+    SessionAttachParams,
+    ToolInfo,
+    ToolsListResult,
+)
+
+HOST = "127.0.0.1"
+TOKEN = "t" * 64
+AUTH = [(b"authorization", f"Bearer {TOKEN}".encode())]
+BUDGET = 256 * 1024
+"""A small per-client byte budget, so that a test fills it quickly."""
+DELTA = "x" * 4000
+
+
+class Daemonlet:
+    """The server part of the daemon around a fixed handler table and one session."""
+
+    def __init__(self, session: Session, *, queue_bytes: int = BUDGET) -> None:
+        self.session = session
+        self.queue_bytes = queue_bytes
+        self.connections: list[Connection] = []
+        self.ended: list[Connection] = []
+        self.changed = trio.Event()
+        self.handlers: dict[str, Handler] = {
+            "initialize": self._initialize,
+            "session/attach": self._attach,
+            "tools/list": self._big_answer,
+        }
+
+    async def _initialize(self, conn: Connection, params: Wire) -> Wire:
+        conn.initialized = True
+        return InitializeResult(protocol_version=1, daemon_version="t", workspace="/", pid=1)
+
+    async def _attach(self, conn: Connection, params: Wire) -> Wire | Reply:
+        p = cast(SessionAttachParams, params)
+        result, replay = self.session.attach(conn, p.role, p.after)
+        conn.sessions[self.session.id] = self.session
+        return Reply(result, replay)
+
+    async def _big_answer(self, conn: Connection, params: Wire) -> Wire:
+        tool = ToolInfo(
+            name="big", description="d" * 60_000, read_only=True, input_schema=msgspec.Raw(b"{}")
+        )
+        return ToolsListResult(tools=[tool])
+
+    async def handle(self, ws: WebSocket) -> None:
+        conn = Connection(ws, self.handlers, queue_bytes=self.queue_bytes)
+        self.connections.append(conn)
+        self._changed()
+        try:
+            await conn.serve()
+        finally:
+            self.ended.append(conn)
+            self._changed()
+
+    def _changed(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def wait_for_connections(self, count: int) -> None:
+        while len(self.connections) < count:
+            await self.changed.wait()
+
+
+def _check(request: Request) -> tuple[int, str] | None:
+    return check_upgrade(request.host, request.extra_headers, TOKEN)
+
+
+@asynccontextmanager
+async def running(daemonlet: Daemonlet) -> AsyncGenerator[int]:
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(
+            partial(
+                serve_websocket,
+                daemonlet.handle,
+                HOST,
+                0,
+                check=_check,
+                max_message_size=1024 * 1024,
+            )
+        )
+        yield port
+        nursery.cancel_scope.cancel()
+
+
+def _session(tmp_path: Path) -> Session:
+    row = SessionRow("s_test", "test", 0.0, 0.0, 0, None)
+    # Only ephemeral events are emitted here: the store is never written.
+    return Session(row, Store(tmp_path / "tether.sqlite3"))
+
+
+async def _call(ws: WebSocketConnection, request_id: str, method: str, params: object) -> Any:
+    await ws.send_message(request_frame(request_id, method, params).decode())
+    while True:
+        reply = msgspec.json.decode(await ws.get_message())
+        if reply.get("id") == request_id:
+            return reply
+
+
+async def _hello(ws: WebSocketConnection, *, attach: bool = True) -> None:
+    assert "result" in await _call(ws, "i", "initialize", {"clientName": "t"})
+    if attach:
+        assert "result" in await _call(ws, "a", "session/attach", {"sessionId": "s_test"})
+
+
+def _emit_deltas(session: Session, count: int) -> None:
+    for _ in range(count):
+        session.emit(ItemDelta(turn_id="t", item_id="i", delta=DELTA))
+
+
+async def test_a_client_that_never_reads_is_resynced_within_its_budget_and_a_fast_one_is_not(
+    tmp_path: Path,
+) -> None:
+    session = _session(tmp_path)
+    daemonlet = Daemonlet(session)
+    fast_seqs: list[int] = []
+    fast_other: list[str] = []
+    with trio.fail_after(30):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as fast,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as slow,
+        ):
+            await _hello(fast)
+            await _hello(slow)
+            fast_conn, slow_conn = daemonlet.connections
+
+            # One frame per event, shared by every subscriber's outbox, not a copy each.
+            _emit_deltas(session, 1)
+            assert fast_conn.outbox._frames[-1] is slow_conn.outbox._frames[-1]
+            fast_seqs.append(msgspec.json.decode(await fast.get_message())["params"]["seq"])
+
+            # `slow` reads nothing from here on; `fast` reads everything, batch by batch.
+            while slow_conn in session.subscribers:
+                _emit_deltas(session, 8)
+                while len(fast_seqs) < session.seq:
+                    frame = msgspec.json.decode(await fast.get_message())
+                    if frame.get("method") == "session/event":
+                        fast_seqs.append(frame["params"]["seq"])
+                    else:
+                        fast_other.append(frame.get("method"))
+                assert slow_conn.outbox.statistics().bytes <= BUDGET
+
+            assert fast_conn in session.subscribers
+            assert fast_seqs == list(range(1, session.seq + 1))
+            assert fast_other == []
+            stats = slow_conn.outbox.statistics()
+            assert stats.peak_bytes <= BUDGET
+            # The budget was reached, not the frame count limit.
+            assert stats.peak_bytes > BUDGET // 2
+            assert not slow_conn.outbox.overrun
+
+            # Now `slow` reads: a gap-free prefix of the stream, then the resync notice.
+            slow_seqs: list[int] = []
+            while True:
+                frame = msgspec.json.decode(await slow.get_message())
+                if frame.get("method") == "session/resync":
+                    break
+                slow_seqs.append(frame["params"]["seq"])
+            assert slow_seqs == list(range(1, len(slow_seqs) + 1))
+            assert len(slow_seqs) < session.seq
+
+
+class RawClient:
+    """A websocket client over a bare TCP stream (wsproto), for a client that stops reading:
+    unlike trio-websocket's, its socket is closed however the server ends the connection."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.ws = WSConnection(ConnectionType.CLIENT)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, port: int) -> AsyncGenerator["RawClient"]:
+        stream = await trio.open_tcp_stream(HOST, port)
+        async with stream:
+            client = cls(stream)
+            headers = [(b"authorization", f"Bearer {TOKEN}".encode())]
+            await stream.send_all(
+                client.ws.send(WsRequest(host=f"{HOST}:{port}", target="/", extra_headers=headers))
+            )
+            while not any(isinstance(e, AcceptConnection) for e in client.ws.events()):
+                client.ws.receive_data(await stream.receive_some(65536))
+            yield client
+
+    async def send(self, frame: bytes) -> None:
+        await self.stream.send_all(self.ws.send(TextMessage(data=frame.decode())))
+
+    async def wait_cut_off(self) -> None:
+        """Read until the server has closed the TCP connection (EOF, or a reset when it
+        closed with our requests still unread)."""
+        try:
+            while await self.stream.receive_some(1 << 20):
+                pass
+        except trio.BrokenResourceError:
+            pass
+
+
+async def test_a_client_that_never_reads_its_answers_is_disconnected_within_its_budget(
+    tmp_path: Path,
+) -> None:
+    session = _session(tmp_path)
+    daemonlet = Daemonlet(session)
+    with trio.fail_after(30):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as fast,
+            RawClient.connect(port) as slow,
+        ):
+            await _hello(fast)
+            await slow.send(request_frame("i", "initialize", {"clientName": "slow"}))
+            await daemonlet.wait_for_connections(2)
+            fast_conn, slow_conn = daemonlet.connections
+            sent = 0
+            while slow_conn not in daemonlet.ended:
+                sent += 1
+                try:
+                    await slow.send(request_frame(f"big{sent}", "tools/list", {}))
+                except trio.BrokenResourceError:
+                    break  # cut off between two requests
+                await trio.lowlevel.checkpoint()  # let the daemon read it
+                assert slow_conn.outbox.statistics().bytes <= BUDGET
+            while slow_conn not in daemonlet.ended:
+                await daemonlet.changed.wait()
+            assert slow_conn.outbox.overrun
+            assert slow_conn.outbox.statistics().peak_bytes <= BUDGET
+            assert sent * 60_000 > BUDGET
+            await slow.wait_cut_off()
+            # The other client on the same daemon and session is unaffected.
+            _emit_deltas(session, 3)
+            seqs = [msgspec.json.decode(await fast.get_message())["params"]["seq"] for _ in "abc"]
+            assert seqs == [1, 2, 3]
+            assert fast_conn not in daemonlet.ended
+
+
+# --- the outbox alone ---------------------------------------------------------------------------
+
+
+async def test_outbox_counts_a_batch_until_it_is_written() -> None:
+    outbox = Outbox(max_frames=100, max_bytes=1000, reserve=100)
+    assert outbox.offer(b"a" * 400)
+    assert outbox.offer(b"b" * 400)
+    assert not outbox.offer(b"c" * 101)  # would leave less than the reserve free
+    assert outbox.statistics().bytes == 800
+    batch = await outbox.get_batch()
+    assert batch == [b"a" * 400, b"b" * 400]
+    # Taken by the writer but not yet written: still held.
+    assert outbox.statistics().bytes == 800
+    assert not outbox.offer(b"c" * 101)
+    outbox.send_nowait(b"r" * 150)  # a response may use the reserve
+    outbox.batch_written()
+    assert outbox.statistics().bytes == 150
+    assert outbox.offer(b"c" * 101)
+    assert outbox.statistics().peak_bytes == 950
+
+
+async def test_outbox_overruns_on_a_response_past_the_budget() -> None:
+    outbox = Outbox(max_frames=100, max_bytes=1000, reserve=100)
+    outbox.send_nowait(b"a" * 900)
+    outbox.send_nowait(b"b" * 101)
+    assert outbox.overrun
+    assert outbox.closed
+    assert outbox.statistics().bytes == 0
+    with trio.fail_after(1):
+        await outbox.wait_overrun()
+
+
+async def test_outbox_takes_one_frame_larger_than_the_budget_when_empty() -> None:
+    # Otherwise a large answer (a long session's snapshot) could never be sent.
+    outbox = Outbox(max_frames=100, max_bytes=1000)
+    outbox.send_nowait(b"s" * 5000)
+    assert not outbox.overrun
+    assert await outbox.get_batch() == [b"s" * 5000]
+
+
+async def test_outbox_refuses_live_events_past_the_frame_limit() -> None:
+    outbox = Outbox(max_frames=2, max_bytes=1000)
+    assert outbox.offer(b"1")
+    assert outbox.offer(b"2")
+    assert not outbox.offer(b"3")
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+async def test_a_message_over_the_size_limit_closes_with_1009(tmp_path: Path) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with running(daemonlet) as port, RawClient.connect(port) as client:
+            await client.send(b"x" * (1024 * 1024 + 1))
+            events: list[object] = []
+            while not any(isinstance(e, CloseConnection) for e in events):
+                client.ws.receive_data(await client.stream.receive_some(65536))
+                events.extend(client.ws.events())
+            close = events[-1]
+            assert isinstance(close, CloseConnection)
+            assert close.code == 1009
+            # Answer it, as a client should; then the daemon ends the connection.
+            await client.stream.send_all(client.ws.send(close.response()))
+            await client.wait_cut_off()
+            while not daemonlet.ended:
+                await daemonlet.changed.wait()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ([], 401),
+        ([(b"authorization", b"Bearer wrong")], 401),
+        ([(b"authorization", f"Bearer {TOKEN}".encode()), (b"origin", b"https://x.example")], 403),
+    ],
+)
+async def test_refused_upgrades_get_their_status(
+    tmp_path: Path, headers: list[tuple[bytes, bytes]], status: int
+) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with running(daemonlet) as port, await trio.open_tcp_stream(HOST, port) as stream:
+            ws = WSConnection(ConnectionType.CLIENT)
+            request = WsRequest(host=f"{HOST}:{port}", target="/", extra_headers=headers)
+            await stream.send_all(ws.send(request))
+            events: list[object] = []
+            while not any(isinstance(e, RejectData) and e.body_finished for e in events):
+                ws.receive_data(await stream.receive_some(65536))
+                events.extend(ws.events())
+        rejection = events[0]
+        assert isinstance(rejection, RejectConnection)
+        assert rejection.status_code == status
+        assert daemonlet.connections == []
+
+
+async def test_a_request_that_is_not_an_upgrade_gets_400(tmp_path: Path) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with running(daemonlet) as port:
+            stream = await trio.open_tcp_stream(HOST, port)
+            async with stream:
+                await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = await stream.receive_some(4096)
+                    assert chunk, head
+                    head += chunk
+            assert head.startswith(b"HTTP/1.1 400 "), head
