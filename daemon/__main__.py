@@ -2,11 +2,14 @@
 foreground. Clients start it this way (detached) when no daemon answers for their workspace.
 
 Exit codes: 0 after a clean stop, 2 for bad arguments or configuration, 3 when another daemon
-already serves the workspace (its discovery file says where).
+already serves the workspace (its discovery file says where), 4 when the daemon's data cannot be
+used (a damaged or unwritable session database, one from a newer tether, or a folder it cannot
+create). Every refusal is one line on stderr starting `tether daemon:`, naming the path.
 """
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -17,9 +20,11 @@ from tether.daemon.config import ConfigError, load_config
 from tether.daemon.daemon import Daemon
 from tether.daemon.lifecycle import AlreadyRunning
 from tether.daemon.outbox import DEFAULT_LIMIT
+from tether.daemon.store import StoreOpenError
 from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
+EXIT_DATA_UNUSABLE = 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tether daemon: bad config: {exc}", file=sys.stderr)
         return 2
-    _setup_logging(str(workspace), args.log_level)
+    try:
+        for folder in paths.private_dirs():
+            paths.private_dir(folder)
+        _setup_logging(str(workspace), args.log_level)
+    except OSError as exc:
+        print(
+            f"tether daemon: cannot prepare {exc.filename}: {exc.strerror or exc} (the daemon"
+            " keeps its sessions and logs there, owner-only)",
+            file=sys.stderr,
+        )
+        return EXIT_DATA_UNUSABLE
     daemon = Daemon(
         workspace,
         config,
@@ -62,15 +77,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ALREADY_RUNNING
     try:
         trio.run(daemon.run)
+    except StoreOpenError as exc:
+        print(f"tether daemon: {exc}", file=sys.stderr)
+        return EXIT_DATA_UNUSABLE
     finally:
         daemon.lock.release()
     return 0
 
 
 def _setup_logging(workspace: str, level: str) -> None:
-    log_dir = paths.log_dir()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_dir / f"daemon-{workspace_key(workspace)}.log")
+    path = paths.log_dir() / f"daemon-{workspace_key(workspace)}.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    paths.tighten(path, 0o600)
+    handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)

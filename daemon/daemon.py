@@ -9,9 +9,15 @@ Task tree (every task has an owner):
     └── idle watch              stop after `idle_timeout` with no client and no running turn
 
 Stopping cancels the tree: turns end `interrupted` (persisted), connections close, the store
-writes what is queued, the discovery file is removed and the lock released.
+writes what is queued, the discovery file is removed and the lock released. A signal that comes
+while the daemon is still starting cancels the start.
+
+A database that cannot be used stops the start with `StoreOpenError` (nothing is served, no
+discovery file). A queued write that fails later is rolled back alone, logged, and told to every
+client as a `store/write_failed` daemon event; the daemon goes on serving.
 """
 
+import contextlib
 import logging
 import os
 import secrets
@@ -95,6 +101,7 @@ class Daemon:
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()
         self._activity = trio.Event()
+        self._starting: trio.CancelScope | None = None
         self.discovery_path = paths.discovery_path(str(workspace))
         self.lock = WorkspaceLock(paths.lock_path(str(workspace)))
 
@@ -103,16 +110,27 @@ class Daemon:
             log.info("shutting down: %s", reason)
             self.sessions.accepting = False
             self._shutdown.set()
+            if self._starting is not None:
+                self._starting.cancel()
 
     def _touch(self) -> None:
         self._activity.set()
         self._activity = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve until shut down. The lock must already be held (`lock.acquire()`)."""
+        """Serve until shut down. The lock must already be held (`lock.acquire()`). Raises
+        `StoreOpenError` when the database cannot be used."""
+        token = trio.lowlevel.current_trio_token()
+
+        def write_failed(what: str, exc: BaseException) -> None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self.broadcast, "store/write_failed", f"{what}: {exc}")
+
+        self.store.on_write_error = write_failed
         self.store.open()
         try:
             async with trio.open_nursery() as nursery:
+                self._starting = nursery.cancel_scope
                 # Signals first: from the moment the discovery file exists, SIGTERM must mean
                 # a clean stop, not the default action.
                 await nursery.start(self._watch_signals)
@@ -149,6 +167,7 @@ class Daemon:
                 log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
+                self._starting = None
                 task_status.started(self.port)
                 await self._shutdown.wait()
                 await self._stop(nursery)
