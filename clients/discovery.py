@@ -77,8 +77,10 @@ def start_daemon(
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
     log = log_path(workspace)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with open(fd, "ab") as out:
+        start = out.tell()
         process = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -95,8 +97,24 @@ def start_daemon(
             return info
         code = process.poll()
         if code is not None and code != 3:  # 3: another daemon won the race; keep waiting
+            said = _last_words(log, start)
             raise DaemonUnavailable(
-                f"the daemon for {workspace} exited with code {code}; see {log}"
+                f"the daemon for {workspace} exited with code {code}"
+                + (f": {said}" if said else "")
+                + f" (log: {log})"
             )
         time.sleep(0.02)
     raise DaemonUnavailable(f"the daemon for {workspace} did not start in time; see {log}")
+
+
+def _last_words(log: Path, start: int) -> str:
+    """The daemon's own last line in its log since `start` (what it printed when it gave up)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith("tether daemon:")]
+    return (own or lines or [""])[-1].removeprefix("tether daemon: ")

@@ -291,3 +291,13 @@ def test_a_read_only_folder_is_named_with_the_cause(tmp_path: Path) -> None:
     message = str(caught.value)
     assert f"{folder} is not writable" in message
     assert "Permission denied" in message or "Operation not permitted" in message
+
+
+def test_doctor_looks_where_the_daemon_keeps_the_database(tmp_path: Path) -> None:
+    from tether.clients.cli import doctor
+    from tether.daemon import paths
+    from tether.daemon import store as daemon_store
+
+    workspace = str(tmp_path / "project")
+    assert doctor.database_path(Path(workspace)) == paths.database_path(workspace)
+    assert doctor.SCHEMA_VERSION == daemon_store.SCHEMA_VERSION
