@@ -256,9 +256,9 @@ class Store:
             if not self.path.exists():
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             tighten(self.path, 0o600)
-        except OSError as exc:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        except (sqlite3.Error, OSError) as exc:
             raise _open_failure(self.path, exc) from exc
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
         try:
             # The version first: a newer tether's database must not even get our journal mode.
             _refuse_newer(conn, self.path)
