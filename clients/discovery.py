@@ -230,8 +230,9 @@ def _spawn(
     args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with open(fd, "ab") as out:
         return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -244,14 +245,18 @@ def _spawn(
 
 
 def _last_line(log: Path) -> str:
-    """`: <the log's last line>`, or nothing: a daemon that fails to start says why there."""
+    """`: <what the daemon said>`, or nothing: a daemon that fails to start says why in its
+    log, on a line of its own starting `tether daemon:` (else its last line is taken)."""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
             lines = f.read().decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
-    return f": {lines[-1].strip()}" if lines else ""
+    lines = [line.strip() for line in lines if line.strip()]
+    own = [line for line in lines[-5:] if line.startswith("tether daemon:")]
+    said = (own or lines or [""])[-1].removeprefix("tether daemon: ")
+    return f": {said}" if said else ""
 
 
 def terminate_holder(workspace: Path, record: LockRecord) -> None:

@@ -2,7 +2,9 @@
 foreground. Clients start it this way (detached) when no daemon answers for their workspace.
 
 Exit codes: 0 after a clean stop, 2 for bad arguments or configuration, 3 when another daemon
-already serves the workspace (its discovery file says where).
+already serves the workspace (its discovery file says where), 4 when the daemon's data cannot be
+used (a damaged or unwritable session database, one from a newer tether, or a folder it cannot
+create). Every refusal is one line on stderr starting `tether daemon:`, naming the path.
 
 SIGTERM before the event loop listens for it (while the arguments, configuration and lock are
 handled, well under a second) takes its default action: nothing is written yet, and the kernel
@@ -11,6 +13,7 @@ drops the lock. From then on `Daemon.run` turns it into a clean stop.
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
+EXIT_DATA_UNUSABLE = 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tether daemon: bad config: {exc}", file=sys.stderr)
         return 2
+    try:
+        for folder in paths.private_dirs():
+            paths.private_dir(folder)
+        _setup_logging(str(workspace), args.log_level)
+    except OSError as exc:
+        print(
+            f"tether daemon: cannot prepare {exc.filename}: {exc.strerror or exc} (the daemon"
+            " keeps its sessions and logs there, owner-only)",
+            file=sys.stderr,
+        )
+        return EXIT_DATA_UNUSABLE
     lock = WorkspaceLock(paths.lock_path(str(workspace)))
     try:
         lock.acquire()
@@ -65,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tether daemon: another daemon already serves {workspace}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
     try:
-        _setup_logging(str(workspace), args.log_level)
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
         from tether.daemon.daemon import Daemon
+        from tether.daemon.store import StoreOpenError
 
         daemon = Daemon(
             workspace,
@@ -78,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             client_queue_limit=args.client_queue_limit,
             client_queue_bytes=args.client_queue_bytes,
         )
-        trio.run(daemon.run)
+        try:
+            trio.run(daemon.run)
+        except StoreOpenError as exc:
+            print(f"tether daemon: {exc}", file=sys.stderr)
+            return EXIT_DATA_UNUSABLE
     finally:
         lock.release()
     return 0
@@ -95,13 +114,17 @@ def _positive_int(text: str) -> int:
 
 
 def _setup_logging(workspace: str, level: str) -> None:
-    log_dir = paths.log_dir()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_dir / f"daemon-{workspace_key(workspace)}.log")
+    path = paths.log_dir() / f"daemon-{workspace_key(workspace)}.log"
+    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    paths.tighten(path, 0o600)
+    handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
-    root.addHandler(logging.StreamHandler())
+    if sys.stderr.isatty():
+        # Run by hand, it shows its log; started by a client, its stderr already is the log
+        # file, and a second handler would write every line twice.
+        root.addHandler(logging.StreamHandler())
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
 

@@ -15,8 +15,13 @@ Signals are watched before anything else starts (the store's opening included) a
 end of the cleanup. A stop requested while starting cancels the start; once serving, stopping
 cancels the tree in order: turns end `interrupted` (persisted), connections close, the store
 writes what is queued, the discovery file is removed and the lock released.
+
+A database that cannot be used stops the start with `StoreOpenError` (nothing is served, no
+discovery file). A queued write that fails later is rolled back alone, logged, and told to every
+client as a `store/write_failed` daemon event; the daemon goes on serving.
 """
 
+import contextlib
 import logging
 import os
 import secrets
@@ -25,6 +30,7 @@ import time
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import TypeVar, cast
 
 import trio
 from wsproto.events import Request
@@ -42,7 +48,7 @@ from tether.daemon.providers.factory import create_client
 from tether.daemon.security import check_upgrade
 from tether.daemon.server import WebSocket, serve_websocket
 from tether.daemon.sessions import Sessions
-from tether.daemon.store import Store
+from tether.daemon.store import Store, StoreOpenError
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.daemon.undo import TurnChanges
@@ -127,29 +133,43 @@ class Daemon:
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until shut down. The lock must already be held (`lock.acquire()`). A first
-        SIGTERM/SIGINT at any moment, even while the store opens, stops it cleanly."""
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as guard:
-                guard.start_soon(self._watch_signals, signals)
-                try:
-                    await self._serve(task_status)
-                finally:
-                    remove_discovery(self.discovery_path, os.getpid())
-                    with trio.CancelScope(shield=True):
-                        await self.model.aclose()
-                        if self._store_open:
-                            await trio.to_thread.run_sync(self.store.close)
-                    log.info("stopped")
-                guard.cancel_scope.cancel()
+        SIGTERM/SIGINT at any moment, even while the store opens, stops it cleanly. Raises
+        `StoreOpenError` when the database cannot be used."""
+        token = trio.lowlevel.current_trio_token()
+
+        def write_failed(what: str, exc: BaseException) -> None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self.broadcast, "store/write_failed", f"{what}: {exc}")
+
+        self.store.on_write_error = write_failed
+        try:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with trio.open_nursery() as guard:
+                    guard.start_soon(self._watch_signals, signals)
+                    try:
+                        await self._serve(task_status)
+                    finally:
+                        remove_discovery(self.discovery_path, os.getpid())
+                        with trio.CancelScope(shield=True):
+                            await self.model.aclose()
+                            if self._store_open:
+                                await trio.to_thread.run_sync(self.store.close)
+                        log.info("stopped")
+                    guard.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            refused = _lone(group, StoreOpenError)
+            if refused is None:
+                raise
+            raise refused from None
 
     async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
         with self._starting:
+            log.info("opening the store %s", self.store.path)
+            # In a thread, abandoned on cancel: a stop must not wait for a slow or stuck open
+            # (a locked or damaged database).
+            await trio.to_thread.run_sync(self.store.open, abandon_on_cancel=True)
+            self._store_open = True
             async with trio.open_nursery() as nursery:
-                log.info("opening the store %s", self.store.path)
-                # In a thread, abandoned on cancel: a stop must not wait for a slow or stuck
-                # open (a locked or damaged database).
-                await trio.to_thread.run_sync(self.store.open, abandon_on_cancel=True)
-                self._store_open = True
                 await nursery.start(self.processes.serve)
                 await nursery.start(self.lsp.serve)
                 await nursery.start(self.sessions.serve)
@@ -247,3 +267,23 @@ class Daemon:
             if self._idle():
                 self.request_shutdown(f"idle for {self.idle_timeout:g} s")
                 return
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _lone(group: BaseExceptionGroup[BaseException], kind: type[_E]) -> _E | None:
+    """The one exception of `kind` that `group` holds, when it holds nothing else (a refusal
+    to start reaches `main` as itself, not wrapped by the nurseries it passed through)."""
+    matched, rest = group.split(kind)
+    if matched is None or rest is not None:
+        return None
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [matched]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(cast("tuple[BaseException, ...]", exc.exceptions))
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 and isinstance(leaves[0], kind) else None

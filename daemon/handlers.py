@@ -78,6 +78,7 @@ class Handlers:
             "session/read": self.session_read,
             "session/attach": self.session_attach,
             "session/detach": self.session_detach,
+            "session/delete": self.session_delete,
             "turn/start": self.turn_start,
             "turn/cancel": self.turn_cancel,
             "tools/list": self.tools_list,
@@ -166,6 +167,19 @@ class Handlers:
         session = conn.sessions.pop(p.session_id, None)
         if session is None or not session.detach(conn):
             raise RpcError(ErrorCode.NOT_ATTACHED, f"not attached to session {p.session_id}")
+        return Empty()
+
+    async def session_delete(self, conn: Connection, params: Wire) -> Wire:
+        p = cast(SessionRef, params)
+        session = self.sessions.loaded(p.session_id)
+        if session is not None and conn.role_in(session) == "observer":
+            raise RpcError(
+                ErrorCode.NOT_CONTROLLER,
+                f"this connection observes session {p.session_id}; attach as controller to"
+                " delete it",
+            )
+        await self.sessions.delete(p.session_id, by=conn.client_name or f"client {conn.id}")
+        conn.sessions.pop(p.session_id, None)
         return Empty()
 
     async def turn_start(self, conn: Connection, params: Wire) -> Wire:

@@ -1,6 +1,13 @@
 """Where the daemon keeps things. Every path comes from platformdirs, so `HOME` and `XDG_*`
-relocate all of it (the end-to-end tests give each daemon its own home this way)."""
+relocate all of it (the end-to-end tests give each daemon its own home this way).
 
+What the daemon keeps holds conversations and tokens, so its folders are owner-only (0700):
+`private_dirs()` creates them so and tightens existing ones at start; the files in them are
+created 0600.
+"""
+
+import contextlib
+import stat
 import warnings
 from pathlib import Path
 
@@ -27,8 +34,17 @@ def config_dir() -> Path:
     return Path(platformdirs.user_config_dir(APP))
 
 
+def state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP))
+
+
 def log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP))
+
+
+def private_dirs() -> list[Path]:
+    """The daemon's own folders; each is made owner-only at start (see `private_dir`)."""
+    return [data_dir(), data_dir() / "workspaces", state_dir(), log_dir()]
 
 
 def discovery_path(workspace: str) -> Path:
@@ -41,3 +57,28 @@ def lock_path(workspace: str) -> Path:
 
 def database_path(workspace: str) -> Path:
     return data_dir() / "workspaces" / workspace_key(workspace) / "tether.sqlite3"
+
+
+def private_dir(path: Path) -> None:
+    """Make `path` a folder only its owner may enter: missing folders on the way are created
+    0700, and `path` itself is tightened to 0700 if it is wider."""
+    missing: list[Path] = []
+    folder = path
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+    tighten(path, 0o700)
+
+
+def tighten(path: Path, mode: int) -> None:
+    """Remove from `path`'s mode every bit not in `mode` (no-op when it is missing or
+    already as tight)."""
+    try:
+        current = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if current & ~mode:
+        path.chmod(current & mode)

@@ -9,6 +9,10 @@ One turn runs per session at a time; a message sent while one runs is queued (an
 `input_queued` event every client sees) and joins the conversation at the turn's next step.
 Messages still queued when a turn ends without taking them are dropped with an
 `input_dropped` event.
+
+`delete` refuses a session with a running turn (SESSION_BUSY). Otherwise it drops the session
+from memory first (so no new turn can start on it), detaches its subscribers with a
+`session/deleted` notification, then deletes it from the store.
 """
 
 import logging
@@ -60,7 +64,8 @@ from tether.protocol.events import (
     TurnStatus,
 )
 from tether.protocol.items import AnyItem, FileChange, Notice, ToolCall, TurnSummary, UserMessage
-from tether.protocol.methods import EditorContext, TurnStartResult
+from tether.protocol.jsonrpc import notification_frame
+from tether.protocol.methods import EditorContext, SessionDeletedParams, TurnStartResult
 from tether.protocol.session import QueuedInput, SessionInfo
 
 log = logging.getLogger(__name__)
@@ -230,6 +235,42 @@ class Sessions:
                 loading.set()
         return live
 
+    def loaded(self, session_id: str) -> Session | None:
+        """The session if it is in memory (without loading it)."""
+        live = self._live.get(session_id)
+        return None if live is None else live.session
+
+    async def delete(self, session_id: str, *, by: str = "") -> None:
+        """Delete the session and everything stored for it. SESSION_BUSY while a turn (or a
+        compaction) runs, SESSION_NOT_FOUND when there is no such session; a store failure
+        raises `StoreError` and leaves the session in the store.
+
+        Cancellation: once the store has the delete queued it happens; cancelling only stops
+        waiting for it."""
+        while (loading := self._loading.get(session_id)) is not None:
+            await loading.wait()
+        if session_id in self._running:
+            raise RpcError(
+                ErrorCode.SESSION_BUSY,
+                f"session {session_id} has a running turn; cancel it or wait for it to end",
+            )
+        live = self._live.pop(session_id, None)
+        if live is not None:
+            frame = notification_frame(
+                "session/deleted", SessionDeletedParams(session_id=session_id, by=by)
+            )
+            for subscriber in list(live.session.subscribers):
+                subscriber.send_nowait(frame)
+            live.session.subscribers.clear()
+        if not await self.store.delete_session(session_id) and live is None:
+            raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
+
+    def _check_live(self, session: Session) -> _Live:
+        live = self._live.get(session.id)
+        if live is None or live.session is not session:
+            raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"session {session.id} was deleted")
+        return live
+
     async def list(self) -> list[SessionInfo]:
         rows = await self.store.list_sessions()
         infos: list[SessionInfo] = []
@@ -298,7 +339,7 @@ class Sessions:
             raise RpcError(
                 ErrorCode.SESSION_BUSY, "a turn is running; it compacts itself when it needs to"
             )
-        live = self._live[session.id]
+        live = self._check_live(session)
         turn_id = new_id("t")
         running = self._running[session.id] = _RunningTurn(turn_id)
         session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
@@ -337,6 +378,7 @@ class Sessions:
         """Start a turn, or queue the message for the running one."""
         if not self.accepting or self._nursery is None:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+        live = self._check_live(session)
         if permission_mode is not None and permission_mode != session.permission_mode:
             session.emit(SessionConfigured(permission_mode=permission_mode))
         running = self._running.get(session.id)
@@ -352,7 +394,6 @@ class Sessions:
         item = UserMessage(id=new_id("i"), text=text, context=context)
         session.emit(ItemStarted(turn_id=turn_id, item=item))
         session.emit(ItemCompleted(turn_id=turn_id, item=item))
-        live = self._live[session.id]
         live.history.add_user(text, context)
         self._nursery.start_soon(self._run_turn, live, running)
         return TurnStartResult(turn_id=turn_id, input_id=item.id)

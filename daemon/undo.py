@@ -149,8 +149,7 @@ async def undo_turn(
         raise NothingToUndo(f"Turn {turn_id} was already undone.")
     result = await trio.to_thread.run_sync(_undo_files, workspace, turn_id, rows, force)
     if result.applied:
-        store.mark_snapshots_undone_nowait(session_id, turn_id)
-        await store.flush()
+        await store.mark_snapshots_undone(session_id, turn_id)
     return result
 
 

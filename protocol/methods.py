@@ -257,6 +257,15 @@ class SessionResyncParams(Wire, frozen=True, kw_only=True):
     reason: str
 
 
+class SessionDeletedParams(Wire, frozen=True, kw_only=True):
+    """The session was deleted (`session/delete`); the client is no longer attached to it and
+    gets no more of its events."""
+
+    session_id: str
+    by: str = ""
+    """The name of the client that deleted it."""
+
+
 class Method(msgspec.Struct, frozen=True):
     params: type[Wire]
     result: type[Wire]
@@ -275,6 +284,13 @@ METHODS: dict[str, Method] = {
         SessionAttachParams, SessionAttachResult, "Catch up and subscribe, atomically."
     ),
     "session/detach": Method(SessionRef, Empty, "Stop receiving a session's events."),
+    "session/delete": Method(
+        SessionRef,
+        Empty,
+        "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
+        " Attached clients are detached and sent `session/deleted`.",
+        needs_controller=True,
+    ),
     "turn/start": Method(
         TurnStartParams, TurnStartResult, "Run the agent on a message.", needs_controller=True
     ),
@@ -309,5 +325,6 @@ METHODS: dict[str, Method] = {
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,
     "session/resync": SessionResyncParams,
+    "session/deleted": SessionDeletedParams,
     "daemon/event": DaemonEventParams,
 }

@@ -278,3 +278,26 @@ def group_survivors(pgid: int) -> list[str]:
         for line in out.splitlines()
         if int(line.split()[1]) == pgid and not line.split()[2].startswith("Z")
     ]
+
+
+@contextmanager
+def read_only_folder(folder: Path) -> Generator[None]:
+    """Make `folder` refuse new entries, for real: root ignores modes, so for root the folder
+    is made immutable (`chattr +i`); anyone else gets mode 0555. Skips when neither can be."""
+    import pytest
+
+    if os.geteuid() != 0:
+        saved = folder.stat().st_mode
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(saved)
+        return
+    done = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot make {folder} read-only as root: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)

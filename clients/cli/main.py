@@ -27,6 +27,8 @@ from tether.clients.discovery import (
     NotRunning,
     find_workspace,
     locate,
+    lock_path,
+    probe_lock,
     terminate_holder,
     wait_until_stopped,
 )
@@ -450,6 +452,12 @@ def cmd_processes(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    if args.delete:
+        with _connect(args) as client:
+            session = _resolve_session(client, args.delete)
+            client.call("session/delete", SessionRef(session_id=session.id))
+        print(f"deleted session {session.id}")
+        return EXIT_OK
     with _connect(args) as client:
         sessions = client.call("session/list", result=SessionListResult).sessions
     if args.json:
@@ -544,6 +552,17 @@ def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tether.clients.cli import doctor
+
+    workspace = _workspace(args)
+    held = probe_lock(lock_path(workspace))
+    pid = held.record.pid if held is not None and held.record is not None else None
+    lines, healthy = doctor.report(workspace, pid)
+    print("\n".join(lines))
+    return EXIT_OK if healthy else EXIT_FAILED
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tether.clients.cli import demo
 
@@ -633,8 +652,13 @@ def build_parser() -> argparse.ArgumentParser:
     attach.add_argument("--json", action="store_true")
     attach.set_defaults(func=cmd_attach)
 
-    sessions = sub.add_parser("sessions", parents=[common], help="list sessions")
+    sessions = sub.add_parser("sessions", parents=[common], help="list (or delete) sessions")
     sessions.add_argument("--json", action="store_true")
+    sessions.add_argument(
+        "--delete",
+        metavar="ID",
+        help="delete a session (id or unique prefix) with its history and undo snapshots",
+    )
     sessions.set_defaults(func=cmd_sessions)
 
     undo = sub.add_parser("undo", parents=[common], help="restore the files a turn changed")
@@ -666,6 +690,13 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--json", action="store_true")
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     daemon.set_defaults(func=cmd_daemon)
+
+    doctor = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the workspace's session database (read-only) and say how to recover",
+    )
+    doctor.set_defaults(func=cmd_doctor)
 
     demo = sub.add_parser("demo", help="see tether work end to end, with a scripted model")
     demo.add_argument("--json", action="store_true")

@@ -42,7 +42,12 @@ def test_committed_schema_is_current() -> None:
 def test_schema_covers_every_method_and_error() -> None:
     schema = msgspec.json.decode(SCHEMA.read_bytes())
     assert set(schema["methods"]) == set(METHODS)
-    assert set(schema["notifications"]) == {"session/event", "session/resync", "daemon/event"}
+    assert set(schema["notifications"]) == {
+        "session/event",
+        "session/resync",
+        "session/deleted",
+        "daemon/event",
+    }
     assert {int(code) for code in schema["errors"]} == {int(code) for code in ErrorCode}
     assert set(ERROR_DOCS) == set(ErrorCode)
 
