@@ -39,9 +39,13 @@ Invariants:
   never stubbed again: the same history always compacts to the same bytes.
 - Step 3 never separates an assistant message with tool calls from its results, and replaces
   nothing until the model has answered: cancelled or failed, it leaves the history as it was.
+  It never makes the history longer: it asks the model only when the part it would replace is
+  longer than an empty summary message, and keeps the history as it was when the summary
+  message would not be shorter than that part.
 
 Errors: `summarise` raises the model's `ModelError` as is, and `CompactionError` when the model
-answers with no summary or the conversation changed while it was being summarised.
+answers with no summary or the conversation changed while it was being summarised, or its
+subclass `SummaryNotShorter` when the summary would not shorten the history.
 """
 
 from collections.abc import Callable, Sequence
@@ -127,6 +131,11 @@ class CompactionError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class SummaryNotShorter(CompactionError):
+    """The model's summary is no shorter than what it would replace; the history was left as
+    it was (the conversation is too short for a summary to help)."""
 
 
 CompactionStep = Literal["earlier_turns", "old_tool_results", "summary"]
@@ -296,6 +305,20 @@ def summary_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | N
     return fallback
 
 
+def _worthwhile_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | None:
+    cut = summary_cut(messages, keep_recent_tokens)
+    if cut is None:
+        return None
+    empty = message_chars(summary_message("", continues=cut < len(messages)))
+    return cut if messages_chars(messages[1:cut]) > empty else None
+
+
+def summary_worthwhile(history: History, keep_recent_tokens: int) -> bool:
+    """Whether step 3 could shorten the history: there is something to summarise (see
+    `summary_cut`) and it is longer than a summary message with no summary in it."""
+    return _worthwhile_cut(history.messages, keep_recent_tokens) is not None
+
+
 def _fit_for_summary(older: list[Message], limit_tokens: int | None) -> list[Message]:
     """The messages to summarise, made to fit `limit_tokens`: first tool results are cut
     (copies; the history is not touched), then the oldest messages are left out (an earlier
@@ -363,14 +386,15 @@ async def summarise(
     The model gets the system prompt, the messages to summarise (cut to fit `request_budget`
     tokens when given) and `SUMMARY_INSTRUCTION` as the last user message, with no tools. The
     newest messages (see `summary_cut`) stay verbatim after the summary message. Returns None
-    when there is nothing to summarise (no model call is made).
+    when there is nothing worth summarising (see `summary_worthwhile`; no model call is made).
 
-    Raises `ModelError` from the model and `CompactionError` for an empty summary. The history
-    changes only after the model has answered, in one synchronous step: cancelling this closes
-    the model's stream and leaves the history as it was.
+    Raises `ModelError` from the model, `CompactionError` for an empty summary and
+    `SummaryNotShorter` when the summary message would be no shorter than what it replaces.
+    The history changes only after the model has answered, in one synchronous step: cancelling
+    this closes the model's stream and leaves the history as it was, and so does every error.
     """
     messages = history.messages
-    cut = summary_cut(messages, keep_recent_tokens)
+    cut = _worthwhile_cut(messages, keep_recent_tokens)
     if cut is None:
         return None
     older = messages[1:cut]
@@ -390,6 +414,12 @@ async def summarise(
     if len(now) != len(older) or any(a is not b for a, b in zip(now, older, strict=True)):
         raise CompactionError("The conversation changed while it was being summarised.")
     kept = len(history.messages) - cut
+    replaced_chars = messages_chars(older)
+    if message_chars(summary_message(text, continues=kept > 0)) >= replaced_chars:
+        raise SummaryNotShorter(
+            f"The summary would not be shorter than the {len(older)} message(s) it replaces "
+            f"({replaced_chars:,} characters); nothing was compacted."
+        )
     replace_with_summary(history, text, kept=kept)
     return Summary(
         text=text,

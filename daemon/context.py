@@ -1,11 +1,15 @@
 """A session's context budget as the turn loop sees it: the token meter, the compaction
 ladder before each model call, and the meter clients see (`context_updated`)."""
 
-import msgspec
-
 from tether.daemon.budget import TokenMeter, context_budget
 from tether.daemon.compact import Compaction as CompactionRecord
-from tether.daemon.compact import CompactionError, compact_history
+from tether.daemon.compact import (
+    CompactionError,
+    compact_history,
+    keep_recent_tokens,
+    summarise,
+    summary_worthwhile,
+)
 from tether.daemon.history import History
 from tether.daemon.providers.base import ModelClient, ModelError, ModelResponse, ToolSet
 from tether.daemon.session import Session, new_id
@@ -71,7 +75,35 @@ class SessionContext:
         self.meter.record(response.usage)
         self.publish()
 
-    async def compact_now(self, history: History) -> list[CompactionRecord]:
-        records = await compact_history(history, self.meter, self.model, force_summary=True)
+    def can_compact(self, history: History) -> bool:
+        """Whether a summary could shorten the history (see `compact.summary_worthwhile`)."""
+        return summary_worthwhile(history, keep_recent_tokens(self.meter.budget))
+
+    async def compact_now(self, history: History) -> CompactionRecord | None:
+        """Summarise the older history now (`session/compact`). Only the summary step: the
+        elision steps run before every model call anyway, and this way a failure changes
+        nothing. Returns None when there is nothing worth summarising (no model call).
+
+        Raises `ModelError` and `CompactionError` (`SummaryNotShorter` included) with the
+        history as it was; cancelling it leaves the history as it was too."""
+        before = self.meter.used()
+        summary = await summarise(
+            history,
+            self.model,
+            keep_recent_tokens=keep_recent_tokens(self.meter.budget),
+            request_budget=self.meter.budget,
+        )
+        if summary is None:
+            return None
         self.publish()
-        return [msgspec.structs.replace(r, trigger="manual") for r in records]
+        return CompactionRecord(
+            step="summary",
+            trigger="manual",
+            tokens_before=before,
+            tokens_after=self.meter.used(),
+            budget=self.meter.budget,
+            messages=summary.replaced,
+            kept=summary.kept,
+            summary=summary.text,
+            usage=summary.usage,
+        )

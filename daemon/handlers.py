@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 from typing import Protocol, cast
 
-from tether.daemon.compact import CompactionError
 from tether.daemon.connection import Connection, Handler, Reply
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs import ProcessTable
@@ -28,7 +27,6 @@ from tether.protocol.methods import (
     ProcessKillParams,
     ProcessListResult,
     SessionAttachParams,
-    SessionCompactResult,
     SessionCreateParams,
     SessionCreateResult,
     SessionListResult,
@@ -188,16 +186,16 @@ class Handlers:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
+        await self._controller_session(conn, p.session_id)
+        turn_input = await self.sessions.turn_input(editor=p.editor, mentions=p.mentions)
+        # Looked up again after the await: an idle session may have been unloaded meanwhile.
         session = await self._controller_session(conn, p.session_id)
-        context, _problems = await self.sessions.turn_input(
-            session.id, editor=p.editor, mentions=p.mentions
-        )
         return self.sessions.start_turn(
             session,
             p.text,
             by=conn.client_name,
             permission_mode=p.permission_mode,
-            context=context,
+            turn_input=turn_input,
         )
 
     async def turn_cancel(self, conn: Connection, params: Wire) -> Wire:
@@ -223,11 +221,7 @@ class Handlers:
     async def session_compact(self, conn: Connection, params: Wire) -> Wire:
         p = cast(SessionRef, params)
         session = await self._controller_session(conn, p.session_id)
-        try:
-            before, after = await self.sessions.compact(session)
-        except CompactionError as exc:
-            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from exc
-        return SessionCompactResult(tokens_before=before, tokens_after=after)
+        return await self.sessions.compact(session)
 
     async def tools_list(self, conn: Connection, params: Wire) -> Wire:
         return ToolsListResult(tools=self.sessions.tools.infos())
@@ -262,7 +256,8 @@ class Handlers:
         turn_id = p.turn_id or await last_turn_with_changes(store, session.id)
         if turn_id is None:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"no turn of {session.id} changed files")
-        if session.running_turn_id == turn_id:
+        # Looked up again after the await: an idle session may have been reloaded meanwhile.
+        if (await self.sessions.get(session.id)).running_turn_id == turn_id:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"turn {turn_id} is still running")
         try:
             return await undo_turn(store, self.daemon.workspace, session.id, turn_id, p.force)

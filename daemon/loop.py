@@ -75,7 +75,8 @@ class TurnSink(Protocol):
     def item_completed(self, item: AnyItem) -> None: ...
     def retrying(self, attempt: int, max_attempts: int, delay: float, reason: str) -> None: ...
     def take_queued(self) -> list[QueuedInput]:
-        """User messages sent while the turn ran, to join at the next step."""
+        """User messages sent while the turn ran, with their context; the loop adds every
+        one to the history at once."""
         ...
 
     def open_todos(self) -> list[str]:
@@ -175,10 +176,10 @@ class TurnLoop:
     def _take_queued(self) -> bool:
         queued = self.sink.take_queued()
         for entry in queued:
-            item = UserMessage(id=entry.input_id, text=entry.text)
+            item = UserMessage(id=entry.input_id, text=entry.text, context=entry.context)
             self.sink.item_started(item)
             self.sink.item_completed(item)
-            self.history.add_user(entry.text)
+            self.history.add_user(entry.text, entry.context)
         return bool(queued)
 
     async def _run(self) -> TurnOutcome:

@@ -12,6 +12,7 @@ A subscriber whose queue is full is dropped and told to resync; it re-attaches w
 
 import secrets
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
@@ -149,6 +150,8 @@ class Session:
         self._turns_by_id: dict[str, TurnState] = {}
         self.ring = EventRing(first_seq=last_seq + 1)
         self.subscribers: dict[Subscriber, Role] = {}
+        self.on_subscribers: Callable[[], None] = lambda: None
+        """Called after the subscribers changed (attach, detach, a subscriber dropped)."""
         self.permission_mode: PermissionMode = permission_mode
         self.pending_approvals: dict[str, ApprovalRequest] = {}
         self.resolved_approvals: dict[str, ApprovalResolved] = {}
@@ -250,6 +253,8 @@ class Session:
                     ),
                 )
             )
+        if dropped:
+            self.on_subscribers()
         return seq
 
     def _apply(self, event: AnyEvent) -> None:
@@ -296,8 +301,10 @@ class Session:
                         rule = request.always_rule
                         if rule and rule not in self.session_rules:
                             self.session_rules.append(rule)
-            case InputQueued(input_id=input_id, text=text, by=by):
-                self.queued_inputs[input_id] = QueuedInput(input_id=input_id, text=text, by=by)
+            case InputQueued(input_id=input_id, text=text, by=by, context=context):
+                self.queued_inputs[input_id] = QueuedInput(
+                    input_id=input_id, text=text, by=by, context=context
+                )
             case InputDropped(input_ids=input_ids):
                 for input_id in input_ids:
                     self.queued_inputs.pop(input_id, None)
@@ -352,9 +359,19 @@ class Session:
     ) -> tuple[SessionAttachResult, list[bytes]]:
         """Subscribe and return what catches the client up: with a usable cursor the frames it
         missed (to be queued right behind the response, before any await), otherwise a
-        result carrying a snapshot."""
+        result carrying a snapshot.
+
+        A cursor is usable when it names this epoch and the ring still reaches back to it.
+        A seq means something only within its epoch (a restarted daemon numbers on from the
+        last persisted event, so seq N of the new epoch is another event than N was), so a
+        cursor without an epoch is answered with a snapshot, except `seq` 0: "everything",
+        which the ring can replay only when it holds the session from its first event."""
         replay: list[bytes] | None = None
-        if after is not None and after.epoch in (None, self.epoch) and after.seq <= self.seq:
+        if (
+            after is not None
+            and after.seq <= self.seq
+            and (after.epoch == self.epoch or (after.epoch is None and after.seq == 0))
+        ):
             replay = self.ring.since(after.seq)
         if replay is None:
             result = SessionAttachResult(
@@ -364,7 +381,11 @@ class Session:
             assert after is not None
             result = SessionAttachResult(epoch=self.epoch, mode="replay", from_seq=after.seq)
         self.subscribers[subscriber] = role
+        self.on_subscribers()
         return result, replay or []
 
     def detach(self, subscriber: Subscriber) -> bool:
-        return self.subscribers.pop(subscriber, None) is not None
+        if self.subscribers.pop(subscriber, None) is None:
+            return False
+        self.on_subscribers()
+        return True

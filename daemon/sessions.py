@@ -6,9 +6,19 @@ it (the turn ends `cancelled`); daemon shutdown cancels it too (the turn ends `i
 Either way the turn ends with a summary item and `turn_completed`, both persisted.
 
 One turn runs per session at a time; a message sent while one runs is queued (an
-`input_queued` event every client sees) and joins the conversation at the turn's next step.
-Messages still queued when a turn ends without taking them are dropped with an
-`input_dropped` event.
+`input_queued` event every client sees, carrying the editor state and mentions read when it
+was sent) and joins the conversation at the turn's next step. Messages still queued when a turn
+ends without taking them are dropped with an `input_dropped` event. The repository's
+instructions go with the first message that joins the history after they changed; they count
+as sent only then, so a dropped message takes nothing with it.
+
+Loaded sessions are a cache of the store. A session with no subscriber and no running turn
+(so no pending approval) is idle; the `keep_idle` most recently idle ones stay loaded, older
+ones are unloaded. The store holds every persisted event, so loading one again rebuilds the
+same items, in a new epoch as after a restart: a client's cursor into the old epoch gets a
+snapshot. What is not persisted goes with it: the replay ring, the edit guard's read versions
+(the agent reads a file again before editing it) and the provider's last token count (the
+meter estimates until the next model call).
 
 `delete` refuses a session with a running turn (SESSION_BUSY). Otherwise it drops the session
 from memory first (so no new turn can start on it), detaches its subscribers with a
@@ -17,16 +27,18 @@ from memory first (so no new turn can start on it), detaches its subscribers wit
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+import msgspec
 import trio
 
 from tether.daemon.approvals import ApprovalBroker, SessionGate
+from tether.daemon.compact import CompactionError, SummaryNotShorter
 from tether.daemon.config import PermissionsConfig, load_workspace_rules
 from tether.daemon.context import SessionContext, compaction_item
 from tether.daemon.history import History
-from tether.daemon.instructions import load_project_instructions
+from tether.daemon.instructions import CLOSE_TAG, OPEN_TAG, load_project_instructions
 from tether.daemon.loop import TurnLoop, TurnOutcome
 from tether.daemon.lsp.pool import LspPool, format_report
 from tether.daemon.mentions import render_context
@@ -44,8 +56,8 @@ from tether.daemon.tools.base import (
 )
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
-from tether.protocol.events import Diagnostic as WireDiagnostic
 from tether.protocol.events import (
+    ContextMeter,
     DiagnosticsReported,
     InputDropped,
     InputQueued,
@@ -63,9 +75,23 @@ from tether.protocol.events import (
     TurnStarted,
     TurnStatus,
 )
-from tether.protocol.items import AnyItem, FileChange, Notice, ToolCall, TurnSummary, UserMessage
+from tether.protocol.events import Diagnostic as WireDiagnostic
+from tether.protocol.items import (
+    AnyItem,
+    FileChange,
+    Notice,
+    NoticeLevel,
+    ToolCall,
+    TurnSummary,
+    UserMessage,
+)
 from tether.protocol.jsonrpc import notification_frame
-from tether.protocol.methods import EditorContext, SessionDeletedParams, TurnStartResult
+from tether.protocol.methods import (
+    EditorContext,
+    SessionCompactResult,
+    SessionDeletedParams,
+    TurnStartResult,
+)
 from tether.protocol.session import QueuedInput, SessionInfo
 
 log = logging.getLogger(__name__)
@@ -73,11 +99,23 @@ log = logging.getLogger(__name__)
 ChangeTrackerFactory = Callable[[Session, str], ChangeTracker]
 
 
+class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What goes with a user's message, read when it is sent (`Sessions.turn_input`)."""
+
+    instructions: str = ""
+    """The repository's instructions as read then ("" when there are none)."""
+    context: str = ""
+    """Editor state and mentioned files, rendered for the model."""
+    problems: Sequence[str] = ()
+    """Paths that could not be attached, and why, for the client that sent them."""
+
+
 class _Sink:
     """Routes one turn's items into its session's event stream."""
 
-    def __init__(self, session: Session, turn_id: str) -> None:
-        self.session = session
+    def __init__(self, live: "_Live", turn_id: str) -> None:
+        self.live = live
+        self.session = live.session
         self.turn_id = turn_id
 
     def item_started(self, item: AnyItem) -> None:
@@ -101,16 +139,23 @@ class _Sink:
         )
 
     def take_queued(self) -> list[QueuedInput]:
-        # The user message items that join them (same ids) take them off the queue.
-        return list(self.session.queued_inputs.values())
+        # The loop puts every entry into the history as soon as this returns, so this is where
+        # changed instructions go with the first of them. The user message items that join
+        # them (same ids) take them off the queue.
+        return [
+            msgspec.structs.replace(entry, context=self.live.with_instructions(entry.context))
+            for entry in self.session.queued_inputs.values()
+        ]
 
     def open_todos(self) -> list[str]:
         return [t.content for t in self.session.todos if t.status != "completed"]
 
 
 class _RunningTurn:
-    def __init__(self, turn_id: str) -> None:
+    def __init__(self, turn_id: str, *, compaction: bool = False) -> None:
         self.turn_id = turn_id
+        self.compaction = compaction
+        """A `session/compact` turn, which takes no queued messages."""
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.interrupted = False
@@ -127,8 +172,34 @@ class _Live:
         self.broker = ApprovalBroker(session)
         self.versions = ReadVersions()
         self.context = context
-        self.instructions = ""
+        self.instructions = _last_sent_instructions(session.items())
         """The repository instructions last sent to the model in this session."""
+        self.read_instructions: str | None = None
+        """The repository instructions as last read, for the next message that joins the
+        history (None: not read since the session was loaded)."""
+
+    def with_instructions(self, context: str) -> str:
+        """The context of a message that joins the history now: the instructions as last read
+        in front of `context` when they differ from those last sent, which they then are."""
+        instructions = self.read_instructions
+        if instructions is None or instructions == self.instructions:
+            return context
+        self.instructions = instructions
+        return "\n\n".join(part for part in (instructions, context) if part)
+
+
+def _last_sent_instructions(items: Iterable[AnyItem]) -> str:
+    """The instructions the newest user message that carried any was sent with."""
+    for item in reversed(list(items)):
+        if isinstance(item, UserMessage) and item.context.startswith(OPEN_TAG):
+            end = item.context.find(CLOSE_TAG)
+            if end >= 0:
+                return item.context[: end + len(CLOSE_TAG)]
+    return ""
+
+
+KEEP_IDLE = 8
+"""Idle sessions kept loaded (the most recently used); older idle ones are unloaded."""
 
 
 class Sessions:
@@ -143,7 +214,11 @@ class Sessions:
         permissions: PermissionsConfig | None = None,
         context_window: int = 65536,
         max_output_tokens: int = 8192,
+        keep_idle: int = KEEP_IDLE,
     ) -> None:
+        if keep_idle < 1:
+            raise ValueError("keep_idle must be at least 1: a session just looked up stays loaded")
+        self.keep_idle = keep_idle
         self.context_window = context_window
         self.max_output_tokens = max_output_tokens
         self.store = store
@@ -159,6 +234,8 @@ class Sessions:
         """The language-server pool for diagnostics after edits (None: no diagnostics)."""
         self._system_prompt = system_prompt(workspace)
         self._live: dict[str, _Live] = {}
+        self._idle: dict[str, None] = {}
+        """Loaded sessions that were idle when last settled, least recently used first."""
         self._loading: dict[str, trio.Event] = {}
         self._running: dict[str, _RunningTurn] = {}
         self._nursery: trio.Nursery | None = None
@@ -195,6 +272,7 @@ class Sessions:
         if permission_mode is not None and permission_mode != session.permission_mode:
             session.emit(SessionConfigured(permission_mode=permission_mode))
         self._live[session.id] = self._make_live(session, History(self._system_prompt))
+        self._settle(session.id)
         return session
 
     def _make_live(self, session: Session, history: History) -> _Live:
@@ -206,7 +284,34 @@ class Sessions:
             window=self.context_window,
             max_output=self.max_output_tokens,
         )
+        # By id: a closure over the session would be a reference cycle, and an unloaded
+        # session would then wait for the cycle collector instead of being freed at once.
+        session_id = session.id
+        session.on_subscribers = lambda: self._settle(session_id)
         return _Live(session, history, context)
+
+    def _unloadable(self, live: _Live) -> bool:
+        session = live.session
+        return (
+            not session.subscribers
+            and session.id not in self._running
+            and not session.pending_approvals
+        )
+
+    def _settle(self, session_id: str) -> None:
+        """Note that a loaded session was used or may have become idle: an idle one becomes
+        the most recently idle, a busy one leaves the idle list, and idle sessions beyond the
+        `keep_idle` most recent are unloaded. Synchronous, so no task sees half of it."""
+        self._idle.pop(session_id, None)
+        live = self._live.get(session_id)
+        if live is not None and self._unloadable(live):
+            self._idle[session_id] = None
+        while len(self._idle) > self.keep_idle:
+            oldest = next(iter(self._idle))
+            del self._idle[oldest]
+            candidate = self._live.get(oldest)
+            if candidate is not None and self._unloadable(candidate):
+                del self._live[oldest]
 
     async def get(self, session_id: str) -> Session:
         return (await self._get_live(session_id)).session
@@ -229,10 +334,15 @@ class Sessions:
                 )
                 history = History(self._system_prompt)
                 history.rebuild(session.items())
-                self._live[session_id] = self._make_live(session, history)
+                live = self._make_live(session, history)
+                # The meter is not persisted: show the estimate until a model call reports.
+                meter = live.context.meter
+                session.context = ContextMeter(used=meter.used(), budget=meter.budget)
+                self._live[session_id] = live
             finally:
                 del self._loading[session_id]
                 loading.set()
+        self._settle(session_id)
         return live
 
     def loaded(self, session_id: str) -> Session | None:
@@ -265,12 +375,6 @@ class Sessions:
         if not await self.store.delete_session(session_id) and live is None:
             raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
 
-    def _check_live(self, session: Session) -> _Live:
-        live = self._live.get(session.id)
-        if live is None or live.session is not session:
-            raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"session {session.id} was deleted")
-        return live
-
     async def list(self) -> list[SessionInfo]:
         rows = await self.store.list_sessions()
         infos: list[SessionInfo] = []
@@ -300,18 +404,12 @@ class Sessions:
     # --- turns ----------------------------------------------------------------------------
 
     async def turn_input(
-        self, session_id: str, *, editor: EditorContext | None, mentions: Sequence[str]
-    ) -> tuple[str, Sequence[str]]:
-        """The context to attach to a user's message: the repository's instructions when
-        they changed since the session last sent them, then editor state and mentions.
-        Returns the block and the problems to report (paths not attached, and why)."""
-        live = await self._get_live(session_id)
+        self, *, editor: EditorContext | None, mentions: Sequence[str]
+    ) -> TurnInput:
+        """Read what goes with a user's message: the repository's instructions, editor state
+        and mentions. Reads files only; `start_turn` decides what joins the history."""
         instructions = await trio.to_thread.run_sync(load_project_instructions, self.workspace)
-        parts: Sequence[str] = []
-        if instructions != live.instructions:
-            live.instructions = instructions
-            if instructions:
-                parts = [instructions]
+        block = ""
         problems: Sequence[str] = ()
         if editor is not None or mentions:
             cursor = (
@@ -326,45 +424,85 @@ class Sessions:
                     mentions=mentions,
                 )
             )
-            if block:
-                parts = [*parts, block]
-        return "\n\n".join(parts), problems
+        return TurnInput(instructions=instructions, context=block, problems=problems)
 
-    async def compact(self, session: Session) -> tuple[int, int]:
+    async def compact(self, session: Session) -> SessionCompactResult:
         """Summarise the session's older history now (`session/compact`), as a turn of its
-        own so that every client sees the compaction item."""
+        own so that every client sees the compaction item.
+
+        When a summary cannot shorten the conversation nothing changes and the result says so
+        (`compacted: false` with the reason; no turn at all when that is clear before asking
+        the model). Cancelled (`turn/cancel`), the turn ends `cancelled` and nothing changes.
+        A model error raises MODEL_UNAVAILABLE, an empty or unusable summary
+        COMPACTION_FAILED: the turn ends `failed`, with a notice and no compaction item."""
         if not self.accepting or self._nursery is None:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
         if session.id in self._running:
             raise RpcError(
                 ErrorCode.SESSION_BUSY, "a turn is running; it compacts itself when it needs to"
             )
-        live = self._check_live(session)
-        turn_id = new_id("t")
-        running = self._running[session.id] = _RunningTurn(turn_id)
-        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
+        live = self._live_of(session)
         before = live.context.meter.used()
-        status: TurnStatus = "completed"
-        error: TurnError | None = None
+        if not live.context.can_compact(live.history):
+            return SessionCompactResult(
+                tokens_before=before,
+                tokens_after=before,
+                compacted=False,
+                reason="the conversation is too short for a summary to make it smaller",
+            )
+        turn_id = new_id("t")
+        running = self._running[session.id] = _RunningTurn(turn_id, compaction=True)
+        self._settle(session.id)
+        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
+        sink = _Sink(live, turn_id)
+        status: TurnStatus = "failed"
+        error: TurnError | None = TurnError(
+            code="internal_error", message="tether failed while compacting"
+        )
+        failure: RpcError | None = None
+        reason = ""
         try:
             with running.scope:
-                records = await live.context.compact_now(live.history)
-                for record in records:
+                record = await live.context.compact_now(live.history)
+                if record is None:
+                    reason = "there is nothing to summarise"
+                else:
                     item = compaction_item(record)
-                    session.emit(ItemStarted(turn_id=turn_id, item=item))
-                    session.emit(ItemCompleted(turn_id=turn_id, item=item))
+                    sink.item_started(item)
+                    sink.item_completed(item)
+            status, error = "completed", None
+            if running.scope.cancelled_caught:
+                status = "interrupted" if running.interrupted else "cancelled"
+                reason = "cancelled"
+        except SummaryNotShorter as exc:
+            status, error, reason = "completed", None, exc.message
+            _notice(sink, "info", "compaction_skipped", exc.message)
         except ModelError as exc:
-            status, error = "failed", TurnError(code=exc.code, message=exc.message)
+            error = TurnError(code=exc.code, message=exc.message)
+            failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message, {"code": exc.code})
+        except CompactionError as exc:
+            error = TurnError(code="compaction_failed", message=exc.message)
+            failure = RpcError(ErrorCode.COMPACTION_FAILED, exc.message)
         finally:
+            if failure is not None:
+                _notice(sink, "error", error.code if error else "", failure.message)
             session.emit(
                 TurnCompleted(turn_id=turn_id, status=status, ended_at=time.time(), error=error)
             )
             del self._running[session.id]
             running.done.set()
             self.on_turn_end()
-        if error is not None:
-            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, error.message)
-        return before, live.context.meter.used()
+            self._settle(session.id)
+        if failure is not None:
+            raise failure
+        if status == "interrupted":
+            raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon stopped before the summary")
+        return SessionCompactResult(
+            tokens_before=before,
+            tokens_after=live.context.meter.used(),
+            compacted=not reason,
+            reason=reason,
+        )
 
     def start_turn(
         self,
@@ -373,30 +511,52 @@ class Sessions:
         *,
         by: str = "",
         permission_mode: PermissionMode | None = None,
-        context: str = "",
+        turn_input: TurnInput | None = None,
     ) -> TurnStartResult:
-        """Start a turn, or queue the message for the running one."""
+        """Start a turn, or queue the message for the running one. `turn_input` is what goes
+        with it (None: nothing); its problems are returned to the caller."""
         if not self.accepting or self._nursery is None:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
-        live = self._check_live(session)
+        live = self._live_of(session)
+        running = self._running.get(session.id)
+        if running is not None and running.compaction:
+            # Queued, it would wait for some later turn: refused, the client still has it.
+            raise RpcError(
+                ErrorCode.SESSION_BUSY, "the session is being compacted; send it again after"
+            )
+        sent = turn_input or TurnInput()
+        if turn_input is not None:
+            live.read_instructions = turn_input.instructions
         if permission_mode is not None and permission_mode != session.permission_mode:
             session.emit(SessionConfigured(permission_mode=permission_mode))
-        running = self._running.get(session.id)
+        problems = list(sent.problems)
         if running is not None:
             input_id = new_id("i")
-            session.emit(InputQueued(input_id=input_id, text=text, by=by))
-            return TurnStartResult(turn_id=running.turn_id, queued=True, input_id=input_id)
+            session.emit(InputQueued(input_id=input_id, text=text, by=by, context=sent.context))
+            return TurnStartResult(
+                turn_id=running.turn_id, queued=True, input_id=input_id, problems=problems
+            )
         turn_id = new_id("t")
         running = self._running[session.id] = _RunningTurn(turn_id)
+        self._settle(session.id)
         session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
         if not session.title:
             session.emit(SessionRenamed(title=_title_from(text)))
+        context = live.with_instructions(sent.context)
         item = UserMessage(id=new_id("i"), text=text, context=context)
         session.emit(ItemStarted(turn_id=turn_id, item=item))
         session.emit(ItemCompleted(turn_id=turn_id, item=item))
         live.history.add_user(text, context)
         self._nursery.start_soon(self._run_turn, live, running)
-        return TurnStartResult(turn_id=turn_id, input_id=item.id)
+        return TurnStartResult(turn_id=turn_id, input_id=item.id, problems=problems)
+
+    def _live_of(self, session: Session) -> _Live:
+        live = self._live.get(session.id)
+        if live is None or live.session is not session:
+            # Callers look a session up again after any await, so an unloaded session here was
+            # deleted meanwhile.
+            raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"session {session.id} was deleted")
+        return live
 
     def cancel_turn(self, session: Session, turn_id: str | None) -> str:
         running = self._running.get(session.id)
@@ -437,7 +597,7 @@ class Sessions:
         session = live.session
         turn_id = running.turn_id
         changes = self.change_tracker(session, turn_id)
-        sink = _Sink(session, turn_id)
+        sink = _Sink(live, turn_id)
 
         def context(item: ToolCall) -> ToolContext:
             return ToolContext(
@@ -567,6 +727,13 @@ class Sessions:
             del self._running[session.id]
             running.done.set()
             self.on_turn_end()
+            self._settle(session.id)
+
+
+def _notice(sink: _Sink, level: NoticeLevel, code: str, message: str) -> None:
+    item = Notice(id=new_id("i"), level=level, code=code, message=message)
+    sink.item_started(item)
+    sink.item_completed(item)
 
 
 class _TodoBoard:

@@ -33,6 +33,7 @@ class ErrorCode(enum.IntEnum):
     NOTHING_TO_UNDO = -32022
     PROCESS_NOT_FOUND = -32023
     MODEL_UNAVAILABLE = -32024
+    COMPACTION_FAILED = -32025
     SHUTTING_DOWN = -32030
 
 
@@ -56,6 +57,9 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.NOTHING_TO_UNDO: "The turn changed no files, or was already undone.",
     ErrorCode.PROCESS_NOT_FOUND: "No background process with that id.",
     ErrorCode.MODEL_UNAVAILABLE: "The model server could not be asked; the message says why.",
+    ErrorCode.COMPACTION_FAILED: (
+        "The model's summary was empty or unusable; nothing was compacted."
+    ),
     ErrorCode.SHUTTING_DOWN: "The daemon is shutting down and takes no new work.",
 }
 

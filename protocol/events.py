@@ -119,6 +119,9 @@ class InputQueued(Event, frozen=True, kw_only=True, tag="input_queued"):
     input_id: str
     text: str
     by: str = ""
+    context: str = ""
+    """What goes with the message for the model: editor state and mentioned files (the
+    repository's instructions are added when it joins, if they changed since last sent)."""
 
 
 class InputDropped(Event, frozen=True, kw_only=True, tag="input_dropped"):

@@ -77,8 +77,9 @@ class SessionAttachParams(Wire, frozen=True, kw_only=True):
     """Attach to a session: catch up from `after`, then receive live `session/event`s.
 
     With `after`, the events after that cursor are replayed as `session/event` notifications
-    (exactly once each, in order) when the daemon still has them; otherwise, and without
-    `after`, the result carries a snapshot and live events continue from its `seq`.
+    (exactly once each, in order) when the cursor is in the session's current epoch and the
+    daemon still has them (see `Cursor`); otherwise, and without `after`, the result carries
+    a snapshot and live events continue from its `seq`.
     """
 
     session_id: str
@@ -130,11 +131,22 @@ class TurnStartResult(Wire, frozen=True, kw_only=True):
     queued: bool = False
     """True when a turn was already running and the text was queued for it."""
     input_id: str = ""
+    problems: list[str] = []
+    """Mentions (or the open file) that could not be attached, one line each saying why;
+    the message was sent without them."""
 
 
 class SessionCompactResult(Wire, frozen=True, kw_only=True):
+    """What `session/compact` did. When the conversation could not be made smaller (too
+    short to summarise, or the summary would not be shorter than what it replaces) nothing
+    changed: `compacted` is false, `reason` says why and both token counts are equal. A
+    failed summary is an error instead (`COMPACTION_FAILED`, or `MODEL_UNAVAILABLE`), and a
+    cancelled one returns `compacted: false` with the reason "cancelled"."""
+
     tokens_before: int
     tokens_after: int
+    compacted: bool = True
+    reason: str = ""
 
 
 class LspServerStatus(Wire, frozen=True, kw_only=True):

@@ -32,10 +32,17 @@ class QueuedInput(Wire, frozen=True, kw_only=True):
     input_id: str
     text: str
     by: str = ""
+    context: str = ""
+    """What joins the history with the message (see `UserMessage.context`)."""
 
 
 class Cursor(Wire, frozen=True, kw_only=True):
-    """The last event a client has seen. `epoch` null means "the daemon's current epoch"."""
+    """The last event a client has seen: the `epoch` and `seq` of a `session/event`.
+
+    A seq is meaningful only within its epoch: a cursor whose epoch is not the session's
+    current one, or that has no epoch, is answered with a snapshot. The one exception is
+    `{epoch: null, seq: 0}`, "from the beginning", which is replayed when the daemon still
+    holds every event of the session (else a snapshot too)."""
 
     epoch: str | None = None
     seq: int = 0

@@ -323,6 +323,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             result=TurnStartResult,
         )
         turn_id = started.turn_id
+        if not args.json:
+            for problem in started.problems:
+                print(f"tether: {problem}", file=sys.stderr)
         if started.queued and not args.json:
             print(
                 f"tether: a turn is running in {session.id}; your message joins it at its next"
@@ -429,7 +432,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
         result = client.call(
             "session/compact", SessionRef(session_id=session.id), result=SessionCompactResult
         )
-    print(f"compacted {session.id}: {result.tokens_before:,} -> {result.tokens_after:,} tokens")
+    if result.compacted:
+        print(f"compacted {session.id}: {result.tokens_before:,} -> {result.tokens_after:,} tokens")
+    else:
+        print(f"nothing compacted in {session.id}: {result.reason}")
     return EXIT_OK
 
 

@@ -96,7 +96,8 @@ def test_compaction_on_request_and_the_context_meter(
     with daemon.client() as client:
         session_id = create_session(client)
         attach(client, session_id)
-        start_turn(client, session_id, "explain")
+        # Long enough that a summary is shorter than the part it replaces.
+        start_turn(client, session_id, "explain; " + "some background on it. " * 40)
         collect_until_turn_end(client, session_id)
         snapshot = client.call(
             "session/read", SessionRef(session_id=session_id), result=SessionReadResult
@@ -109,7 +110,8 @@ def test_compaction_on_request_and_the_context_meter(
         events = collect_until_turn_end(client, session_id)
         start_turn(client, session_id, "and now?")
         collect_until_turn_end(client, session_id)
-    assert result.tokens_before > 0
+    assert result.compacted
+    assert 0 < result.tokens_after < result.tokens_before
     compactions = [i for i in completed_items(events) if isinstance(i, Compaction)]
     assert [c.step for c in compactions] == ["summary"]
     assert "Work done: read README.md." in compactions[0].summary
@@ -142,11 +144,26 @@ def test_cli_compact(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script(
-        {"steps": [{"text": "an answer"}, {"text": "User requests: a question."}]}
+        {
+            "steps": [
+                {"text": "an answer"},
+                {"text": "another answer"},
+                {"text": "User requests: a question."},
+            ]
+        }
     )
     ran = run_cli(home, "run", "-w", str(workspace), "a question")
+    assert ran.returncode == 0, ran.stderr
+    # Too short for a summary to help: nothing changes, and no model call is made.
+    compacted = run_cli(home, "compact", "-w", str(workspace))
+    assert compacted.returncode == 0, compacted.stderr
+    assert compacted.stdout.startswith("nothing compacted in s_")
+    assert "too short" in compacted.stdout
+    assert len(model_server.requests) == 1
+
+    ran = run_cli(home, "run", "-w", str(workspace), "a question; " + "with details. " * 60)
     assert ran.returncode == 0, ran.stderr
     compacted = run_cli(home, "compact", "-w", str(workspace))
     assert compacted.returncode == 0, compacted.stderr
     assert compacted.stdout.startswith("compacted s_")
-    assert "tools" not in model_server.requests[1]
+    assert "tools" not in model_server.requests[2]

@@ -554,11 +554,16 @@ class NullSink:
 
 
 def run_loop(
-    client: OpenAIChatClient, workspace: Path, *, budget: int, force_at: int = 0
+    client: OpenAIChatClient,
+    workspace: Path,
+    *,
+    budget: int,
+    force_at: int = 0,
+    request: str = "read big.txt again and again",
 ) -> tuple[TurnLoop, CompactingClient]:
     registry = ToolRegistry(default_tools())
     history = History(SYSTEM)
-    history.add_user("read big.txt again and again")
+    history.add_user(request)
     meter = TokenMeter(history, budget=budget, tools=registry.toolset)
     wrapper = CompactingClient(client, history, meter, force_at=force_at)
     counter = iter(range(1, 10_000))
@@ -609,7 +614,10 @@ async def test_a_summary_mid_turn_keeps_the_prefix_and_the_turn_goes_on(
     (tmp_path / "big.txt").write_text("content\n" * 200)
     steps = [read_step(), read_step(), {"text": SUMMARY_TEXT}, read_step(), {"text": "done"}]
     server.set_script({"steps": steps})
-    loop, wrapper = run_loop(client, tmp_path, budget=100_000, force_at=3)
+    # A request long enough that its summary is shorter: everything after it fits the part
+    # kept verbatim, so it is all the summary replaces.
+    request = "read big.txt again and again; " + "some background on the task. " * 40
+    loop, wrapper = run_loop(client, tmp_path, budget=100_000, force_at=3, request=request)
     with trio.fail_after(20):
         outcome = await loop.run()
     assert outcome.status == "completed"
