@@ -23,7 +23,7 @@ from tether.daemon.config import PermissionsConfig, load_workspace_rules
 from tether.daemon.context import SessionContext, compaction_item
 from tether.daemon.history import History
 from tether.daemon.instructions import load_project_instructions
-from tether.daemon.loop import TurnLoop, TurnOutcome
+from tether.daemon.loop import TurnLoop, TurnOutcome, split_cancelled
 from tether.daemon.lsp.pool import LspPool, format_report
 from tether.daemon.mentions import render_context
 from tether.daemon.permissions import PermissionPolicy
@@ -480,10 +480,22 @@ class Sessions:
                 status = "interrupted" if running.interrupted else "cancelled"
             else:
                 status, error = outcome.status, outcome.error
-        except Exception as exc:
-            log.exception("turn %s failed", turn_id)
-            status = "failed"
-            error = TurnError(code="internal_error", message=f"tether failed: {exc!r}")
+        except BaseException as exc:
+            # Cancellation can arrive as a group (from a nursery inside a tool), alone or
+            # beside a bug's exception: it decides the status; a bug is logged.
+            cancelled, errors = split_cancelled(exc)
+            if errors is not None:
+                log.exception("turn %s failed", turn_id, exc_info=errors)
+            if running.scope.cancel_called:
+                status = "interrupted" if running.interrupted else "cancelled"
+            elif errors is not None:
+                status = "failed"
+                error = TurnError(code="internal_error", message=f"tether failed: {errors!r}")
+            # else: cancelled from outside the turn (the daemon is going away): interrupted.
+            if cancelled is exc:
+                raise
+            if cancelled is not None:
+                raise cancelled from None
         finally:
             if status == "interrupted":
                 error = TurnError(
