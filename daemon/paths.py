@@ -27,6 +27,10 @@ def config_dir() -> Path:
     return Path(platformdirs.user_config_dir(APP))
 
 
+def state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP))
+
+
 def log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP))
 
@@ -41,3 +45,8 @@ def lock_path(workspace: str) -> Path:
 
 def database_path(workspace: str) -> Path:
     return data_dir() / "workspaces" / workspace_key(workspace) / "tether.sqlite3"
+
+
+def process_record_path(workspace: str) -> Path:
+    """The record of the process groups the workspace's daemon owns (see ownership.py)."""
+    return state_dir() / "workspaces" / workspace_key(workspace) / "processes.json"
