@@ -19,7 +19,7 @@ from pathlib import Path
 import trio
 
 from tether.daemon.approvals import ApprovalBroker, SessionGate
-from tether.daemon.config import PermissionsConfig, load_workspace_rules
+from tether.daemon.config import PermissionsConfig, WorkspaceRules, load_workspace_rules
 from tether.daemon.context import SessionContext, compaction_item
 from tether.daemon.history import History
 from tether.daemon.instructions import load_project_instructions
@@ -152,7 +152,6 @@ class Sessions:
         self.change_tracker: ChangeTrackerFactory = lambda _session, _turn: NoChanges()
         self.lsp: LspPool | None = None
         """The language-server pool for diagnostics after edits (None: no diagnostics)."""
-        self._system_prompt = system_prompt(workspace)
         self._live: dict[str, _Live] = {}
         self._loading: dict[str, trio.Event] = {}
         self._running: dict[str, _RunningTurn] = {}
@@ -180,16 +179,23 @@ class Sessions:
     def running_count(self) -> int:
         return len(self._running)
 
+    async def _system_prompt(self) -> str:
+        """The system prompt for a session being created or loaded. Built per session (the
+        git branch and the top-level entries change while the daemon runs), in a worker
+        thread (it reads the file system)."""
+        return await trio.to_thread.run_sync(system_prompt, self.workspace)
+
     async def create(
         self, title: str = "", permission_mode: PermissionMode | None = None
     ) -> Session:
+        prompt = await self._system_prompt()
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
         self.store.create_session_nowait(row)
         session = Session(row, self.store, permission_mode=self.permissions.mode)
         if permission_mode is not None and permission_mode != session.permission_mode:
             session.emit(SessionConfigured(permission_mode=permission_mode))
-        self._live[session.id] = self._make_live(session, History(self._system_prompt))
+        self._live[session.id] = self._make_live(session, History(prompt))
         return session
 
     def _make_live(self, session: Session, history: History) -> _Live:
@@ -222,7 +228,7 @@ class Sessions:
                 session = Session.restore(
                     row, self.store, events, permission_mode=self.permissions.mode
                 )
-                history = History(self._system_prompt)
+                history = History(await self._system_prompt())
                 history.rebuild(session.items())
                 self._live[session_id] = self._make_live(session, history)
             finally:
@@ -380,9 +386,8 @@ class Sessions:
         if running is not None:
             await running.done.wait()
 
-    def _policy(self, session: Session) -> PermissionPolicy:
+    def _policy(self, session: Session, workspace: WorkspaceRules) -> PermissionPolicy:
         user = self.permissions
-        workspace = load_workspace_rules(self.workspace)
         policy = PermissionPolicy(
             mode=session.permission_mode,
             allow=user.allow,
@@ -435,10 +440,16 @@ class Sessions:
                 )
             return format_report(found, self.workspace)
 
+        # Read once per turn, off the event loop: the rules and the notice come from one read.
+        # Shielded (a worker thread cannot be interrupted anyway), so that no cancellation
+        # lands before the `try` that ends every turn with its summary.
+        rules = WorkspaceRules()
+        with trio.CancelScope(shield=True):
+            rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
         gate = SessionGate(
             session=session,
             broker=live.broker,
-            policy=self._policy(session),
+            policy=self._policy(session, rules),
             tools=self.tools,
             workspace=self.workspace,
             turn_id=turn_id,
@@ -457,7 +468,7 @@ class Sessions:
             diagnose=diagnose,
             max_steps=self.max_steps,
         )
-        ignored = load_workspace_rules(self.workspace).ignored
+        ignored = rules.ignored
         if ignored:
             notice = Notice(
                 id=new_id("i"),
