@@ -1,10 +1,14 @@
 """A durable record of the process groups the daemon owns, so that a daemon started after a
 crash can stop what the dead one left running.
 
-The record is a small owner-only JSON file per workspace (in the user state dir), replaced
-atomically (temporary file, then `os.replace`) each time a group is added or removed. It is
-not fsynced: it must outlive the daemon, not the machine, and a reboot ends every process
-anyway (the record carries the boot id, and a record from another boot is dropped).
+The record is a small owner-only file per workspace (in the user state dir) of JSON lines,
+one per change: a group added (with the boot id) or removed. Appending a line is one `write`,
+which the daemon's death cannot tear; a torn last line (the machine's death can) is skipped
+on reading. The file is rewritten whole, atomically (a temporary file, then `os.replace`), when
+a daemon takes it over at start-up and every `COMPACT_AFTER` lines. Not a rewrite per change:
+on ext4, renaming over a file flushes its data (`auto_da_alloc`), ~3 ms a time. Nothing is
+fsynced: the record must outlive the daemon, not the machine, and a reboot ends every process
+anyway (a group recorded under another boot id is dropped).
 
 Each group is recorded with:
 - `pgid`, the leader's pid (every command is a session and group leader);
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 
 TAG_VARIABLE = "TETHER_PROCESS_GROUP"
 """Environment variable that marks a command's processes as the daemon's."""
+COMPACT_AFTER = 1000
+"""Lines appended before the record is rewritten with only the groups still owned."""
 _PROC = Path("/proc")
 
 
@@ -52,13 +58,15 @@ class GroupRecord(msgspec.Struct, frozen=True, kw_only=True):
     command: str = ""
 
 
-class _RecordFile(msgspec.Struct, kw_only=True):
-    version: int = 1
+class RecordLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One change: `add` (recorded under `boot_id`) or `remove` (a pgid)."""
+
+    add: GroupRecord | None = None
     boot_id: str = ""
-    groups: list[GroupRecord] = []
+    remove: int | None = None
 
 
-_decode = msgspec.json.Decoder(_RecordFile).decode
+_decode_line = msgspec.json.Decoder(RecordLine).decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -125,14 +133,16 @@ class OwnedGroups:
         self.path = path
         self._groups: dict[int, GroupRecord] = {}
         self._boot = boot_id()
+        self._fd: int | None = None
+        self._lines = 0
 
     def add(self, record: GroupRecord) -> None:
         self._groups[record.pgid] = record
-        self._write()
+        self._append(RecordLine(add=record, boot_id=self._boot))
 
     def remove(self, pgid: int) -> None:
         if self._groups.pop(pgid, None) is not None:
-            self._write()
+            self._append(RecordLine(remove=pgid))
 
     def records(self) -> list[GroupRecord]:
         return list(self._groups.values())
@@ -142,14 +152,9 @@ class OwnedGroups:
         still have live members; they stay recorded until `remove`d (after being stopped).
         Groups that are gone or cannot be confirmed are dropped from the record."""
         previous = self._read()
-        if previous is None or not previous.groups:
-            return []
-        if previous.boot_id != self._boot:
-            self._write()
-            return []
-        members = _live_by_group({record.pgid for record in previous.groups})
+        members = _live_by_group(set(previous)) if previous else {}
         confirmed: list[GroupRecord] = []
-        for record in previous.groups:
+        for record in previous.values():
             live = members[record.pgid]
             if not live:
                 continue
@@ -165,24 +170,68 @@ class OwnedGroups:
                 )
         for record in confirmed:
             self._groups.setdefault(record.pgid, record)
-        self._write()
+        if self.path is not None and (previous or self.path.exists()):
+            self._compact()
         return confirmed
 
-    def _read(self) -> _RecordFile | None:
-        if self.path is None:
-            return None
-        try:
-            return _decode(self.path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, msgspec.DecodeError) as exc:
-            log.warning("ignoring the unreadable process record %s: %s", self.path, exc)
-            return None
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
-    def _write(self) -> None:
+    def _read(self) -> dict[int, GroupRecord]:
+        """The groups the file records for this boot."""
+        groups: dict[int, GroupRecord] = {}
+        if self.path is None:
+            return groups
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return groups
+        except OSError as exc:
+            log.warning("ignoring the unreadable process record %s: %s", self.path, exc)
+            return groups
+        for raw in data.splitlines():
+            try:
+                line = _decode_line(raw)
+            except msgspec.DecodeError:
+                continue  # torn by a crash of the machine, or not ours
+            if line.add is not None and line.boot_id == self._boot:
+                groups[line.add.pgid] = line.add
+            elif line.remove is not None:
+                groups.pop(line.remove, None)
+        return groups
+
+    def _append(self, line: RecordLine) -> None:
         if self.path is None:
             return
-        data = _encode(_RecordFile(boot_id=self._boot, groups=list(self._groups.values())))
+        if self._lines >= COMPACT_AFTER:
+            self._compact()  # writes the current groups, this change included
+            return
+        try:
+            if self._fd is None:
+                self._fd = self._open_for_append(self.path)
+            os.write(self._fd, _encode(line) + b"\n")
+            self._lines += 1
+        except OSError as exc:
+            # The commands run all the same; only the clean-up after a crash is lost.
+            log.warning("could not write the process record %s: %s", self.path, exc)
+
+    @staticmethod
+    def _open_for_append(path: Path) -> int:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        size = os.fstat(fd).st_size
+        # After a torn last line, start a new one rather than extend the broken one.
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+        return fd
+
+    def _compact(self) -> None:
+        assert self.path is not None
+        self.close()
+        lines = [RecordLine(add=record, boot_id=self._boot) for record in self._groups.values()]
+        data = b"".join(_encode(line) + b"\n" for line in lines)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -190,8 +239,8 @@ class OwnedGroups:
             with os.fdopen(fd, "wb") as file:
                 file.write(data)
             os.replace(temporary, self.path)
+            self._lines = len(lines)
         except OSError as exc:
-            # The commands run all the same; only the clean-up after a crash is lost.
             log.warning("could not write the process record %s: %s", self.path, exc)
             with contextlib.suppress(OSError):
                 temporary.unlink()

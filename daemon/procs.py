@@ -571,17 +571,21 @@ class ProcessTable:
         period, SIGKILL) the groups a previous daemon recorded and left running.
         Cancellation stops every tree the table owns (each gets SIGTERM, the grace period,
         then SIGKILL, all at once) before this returns."""
-        async with trio.open_nursery() as nursery:
-            for record in await OWNER_THREAD.run(self.owned.take_over):
-                log.info("stopping process group %d left by a previous daemon", record.pgid)
-                nursery.start_soon(self._stop_leftover, record.pgid)
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
-        # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.
+        try:
+            async with trio.open_nursery() as nursery:
+                for record in await OWNER_THREAD.run(self.owned.take_over):
+                    log.info("stopping process group %d left by a previous daemon", record.pgid)
+                    nursery.start_soon(self._stop_leftover, record.pgid)
+                self._nursery = nursery
+                task_status.started()
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    self._nursery = None
+            # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.
+        finally:
+            with trio.CancelScope(shield=True):
+                await OWNER_THREAD.run(self.owned.close)
 
     async def _stop_leftover(self, pgid: int) -> None:
         with trio.CancelScope(shield=True):

@@ -28,7 +28,7 @@ from tests.support import (
     start_daemon,
 )
 from tether.clients.rpc import Client
-from tether.daemon.ownership import GroupRecord, boot_id, start_time
+from tether.daemon.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
 from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.discovery import workspace_key
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
@@ -293,15 +293,14 @@ def test_only_groups_the_record_proves_are_ours_are_stopped(home: Home, workspac
         ]
         path = record_path(home, workspace)
         path.parent.mkdir(parents=True)
-        path.write_bytes(
-            msgspec.json.encode({"version": 1, "boot_id": boot_id(), "groups": records})
-        )
+        lines = [RecordLine(add=record, boot_id=boot_id()) for record in records]
+        path.write_bytes(b"".join(msgspec.json.encode(line) + b"\n" for line in lines))
         daemon = start_daemon(home, workspace, "--idle-timeout", "0")
         try:
             ours.wait(timeout=10)
             assert ours.returncode == -signal.SIGTERM
             assert alive(stranger.pid)
-            wait_for(lambda: b'groups":[]' in path.read_bytes(), "the record kept them")
+            wait_for(lambda: not OwnedGroups(path)._read(), "the record kept them")
         finally:
             assert daemon.stop() == 0
         assert alive(stranger.pid)
