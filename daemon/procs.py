@@ -30,6 +30,7 @@ Errors: `ProcessTableClosed` (the table is not serving: the daemon is starting o
 
 import codecs
 import fnmatch
+import functools
 import itertools
 import logging
 import math
@@ -102,7 +103,9 @@ class ProcessTableClosed(Exception):
 # --- environment and shell --------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
+    # Cached: every command filters the whole environment, a few hundred fnmatch calls.
     upper = name.upper()
     return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_PATTERNS)
 
