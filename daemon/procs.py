@@ -340,7 +340,8 @@ async def _open(
         started = start_child(argv, cwd=cwd, env=full_env)
         if owned is not None:
             pid = started[0].pid
-            owned.add(GroupRecord(pgid=pid, start=start_time(pid), tag=tag, command=command))
+            shown = command[:200]  # for log lines only
+            owned.add(GroupRecord(pgid=pid, start=start_time(pid), tag=tag, command=shown))
         return started
 
     return Child(await OWNER_THREAD.run(start))

@@ -19,6 +19,7 @@ Rules:
 pipe), over a `subprocess.Popen` made on that thread.
 """
 
+import contextlib
 import ctypes
 import os
 import queue
@@ -124,7 +125,10 @@ class OwnerThread:
                 result.append(job())
             except BaseException as exc:  # handed to the waiting task
                 failure.append(exc)
-            token.run_sync_soon(done.set)
+            # The waiting task is shielded, so its run cannot have finished, short of a
+            # KeyboardInterrupt tearing it down; the thread must outlive that too.
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(done.set)
 
         self._jobs.put(wrapped)
         with trio.CancelScope(shield=True):
