@@ -4,7 +4,9 @@ A step is one model call plus the tool call it asks for. `tether run --json` run
 script (19 steps each asking for one read_file or list_dir call, then a final text) and a
 1-step script (just the text); the difference divided by 19 (the extra steps) is the cost of
 one step. The model server answers at once, so this is tether's own overhead per step: the
-HTTP request to the model, SSE parsing, events, the tool, history, the store.
+HTTP request to the model, SSE parsing, events, the tool, history, the store. A third script
+has 19 run_command calls (`true`) instead: a process tree started, waited for, recorded and
+forgotten; that figure includes the fork and exec of the shell.
 
 Two figures:
 - CLI (marginal): (median wall of the 20-step run - median wall of the 1-step run) / 19.
@@ -48,8 +50,14 @@ def tool_step(index: int) -> dict[str, Any]:
     return {"tool_calls": [call]}
 
 
+def command_step(index: int) -> dict[str, Any]:
+    call = {"name": "run_command", "arguments": {"command": "true", "description": "nothing"}}
+    return {"tool_calls": [call]}
+
+
 SCRIPT_1 = {"steps": [{"text": "done"}]}
 SCRIPT_20 = {"steps": [*(tool_step(i) for i in range(TOOL_STEPS)), {"text": "done"}]}
+SCRIPT_COMMANDS = {"steps": [*(command_step(i) for i in range(TOOL_STEPS)), {"text": "done"}]}
 
 
 class _Event(msgspec.Struct):
@@ -76,7 +84,16 @@ class TurnRun:
 
 
 def run_turn(home: BenchHome) -> TurnRun:
-    result = run_cli(home, "run", "--workspace", str(home.workspace), "--json", "go")
+    result = run_cli(
+        home,
+        "run",
+        "--workspace",
+        str(home.workspace),
+        "--permission-mode",
+        "auto",
+        "--json",
+        "go",
+    )
     if result.returncode != 0:
         raise RuntimeError(f"tether run exited {result.returncode}: {result.stderr.strip()}")
     started = ended = 0.0
@@ -123,16 +140,21 @@ def main() -> int:
         one(SCRIPT_1, 1)
         one(SCRIPT_20, 20)
         one(SCRIPT_1, 1)
+        one(SCRIPT_COMMANDS, 20)
         short: list[TurnRun] = []
         long: list[TurnRun] = []
-        for _ in range(runs):  # interleaved, so drift affects both alike
+        commands: list[TurnRun] = []
+        for _ in range(runs):  # interleaved, so drift affects all alike
             short.append(one(SCRIPT_1, 1))
             long.append(one(SCRIPT_20, 20))
+            commands.append(one(SCRIPT_COMMANDS, 20))
 
     wall_1 = median([r.wall_s for r in short])
     wall_20 = median([r.wall_s for r in long])
     turn_1 = median([r.turn_s for r in short])
     turn_20 = median([r.turn_s for r in long])
+    turn_commands = median([r.turn_s for r in commands])
+    command_step_s = (turn_commands - turn_1) / TOOL_STEPS
     cli_step = (wall_20 - wall_1) / TOOL_STEPS
     daemon_step = turn_20 / 20
     daemon_marginal = (turn_20 - turn_1) / TOOL_STEPS
@@ -140,6 +162,7 @@ def main() -> int:
     print(f"step_overhead: median of {runs} runs each, warm daemon")
     print(f"  ({machine_line()}; at start: {load})")
     print("  scripts: 1 step (text) vs 20 steps (19 x one read_file/list_dir call + text)")
+    print("           and 20 steps of 19 x run_command `true` + text")
     row("tether run wall, 1-step script", ms(wall_1))
     row("tether run wall, 20-step script", ms(wall_20))
     row("turn time in daemon, 1-step (endedAt-startedAt)", ms(turn_1))
@@ -162,6 +185,8 @@ def main() -> int:
         f"< {TARGET_MS:g} ms",
         verdict(daemon_marginal * 1000, TARGET_MS),
     )
+    row("turn time in daemon, 20-step with run_command", ms(turn_commands))
+    row("per step with run_command `true`, in daemon", ms(command_step_s))
     cli_min_step = (min(r.wall_s for r in long) - min(r.wall_s for r in short)) / TOOL_STEPS
     row("per step, CLI wall from the minimums (less noisy)", ms(cli_min_step))
     print(f"  events per 20-step turn seen by the CLI: {long[-1].events}")

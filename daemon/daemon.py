@@ -103,7 +103,7 @@ class Daemon:
             workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
         )
         self.sessions.lsp = self.lsp
-        self.processes = ProcessTable()
+        self.processes = ProcessTable(record=paths.process_record_path(str(workspace)))
         self.sessions.services[PROCESSES_SERVICE] = self.processes
         self.sessions.change_tracker = lambda session, turn_id: TurnChanges(
             self.store, workspace, session.id, turn_id

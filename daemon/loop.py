@@ -6,8 +6,9 @@ call may run (and may wait for a person), a factory of per-call `ToolContext`s, 
 `TurnSink` that receives items and events. It does no I/O of its own and never raises for an
 expected failure: a model error ends the turn as `failed` with a notice saying what to fix; a
 bad tool call or a denial becomes a result the model can act on. Cancellation (the turn's
-cancel scope) propagates as `trio.Cancelled` after every open tool call has been closed as
-cancelled and answered in the history.
+cancel scope) propagates after every open tool call has been closed as cancelled and answered
+in the history; an unexpected exception (a bug) propagates too, after they are closed as
+failed.
 
 Rules:
 - Scheduling: consecutive read-only calls run concurrently; any other call runs alone, in the
@@ -29,7 +30,7 @@ Rules:
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 import msgspec
 import trio
@@ -50,6 +51,7 @@ from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, Tool
 from tether.protocol.session import QueuedInput
 
 CANCELLED_RESULT = "[cancelled by the user before it finished]"
+FAILED_RESULT = "[tether failed before this call finished]"
 REPEAT_NOTE = (
     "\n\n[tether: this exact call has now returned the same result three times. Repeating it "
     "will not help; change approach.]"
@@ -164,13 +166,18 @@ class TurnLoop:
         return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
 
     async def run(self) -> TurnOutcome:
-        """Run to the end of the turn. Raises only `trio.Cancelled`."""
+        """Run to the end of the turn. Raises only cancellation (`trio.Cancelled`, or an
+        exception group of them when it arrives through a tool's nursery) and, for a bug,
+        whatever the bug raised; either way every item it opened is completed first."""
         try:
             return await self._run()
-        except trio.Cancelled:
+        except BaseException as exc:
+            # Every path out of the turn completes what it opened: a cancelled nursery inside
+            # a tool raises a group, not a bare Cancelled, and a bug raises anything at all.
             if self._stream is not None:
                 self._stream.finish()
-            self._close_open_calls()
+                self._stream = None
+            self._close_open_calls(cancelled=split_cancelled(exc)[1] is None)
             raise
 
     def _take_queued(self) -> bool:
@@ -378,12 +385,12 @@ class TurnLoop:
             return msgspec.structs.replace(result, output=result.output + REPEAT_NOTE)
         return result
 
-    def _close_open_calls(self) -> None:
+    def _close_open_calls(self, *, cancelled: bool = True) -> None:
+        status: Literal["cancelled", "failed"] = "cancelled" if cancelled else "failed"
+        output = CANCELLED_RESULT if cancelled else FAILED_RESULT
         for item in self._open_calls.values():
-            self.sink.item_completed(
-                msgspec.structs.replace(item, status="cancelled", output=CANCELLED_RESULT)
-            )
-            self.history.add_tool_result(item.call_id, CANCELLED_RESULT)
+            self.sink.item_completed(msgspec.structs.replace(item, status=status, output=output))
+            self.history.add_tool_result(item.call_id, output)
         self._open_calls.clear()
         self.history.close_open_calls()
 
@@ -391,6 +398,18 @@ class TurnLoop:
         item = Notice(id=self.new_id(), level=level, message=message, code=code)
         self.sink.item_started(item)
         self.sink.item_completed(item)
+
+
+def split_cancelled(exc: BaseException) -> tuple[BaseException | None, BaseException | None]:
+    """(the cancellation in `exc`, everything else in it); either may be None. A bare
+    `trio.Cancelled`, or a group holding nothing else, comes back whole as the first."""
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        cancelled, rest = group.split(trio.Cancelled)
+        return (group, None) if rest is None else (cancelled, rest)
+    if isinstance(exc, trio.Cancelled):
+        return exc, None
+    return None, exc
 
 
 class _StreamToItems:

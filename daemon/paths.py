@@ -59,6 +59,11 @@ def database_path(workspace: str) -> Path:
     return data_dir() / "workspaces" / workspace_key(workspace) / "tether.sqlite3"
 
 
+def process_record_path(workspace: str) -> Path:
+    """The record of the process groups the workspace's daemon owns (see ownership.py)."""
+    return state_dir() / "workspaces" / workspace_key(workspace) / "processes.json"
+
+
 def private_dir(path: Path) -> None:
     """Make `path` a folder only its owner may enter: missing folders on the way are created
     0700, and `path` itself is tightened to 0700 if it is wider."""

@@ -4,10 +4,15 @@ Rules:
 - Every command runs in the user's shell (`$SHELL`, else `/bin/sh`) as `shell -c COMMAND`, in a
   new session (so in its own process group, whose id is the shell's pid), with stdin from
   `/dev/null`, stdout and stderr merged into one pipe, and an environment without variables
-  that look secret (`command_env`).
+  that look secret (`command_env`). The shell is forked by the daemon's owner thread and dies
+  with the daemon (`tether.daemon.spawn`).
+- Every group is recorded durably while it runs (`tether.daemon.ownership`); the
+  `ProcessTable`, when it starts serving, stops the groups a crashed daemon left behind.
 - A tree is stopped as a group (`kill_tree`): SIGTERM (and SIGCONT, so stopped members see it)
   to the group, a grace period, then SIGKILL to whatever is left. A group is gone when none of
   its members is alive; zombies do not count (an orphaned zombie is its reaper's business).
+  Waiting costs no /proc scan: the leader's exit is awaited, then `killpg(pgid, 0)` polled;
+  /proc is read (in a worker thread) only for a group that lingers, to tell zombies apart.
 - A tree ends with its leader: when the shell exits, members it left behind (`sleep 100 &`) are
   stopped too. Long-lived processes belong in the `ProcessTable` (background commands), which
   keeps them until they are killed, exit, or the table stops.
@@ -25,26 +30,40 @@ Errors: `ProcessTableClosed` (the table is not serving: the daemon is starting o
 
 import codecs
 import fnmatch
+import functools
 import itertools
+import logging
+import math
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import trio
 
+from tether.daemon.ownership import TAG_VARIABLE, GroupRecord, OwnedGroups, new_tag, start_time
+from tether.daemon.spawn import OWNER_THREAD, Child, Started, start_child
 from tether.daemon.truncate import cut_marker
 from tether.protocol.methods import ProcessInfo
+
+log = logging.getLogger(__name__)
 
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL."""
 DRAIN_SECONDS = 1.0
 """How long to wait for the output pipe to reach its end once the tree is gone."""
 POLL_SECONDS = 0.05
+"""Longest pause between two checks whether a group is gone (a `killpg(pgid, 0)` each)."""
+ZOMBIE_CHECK_SECONDS = 0.25
+"""How often a group that seems to linger is read from /proc, in case only zombies are left."""
+OUTPUT_INTERVAL = 0.05
+"""A foreground command's output reaches `on_output` at most this often ..."""
+BATCH_CHARS = 65536
+"""... or as soon as this many characters are waiting."""
 MAX_UNREAD = 200_000
 """Unread output kept per background process; older output is dropped (and counted)."""
 MAX_FINISHED = 50
@@ -84,7 +103,9 @@ class ProcessTableClosed(Exception):
 # --- environment and shell --------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
+    # Cached: every command filters the whole environment, a few hundred fnmatch calls.
     upper = name.upper()
     return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_PATTERNS)
 
@@ -207,17 +228,19 @@ class OutputBuffer:
 _PROC = Path("/proc")
 
 
+class Leader(Protocol):
+    """A group's leader when it is the daemon's child (`Child`, `trio.Process`)."""
+
+    async def wait(self) -> int: ...
+
+
 def live_members(pgid: int) -> list[int]:
     """The pids of the group's members that are alive (not zombies).
 
-    On Linux this reads /proc; elsewhere it can only tell whether the group has any member,
-    zombies included."""
+    On Linux this reads every /proc/PID/stat (milliseconds): call it rarely, from a worker
+    thread. Elsewhere it can only tell whether the group has any member, zombies included."""
     if not _PROC.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return []
-        return [pgid]
+        return [pgid] if _group_exists(pgid) else []
     members: list[int] = []
     for entry in os.scandir(_PROC):
         if not entry.name.isdigit():
@@ -234,56 +257,94 @@ def live_members(pgid: int) -> list[int]:
     return members
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+def _group_exists(pgid: int) -> bool:
+    """Whether the group has a member we may signal (zombies count): one system call."""
+    return _signal_group(pgid, 0)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         return False
     except PermissionError:
-        # Only zombies left (or the pgid was reused by someone else's group): nothing to do.
+        # Members we may not signal (another user's): nothing we can stop.
         return False
     return True
 
 
-async def _wait_group_gone(pgid: int, seconds: float) -> bool:
+async def wait_group_gone(pgid: int, seconds: float, leader: Leader | None = None) -> bool:
+    """Wait up to `seconds` until group `pgid` has no live member; whether it got there.
+
+    With the `leader` (the daemon's child), its exit is awaited (no polling) and collected.
+    Then nothing signals the end of processes that are not our children: the group is polled
+    with `killpg(pgid, 0)`, from every few milliseconds to every `POLL_SECONDS`. A zombie
+    member keeps a group visible to that test until its parent collects it, so every
+    `ZOMBIE_CHECK_SECONDS` the members are read from /proc in a worker thread, and a group
+    of zombies only counts as gone."""
     with trio.move_on_after(seconds):
-        # Nothing signals the end of processes that are not our children: poll /proc.
-        while live_members(pgid):  # noqa: ASYNC110
-            await trio.sleep(POLL_SECONDS)
+        if leader is not None:
+            await leader.wait()
+        delay = 0.002
+        waited = 0.0
+        next_check = ZOMBIE_CHECK_SECONDS
+        while _group_exists(pgid):
+            await trio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, POLL_SECONDS)
+            if waited >= next_check:
+                next_check += ZOMBIE_CHECK_SECONDS
+                if not await trio.to_thread.run_sync(live_members, pgid):
+                    return True
         return True
     return False
 
 
-async def kill_tree(pgid: int, grace: float = KILL_GRACE) -> bool:
+async def kill_tree(pgid: int, grace: float = KILL_GRACE, leader: Leader | None = None) -> bool:
     """Stop every member of process group `pgid`: SIGTERM, up to `grace` seconds for them to
-    exit, then SIGKILL. Returns whether any member was alive. Waits (about a second at most)
-    until the group is gone after SIGKILL.
+    exit, then SIGKILL. Returns whether the group had any member (an exited leader not yet
+    collected counts). Waits (about a second at most) until the group is gone after SIGKILL.
+    Pass the group's `leader` when it is the daemon's child, so that it is collected.
 
     Cancellation: the waiting is cancellable; callers that must finish the job (cleanup after a
     cancelled turn) call it inside a shielded cancel scope.
     """
-    if not live_members(pgid):
-        return False
     if not _signal_group(pgid, signal.SIGTERM):
         return False
     _signal_group(pgid, signal.SIGCONT)
-    if await _wait_group_gone(pgid, grace):
+    if await wait_group_gone(pgid, grace, leader):
         return True
     _signal_group(pgid, signal.SIGKILL)
-    await _wait_group_gone(pgid, 1.0)
+    await wait_group_gone(pgid, 1.0, leader)
     return True
 
 
-async def _open(command: str, cwd: Path, env: Mapping[str, str]) -> trio.Process:
-    return await trio.lowlevel.open_process(
-        [user_shell(env), "-c", command],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=dict(env),
-        start_new_session=True,
-    )
+async def _leftovers(pgid: int) -> int:
+    """How many live members a group has after its leader was collected: usually none, told
+    by one system call; otherwise counted from /proc in a worker thread."""
+    if not _group_exists(pgid):
+        return 0
+    return len(await trio.to_thread.run_sync(live_members, pgid))
+
+
+async def _open(
+    command: str, cwd: Path, env: Mapping[str, str], owned: OwnedGroups | None
+) -> Child:
+    """Start `command` in the user's shell on the owner thread, recording its group in
+    `owned` before anything else can happen (so a crash right after still finds it)."""
+    tag = new_tag()
+    full_env = {**env, TAG_VARIABLE: tag}
+    argv = [user_shell(env), "-c", command]
+
+    def start() -> Started:
+        started = start_child(argv, cwd=cwd, env=full_env)
+        if owned is not None:
+            pid = started[0].pid
+            shown = command[:200]  # for log lines only
+            owned.add(GroupRecord(pgid=pid, start=start_time(pid), tag=tag, command=shown))
+        return started
+
+    return Child(await OWNER_THREAD.run(start))
 
 
 async def _pump(
@@ -291,31 +352,57 @@ async def _pump(
     decoder: OutputDecoder,
     sink: Callable[[str], None],
     eof: trio.Event,
+    *,
+    interval: float = 0.0,
 ) -> None:
+    """Read the pipe to its end, passing clean text to `sink`: with an `interval`, text is
+    gathered and passed on at most once per interval (or once `BATCH_CHARS` are waiting), so
+    a command printing a line a millisecond does not become a thousand events a second."""
+    pending: list[str] = []
+    pending_len = 0
+    flushed = trio.current_time()
+
+    def flush() -> None:
+        nonlocal pending_len, flushed
+        if pending:
+            sink("".join(pending))
+            pending.clear()
+            pending_len = 0
+        flushed = trio.current_time()
+
     while True:
-        data = await stream.receive_some(65536)
-        if not data:
-            break
-        text = decoder.feed(data)
-        if text:
-            sink(text)
+        deadline = flushed + interval if pending else math.inf
+        with trio.move_on_at(deadline):
+            data = await stream.receive_some(65536)
+            if not data:
+                break
+            text = decoder.feed(data)
+            if text:
+                pending.append(text)
+                pending_len += len(text)
+            if pending_len < BATCH_CHARS and trio.current_time() < flushed + interval:
+                continue
+        flush()
     rest = decoder.flush()
     if rest:
-        sink(rest)
+        pending.append(rest)
+    flush()
     eof.set()
 
 
-async def _reap(process: trio.Process, grace: float) -> None:
-    """Stop the tree, wait for the leader, close the pipe. Shielded: runs to the end."""
+async def _reap(process: Child, grace: float, owned: OwnedGroups | None) -> None:
+    """Stop the tree, wait for the leader, close the pipe, forget the group. Shielded: runs
+    to the end."""
     with trio.CancelScope(shield=True):
-        await kill_tree(process.pid, grace)
+        await kill_tree(process.pid, grace, process)
         with trio.move_on_after(grace + 1.0):
             await process.wait()
         if process.returncode is None:
             process.kill()
             await process.wait()
-        if process.stdout is not None:
-            await process.stdout.aclose()
+        await process.stdout.aclose()
+        if owned is not None:
+            await OWNER_THREAD.run(partial(owned.remove, process.pid))
 
 
 # --- foreground commands ----------------------------------------------------------------------
@@ -350,17 +437,19 @@ async def run_to_completion(
     head: int,
     tail: int,
     grace: float = KILL_GRACE,
+    owned: OwnedGroups | None = None,
 ) -> Completed:
     """Run `command` in the user's shell in its own session and wait for it, passing cleaned
-    output to `on_output` as it arrives and keeping its first `head` and last `tail` characters.
+    output to `on_output` as it arrives (at most every `OUTPUT_INTERVAL` seconds) and keeping
+    its first `head` and last `tail` characters. The group is recorded in `owned` while it
+    runs (see `tether.daemon.ownership`).
 
     After `time_limit` seconds the tree is stopped and the result says so. When the shell
     exits, members of its group that are still alive are stopped too. Cancellation stops the
     whole tree (shielded: it waits up to `grace` plus about a second) and then propagates.
     """
     started = trio.current_time()
-    process = await _open(command, cwd, env)
-    assert process.stdout is not None
+    process = await _open(command, cwd, env, owned)
     buffer = OutputBuffer(head, tail)
 
     def sink(text: str) -> None:
@@ -372,22 +461,24 @@ async def run_to_completion(
     try:
         async with trio.open_nursery() as nursery:
             eof = trio.Event()
-            nursery.start_soon(_pump, process.stdout, OutputDecoder(), sink, eof)
+            nursery.start_soon(
+                partial(_pump, process.stdout, OutputDecoder(), sink, eof, interval=OUTPUT_INTERVAL)
+            )
             with trio.move_on_after(time_limit) as timer:
                 await process.wait()
             if timer.cancelled_caught:
                 timed_out = True
-                await kill_tree(process.pid, grace)
+                await kill_tree(process.pid, grace, process)
                 await process.wait()
             else:
-                leftovers = len(live_members(process.pid))
+                leftovers = await _leftovers(process.pid)
                 if leftovers:
                     await kill_tree(process.pid, grace)
             with trio.move_on_after(DRAIN_SECONDS):
                 await eof.wait()
             nursery.cancel_scope.cancel()
     finally:
-        await _reap(process, grace)
+        await _reap(process, grace, owned)
     return Completed(
         exit_code=process.returncode,
         duration=trio.current_time() - started,
@@ -405,9 +496,7 @@ Status = Literal["running", "exited", "killed"]
 class ManagedProcess:
     """A background command the daemon owns."""
 
-    def __init__(
-        self, id: str, command: str, cwd: Path, session_id: str, process: trio.Process
-    ) -> None:
+    def __init__(self, id: str, command: str, cwd: Path, session_id: str, process: Child) -> None:
         self.id = id
         self.command = command
         self.cwd = cwd
@@ -468,25 +557,44 @@ class ProcessTable:
 
     Register it in the tool services under `"processes"` and run `serve` in the daemon's
     nursery (`await nursery.start(table.serve)`).
+
+    It also keeps the daemon's record of the groups it owns (`owned`, written to `record`;
+    foreground commands are recorded there too): when it starts serving, the groups a crashed
+    daemon left behind are stopped.
     """
 
-    def __init__(self, *, grace: float = KILL_GRACE) -> None:
+    def __init__(self, *, grace: float = KILL_GRACE, record: Path | None = None) -> None:
         self.grace = grace
+        self.owned = OwnedGroups(record)
         self._procs: dict[str, ManagedProcess] = {}
         self._ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run until cancelled. Cancellation stops every tree the table owns (each gets SIGTERM,
-        the grace period, then SIGKILL, all at once) before this returns."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
-        # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.
+        """Run until cancelled. Starts by stopping (in the background: SIGTERM, the grace
+        period, SIGKILL) the groups a previous daemon recorded and left running.
+        Cancellation stops every tree the table owns (each gets SIGTERM, the grace period,
+        then SIGKILL, all at once) before this returns."""
+        try:
+            async with trio.open_nursery() as nursery:
+                for record in await OWNER_THREAD.run(self.owned.take_over):
+                    log.info("stopping process group %d left by a previous daemon", record.pgid)
+                    nursery.start_soon(self._stop_leftover, record.pgid)
+                self._nursery = nursery
+                task_status.started()
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    self._nursery = None
+            # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.
+        finally:
+            with trio.CancelScope(shield=True):
+                await OWNER_THREAD.run(self.owned.close)
+
+    async def _stop_leftover(self, pgid: int) -> None:
+        with trio.CancelScope(shield=True):
+            await kill_tree(pgid, self.grace)
+            await OWNER_THREAD.run(partial(self.owned.remove, pgid))
 
     async def start(
         self, command: str, cwd: Path, env: Mapping[str, str], session_id: str = ""
@@ -494,10 +602,10 @@ class ProcessTable:
         """Start `command` in the user's shell, owned by the table; returns at once."""
         if self._nursery is None:
             raise ProcessTableClosed("background processes are not available right now")
-        process = await _open(command, cwd, env)
+        process = await _open(command, cwd, env, self.owned)
         nursery = self._serving()
         if nursery is None:  # the table stopped while the process was starting
-            await _reap(process, self.grace)
+            await _reap(process, self.grace, self.owned)
             raise ProcessTableClosed("background processes are not available right now")
         managed = ManagedProcess(f"p{next(self._ids)}", command, cwd, session_id, process)
         self._procs[managed.id] = managed
@@ -526,7 +634,7 @@ class ProcessTable:
         if managed.done.is_set():
             return
         managed.kill_requested = True
-        await kill_tree(managed.pid, self.grace)
+        await kill_tree(managed.pid, self.grace, managed.process)
         await managed.done.wait()
 
     async def shutdown(self) -> None:
@@ -544,7 +652,6 @@ class ProcessTable:
 
     async def _supervise(self, managed: ManagedProcess) -> None:
         process = managed.process
-        assert process.stdout is not None
         exited_by_itself = False
         try:
             async with trio.open_nursery() as nursery:
@@ -555,12 +662,13 @@ class ProcessTable:
                 await process.wait()
                 exited_by_itself = not managed.kill_requested
                 # The tree ends with its leader.
-                await kill_tree(managed.pid, self.grace)
+                if await _leftovers(managed.pid):
+                    await kill_tree(managed.pid, self.grace)
                 with trio.move_on_after(DRAIN_SECONDS):
                     await eof.wait()
                 nursery.cancel_scope.cancel()
         finally:
-            await _reap(process, self.grace)
+            await _reap(process, self.grace, self.owned)
             managed.exit_code = process.returncode
             managed.status = "exited" if exited_by_itself else "killed"
             managed.ended_at = time.time()

@@ -35,11 +35,11 @@ import trio
 
 from tether.daemon.approvals import ApprovalBroker, SessionGate
 from tether.daemon.compact import CompactionError, SummaryNotShorter
-from tether.daemon.config import PermissionsConfig, load_workspace_rules
+from tether.daemon.config import PermissionsConfig, WorkspaceRules, load_workspace_rules
 from tether.daemon.context import SessionContext, compaction_item
 from tether.daemon.history import History
 from tether.daemon.instructions import CLOSE_TAG, OPEN_TAG, load_project_instructions
-from tether.daemon.loop import TurnLoop, TurnOutcome
+from tether.daemon.loop import TurnLoop, TurnOutcome, split_cancelled
 from tether.daemon.lsp.pool import LspPool, format_report
 from tether.daemon.mentions import render_context
 from tether.daemon.permissions import PermissionPolicy
@@ -232,7 +232,6 @@ class Sessions:
         self.change_tracker: ChangeTrackerFactory = lambda _session, _turn: NoChanges()
         self.lsp: LspPool | None = None
         """The language-server pool for diagnostics after edits (None: no diagnostics)."""
-        self._system_prompt = system_prompt(workspace)
         self._live: dict[str, _Live] = {}
         self._idle: dict[str, None] = {}
         """Loaded sessions that were idle when last settled, least recently used first."""
@@ -262,16 +261,23 @@ class Sessions:
     def running_count(self) -> int:
         return len(self._running)
 
+    async def _system_prompt(self) -> str:
+        """The system prompt for a session being created or loaded. Built per session (the
+        git branch and the top-level entries change while the daemon runs), in a worker
+        thread (it reads the file system)."""
+        return await trio.to_thread.run_sync(system_prompt, self.workspace)
+
     async def create(
         self, title: str = "", permission_mode: PermissionMode | None = None
     ) -> Session:
+        prompt = await self._system_prompt()
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
         self.store.create_session_nowait(row)
         session = Session(row, self.store, permission_mode=self.permissions.mode)
         if permission_mode is not None and permission_mode != session.permission_mode:
             session.emit(SessionConfigured(permission_mode=permission_mode))
-        self._live[session.id] = self._make_live(session, History(self._system_prompt))
+        self._live[session.id] = self._make_live(session, History(prompt))
         self._settle(session.id)
         return session
 
@@ -332,7 +338,7 @@ class Sessions:
                 session = Session.restore(
                     row, self.store, events, permission_mode=self.permissions.mode
                 )
-                history = History(self._system_prompt)
+                history = History(await self._system_prompt())
                 history.rebuild(session.items())
                 live = self._make_live(session, history)
                 # The meter is not persisted: show the estimate until a model call reports.
@@ -581,9 +587,8 @@ class Sessions:
         if running is not None:
             await running.done.wait()
 
-    def _policy(self, session: Session) -> PermissionPolicy:
+    def _policy(self, session: Session, workspace: WorkspaceRules) -> PermissionPolicy:
         user = self.permissions
-        workspace = load_workspace_rules(self.workspace)
         policy = PermissionPolicy(
             mode=session.permission_mode,
             allow=user.allow,
@@ -636,10 +641,16 @@ class Sessions:
                 )
             return format_report(found, self.workspace)
 
+        # Read once per turn, off the event loop: the rules and the notice come from one read.
+        # Shielded (a worker thread cannot be interrupted anyway), so that no cancellation
+        # lands before the `try` that ends every turn with its summary.
+        rules = WorkspaceRules()
+        with trio.CancelScope(shield=True):
+            rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
         gate = SessionGate(
             session=session,
             broker=live.broker,
-            policy=self._policy(session),
+            policy=self._policy(session, rules),
             tools=self.tools,
             workspace=self.workspace,
             turn_id=turn_id,
@@ -658,7 +669,7 @@ class Sessions:
             diagnose=diagnose,
             max_steps=self.max_steps,
         )
-        ignored = load_workspace_rules(self.workspace).ignored
+        ignored = rules.ignored
         if ignored:
             notice = Notice(
                 id=new_id("i"),
@@ -681,10 +692,22 @@ class Sessions:
                 status = "interrupted" if running.interrupted else "cancelled"
             else:
                 status, error = outcome.status, outcome.error
-        except Exception as exc:
-            log.exception("turn %s failed", turn_id)
-            status = "failed"
-            error = TurnError(code="internal_error", message=f"tether failed: {exc!r}")
+        except BaseException as exc:
+            # Cancellation can arrive as a group (from a nursery inside a tool), alone or
+            # beside a bug's exception: it decides the status; a bug is logged.
+            cancelled, errors = split_cancelled(exc)
+            if errors is not None:
+                log.exception("turn %s failed", turn_id, exc_info=errors)
+            if running.scope.cancel_called:
+                status = "interrupted" if running.interrupted else "cancelled"
+            elif errors is not None:
+                status = "failed"
+                error = TurnError(code="internal_error", message=f"tether failed: {errors!r}")
+            # else: cancelled from outside the turn (the daemon is going away): interrupted.
+            if cancelled is exc:
+                raise
+            if cancelled is not None:
+                raise cancelled from None
         finally:
             if status == "interrupted":
                 error = TurnError(

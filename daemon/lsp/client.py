@@ -468,7 +468,7 @@ class LspClient:
 
     async def _reap(self, process: trio.Process) -> None:
         """Kill what is left of the group and collect the process. Runs shielded."""
-        await kill_tree(process.pid, KILL_GRACE)
+        await kill_tree(process.pid, KILL_GRACE, process)
         with trio.move_on_after(KILL_GRACE + 1.0):
             await process.wait()
         if process.returncode is None:

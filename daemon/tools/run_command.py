@@ -118,6 +118,7 @@ class RunCommand:
                 "this turn until it exits, command_kill stops it or the daemon stops. Read its "
                 f"output with command_output(id={managed.id!r})."
             )
+        table = ctx.services.get(PROCESSES_SERVICE)
         done = await run_to_completion(
             params.command,
             cwd=cwd,
@@ -127,6 +128,7 @@ class RunCommand:
             head=HEAD_CHARS,
             tail=TAIL_CHARS,
             grace=self.grace,
+            owned=table.owned if isinstance(table, ProcessTable) else None,
         )
         return render_result(done, params.timeout_seconds, ctx.result_cap)
 

@@ -107,11 +107,12 @@ def test_undo_leaves_files_changed_since_alone_unless_forced(
 def test_cancel_kills_the_whole_command_tree(
     daemon: DaemonProcess, workspace: Path, model_server: ModelServer
 ) -> None:
-    # A child and a grandchild that ignore SIGTERM, each writing its pid, then sleeping.
+    # A child and a grandchild that ignore SIGTERM, each writing its own pid ($BASHPID: in a
+    # subshell $$ is the main shell's), then sleeping.
     script = (
         "trap '' TERM; "
-        "(trap '' TERM; (trap '' TERM; echo $$ > grandchild.pid; exec sleep 300) & "
-        "echo $$ > child.pid; sleep 300) & "
+        "(trap '' TERM; (trap '' TERM; echo $BASHPID > grandchild.pid; exec sleep 300) & "
+        "echo $BASHPID > child.pid; sleep 300) & "
         "echo started; wait"
     )
     (workspace / "tree.sh").write_text(script)

@@ -145,3 +145,14 @@ def test_command_env_removes_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOME_PASSWORD", "z")
     assert "SOME_PASSWORD" not in command_env()
     assert command_env()["PATH"] == os.environ["PATH"]
+
+
+async def test_a_group_left_with_only_zombies_counts_as_gone() -> None:
+    # killpg still finds a zombie member: only the occasional look at /proc tells it apart,
+    # well before the (long) grace period would end.
+    process = await trio.lowlevel.open_process(["true"], start_new_session=True)
+    with trio.fail_after(10):
+        while state(process.pid) != "Z":  # noqa: ASYNC110 (nothing to wait on but /proc)
+            await trio.sleep(0.01)
+        assert await kill_tree(process.pid, grace=60) is True
+        await process.wait()

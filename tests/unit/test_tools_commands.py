@@ -3,6 +3,7 @@ the environment, limits, streaming, and process trees that are stopped completel
 
 import json
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -282,3 +283,47 @@ async def test_unknown_process_ids_and_a_missing_table(ws: Path, table: ProcessT
 async def test_command_tools_state_their_command_line() -> None:
     params = RunCommandParams(command="make test", description="run the tests")
     assert RunCommand().command_line(params) == "make test"
+
+
+def _status_kib(field: str) -> int:
+    match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    assert match is not None
+    return int(match.group(1))
+
+
+def _reset_peak_rss() -> None:
+    """Reset VmHWM, so that it measures what runs from now on."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+async def test_a_100_mb_output_stays_bounded_in_the_result_the_stream_and_memory(
+    ws: Path,
+) -> None:
+    chunks: list[str] = []
+    ctx = ToolContext(ws, result_cap=100_000, output=chunks.append)
+    _reset_peak_rss()
+    before = _status_kib("VmRSS")
+    out = await run(ctx, "printf HEAD; yes | head -c 100000000; printf TAIL")
+    peak = _status_kib("VmHWM")
+    header, body = out.split("\n", 1)
+    assert header.startswith("exit code 0")
+    total = 4 + 100_000_000 + 4
+    assert body == ("HEAD" + "y\n" * 2998 + cut_marker(total - 20_000) + "y\n" * 6998 + "TAIL")
+    streamed = "".join(chunks)
+    assert streamed.startswith("HEADy\ny\n")
+    assert streamed.endswith("\n[… live output stops here; the command is still running …]\n")
+    assert len(streamed) < run_command.STREAM_LIMIT + 100
+    # Neither the output nor a large part of it was held at once.
+    assert peak - before < 40_000, f"the peak RSS grew by {(peak - before) // 1024} MiB"
+
+
+async def test_live_output_is_gathered_into_a_few_deltas(ws: Path) -> None:
+    calls: list[str] = []
+    script = "import sys, time\nfor i in range(300):\n    print(i, flush=True); time.sleep(0.002)"
+    (ws / "trickle.py").write_text(script)
+    out = await run(ToolContext(ws, output=calls.append), f"{sys.executable} trickle.py")
+    lines = [str(i) for i in range(300)]
+    assert out.split("\n")[1:] == lines
+    assert "".join(calls) == "".join(f"{line}\n" for line in lines)
+    # 300 lines over at least 0.6 s, passed on at most every 50 ms.
+    assert len(calls) < 100, len(calls)

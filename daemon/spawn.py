@@ -1,0 +1,221 @@
+"""Starting the processes the daemon owns so that they die with it where Linux allows.
+
+Rules:
+- A child is started with `PR_SET_PDEATHSIG = SIGKILL` (Linux): when the daemon dies, even by
+  SIGKILL, the kernel kills the child. Only the direct child: its own children do not inherit
+  it, which is why the daemon also records every group it owns (`tether.daemon.ownership`).
+- Linux sends the death signal when the *thread* that forked the child ends, not the process.
+  trio runs `subprocess.Popen` in its worker threads, which exit after a few idle seconds and
+  would take long-running commands with them. So every child is forked by one thread that
+  lives as long as the daemon (`OwnerThread`), and the daemon's other blocking work for its
+  children (the ownership record) runs there too, in order.
+- How the signal is set: by `setpriv --pdeathsig KILL` (util-linux) in front of the command
+  when /usr/bin or /bin has one that works, because a `preexec_fn` makes Python fork instead
+  of vfork, and forking the daemon costs ~10 ms (its page tables are copied) against ~2 ms for
+  the extra exec. Without setpriv, a ctypes `prctl` in `preexec_fn` does it; that child also
+  checks that its parent is still the daemon (which may have died before the prctl).
+
+`Child` is the small part of `trio.Process` the daemon needs (pid, wait, kill, the output
+pipe), over a `subprocess.Popen` made on that thread.
+"""
+
+import contextlib
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if sys.platform != "linux":
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_prctl = _load_prctl()
+_setpriv: list[list[str]] = []
+"""The setpriv prefix, once probed ([[]] when there is none that works)."""
+
+
+def _death_signal_prefix() -> list[str]:
+    """`setpriv --pdeathsig KILL --` if a working one is installed, else []. Probed once, by
+    running it (blocking)."""
+    if not _setpriv:
+        found: list[str] = []
+        for folder in ("/usr/bin", "/bin"):
+            candidate = Path(folder) / "setpriv"
+            if sys.platform == "linux" and candidate.is_file():
+                probe = [str(candidate), "--pdeathsig", "KILL", "--", "/bin/sh", "-c", "exit 0"]
+                try:
+                    ran = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                if ran.returncode == 0:
+                    found = probe[:4]
+                    break
+        _setpriv.append(found)
+    return _setpriv[0]
+
+
+def die_with(parent: int) -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child get SIGKILL when its parent thread ends, or None
+    where that is not available. Runs in the forked child (after `setsid`), so it only makes
+    a system call and compares two numbers."""
+    prctl = _prctl
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the daemon died before the prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+class OwnerThread:
+    """One long-lived thread that forks the daemon's children and does the blocking work that
+    goes with them, one job at a time, in the order submitted."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _serve(self) -> None:
+        while True:
+            self._jobs.get()()
+
+    async def run(self, job: Callable[[], T]) -> T:
+        """Run `job` on the thread and return its result (or raise its exception).
+
+        Not cancellable: a job that forks must hand its child over, so cancellation waits for
+        the job (they are short) and is delivered at the next checkpoint."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._serve, name="tether-process-owner", daemon=True
+                )
+                self._thread.start()
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        result: list[T] = []
+        failure: list[BaseException] = []
+
+        def wrapped() -> None:
+            try:
+                result.append(job())
+            except BaseException as exc:  # handed to the waiting task
+                failure.append(exc)
+            # The waiting task is shielded, so its run cannot have finished, short of a
+            # KeyboardInterrupt tearing it down; the thread must outlive that too.
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(done.set)
+
+        self._jobs.put(wrapped)
+        with trio.CancelScope(shield=True):
+            await done.wait()
+        if failure:
+            raise failure[0]
+        return result[0]
+
+
+OWNER_THREAD = OwnerThread()
+"""The daemon's one owner thread (per process: the death signal is per forking thread)."""
+
+
+class Child:
+    """A process the daemon started in a session of its own, with its merged output pipe."""
+
+    def __init__(self, started: "Started") -> None:
+        popen, read_end = started
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = trio.lowlevel.FdStream(read_end)
+        self._wait_lock = trio.Lock()
+        self._pidfd: int | None = None
+        pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                self._pidfd = pidfd_open(self.pid)
+            except OSError:
+                self._pidfd = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def poll(self) -> int | None:
+        """The exit status if the child has exited (collecting it), else None."""
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        """Wait until the child exits and collect it; returns its exit status."""
+        async with self._wait_lock:
+            while self._popen.poll() is None:
+                if self._pidfd is not None:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                else:
+                    await trio.sleep(0.05)
+            self._close_pidfd()
+        code = self._popen.returncode
+        assert code is not None
+        return code
+
+    def kill(self) -> None:
+        if self._popen.returncode is None:
+            self._popen.kill()
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+Started = tuple["subprocess.Popen[bytes]", int]
+"""A child just forked, and the read end of its output pipe."""
+
+
+def start_child(argv: list[str], *, cwd: Path, env: Mapping[str, str]) -> Started:
+    """Fork and exec `argv` in a new session, stdin from /dev/null, stdout and stderr into
+    one pipe, with the death signal set. Blocking: call it on the owner thread
+    (`OWNER_THREAD.run`), then wrap the result in a `Child` on the trio side."""
+    prefix = _death_signal_prefix()
+    preexec = None if prefix else die_with(os.getpid())
+    read_end, write_end = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            [*prefix, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            # Only a prctl and a getppid run between fork and exec: no lock is taken.
+            preexec_fn=preexec,  # noqa: PLW1509
+        )
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return popen, read_end

@@ -1,0 +1,311 @@
+"""Commands the daemon runs, against the real daemon subprocess: a cancelled or stopped turn
+closes the command's item, and a crashed daemon's process trees are stopped by the next one
+(and only trees it owned), with the store intact and the session able to go on."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from tests.support import (
+    DaemonProcess,
+    Home,
+    alive,
+    attach,
+    collect_until_turn_end,
+    completed_items,
+    create_session,
+    deltas_at_least,
+    group_survivors,
+    read_events,
+    start_daemon,
+)
+from tether.clients.rpc import Client
+from tether.daemon.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol.discovery import workspace_key
+from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
+from tether.protocol.items import AgentMessage, ToolCall
+from tether.protocol.methods import (
+    SessionEventParams,
+    SessionReadResult,
+    SessionRef,
+    TurnCancelParams,
+    TurnStartParams,
+    TurnStartResult,
+)
+from tether.protocol.session import SessionSnapshot
+
+# A child and a grandchild that ignore SIGTERM, each writing its pid ($$ would be the main
+# shell's), then sleeping; the shell itself ignores SIGTERM too and waits for them.
+TREE = (
+    "trap '' TERM; "
+    "(trap '' TERM; (trap '' TERM; echo $BASHPID > grandchild.pid; exec sleep 300) & "
+    "echo $BASHPID > child.pid; sleep 300) & "
+    "echo started; wait"
+)
+
+
+def command_script(**arguments: object) -> dict[str, object]:
+    call = {"name": "run_command", "arguments": {"description": "a tree", **arguments}}
+    return {"steps": [{"tool_calls": [call]}, {"text": "Picking up again."}]}
+
+
+def start_auto_turn(client: Client, session_id: str, text: str) -> str:
+    params = TurnStartParams(session_id=session_id, text=text, permission_mode="auto")
+    return client.call("turn/start", params, result=TurnStartResult).turn_id
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout} s")
+        time.sleep(0.02)
+
+
+def tree_pids(workspace: Path) -> list[int]:
+    """The child's and grandchild's pids, once both have written them."""
+    files = [workspace / "child.pid", workspace / "grandchild.pid"]
+    wait_for(lambda: all(f.exists() and f.read_text().strip() for f in files), "no pid files")
+    return [int(f.read_text()) for f in files]
+
+
+def pgid_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+
+
+def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
+    return client.call(
+        "session/read", SessionRef(session_id=session_id), result=SessionReadResult
+    ).snapshot
+
+
+def persisted_events(home: Home, workspace: Path, session_id: str) -> list[AnyEvent]:
+    with closing(sqlite3.connect(home.database_path(workspace))) as db:
+        rows = db.execute(
+            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+    return [msgspec.json.decode(body, type=AnyEvent) for (body,) in rows]
+
+
+def assert_nothing_left_open(home: Home, workspace: Path, session_id: str) -> None:
+    events = persisted_events(home, workspace, session_id)
+    started = {e.item.id for e in events if isinstance(e, ItemStarted)}
+    finished = {e.item.id for e in events if isinstance(e, ItemCompleted)}
+    assert started == finished
+
+
+def integrity(home: Home, workspace: Path) -> str:
+    with closing(sqlite3.connect(home.database_path(workspace))) as db:
+        (result,) = db.execute("PRAGMA integrity_check").fetchone()
+    return str(result)
+
+
+def tool_calls_answered(messages: list[dict[str, Any]]) -> None:
+    asked = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    assert asked == answered
+
+
+def run_until_started(client: Client, session_id: str, **arguments: object) -> str:
+    turn_id = start_auto_turn(client, session_id, "run the tree")
+    read_events(
+        client,
+        session_id,
+        lambda evs: any(isinstance(e.event, ItemDelta) and "started" in e.event.delta for e in evs),
+    )
+    return turn_id
+
+
+def go_on_after_restart(
+    home: Home, workspace: Path, model_server: ModelServer, session_id: str
+) -> DaemonProcess:
+    """Restart the daemon and run a `continue` turn; returns the running daemon."""
+    assert integrity(home, workspace) == "ok"
+    restarted = start_daemon(home, workspace, "--idle-timeout", "0")
+    with restarted.client("b") as b:
+        snapshot = read_snapshot(b, session_id)
+        calls = [i for t in snapshot.turns for i in t.items if isinstance(i, ToolCall)]
+        assert calls
+        assert all(c.status != "running" for c in calls), calls
+        model_server.set_script({"steps": [{"text": "Picking up again."}]})
+        attach(b, session_id)
+        start_auto_turn(b, session_id, "continue")
+        events = collect_until_turn_end(b, session_id)
+    end = events[-1].event
+    assert isinstance(end, TurnCompleted)
+    assert end.status == "completed"
+    answers = [i.text for i in completed_items(events) if isinstance(i, AgentMessage)]
+    assert answers == ["Picking up again."]
+    tool_calls_answered(model_server.requests[-1]["messages"])
+    return restarted
+
+
+# --- cancel and SIGTERM close the command's item ----------------------------------------------
+
+
+def test_cancel_mid_command_closes_the_call(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    (workspace / "tree.sh").write_text(TREE)
+    model_server.set_script(command_script(command="bash tree.sh"))
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        turn_id = run_until_started(client, session_id)
+        pids = tree_pids(workspace)
+        client.call("turn/cancel", TurnCancelParams(session_id=session_id, turn_id=turn_id))
+        events = collect_until_turn_end(client, session_id)
+        snapshot = read_snapshot(client, session_id)
+    end = events[-1].event
+    assert isinstance(end, TurnCompleted)
+    assert end.status == "cancelled"
+    (call,) = [i for i in completed_items(events) if isinstance(i, ToolCall)]
+    assert call.status == "cancelled"
+    (turn,) = snapshot.turns
+    assert [(i.tool, i.status) for i in turn.items if isinstance(i, ToolCall)] == [
+        ("run_command", "cancelled")
+    ]
+    assert_nothing_left_open(home, workspace, session_id)
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_sigterm_mid_command_persists_a_closed_call_and_the_session_goes_on(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    (workspace / "tree.sh").write_text(TREE)
+    model_server.set_script(command_script(command="bash tree.sh"))
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        run_until_started(client, session_id)
+        pids = tree_pids(workspace)
+        assert daemon.stop(signal.SIGTERM) == 0
+    assert not any(alive(pid) for pid in pids)
+    assert_nothing_left_open(home, workspace, session_id)
+    events = persisted_events(home, workspace, session_id)
+    assert [e.status for e in events if isinstance(e, TurnCompleted)] == ["interrupted"]
+    restarted = go_on_after_restart(home, workspace, model_server, session_id)
+    assert restarted.stop() == 0
+
+
+# --- a crashed daemon's trees -----------------------------------------------------------------
+
+
+def test_sigkill_mid_command_the_next_daemon_stops_the_whole_tree(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    (workspace / "tree.sh").write_text(TREE)
+    model_server.set_script(command_script(command="bash tree.sh"))
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        run_until_started(client, session_id)
+        pids = tree_pids(workspace)
+        pgid = pgid_of(pids[0])
+        daemon.kill()
+    # The shell died with the daemon; its child and grandchild ignore SIGTERM and live on.
+    wait_for(lambda: not alive(pgid), "the shell outlived the daemon")
+    assert all(alive(pid) for pid in pids)
+    restarted = go_on_after_restart(home, workspace, model_server, session_id)
+    try:
+        wait_for(lambda: not group_survivors(pgid), "the tree survived the restart")
+        assert not any(alive(pid) for pid in pids)
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_sigkill_with_a_background_process_the_next_daemon_stops_it(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    (workspace / "tree.sh").write_text(TREE)
+    model_server.set_script(command_script(command="bash tree.sh", background=True))
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_auto_turn(client, session_id, "start the tree")
+        collect_until_turn_end(client, session_id)
+        pids = tree_pids(workspace)
+        pgid = pgid_of(pids[0])
+        daemon.kill()
+    wait_for(lambda: not alive(pgid), "the shell outlived the daemon")
+    assert all(alive(pid) for pid in pids)
+    restarted = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        wait_for(lambda: not group_survivors(pgid), "the tree survived the restart")
+        assert not any(alive(pid) for pid in pids)
+    finally:
+        assert restarted.stop() == 0
+
+
+def test_sigkill_mid_stream_leaves_a_sound_store_and_the_session_goes_on(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    slow = {"text": "".join(f"<{i:04d}>" for i in range(200)), "chunks": 200}
+    model_server.set_script({"steps": [{**slow, "chunk_delay_ms": 20}]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_auto_turn(client, session_id, "write a lot")
+        read_events(client, session_id, deltas_at_least(10))
+        daemon.kill()
+    assert integrity(home, workspace) == "ok"
+    restarted = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        model_server.set_script({"steps": [{"text": "Picking up again."}]})
+        with restarted.client("b") as b:
+            attach(b, session_id)
+            start_auto_turn(b, session_id, "continue")
+            events: list[SessionEventParams] = collect_until_turn_end(b, session_id)
+        end = events[-1].event
+        assert isinstance(end, TurnCompleted)
+        assert end.status == "completed"
+        users = [m["content"] for m in model_server.requests[-1]["messages"] if m["role"] == "user"]
+        assert users == ["write a lot", "continue"]
+    finally:
+        assert restarted.stop() == 0
+    assert integrity(home, workspace) == "ok"
+
+
+def record_path(home: Home, workspace: Path) -> Path:
+    key = workspace_key(str(workspace.resolve()))
+    return home.root / "state" / "tether" / "workspaces" / key / "processes.json"
+
+
+def test_only_groups_the_record_proves_are_ours_are_stopped(home: Home, workspace: Path) -> None:
+    """A record naming a group whose leader started at another time (its pid was reused) must
+    not cost that group its life; one whose leader matches is stopped."""
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        wait_for(lambda: start_time(ours.pid) > 0 and start_time(stranger.pid) > 0, "no stat")
+        records = [
+            GroupRecord(pgid=stranger.pid, start=start_time(stranger.pid) - 1, tag="0" * 24),
+            GroupRecord(pgid=ours.pid, start=start_time(ours.pid), tag="1" * 24),
+        ]
+        path = record_path(home, workspace)
+        path.parent.mkdir(parents=True)
+        lines = [RecordLine(add=record, boot_id=boot_id()) for record in records]
+        path.write_bytes(b"".join(msgspec.json.encode(line) + b"\n" for line in lines))
+        daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+        try:
+            ours.wait(timeout=10)
+            assert ours.returncode == -signal.SIGTERM
+            assert alive(stranger.pid)
+            wait_for(lambda: not OwnedGroups(path)._read(), "the record kept them")
+        finally:
+            assert daemon.stop() == 0
+        assert alive(stranger.pid)
+        assert os.stat(path).st_mode & 0o777 == 0o600
+    finally:
+        for proc in (stranger, ours):
+            proc.kill()
+            proc.wait()
