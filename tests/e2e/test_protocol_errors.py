@@ -602,10 +602,12 @@ def _wait_for_model_requests(model_server: ModelServer, count: int) -> None:
 
 
 def _session_with_history(ws: WebSocket) -> str:
-    """A session with one finished turn (a tool call and an answer), attached on `ws`."""
+    """A session with one finished turn (a tool call and an answer), attached on `ws`, long
+    enough that a summary would make it shorter (so compaction calls the model)."""
     session_id = raw_request(ws, "session/create", {}, "create")["result"]["session"]["id"]
     assert "result" in raw_request(ws, "session/attach", {"sessionId": session_id}, "attach")
-    ws.send(request_frame("turn", "turn/start", {"sessionId": session_id, "text": "explain"}))
+    text = "explain; " + "some background on it. " * 40
+    ws.send(request_frame("turn", "turn/start", {"sessionId": session_id, "text": text}))
     _read_until(ws, lambda f: _event_kind(f) == "turn_completed")
     return session_id
 
@@ -672,5 +674,5 @@ def test_a_failed_compaction_is_a_typed_error(
         ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
         reply = _read_until(ws, lambda f: f.get("id") == "compact")[-1]
         error = _error(reply)
-        assert error["code"] == ErrorCode.MODEL_UNAVAILABLE, error
+        assert error["code"] == ErrorCode.COMPACTION_FAILED, error
         assert "empty summary" in error["message"]
