@@ -128,8 +128,8 @@ def bench_home(model_url: str, *, prime: bool = True) -> Generator[BenchHome, No
 
 def prime_bytecode(home: BenchHome) -> None:
     code = (
-        "import tether.daemon.__main__, tether.daemon.daemon, tether.clients.cli.main, httpx,"
-        " sqlite3, email.utils"
+        "import tether.daemon.__main__, tether.daemon.server.daemon, tether.clients.cli.main,"
+        " httpx, sqlite3, email.utils"
     )
     subprocess.run(
         [sys.executable, "-c", code],

@@ -33,17 +33,17 @@ from pathlib import Path
 import trio
 
 from _harness import handle_sigterm, load_line, machine_line, ms, row, verdict
-from tether.daemon.budget import TokenMeter, context_budget
-from tether.daemon.compact import (
+from tether.daemon.context.budget import TokenMeter, context_budget
+from tether.daemon.context.compact import (
     apply_elisions,
     compact_history,
     elide_before_new_turn,
     elide_old_tool_results,
     plan_compaction,
 )
-from tether.daemon.history import History
-from tether.daemon.instructions import environment_block
-from tether.daemon.prompt import system_prompt
+from tether.daemon.context.history import History
+from tether.daemon.context.instructions import environment_block
+from tether.daemon.context.prompt import system_prompt
 from tether.daemon.providers.base import (
     Message,
     ModelRequest,

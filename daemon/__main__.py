@@ -19,10 +19,10 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon import paths
-from tether.daemon.config import ConfigError, load_config
-from tether.daemon.lifecycle import AlreadyRunning, WorkspaceLock
-from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
+from tether.daemon.config import paths
+from tether.daemon.config.settings import ConfigError, load_config
+from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
+from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
 from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
-        from tether.daemon.daemon import Daemon
-        from tether.daemon.store import StoreOpenError
+        from tether.daemon.server.daemon import Daemon
+        from tether.daemon.sessions.store import StoreOpenError
 
         daemon = Daemon(
             workspace,

@@ -68,7 +68,7 @@ from tether.daemon.lsp.errors import (
     ServerGone,
 )
 from tether.daemon.lsp.framing import MessageReader, frame
-from tether.daemon.procs import command_env, kill_tree
+from tether.daemon.procs.table import command_env, kill_tree
 from tether.protocol.jsonrpc import FrameError, decode_envelope, error_frame, result_frame
 from tether.protocol.version import __version__
 

@@ -5,7 +5,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.procs import ManagedProcess, ProcessTable
+from tether.daemon.procs.table import ManagedProcess, ProcessTable
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolParams
 from tether.daemon.tools.run_command import process_table
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.atomic_write import atomic_write
+from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure
 
 BINARY_SNIFF_BYTES = 8192

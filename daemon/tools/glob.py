@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
-from tether.daemon.permissions import is_credential_path, names_credentials
+from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,

@@ -40,7 +40,6 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 import trio
 
-from tether.daemon.permissions import is_credential_path, names_credentials
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -49,6 +48,7 @@ from tether.daemon.tools.base import (
     display_path,
     resolve_in_workspace,
 )
+from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.filetree import (
     DEPENDENCY_DIRS,
     GitignorePattern,

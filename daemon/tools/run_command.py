@@ -1,7 +1,7 @@
 """run_command: run a shell command, in the foreground or as a daemon-owned background process.
 
 The process handling (process groups, killing trees, secret-free environment) lives in
-`tether.daemon.procs`; this module turns it into a tool: parameters, limits, the result text.
+`tether.daemon.procs.table`; this module turns it into a tool: parameters, limits, the result text.
 """
 
 import signal
@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.procs import (
+from tether.daemon.procs.table import (
     KILL_GRACE,
     Completed,
     ProcessTable,

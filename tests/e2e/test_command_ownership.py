@@ -28,7 +28,7 @@ from tests.support import (
     start_daemon,
 )
 from tether.clients.rpc import Client
-from tether.daemon.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
+from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
 from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.discovery import workspace_key
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted

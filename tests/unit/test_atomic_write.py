@@ -12,11 +12,11 @@ from typing import BinaryIO
 import pytest
 import trio
 
-from tether.daemon.atomic_write import atomic_write, write_all
-from tether.daemon.store import Store
+from tether.daemon.sessions.store import Store
+from tether.daemon.sessions.undo import TurnChanges, undo_turn
+from tether.daemon.tools.atomic_write import atomic_write, write_all
 from tether.daemon.tools.base import ReadVersions, ToolContext
 from tether.daemon.tools.registry import ToolRegistry, ToolResult, default_tools
-from tether.daemon.undo import TurnChanges, undo_turn
 
 REGISTRY = ToolRegistry(default_tools())
 

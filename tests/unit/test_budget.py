@@ -6,14 +6,14 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
-from tether.daemon.budget import (
+from tether.daemon.context.budget import (
     TokenMeter,
     context_budget,
     estimate_tokens,
     message_chars,
     toolset_chars,
 )
-from tether.daemon.history import History
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import (
     Message,
     ModelRequest,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from tether.daemon import compact
-from tether.daemon.budget import TokenMeter, estimate_tokens
-from tether.daemon.compact import (
+from tether.daemon.context import compact
+from tether.daemon.context.budget import TokenMeter, estimate_tokens
+from tether.daemon.context.compact import (
     SUMMARY_HEADER,
     SUMMARY_INSTRUCTION,
     CompactionError,
@@ -25,8 +25,7 @@ from tether.daemon.compact import (
     summarise,
     summary_cut,
 )
-from tether.daemon.history import History
-from tether.daemon.loop import TurnLoop
+from tether.daemon.context.history import History
 from tether.daemon.providers import anthropic, openai
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import (
@@ -42,6 +41,7 @@ from tether.daemon.providers.openai import OpenAIChatClient, encode_message, enc
 from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.turn.loop import TurnLoop
 from tether.protocol.session import QueuedInput
 
 SYSTEM = "You are tether. Workspace root: /w\nEnvironment: Linux\n"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon.config import ConfigError, load_config
+from tether.daemon.config.settings import ConfigError, load_config
 
 OPENAI_FILE = '[provider]\nkind = "openai"\napi_key = "file-openai"\n'
 ANTHROPIC_FILE = '[provider]\nkind = "anthropic"\napi_key = "file-anthropic"\n'

@@ -27,12 +27,12 @@ from wsproto.events import (
 )
 from wsproto.events import Request as WsRequest
 
-from tether.daemon.connection import Connection, Handler, Reply
-from tether.daemon.outbox import Outbox
-from tether.daemon.security import check_upgrade
-from tether.daemon.server import WebSocket, serve_websocket
-from tether.daemon.session import Session
-from tether.daemon.store import SessionRow, Store
+from tether.daemon.rpc.connection import Connection, Handler, Reply
+from tether.daemon.rpc.outbox import Outbox
+from tether.daemon.rpc.security import check_upgrade
+from tether.daemon.rpc.websocket import WebSocket, serve_websocket
+from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.store import SessionRow, Store
 from tether.protocol.base import Wire
 from tether.protocol.events import ItemDelta
 from tether.protocol.jsonrpc import request_frame

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.context import SessionContext
-from tether.daemon.history import History
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import ModelRequest, ModelResponse, StreamCallbacks, ToolSet
-from tether.daemon.session import Session
-from tether.daemon.store import SessionRow, Store
+from tether.daemon.sessions.context import SessionContext
+from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.store import SessionRow, Store
 from tether.protocol.items import Notice
 
 

@@ -7,12 +7,12 @@ from typing import ClassVar
 import pytest
 import trio
 
-from tether.daemon.approvals import ApprovalBroker, SessionGate
-from tether.daemon.permissions import PermissionPolicy
-from tether.daemon.session import Session
-from tether.daemon.store import SessionRow, Store
+from tether.daemon.sessions.approvals import ApprovalBroker, SessionGate
+from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.store import SessionRow, Store
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.turn.permissions import PermissionPolicy
 from tether.protocol.items import ToolCall
 
 

@@ -3,7 +3,7 @@
 import os
 from pathlib import Path
 
-from tether.daemon.instructions import (
+from tether.daemon.context.instructions import (
     CLOSE_TAG,
     INSTRUCTIONS_CAP,
     OPEN_TAG,

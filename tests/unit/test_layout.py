@@ -39,7 +39,7 @@ def test_cli_import_stays_thin() -> None:
 def test_readme_config_example_is_valid() -> None:
     import re
 
-    from tether.daemon.config import load_config
+    from tether.daemon.config.settings import load_config
 
     readme = (ROOT / "README.md").read_text()
     match = re.search(r"```toml\n(.*?)```", readme, re.S)

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from tether.clients.discovery import REWRITE_GRACE, START_TIMEOUT, Held, assess, probe_lock
-from tether.daemon.lifecycle import AlreadyRunning, WorkspaceLock, keep_discovery
+from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock, keep_discovery
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo, LockRecord
 
 NOW = 1_700_000_000.0

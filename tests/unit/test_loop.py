@@ -8,8 +8,7 @@ from typing import ClassVar
 import pytest
 import trio
 
-from tether.daemon.history import History
-from tether.daemon.loop import CANCELLED_RESULT, REPEAT_NOTE, TurnLoop
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import (
     ModelError,
     ModelHTTPError,
@@ -21,6 +20,7 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.turn.loop import CANCELLED_RESULT, REPEAT_NOTE, TurnLoop
 from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
 from tether.protocol.session import QueuedInput
 

@@ -11,7 +11,7 @@ from tests.unit.test_lsp_pool import FAKE_SERVER
 from tether.daemon.lsp.client import LspClient, path_to_uri, uri_to_path
 from tether.daemon.lsp.errors import RequestTimeout, ServerGone
 from tether.daemon.lsp.servers import find_program
-from tether.daemon.procs import live_members
+from tether.daemon.procs.table import live_members
 
 
 def ruff(root: Path) -> LspClient:

@@ -22,7 +22,7 @@ from tether.daemon.lsp.pool import (
     format_report,
 )
 from tether.daemon.lsp.servers import LspServerConfig
-from tether.daemon.procs import live_members
+from tether.daemon.procs.table import live_members
 
 FAKE_SERVER = r'''
 """A scripted language server: python fake_server.py MODE LOG."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.clients.cli.mentions import parse_cli_mentions
-from tether.daemon.mentions import (
+from tether.daemon.context.mentions import (
     FILES_BUDGET,
     READ_LIMIT,
     SELECTION_CAP,

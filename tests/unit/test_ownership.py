@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from tests.support import alive
-from tether.daemon.ownership import (
+from tether.daemon.procs.ownership import (
     COMPACT_AFTER,
     TAG_VARIABLE,
     GroupRecord,
@@ -22,8 +22,8 @@ from tether.daemon.ownership import (
     boot_id,
     start_time,
 )
-from tether.daemon.procs import command_env, run_to_completion
-from tether.daemon.spawn import die_with
+from tether.daemon.procs.spawn import die_with
+from tether.daemon.procs.table import command_env, run_to_completion
 
 READ_DEATH_SIGNAL = (
     "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tether.daemon.permissions import (
+from tether.daemon.turn.permissions import (
     CallFacts,
     PermissionPolicy,
     always_rule_for_command,

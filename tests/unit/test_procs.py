@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from tests.support import alive, group_survivors
-from tether.daemon.procs import (
+from tether.daemon.procs.table import (
     MAX_UNREAD,
     OutputBuffer,
     OutputDecoder,

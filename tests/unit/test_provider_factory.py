@@ -1,9 +1,9 @@
 """The factory picks the client for the configured provider kind."""
 
-from tether.daemon.config import ProviderConfig
+from tether.daemon.config.settings import ProviderConfig
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
-from tether.daemon.providers.factory import create_client
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.server.model_client import create_client
 
 
 async def test_openai_kind_gets_the_chat_completions_client() -> None:

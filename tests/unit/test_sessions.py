@@ -13,9 +13,9 @@ import trio
 import trio.testing
 
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.session import Session
-from tether.daemon.sessions import Sessions
-from tether.daemon.store import SessionRow, Store
+from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.store import SessionRow, Store
 from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.protocol.errors import ErrorCode, RpcError

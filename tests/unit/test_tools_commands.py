@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from tests.support import alive, group_survivors
-from tether.daemon.procs import ProcessTable
+from tether.daemon.procs.table import ProcessTable
 from tether.daemon.tools import run_command
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.command_kill import CommandKill

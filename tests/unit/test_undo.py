@@ -8,10 +8,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from tether.daemon.store import Store
+from tether.daemon.sessions.store import Store
+from tether.daemon.sessions.undo import (
+    NothingToUndo,
+    TurnChanges,
+    last_turn_with_changes,
+    undo_turn,
+)
 from tether.daemon.tools.base import ReadVersions, ToolContext
 from tether.daemon.tools.registry import ToolRegistry, default_tools
-from tether.daemon.undo import NothingToUndo, TurnChanges, last_turn_with_changes, undo_turn
 from tether.protocol.items import FileChange
 
 REGISTRY = ToolRegistry(default_tools())

@@ -1,5 +1,5 @@
 """One client connection: reads JSON-RPC requests, dispatches them, writes responses and
-subscribed events through its byte-bounded outbox (see `tether.daemon.outbox`).
+subscribed events through its byte-bounded outbox (see `tether.daemon.rpc.outbox`).
 
 Error rules on the wire:
 - a frame that is not JSON: -32700, the connection stays open;
@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import trio
 
-from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, Outbox
-from tether.daemon.server import ConnectionClosed, WebSocket
-from tether.daemon.session import Session
+from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, Outbox
+from tether.daemon.rpc.websocket import ConnectionClosed, WebSocket
+from tether.daemon.sessions.session import Session
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
@@ -86,7 +86,7 @@ class Connection:
         self.sessions: dict[str, Session] = {}
         self._slow_slots = trio.Semaphore(MAX_SLOW_REQUESTS)
 
-    # Subscriber protocol (see tether.daemon.session)
+    # Subscriber protocol (see tether.daemon.sessions.session)
     def offer(self, frame: bytes) -> bool:
         return self.outbox.offer(frame)
 

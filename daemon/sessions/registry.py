@@ -33,20 +33,18 @@ from pathlib import Path
 import msgspec
 import trio
 
-from tether.daemon.approvals import ApprovalBroker, SessionGate
-from tether.daemon.compact import CompactionError, SummaryNotShorter
-from tether.daemon.config import PermissionsConfig, WorkspaceRules, load_workspace_rules
-from tether.daemon.context import SessionContext, compaction_item
-from tether.daemon.history import History
-from tether.daemon.instructions import CLOSE_TAG, OPEN_TAG, load_project_instructions
-from tether.daemon.loop import TurnLoop, TurnOutcome, split_cancelled
+from tether.daemon.config.settings import PermissionsConfig, WorkspaceRules, load_workspace_rules
+from tether.daemon.context.compact import CompactionError, SummaryNotShorter
+from tether.daemon.context.history import History
+from tether.daemon.context.instructions import CLOSE_TAG, OPEN_TAG, load_project_instructions
+from tether.daemon.context.mentions import render_context
+from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool, format_report
-from tether.daemon.mentions import render_context
-from tether.daemon.permissions import PermissionPolicy
-from tether.daemon.prompt import system_prompt
 from tether.daemon.providers.base import ModelClient, ModelError
-from tether.daemon.session import Session, new_id
-from tether.daemon.store import SessionRow, Store
+from tether.daemon.sessions.approvals import ApprovalBroker, SessionGate
+from tether.daemon.sessions.context import SessionContext, compaction_item
+from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.sessions.store import SessionRow, Store
 from tether.daemon.tools.base import (
     ChangeTracker,
     NoChanges,
@@ -55,6 +53,8 @@ from tether.daemon.tools.base import (
     display_path,
 )
 from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
+from tether.daemon.turn.permissions import PermissionPolicy
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     ContextMeter,

@@ -73,7 +73,7 @@ class History:
             elif isinstance(item, Compaction) and item.step == "summary" and item.summary:
                 flush()
                 # As `compact.replace_with_summary` did when the summary was made.
-                from tether.daemon.compact import summary_message
+                from tether.daemon.context.compact import summary_message
 
                 cut = max(len(self.messages) - item.kept_messages, 1)
                 self.messages[1:cut] = [

@@ -35,7 +35,7 @@ from typing import Literal, Protocol, cast
 import msgspec
 import trio
 
-from tether.daemon.history import History
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import (
     ModelClient,
     ModelError,
@@ -87,7 +87,7 @@ class TurnSink(Protocol):
 
 
 class Compactor(Protocol):
-    """Keeps the conversation within the context budget (see tether.daemon.compact)."""
+    """Keeps the conversation within the context budget (see tether.daemon.context.compact)."""
 
     async def before_call(self, history: History, *, new_turn: bool) -> list[AnyItem]:
         """Compact if needed before a model call; return the items to show for it."""

@@ -1,18 +1,18 @@
 """A session's context budget as the turn loop sees it: the token meter, the compaction
 ladder before each model call, and the meter clients see (`context_updated`)."""
 
-from tether.daemon.budget import TokenMeter, context_budget
-from tether.daemon.compact import Compaction as CompactionRecord
-from tether.daemon.compact import (
+from tether.daemon.context.budget import TokenMeter, context_budget
+from tether.daemon.context.compact import Compaction as CompactionRecord
+from tether.daemon.context.compact import (
     CompactionError,
     compact_history,
     keep_recent_tokens,
     summarise,
     summary_worthwhile,
 )
-from tether.daemon.history import History
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import ModelClient, ModelError, ModelResponse, ToolSet
-from tether.daemon.session import Session, new_id
+from tether.daemon.sessions.session import Session, new_id
 from tether.protocol.events import ContextMeter, ContextUpdated
 from tether.protocol.items import AnyItem, Compaction, Notice
 

@@ -25,7 +25,7 @@ Rules are strings: `tool` (every call of that tool) or `tool(pattern)`, where th
 matched against the command line for command tools and against the workspace-relative path for
 edit tools; `*` matches any run of characters (`run_command(npm run build *)`).
 
-Which settings may come from where is the caller's business (see `tether.daemon.config`):
+Which settings may come from where is the caller's business (see `tether.daemon.config.settings`):
 the workspace's config can add deny and ask rules, never allow rules or the mode.
 """
 
@@ -39,6 +39,10 @@ from typing import Literal
 
 import msgspec
 
+from tether.daemon.tools.credentials import (
+    glob_names_credentials,
+    is_credential_path,
+)
 from tether.protocol.events import ApprovalKind, PermissionMode
 
 Action = Literal["allow", "ask", "deny"]
@@ -68,35 +72,6 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
             return "tool"
         return self.kind
 
-
-CREDENTIAL_NAMES = (
-    ".env",
-    ".env.*",
-    "*.env",
-    ".netrc",
-    "_netrc",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".git-credentials",
-    ".dockercfg",
-    "credentials",
-    "credentials.json",
-    "secrets.*",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "*.keystore",
-    "*.jks",
-)
-CREDENTIAL_DIRS = (".ssh", ".aws", ".gnupg", ".docker", ".kube")
-_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(name) for name in CREDENTIAL_NAMES))
-_CREDENTIAL_DIRS = frozenset(CREDENTIAL_DIRS)
 
 SENSITIVE_DIRS = (".git", ".tether", ".github", ".gitlab", ".circleci", ".ci", ".husky")
 SENSITIVE_NAMES = (
@@ -153,8 +128,6 @@ SHELL_OPERATORS = re.compile(r"[;&|<>`]|\$\(")
 # other format characters can hide or reorder what a terminal shows of a command.
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 _SHOWN_CONTROLS = frozenset("\t\n")
-_WILDCARD_RUN = re.compile(r"(?:\*|\?|\[[^/\]]*\])+")
-_MAX_GLOB_ALTERNATIVES = 256
 
 EXACT_ONLY_PROGRAMS = frozenset(
     {
@@ -176,61 +149,11 @@ def _matches_any(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def is_credential_path(path: str) -> bool:
-    """Whether a `/`-separated path names a credential-like file or lies in a credential
-    folder. Cheap enough to run on every path a search finds."""
-    parts = [part for part in path.split("/") if part and part != "."]
-    if not parts:
-        return False
-    return _CREDENTIAL_NAME.match(parts[-1]) is not None or not _CREDENTIAL_DIRS.isdisjoint(parts)
-
-
 def is_sensitive_edit(path: str) -> bool:
     parts = PurePosixPath(path).parts
     if not parts:
         return False
     return any(p in SENSITIVE_DIRS for p in parts[:-1]) or _matches_any(parts[-1], SENSITIVE_NAMES)
-
-
-def names_credentials(path: str, glob: str = "") -> bool:
-    """Whether a read names credential-like files: its path is one (or lies in a credential
-    folder), or its glob names them (`glob_names_credentials`)."""
-    return is_credential_path(path) or (bool(glob) and glob_names_credentials(glob))
-
-
-def glob_names_credentials(glob: str) -> bool:
-    """Whether a glob names credential-like files by its own text (`.env`, `**/.env*`,
-    `*.pem`, `.ssh/**`, `{.npmrc,README.md}`) rather than merely reaching them through its
-    wildcards (`*`, `**/*.json`, `.*`): true when filling every wildcard with nothing, or with
-    a plain letter, gives a credential-like path. A negated glob (`!x`) names nothing."""
-    if glob.startswith("!"):
-        return False
-    alternatives = _brace_alternatives(glob)
-    if alternatives is None:
-        return True  # too many to check: treat it as naming them, so the person is asked
-    return any(
-        is_credential_path(_WILDCARD_RUN.sub(filler, alternative))
-        for alternative in alternatives
-        for filler in ("", "x")
-    )
-
-
-def _brace_alternatives(glob: str) -> list[str] | None:
-    """`{a,b}` expanded (innermost first); None past _MAX_GLOB_ALTERNATIVES."""
-    pending = [glob]
-    done: list[str] = []
-    while pending:
-        text = pending.pop()
-        close = text.find("}")
-        open_ = text.rfind("{", 0, close) if close != -1 else -1
-        if open_ == -1:
-            done.append(text)
-        else:
-            head, body, tail = text[:open_], text[open_ + 1 : close], text[close + 1 :]
-            pending.extend(f"{head}{option}{tail}" for option in body.split(","))
-        if len(done) + len(pending) > _MAX_GLOB_ALTERNATIVES:
-            return None
-    return done
 
 
 def hidden_characters(text: str) -> list[str]:

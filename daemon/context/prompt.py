@@ -5,7 +5,7 @@ into the user's messages instead."""
 
 from pathlib import Path
 
-from tether.daemon.instructions import environment_block
+from tether.daemon.context.instructions import environment_block
 
 
 def system_prompt(workspace: Path) -> str:

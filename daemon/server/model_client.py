@@ -1,6 +1,6 @@
 """Which model client a daemon uses, from the (protected) provider settings."""
 
-from tether.daemon.config import DEFAULT_BASE_URL, ProviderConfig
+from tether.daemon.config.settings import DEFAULT_BASE_URL, ProviderConfig
 from tether.daemon.providers import anthropic
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import ModelClient

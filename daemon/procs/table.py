@@ -5,8 +5,8 @@ Rules:
   new session (so in its own process group, whose id is the shell's pid), with stdin from
   `/dev/null`, stdout and stderr merged into one pipe, and an environment without variables
   that look secret (`command_env`). The shell is forked by the daemon's owner thread and dies
-  with the daemon (`tether.daemon.spawn`).
-- Every group is recorded durably while it runs (`tether.daemon.ownership`); the
+  with the daemon (`tether.daemon.procs.spawn`).
+- Every group is recorded durably while it runs (`tether.daemon.procs.ownership`); the
   `ProcessTable`, when it starts serving, stops the groups a crashed daemon left behind.
 - A tree is stopped as a group (`kill_tree`): SIGTERM (and SIGCONT, so stopped members see it)
   to the group, a grace period, then SIGKILL to whatever is left. A group is gone when none of
@@ -45,8 +45,14 @@ from typing import Literal, Protocol
 
 import trio
 
-from tether.daemon.ownership import TAG_VARIABLE, GroupRecord, OwnedGroups, new_tag, start_time
-from tether.daemon.spawn import OWNER_THREAD, Child, Started, start_child
+from tether.daemon.procs.ownership import (
+    TAG_VARIABLE,
+    GroupRecord,
+    OwnedGroups,
+    new_tag,
+    start_time,
+)
+from tether.daemon.procs.spawn import OWNER_THREAD, Child, Started, start_child
 from tether.daemon.truncate import cut_marker
 from tether.protocol.methods import ProcessInfo
 
@@ -442,7 +448,7 @@ async def run_to_completion(
     """Run `command` in the user's shell in its own session and wait for it, passing cleaned
     output to `on_output` as it arrives (at most every `OUTPUT_INTERVAL` seconds) and keeping
     its first `head` and last `tail` characters. The group is recorded in `owned` while it
-    runs (see `tether.daemon.ownership`).
+    runs (see `tether.daemon.procs.ownership`).
 
     After `time_limit` seconds the tree is stopped and the result says so. When the shell
     exits, members of its group that are still alive are stopped too. Cancellation stops the

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from tether.daemon.history import History
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import Message, ModelUsage, ToolSet
 from tether.daemon.providers.wire import CHARS_PER_TOKEN
 

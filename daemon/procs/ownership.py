@@ -31,7 +31,7 @@ Deciding that a group found at start-up is still ours, never killing a stranger'
   cannot be confirmed.
 
 Reading /proc and the file is blocking: every method here runs on the owner thread
-(`tether.daemon.spawn.OWNER_THREAD`), which also keeps the writes in order.
+(`tether.daemon.procs.spawn.OWNER_THREAD`), which also keeps the writes in order.
 """
 
 import contextlib

@@ -25,7 +25,7 @@ from typing import Literal
 
 import msgspec
 
-from tether.daemon import paths
+from tether.daemon.config import paths
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.protocol.events import PermissionMode
 

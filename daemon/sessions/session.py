@@ -17,8 +17,8 @@ from typing import Protocol
 
 import msgspec
 
-from tether.daemon.events import EventRing
-from tether.daemon.store import SessionRow, Store
+from tether.daemon.sessions.replay import EventRing
+from tether.daemon.sessions.store import SessionRow, Store
 from tether.protocol.events import (
     EPHEMERAL_EVENTS,
     AnyEvent,

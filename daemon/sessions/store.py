@@ -44,7 +44,7 @@ from typing import Literal, TypeVar
 
 import trio
 
-from tether.daemon.paths import private_dir, tighten
+from tether.daemon.config.paths import private_dir, tighten
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Rules:
 - A child is started with `PR_SET_PDEATHSIG = SIGKILL` (Linux): when the daemon dies, even by
   SIGKILL, the kernel kills the child. Only the direct child: its own children do not inherit
-  it, which is why the daemon also records every group it owns (`tether.daemon.ownership`).
+  it, which is why the daemon also records every group it owns (`tether.daemon.procs.ownership`).
 - Linux sends the death signal when the *thread* that forked the child ends, not the process.
   trio runs `subprocess.Popen` in its worker threads, which exit after a few idle seconds and
   would take long-running commands with them. So every child is forked by one thread that

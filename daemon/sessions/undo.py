@@ -26,8 +26,8 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.atomic_write import atomic_write
-from tether.daemon.store import SnapshotRow, Store
+from tether.daemon.sessions.store import SnapshotRow, Store
+from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import loop_point
 from tether.daemon.tools.edits import line_delta
 from tether.protocol.items import FileChange

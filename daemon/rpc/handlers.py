@@ -4,13 +4,13 @@ import os
 from pathlib import Path
 from typing import Protocol, cast
 
-from tether.daemon.connection import Connection, Handler, Reply
 from tether.daemon.lsp.pool import LspPool
-from tether.daemon.procs import ProcessTable
+from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
-from tether.daemon.session import Session
-from tether.daemon.sessions import Sessions
-from tether.daemon.undo import NothingToUndo, last_turn_with_changes, undo_turn
+from tether.daemon.rpc.connection import Connection, Handler, Reply
+from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (

@@ -7,7 +7,7 @@ Task tree (every task has an owner):
     └── serving
         ├── Sessions.serve          turns, each in its own cancel scope
         ├── serve_websocket         one task per connection: reader, writer, keepalive, slow
-        │                           requests (see tether.daemon.connection)
+        │                           requests (see tether.daemon.rpc.connection)
         ├── keep_discovery          puts the discovery file back if it goes missing
         └── idle watch              stop after `idle_timeout` with no client and no running turn
 
@@ -35,23 +35,23 @@ from typing import TypeVar, cast
 import trio
 from wsproto.events import Request
 
-from tether.daemon import paths
-from tether.daemon.config import Config, config_file
-from tether.daemon.connection import Connection
-from tether.daemon.handlers import Handlers
-from tether.daemon.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
+from tether.daemon.config import paths
+from tether.daemon.config.settings import Config, config_file
 from tether.daemon.lsp.pool import LspPool
-from tether.daemon.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
-from tether.daemon.procs import ProcessTable
+from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelClient
-from tether.daemon.providers.factory import create_client
-from tether.daemon.security import check_upgrade
-from tether.daemon.server import WebSocket, serve_websocket
-from tether.daemon.sessions import Sessions
-from tether.daemon.store import Store, StoreOpenError
+from tether.daemon.rpc.connection import Connection
+from tether.daemon.rpc.handlers import Handlers
+from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
+from tether.daemon.rpc.security import check_upgrade
+from tether.daemon.rpc.websocket import WebSocket, serve_websocket
+from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
+from tether.daemon.server.model_client import create_client
+from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.store import Store, StoreOpenError
+from tether.daemon.sessions.undo import TurnChanges
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
-from tether.daemon.undo import TurnChanges
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import DaemonEventParams
@@ -204,7 +204,7 @@ class Daemon:
 
     def broadcast(self, kind: str, message: str) -> None:
         """Tell every connected client something about the daemon itself: one frame, encoded
-        once, queued as a must-deliver frame for each (see `tether.daemon.outbox`)."""
+        once, queued as a must-deliver frame for each (see `tether.daemon.rpc.outbox`)."""
         frame = notification_frame("daemon/event", DaemonEventParams(kind=kind, message=message))
         for conn in self.connections:
             conn.send_nowait(frame)

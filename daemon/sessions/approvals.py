@@ -19,8 +19,7 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.permissions import CallFacts, PermissionPolicy
-from tether.daemon.session import Session, new_id
+from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import (
     CommandTool,
     EditTool,
@@ -32,6 +31,7 @@ from tether.daemon.tools.base import (
 )
 from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
+from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     ApprovalRequest,

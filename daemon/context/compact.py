@@ -53,14 +53,14 @@ from typing import Literal
 
 import msgspec
 
-from tether.daemon.budget import (
+from tether.daemon.context.budget import (
     TokenMeter,
     estimate_tokens,
     message_chars,
     messages_chars,
     tokens_for_chars,
 )
-from tether.daemon.history import History
+from tether.daemon.context.history import History
 from tether.daemon.providers.base import (
     Message,
     ModelClient,

@@ -1,0 +1,72 @@
+"""The daemon's packages import only the layers below them (docs/architecture.md draws them).
+
+Every import counts, the ones inside functions too: a cycle hidden in a function-level import
+is still a cycle."""
+
+import ast
+from pathlib import Path
+
+DAEMON = Path(__file__).resolve().parents[2] / "daemon"
+
+LOWER = {
+    "truncate": set[str](),
+    "providers": set[str](),
+    "testing": set[str](),
+    "procs": {"truncate"},
+    "lsp": {"procs", "truncate"},
+    "config": {"lsp", "procs", "truncate"},
+    "tools": {"procs", "providers", "truncate"},
+    "context": {"providers", "tools", "procs", "truncate"},
+    "turn": {"context", "providers", "tools", "procs", "truncate"},
+}
+LOWER["sessions"] = {"config", "lsp", "turn", *LOWER["turn"]}
+LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
+LOWER["server"] = {"rpc", *LOWER["rpc"]}
+LOWER["__main__"] = {"server", *LOWER["server"]}
+"""Each part of the daemon, and the parts it may import."""
+
+
+def _part(path: Path) -> str:
+    rel = path.relative_to(DAEMON)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imported_parts(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[:2] == ["tether", "daemon"] and len(parts) > 2:
+                found.add(parts[2])
+    return found
+
+
+def _modules() -> list[Path]:
+    return [p for p in DAEMON.rglob("*.py") if p.name != "__init__.py" or p.parent != DAEMON]
+
+
+def test_every_part_of_the_daemon_has_a_place_in_the_layers() -> None:
+    assert {_part(path) for path in _modules()} <= set(LOWER)
+
+
+def test_each_part_imports_only_the_layers_below_it() -> None:
+    wrong = [
+        f"{path.relative_to(DAEMON.parent)} imports tether.daemon.{other}"
+        for path in _modules()
+        for other in sorted(_imported_parts(path))
+        if other in LOWER and other != _part(path) and other not in LOWER[_part(path)]
+    ]
+    assert wrong == []
+
+
+def test_the_layers_have_no_cycle() -> None:
+    for part, lower in LOWER.items():
+        assert part not in lower
+        for other in lower:
+            assert part not in LOWER[other], f"{part} and {other} import each other"
