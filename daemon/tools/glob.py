@@ -13,7 +13,6 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
-from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -22,6 +21,7 @@ from tether.daemon.tools.base import (
     display_path,
     resolve_in_workspace,
 )
+from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.filetree import glob_regex, relative, walk_files
 
 MAX_RESULTS = 200
