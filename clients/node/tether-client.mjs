@@ -79,6 +79,7 @@ export const ErrorCode = Object.freeze({
  * @property {'user_message'|'agent_message'|'reasoning'|'tool_call'|'notice'} type
  * @property {string} id
  * @property {string} [text]       user_message, agent_message, reasoning
+ * @property {boolean} [superseded] agent_message, reasoning: replaced by a retried model call
  * @property {string} [callId]     tool_call
  * @property {string} [tool]       tool_call
  * @property {string} [arguments]  tool_call: raw JSON text produced by the model
@@ -900,7 +901,7 @@ export function visible(s) {
 }
 
 /** Prints events for a person: assistant text inline, tool calls and notices one line each. */
-class HumanPrinter {
+export class HumanPrinter {
   /** @param {CliIO} io */
   constructor(io) {
     this.io = io;
@@ -970,7 +971,10 @@ class HumanPrinter {
   /** @param {Item} item */
   itemCompleted(item) {
     const seen = this.printed.has(item.id);
-    if (item.type === 'agent_message') {
+    if (item.type === 'agent_message' && item.superseded) {
+      // A reply whose model call broke off and was retried: the retried reply replaces it.
+      if (seen) this.line('(the reply above broke off; the retried reply replaces it)');
+    } else if (item.type === 'agent_message') {
       if (!seen && item.text) this.write(item.text);
       this.endLine();
     } else if (item.type === 'tool_call') {

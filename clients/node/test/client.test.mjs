@@ -16,6 +16,7 @@ import {
   RpcError,
   TetherClient,
   ConnectionError,
+  HumanPrinter,
   findDiscovery,
   visible,
   workspaceKey,
@@ -536,6 +537,25 @@ describe('usage', () => {
 });
 
 describe('library', () => {
+  test('a superseded reply is said to be replaced, and one never streamed is not printed', () => {
+    const out = [];
+    const printer = new HumanPrinter({ out: (s) => out.push(s), err: () => {}, env: {} });
+    const ev = (seq, event) => printer.event({ sessionId: 's', epoch: 'e', seq, event });
+    const msg = (id, extra) => ({ id, type: 'agent_message', text: '', ...extra });
+    ev(1, { type: 'item_started', turnId: 't', item: msg('a') });
+    ev(2, { type: 'item_delta', turnId: 't', itemId: 'a', delta: 'cut of' });
+    ev(3, { type: 'item_completed', turnId: 't', item: msg('a', { text: 'cut of', superseded: true }) });
+    ev(4, { type: 'item_completed', turnId: 't', item: msg('b', { text: 'never shown', superseded: true }) });
+    ev(5, { type: 'item_started', turnId: 't', item: msg('c') });
+    ev(6, { type: 'item_delta', turnId: 't', itemId: 'c', delta: 'The whole answer.' });
+    ev(7, { type: 'item_completed', turnId: 't', item: msg('c', { text: 'The whole answer.' }) });
+    const text = out.join('');
+    assert.equal(
+      text,
+      'cut of\n(the reply above broke off; the retried reply replaces it)\nThe whole answer.\n',
+    );
+  });
+
   test('visible() escapes what a terminal would not show, keeping tabs and line breaks', () => {
     assert.equal(visible('echo ok\x1b[2K\rrm -rf ~\x07'), 'echo ok\\x1b[2K\\rrm -rf ~\\x07');
     assert.equal(visible('\u202eevil\u200b \x9b'), '\\u202eevil\\u200b \\x9b');
