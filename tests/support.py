@@ -155,6 +155,18 @@ def start_daemon(home: Home, workspace: Path, *extra: str, timeout: float = 15.0
     raise AssertionError("daemon did not start")
 
 
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> float:
+    """Poll `condition` until it holds and return the seconds that took; fail with `what`
+    after `timeout`. Only for what no event reports (another process's state); a model request
+    has `ModelServer.wait_for_requests`."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
 def run_cli(
     home: Home, *args: str, cwd: Path | None = None, timeout: float = 30.0
 ) -> subprocess.CompletedProcess[str]:

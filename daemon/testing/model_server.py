@@ -949,6 +949,8 @@ class _State:
 
     def __init__(self, script: Script) -> None:
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
+        """Notified whenever a request is recorded."""
         self.script = script
         self.position = 0
         self.requests: list[JSONObject] = []
@@ -967,12 +969,14 @@ class _State:
         with self.lock:
             self.requests.append(body)
             self.headers.append(headers)
+            self.arrived.notify_all()
 
     def take(self, body: JSONObject, headers: dict[str, str]) -> tuple[int, Step | None, Script]:
         """Record the request and claim the next step (None when the script is exhausted)."""
         with self.lock:
             self.requests.append(body)
             self.headers.append(headers)
+            self.arrived.notify_all()
             script = self.script
             ordinal = self.position
             step: Step | None = None
@@ -986,6 +990,14 @@ class _State:
 
     def recorded(self) -> list[JSONObject]:
         with self.lock:
+            return copy.deepcopy(self.requests)
+
+    def wait_recorded(self, count: int, timeout: float) -> list[JSONObject]:
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(
+                    f"{len(self.requests)} model requests arrived within {timeout} s, not {count}"
+                )
             return copy.deepcopy(self.requests)
 
     def recorded_headers(self) -> list[dict[str, str]]:
@@ -1406,6 +1418,11 @@ class ModelServer:
     def requests(self) -> list[JSONObject]:
         """Copies of every model request body received so far (either dialect), in order."""
         return self._state.recorded()
+
+    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[JSONObject]:
+        """Block until at least `count` requests have arrived (since the last `set_script`)
+        and return copies of them; `TimeoutError` after `timeout` seconds."""
+        return self._state.wait_recorded(count, timeout)
 
     @property
     def request_headers(self) -> list[dict[str, str]]:

@@ -6,8 +6,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import time
-from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from tests.support import (
     group_survivors,
     read_events,
     start_daemon,
+    wait_until,
 )
 from tether.clients.rpc import Client
 from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
@@ -63,18 +62,10 @@ def start_auto_turn(client: Client, session_id: str, text: str) -> str:
     return client.call("turn/start", params, result=TurnStartResult).turn_id
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.02)
-
-
 def tree_pids(workspace: Path) -> list[int]:
     """The child's and grandchild's pids, once both have written them."""
     files = [workspace / "child.pid", workspace / "grandchild.pid"]
-    wait_for(lambda: all(f.exists() and f.read_text().strip() for f in files), "no pid files")
+    wait_until(lambda: all(f.exists() and f.read_text().strip() for f in files), "no pid files")
     return [int(f.read_text()) for f in files]
 
 
@@ -213,11 +204,11 @@ def test_sigkill_mid_command_the_next_daemon_stops_the_whole_tree(
         pgid = pgid_of(pids[0])
         daemon.kill()
     # The shell died with the daemon; its child and grandchild ignore SIGTERM and live on.
-    wait_for(lambda: not alive(pgid), "the shell outlived the daemon")
+    wait_until(lambda: not alive(pgid), "the shell outlived the daemon")
     assert all(alive(pid) for pid in pids)
     restarted = go_on_after_restart(home, workspace, model_server, session_id)
     try:
-        wait_for(lambda: not group_survivors(pgid), "the tree survived the restart")
+        wait_until(lambda: not group_survivors(pgid), "the tree survived the restart")
         assert not any(alive(pid) for pid in pids)
     finally:
         assert restarted.stop() == 0
@@ -236,11 +227,11 @@ def test_sigkill_with_a_background_process_the_next_daemon_stops_it(
         pids = tree_pids(workspace)
         pgid = pgid_of(pids[0])
         daemon.kill()
-    wait_for(lambda: not alive(pgid), "the shell outlived the daemon")
+    wait_until(lambda: not alive(pgid), "the shell outlived the daemon")
     assert all(alive(pid) for pid in pids)
     restarted = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
-        wait_for(lambda: not group_survivors(pgid), "the tree survived the restart")
+        wait_until(lambda: not group_survivors(pgid), "the tree survived the restart")
         assert not any(alive(pid) for pid in pids)
     finally:
         assert restarted.stop() == 0
@@ -286,7 +277,7 @@ def test_only_groups_the_record_proves_are_ours_are_stopped(home: Home, workspac
     stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
     ours = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        wait_for(lambda: start_time(ours.pid) > 0 and start_time(stranger.pid) > 0, "no stat")
+        wait_until(lambda: start_time(ours.pid) > 0 and start_time(stranger.pid) > 0, "no stat")
         records = [
             GroupRecord(pgid=stranger.pid, start=start_time(stranger.pid) - 1, tag="0" * 24),
             GroupRecord(pgid=ours.pid, start=start_time(ours.pid), tag="1" * 24),
@@ -300,7 +291,7 @@ def test_only_groups_the_record_proves_are_ours_are_stopped(home: Home, workspac
             ours.wait(timeout=10)
             assert ours.returncode == -signal.SIGTERM
             assert alive(stranger.pid)
-            wait_for(lambda: not OwnedGroups(path)._read(), "the record kept them")
+            wait_until(lambda: not OwnedGroups(path)._read(), "the record kept them")
         finally:
             assert daemon.stop() == 0
         assert alive(stranger.pid)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from tests.support import (
     run_cli,
     start_daemon,
     start_turn,
+    wait_until,
 )
 from tether.clients.discovery import probe_lock
 from tether.clients.rpc import Client
@@ -49,14 +50,25 @@ from tether.protocol.methods import (
 )
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll until `condition()`; return the seconds it took. Fails after `timeout`."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(0.02)
-    return time.monotonic() - start
+def _stop_with_cli(daemon: DaemonProcess, home: Home, workspace: Path) -> tuple[int, str, str]:
+    """Run `tether daemon stop` and reap the daemon meanwhile: it is this process's child, and
+    an unreaped zombie would look alive to the CLI. Returns the CLI's code, stdout, stderr."""
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tether.clients.cli.main", "daemon", "stop", "-w", str(workspace)],
+        env=home.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert daemon.proc.wait(timeout=20) == 0
+        stdout, stderr = cli.communicate(timeout=20)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    return cli.returncode, stdout, stderr
 
 
 def _alive(pid: int) -> bool:
@@ -85,7 +97,7 @@ def _terminate(pid: int) -> None:
     """SIGTERM a daemon that is not our child; SIGKILL it if it does not exit in time."""
     os.kill(pid, signal.SIGTERM)
     try:
-        _wait_for(lambda: not _alive(pid), 10, f"daemon {pid} did not stop on SIGTERM")
+        wait_until(lambda: not _alive(pid), f"daemon {pid} did not stop on SIGTERM", 10)
     except AssertionError:
         os.kill(pid, signal.SIGKILL)
         raise
@@ -196,7 +208,7 @@ def test_sigterm_interrupts_turns_and_closes_clients_cleanly(
         session_id = create_session(client)
         attach(client, session_id)
         turn_id = start_turn(client, session_id, "take forever")
-        _wait_for(lambda: len(model_server.requests) == 1, 10, "the model was never asked")
+        model_server.wait_for_requests(1)
         daemon.proc.send_signal(signal.SIGTERM)
         events = collect_until_turn_end(client, session_id, timeout=10)
         last = events[-1].event
@@ -315,25 +327,9 @@ def test_cli_daemon_stop_stops_it_and_says_so(
     daemon: DaemonProcess, home: Home, workspace: Path
 ) -> None:
     pid = daemon.proc.pid
-    # Not run_cli: the daemon is this process's child, so it must be reaped here while the CLI
-    # waits for it to go away (an unreaped zombie still answers kill(pid, 0)).
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "tether.clients.cli.main", "daemon", "stop", "-w", str(workspace)],
-        env=home.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert daemon.proc.wait(timeout=10) == 0
-        stdout, stderr = cli.communicate(timeout=20)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.communicate()
+    code, stdout, stderr = _stop_with_cli(daemon, home, workspace)
     assert not home.discovery_path(workspace).exists()
-    assert (cli.returncode, stderr) == (0, "")
+    assert (code, stderr) == (0, "")
     assert f"stopped (pid {pid})" in stdout
 
 
@@ -543,13 +539,13 @@ def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> No
         assert _client_count(observer) == 2
         plain._sock.close()
         plain.close()
-        _wait_for(lambda: _client_count(observer) == 1, 5, "FIN client not dropped")
+        wait_until(lambda: _client_count(observer) == 1, "FIN client not dropped", 5)
 
         # 2. The connection is reset (RST).
         reset = _initialized_raw(daemon)
         assert _client_count(observer) == 2
         _reset(reset)
-        _wait_for(lambda: _client_count(observer) == 1, 5, "RST client not dropped")
+        wait_until(lambda: _client_count(observer) == 1, "RST client not dropped", 5)
 
         # 3. The client dies halfway through sending a frame.
         half = _initialized_raw(daemon)
@@ -557,7 +553,7 @@ def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> No
         half._sock.sendall(frame[: len(frame) // 2])
         assert _client_count(observer) == 2
         _reset(half)
-        _wait_for(lambda: _client_count(observer) == 1, 5, "half-frame client not dropped")
+        wait_until(lambda: _client_count(observer) == 1, "half-frame client not dropped", 5)
 
         # 4. The client dies mid-handshake (before the upgrade completes).
         with socket.create_connection(("127.0.0.1", daemon.port), timeout=5) as sock:
@@ -607,7 +603,7 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
         finally:
             victim.kill()
             victim.communicate(timeout=10)
-        _wait_for(lambda: _client_count(observer) == 1, 5, "killed client not dropped")
+        wait_until(lambda: _client_count(observer) == 1, "killed client not dropped", 5)
         attached = attach(observer, session_id, role="observer")
         assert attached.snapshot is not None
         if attached.snapshot.turns[-1].status == "running":
@@ -651,7 +647,7 @@ def test_the_cli_works_right_after_the_daemon_is_killed(home: Home, workspace: P
     # kill(pid, 0) and its discovery file is still there. The lock was released all the same.
     victim = start_daemon(home, workspace, "--idle-timeout", "0")
     os.kill(victim.proc.pid, signal.SIGKILL)
-    _wait_for(lambda: not _alive(victim.proc.pid), 10, "the daemon did not die")
+    wait_until(lambda: not _alive(victim.proc.pid), "the daemon did not die", 10)
     try:
         with _cleanup_daemon(home, workspace):
             assert home.read_discovery(workspace) == victim.info
@@ -713,22 +709,8 @@ def test_a_daemon_whose_discovery_file_is_deleted_is_still_reached_and_stopped(
     assert daemon.proc.poll() is None
 
     path.unlink()
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "tether.clients.cli.main", "daemon", "stop", "-w", str(workspace)],
-        env=home.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert daemon.proc.wait(timeout=20) == 0
-        stdout, stderr = cli.communicate(timeout=20)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.communicate()
-    assert (cli.returncode, stderr) == (0, "")
+    code, stdout, stderr = _stop_with_cli(daemon, home, workspace)
+    assert (code, stderr) == (0, "")
     assert f"stopped (pid {daemon.proc.pid})" in stdout
     assert not path.exists()
 
@@ -754,7 +736,7 @@ def test_five_clients_starting_at_once_share_one_daemon(home: Home, workspace: P
         info = home.read_discovery(workspace)
         assert info is not None
         # Daemons that lost the race exit on their own; one is left, and only one ever served.
-        _wait_for(lambda: _daemon_pids(workspace) == [info.pid], 10, "extra daemons remain")
+        wait_until(lambda: _daemon_pids(workspace) == [info.pid], "extra daemons remain", 10)
         assert len(_serving_lines(home, workspace)) == 1
 
 
@@ -816,10 +798,10 @@ def test_sigterm_while_the_store_is_opening_stops_cleanly(home: Home, workspace:
         )
         try:
             log = home.log_path(workspace)
-            _wait_for(
+            wait_until(
                 lambda: log.exists() and "opening the store" in log.read_text(),
-                15,
                 "the daemon did not reach its store",
+                15,
             )
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=10)

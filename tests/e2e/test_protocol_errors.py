@@ -9,7 +9,6 @@ checks "nothing was created" compares the session list before and after.
 import base64
 import os
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -594,13 +593,6 @@ def _event_kind(frame: dict[str, Any]) -> str | None:
     return frame["params"]["event"]["type"]
 
 
-def _wait_for_model_requests(model_server: ModelServer, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(model_server.requests) < count:
-        assert time.monotonic() < deadline, model_server.requests
-        time.sleep(0.01)
-
-
 def _session_with_history(ws: WebSocket) -> str:
     """A session with one finished turn (a tool call and an answer), attached on `ws`, long
     enough that a summary would make it shorter (so compaction calls the model)."""
@@ -630,7 +622,7 @@ def test_compaction_does_not_hold_up_other_requests_on_its_connection(
         ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
         started = _read_until(ws, lambda f: _event_kind(f) == "turn_started")
         compaction_turn = started[-1]["params"]["event"]["turnId"]
-        _wait_for_model_requests(model_server, 3)  # the summary call is open at the model
+        model_server.wait_for_requests(3)  # the summary call is open at the model
         ws.send(request_frame("status", "daemon/status", {}))
         ws.send(request_frame("cancel", "turn/cancel", {"sessionId": session_id}))
         frames = _read_until(ws, lambda f: f.get("id") == "compact")
@@ -657,7 +649,7 @@ def test_closing_a_connection_cancels_its_slow_requests(
             _initialize(ws)
             ws.send(request_frame("compact", "session/compact", {"sessionId": session_id}))
             started = _read_until(watcher, lambda f: _event_kind(f) == "turn_started")
-            _wait_for_model_requests(model_server, 3)
+            model_server.wait_for_requests(3)
         # The held model call is abandoned with the connection: the turn ends now, not in 60 s.
         ended = _read_until(watcher, lambda f: _event_kind(f) == "turn_completed")
         turn_id = started[-1]["params"]["event"]["turnId"]

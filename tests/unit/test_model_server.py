@@ -824,3 +824,16 @@ def test_model_list_in_either_shape(client: httpx.Client) -> None:
         "first_id": "fake-3",
         "last_id": "fake-3",
     }
+
+
+def test_wait_for_requests_wakes_on_arrival_and_says_how_many_came(client: httpx.Client) -> None:
+    with ModelServer({"steps": [{"text": "a"}, {"text": "b"}]}) as server:
+        waiter: list[list[Any]] = []
+        thread = threading.Thread(target=lambda: waiter.append(server.wait_for_requests(2)))
+        thread.start()
+        stream(client, server)
+        stream(client, server)
+        thread.join(timeout=10)
+        assert [len(got) for got in waiter] == [2]
+        with pytest.raises(TimeoutError, match=r"2 model requests arrived within 0\.01 s, not 3"):
+            server.wait_for_requests(3, timeout=0.01)
