@@ -106,14 +106,24 @@ def tool_calls_answered(messages: list[dict[str, Any]]) -> None:
     assert asked == answered
 
 
-def run_until_started(client: Client, session_id: str, **arguments: object) -> str:
+def prepare_tree(workspace: Path, model_server: ModelServer) -> None:
+    """A script whose child and grandchild ignore SIGTERM, and a model that runs it."""
+    (workspace / "tree.sh").write_text(TREE)
+    model_server.set_script(command_script(command="bash tree.sh"))
+
+
+def run_tree(client: Client) -> tuple[str, str]:
+    """A new session, attached, whose turn runs the tree; returns (session, turn) once the
+    tree has started."""
+    session_id = create_session(client)
+    attach(client, session_id)
     turn_id = start_auto_turn(client, session_id, "run the tree")
     read_events(
         client,
         session_id,
         lambda evs: any(isinstance(e.event, ItemDelta) and "started" in e.event.delta for e in evs),
     )
-    return turn_id
+    return session_id, turn_id
 
 
 def go_on_after_restart(
@@ -146,12 +156,9 @@ def go_on_after_restart(
 def test_cancel_mid_command_closes_the_call(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
-    (workspace / "tree.sh").write_text(TREE)
-    model_server.set_script(command_script(command="bash tree.sh"))
+    prepare_tree(workspace, model_server)
     with daemon.client() as client:
-        session_id = create_session(client)
-        attach(client, session_id)
-        turn_id = run_until_started(client, session_id)
+        session_id, turn_id = run_tree(client)
         pids = tree_pids(workspace)
         client.call("turn/cancel", TurnCancelParams(session_id=session_id, turn_id=turn_id))
         events = collect_until_turn_end(client, session_id)
@@ -172,12 +179,9 @@ def test_cancel_mid_command_closes_the_call(
 def test_sigterm_mid_command_persists_a_closed_call_and_the_session_goes_on(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
-    (workspace / "tree.sh").write_text(TREE)
-    model_server.set_script(command_script(command="bash tree.sh"))
+    prepare_tree(workspace, model_server)
     with daemon.client() as client:
-        session_id = create_session(client)
-        attach(client, session_id)
-        run_until_started(client, session_id)
+        session_id, _ = run_tree(client)
         pids = tree_pids(workspace)
         assert daemon.stop(signal.SIGTERM) == 0
     assert not any(alive(pid) for pid in pids)
@@ -194,12 +198,9 @@ def test_sigterm_mid_command_persists_a_closed_call_and_the_session_goes_on(
 def test_sigkill_mid_command_the_next_daemon_stops_the_whole_tree(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
-    (workspace / "tree.sh").write_text(TREE)
-    model_server.set_script(command_script(command="bash tree.sh"))
+    prepare_tree(workspace, model_server)
     with daemon.client() as client:
-        session_id = create_session(client)
-        attach(client, session_id)
-        run_until_started(client, session_id)
+        session_id, _ = run_tree(client)
         pids = tree_pids(workspace)
         pgid = pgid_of(pids[0])
         daemon.kill()
