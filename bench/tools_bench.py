@@ -34,8 +34,10 @@ import trio
 from _harness import handle_sigterm, load_line, machine_line, median, ms, row, verdict
 from tether.daemon.tools.base import ToolContext, ToolParams
 from tether.daemon.tools.glob import Glob, GlobParams
-from tether.daemon.tools.grep import Grep, GrepParams, OutputMode, find_rg
+from tether.daemon.tools.grep import Grep, GrepParams
 from tether.daemon.tools.read_file import ReadFile, ReadFileParams
+from tether.daemon.tools.search.query import OutputMode
+from tether.daemon.tools.search.ripgrep import find_rg
 
 FOLDERS = 200
 FILES_PER_FOLDER = 100

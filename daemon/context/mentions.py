@@ -24,6 +24,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from tether.daemon.tools.binary import is_binary
 from tether.daemon.truncate import cap_result, cut_marker
 
 SELECTION_CAP = 6000
@@ -31,7 +32,6 @@ FILES_BUDGET = 40_000
 FOLDER_ENTRIES = 100
 READ_LIMIT = 1 << 20
 """Files larger than this (bytes) are read only at their head and tail."""
-BINARY_SNIFF_BYTES = 8192
 HEAD_SHARE = 0.4
 
 
@@ -107,12 +107,12 @@ def _read_file(path: Path, display: str) -> _FileText:
             size = os.fstat(file.fileno()).st_size
             if size <= READ_LIMIT:
                 data = file.read()
-                if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+                if is_binary(data):
                     raise _Problem("a binary file")
                 text = data.decode("utf-8", errors="replace")
                 return _FileText(display, text, "", len(text))
             head = file.read(READ_LIMIT // 2)
-            if b"\x00" in head[:BINARY_SNIFF_BYTES]:
+            if is_binary(head):
                 raise _Problem("a binary file")
             file.seek(size - READ_LIMIT // 2)
             tail = file.read()

