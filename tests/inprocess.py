@@ -2,7 +2,7 @@
 session sends it, a bare session over a real store, and the one place those tests build
 `Sessions` (so a change of its constructor is adapted here alone)."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -69,7 +69,7 @@ def bare_session(store: Store, session_id: str = "s_1") -> Session:
 @asynccontextmanager
 async def running_sessions(
     store: Store, workspace: Path, server: ModelServer, *, keep_idle: int = 4
-) -> AsyncIterator[Sessions]:
+) -> AsyncGenerator[Sessions]:
     """`Sessions` over `store`, the default tools and the scripted model server, serving in
     a nursery of its own; running turns are interrupted on the way out."""
     client = OpenAIChatClient(base_url=server.base_url, model="scripted")

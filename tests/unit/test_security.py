@@ -84,7 +84,9 @@ def test_an_allowlisted_origin_still_needs_the_token() -> None:
     origin = (b"origin", b"vscode-webview://tether")
     assert check("localhost", origin, BEARER, allowed=allowed) is None
     assert check("localhost", origin, allowed=allowed) == 401
-    assert check("localhost", (b"origin", b"vscode-webview://other"), BEARER, allowed=allowed) == 403
+    assert (
+        check("localhost", (b"origin", b"vscode-webview://other"), BEARER, allowed=allowed) == 403
+    )
 
 
 def test_the_first_of_repeated_headers_counts() -> None:

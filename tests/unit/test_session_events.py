@@ -192,7 +192,9 @@ async def test_a_cursor_in_this_epoch_replays_exactly_the_missed_frames(
     session.attach(always, "controller", None)
     seqs = a_turn_in_progress(session)
     for seen in (0, 1, 7, seqs[-1] - 1, seqs[-1]):
-        result, replay = session.attach(Recorder(), "observer", Cursor(epoch=session.epoch, seq=seen))
+        result, replay = session.attach(
+            Recorder(), "observer", Cursor(epoch=session.epoch, seq=seen)
+        )
         assert (result.mode, result.from_seq, result.snapshot) == ("replay", seen, None)
         assert replay == always.frames[seen:], seen
 
