@@ -207,6 +207,7 @@ async def test_a_second_initialize_and_a_newer_protocol_are_refused(rig: Rig) ->
     client = await rig.client()
     error = await rpc_error(client.call("initialize", clientName="again"))
     assert error.code == ErrorCode.ALREADY_INITIALIZED
+    assert isinstance(await client.call("daemon/status"), DaemonStatusResult)
     fresh = Client(Connection(client.conn.ws, rig.table), rig.table)
     error = await rpc_error(
         fresh.call("initialize", clientName="future", protocolVersion=PROTOCOL_VERSION + 1)
@@ -259,6 +260,7 @@ async def test_empty_text_is_invalid_params_and_starts_nothing(rig: Rig) -> None
     session_id = await created(client)
     error = await rpc_error(client.call("turn/start", sessionId=session_id, text="  \n"))
     assert error.code == ErrorCode.INVALID_PARAMS
+    assert "text" in error.message
     assert (await rig.parts.sessions.get(session_id)).turns == []
 
 
@@ -280,6 +282,13 @@ async def test_the_first_answer_to_an_approval_wins_and_an_observer_cannot_answe
     request = seen[0]
     assert isinstance(request, ApprovalRequested)
     approval_id = request.approval.id
+    assert (request.approval.tool, request.approval.kind, request.approval.command) == (
+        "run_command",
+        "command",
+        "echo hi",
+    )
+    assert "commands ask" in request.approval.reason
+    assert request.approval.always_rule == "run_command(echo hi)"
     answer = {"sessionId": session_id, "approvalId": approval_id}
 
     error = await rpc_error(watcher.call("approval/respond", **answer, decision="allow"))
@@ -313,17 +322,31 @@ async def test_the_first_answer_to_an_approval_wins_and_an_observer_cannot_answe
 
 async def test_cancel_denies_the_pending_approval_and_ends_the_turn(rig: Rig) -> None:
     rig.server.set_script({"steps": [PAUSE, {"text": "never"}]})
-    client = await rig.client()
+    client, other = await rig.client("a"), await rig.client("b")
     session_id = await created(client)
     await client.call("session/attach", sessionId=session_id)
+    await other.call("session/attach", sessionId=session_id)
     started = await client.call("turn/start", sessionId=session_id, text="go")
     assert isinstance(started, TurnStartResult)
-    await client.next_event(lambda e: isinstance(e, ApprovalRequested))
+    request = await client.next_event(lambda e: isinstance(e, ApprovalRequested))
+    assert isinstance(request, ApprovalRequested)
     await client.call("turn/cancel", sessionId=session_id, turnId=started.turn_id)
-    resolved = await client.next_event(lambda e: isinstance(e, ApprovalResolved))
+    resolved = await other.next_event(lambda e: isinstance(e, ApprovalResolved))
     assert isinstance(resolved, ApprovalResolved)
-    assert resolved.decision == "deny"
-    done = await client.next_event(lambda e: isinstance(e, TurnCompleted))
+    assert (resolved.decision, resolved.by) == ("deny", "daemon")
+    done = await other.next_event(lambda e: isinstance(e, TurnCompleted))
     assert isinstance(done, TurnCompleted)
     assert done.status == "cancelled"
+    error = await rpc_error(
+        client.call(
+            "approval/respond",
+            sessionId=session_id,
+            approvalId=request.approval.id,
+            decision="allow",
+        )
+    )
+    assert error.code == ErrorCode.APPROVAL_RESOLVED
+    session = await rig.parts.sessions.get(session_id)
+    [call] = [i for i in session.items() if isinstance(i, ToolCall)]
+    assert call.status in ("cancelled", "failed")
     assert len(rig.server.requests) == 1
