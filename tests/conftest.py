@@ -1,4 +1,5 @@
-"""Fixtures: an isolated home, a scripted model server, a workspace, and the real daemon."""
+"""Fixtures: an isolated home, a scripted model server, a workspace, the real daemon, and the
+real store for in-process tests."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import DaemonProcess, Home, start_daemon
+from tether.daemon.sessions.store import Store
 from tether.daemon.testing.model_server import ModelServer
 
 DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
@@ -38,3 +40,12 @@ def daemon(home: Home, workspace: Path) -> Iterator[DaemonProcess]:
     yield proc
     if proc.proc.poll() is None:
         proc.stop()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """The real store, opened on a database in the test's temporary folder."""
+    store = Store(tmp_path / "tether.sqlite3")
+    store.open()
+    yield store
+    store.close()

@@ -1,0 +1,90 @@
+"""Support for in-process tests of the daemon's objects: a subscriber that records what a
+session sends it, a bare session over a real store, and the one place those tests build
+`Sessions` (so a change of its constructor is adapted here alone)."""
+
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import msgspec
+import trio
+
+from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.testing.model_server import ModelServer
+from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.protocol.events import AnyEvent
+from tether.protocol.methods import SessionEventParams
+
+
+class _Event(msgspec.Struct):
+    params: SessionEventParams
+
+
+_decode_event = msgspec.json.Decoder(_Event).decode
+
+
+def decode_event(frame: bytes) -> SessionEventParams:
+    """The params of a `session/event` notification frame."""
+    return _decode_event(frame).params
+
+
+class Recorder:
+    """A subscriber that keeps every frame it is offered; with `room` set, it refuses live
+    frames once it holds that many (a client that fell behind)."""
+
+    def __init__(self, room: int | None = None) -> None:
+        self.frames: list[bytes] = []
+        self.control: list[bytes] = []
+        """Frames queued regardless of the limit (resync notices)."""
+        self.room = room
+
+    def offer(self, frame: bytes) -> bool:
+        if self.room is not None and len(self.frames) >= self.room:
+            return False
+        self.frames.append(frame)
+        return True
+
+    def send_nowait(self, frame: bytes) -> None:
+        self.control.append(frame)
+
+    @property
+    def seqs(self) -> list[int]:
+        return [decode_event(f).seq for f in self.frames]
+
+    @property
+    def events(self) -> list[AnyEvent]:
+        return [decode_event(f).event for f in self.frames]
+
+
+def bare_session(store: Store, session_id: str = "s_1") -> Session:
+    """A session with a row in `store` and no turn machinery: the test emits its events."""
+    row = SessionRow(session_id, "", 0.0, 0.0, 0, None)
+    store.create_session_nowait(row)
+    return Session(row, store)
+
+
+@asynccontextmanager
+async def running_sessions(
+    store: Store, workspace: Path, server: ModelServer, *, keep_idle: int = 4
+) -> AsyncGenerator[Sessions]:
+    """`Sessions` over `store`, the default tools and the scripted model server, serving in
+    a nursery of its own; running turns are interrupted on the way out."""
+    client = OpenAIChatClient(base_url=server.base_url, model="scripted")
+    sessions = Sessions(
+        store=store,
+        workspace=workspace,
+        model=client,
+        tools=ToolRegistry(default_tools()),
+        keep_idle=keep_idle,
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sessions.serve)
+            yield sessions
+            await sessions.interrupt_all()
+            nursery.cancel_scope.cancel()
+    finally:
+        await client.aclose()

@@ -1,0 +1,352 @@
+"""The daemon's JSON-RPC methods in-process: `Handlers` over real `Sessions`, the real store in
+a temporary folder and the scripted model server over HTTP. Params are decoded from JSON by the
+protocol's codec, as the connection does; each client is a real `Connection` (its websocket is
+never read or written here: what the session sends it lands in its outbox)."""
+
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import trio
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import Request
+
+from tests.inprocess import decode_event, running_sessions
+from tether.daemon.lsp.pool import LspPool
+from tether.daemon.procs.table import ProcessTable
+from tether.daemon.rpc.connection import Connection, Handler, Reply
+from tether.daemon.rpc.handlers import Handlers
+from tether.daemon.rpc.websocket import WebSocket
+from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.store import Store
+from tether.daemon.testing.model_server import ModelServer
+from tether.protocol import codec
+from tether.protocol.base import Wire
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import AnyEvent, ApprovalRequested, ApprovalResolved, TurnCompleted
+from tether.protocol.items import AgentMessage, ToolCall, UserMessage
+from tether.protocol.methods import (
+    DaemonStatusResult,
+    InitializeResult,
+    SessionAttachResult,
+    SessionCreateResult,
+    SessionListResult,
+    SessionReadResult,
+    TurnStartResult,
+)
+from tether.protocol.version import PROTOCOL_VERSION
+
+PAUSE = {
+    "tool_calls": [
+        {"name": "run_command", "arguments": {"command": "echo hi", "description": "say hi"}}
+    ]
+}
+"""A step whose call asks for approval (mode `edits`): the turn waits until it is answered."""
+
+
+class DaemonParts:
+    """What `Handlers` needs of the daemon, made of the real parts."""
+
+    def __init__(self, workspace: Path, sessions: Sessions, processes: ProcessTable) -> None:
+        self.workspace = workspace
+        self.started_at = time.time()
+        self.idle_timeout = 0.0
+        self.sessions = sessions
+        self.connections: set[Connection] = set()
+        self.processes = processes
+        self.lsp = LspPool(workspace, builtin=False)
+        self.shutdown_reasons: list[str] = []
+
+    def request_shutdown(self, reason: str) -> None:
+        self.shutdown_reasons.append(reason)
+
+
+class Client:
+    """One connection, with the handler table it is dispatched through."""
+
+    def __init__(self, conn: Connection, table: dict[str, Handler]) -> None:
+        self.conn = conn
+        self.table = table
+        self._unread: list[bytes] = []
+
+    async def call(self, method: str, **params: Any) -> Wire:
+        """Decode `params` (wire names) as the connection would, and run the handler."""
+        decoded = codec.decode_params(method, msgspec.Raw(msgspec.json.encode(params)))
+        reply = await self.table[method](self.conn, decoded)
+        if isinstance(reply, Reply):
+            for frame in reply.follow:
+                self.conn.send_nowait(frame)
+            return reply.result
+        return reply
+
+    async def next_event(self, found: Callable[[AnyEvent], bool]) -> AnyEvent:
+        """The next event sent to this client that `found` accepts (those before it are
+        passed over, those after it kept for the next call)."""
+        while True:
+            while self._unread:
+                event = decode_event(self._unread.pop(0)).event
+                if found(event):
+                    return event
+            self._unread = await self.conn.outbox.get_batch()
+
+
+class Rig:
+    def __init__(self, parts: DaemonParts, server: ModelServer) -> None:
+        self.parts = parts
+        self.server = server
+        self.table = Handlers(parts).table()
+        self._sockets: list[trio.socket.SocketType] = []
+
+    async def client(self, name: str = "test") -> Client:
+        # A real websocket over one end of a socket pair; the handlers never touch it.
+        ours, theirs = trio.socket.socketpair()
+        self._sockets += [ours, theirs]
+        ws = WebSocket(
+            trio.SocketStream(ours),
+            WSConnection(ConnectionType.SERVER),
+            Request(host="127.0.0.1", target="/"),
+            max_message_size=1 << 20,
+        )
+        client = Client(Connection(ws, self.table), self.table)
+        result = await client.call("initialize", clientName=name)
+        assert isinstance(result, InitializeResult)
+        return client
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, sqlite_store: Store, model_server: ModelServer) -> AsyncIterator[Rig]:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    processes = ProcessTable(record=tmp_path / "processes.json")
+    with trio.fail_after(20):
+        async with running_sessions(sqlite_store, workspace, model_server) as sessions:
+            rig = Rig(DaemonParts(workspace, sessions, processes), model_server)
+            try:
+                yield rig
+            finally:
+                rig.close()
+
+
+async def created(client: Client, **params: Any) -> str:
+    result = await client.call("session/create", **params)
+    assert isinstance(result, SessionCreateResult)
+    return result.session.id
+
+
+async def rpc_error(call: Any) -> RpcError:
+    with pytest.raises(RpcError) as caught:
+        await call
+    return caught.value
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+async def test_a_created_session_is_listed_read_and_attached(rig: Rig) -> None:
+    client = await rig.client()
+    first = await created(client, title="first", permissionMode="ask")
+    second = await created(client)
+    listed = await client.call("session/list")
+    assert isinstance(listed, SessionListResult)
+    assert {s.id for s in listed.sessions} == {first, second}
+    [info] = [s for s in listed.sessions if s.id == first]
+    assert (info.title, info.permission_mode, info.status, info.turn_count) == (
+        "first",
+        "ask",
+        "idle",
+        0,
+    )
+
+    read = await client.call("session/read", sessionId=first)
+    assert isinstance(read, SessionReadResult)
+    assert read.snapshot.session == info
+    # Reading does not subscribe; attaching does, with a snapshot for a client without cursor.
+    session = await rig.parts.sessions.get(first)
+    assert client.conn.role_in(session) is None
+    attached = await client.call("session/attach", sessionId=first)
+    assert isinstance(attached, SessionAttachResult)
+    assert attached.mode == "snapshot"
+    assert attached.snapshot == read.snapshot
+    assert client.conn.role_in(session) == "controller"
+    assert await client.call("session/detach", sessionId=first) is not None
+    assert client.conn.role_in(session) is None
+    error = await rpc_error(client.call("session/detach", sessionId=first))
+    assert error.code == ErrorCode.NOT_ATTACHED
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("session/read", {}),
+        ("session/attach", {}),
+        ("session/delete", {}),
+        ("session/compact", {}),
+        ("session/undo", {}),
+        ("turn/start", {"text": "hi"}),
+        ("turn/cancel", {}),
+        ("approval/respond", {"approvalId": "a_1", "decision": "allow"}),
+    ],
+)
+async def test_an_unknown_session_is_session_not_found(
+    rig: Rig, method: str, params: dict[str, Any]
+) -> None:
+    client = await rig.client()
+    error = await rpc_error(client.call(method, sessionId="s_nope", **params))
+    assert error.code == ErrorCode.SESSION_NOT_FOUND
+    assert "s_nope" in error.message
+
+
+async def test_a_second_initialize_and_a_newer_protocol_are_refused(rig: Rig) -> None:
+    client = await rig.client()
+    error = await rpc_error(client.call("initialize", clientName="again"))
+    assert error.code == ErrorCode.ALREADY_INITIALIZED
+    assert isinstance(await client.call("daemon/status"), DaemonStatusResult)
+    fresh = Client(Connection(client.conn.ws, rig.table), rig.table)
+    error = await rpc_error(
+        fresh.call("initialize", clientName="future", protocolVersion=PROTOCOL_VERSION + 1)
+    )
+    assert error.code == ErrorCode.UNSUPPORTED_PROTOCOL
+    assert not fresh.conn.initialized
+
+
+async def test_daemon_status_counts_what_is_loaded_and_shutdown_is_requested(rig: Rig) -> None:
+    client = await rig.client()
+    await created(client)
+    status = await client.call("daemon/status")
+    assert isinstance(status, DaemonStatusResult)
+    assert (status.sessions_loaded, status.running_turns, status.workspace) == (
+        1,
+        0,
+        str(rig.parts.workspace),
+    )
+    await client.call("daemon/shutdown")
+    assert rig.parts.shutdown_reasons == ["requested by a client"]
+
+
+# --- turns and approvals ---------------------------------------------------------------------
+
+
+async def test_a_turn_runs_to_its_answer(rig: Rig) -> None:
+    rig.server.set_script({"steps": [{"text": "hello there"}]})
+    client = await rig.client()
+    session_id = await created(client)
+    await client.call("session/attach", sessionId=session_id)
+    started = await client.call("turn/start", sessionId=session_id, text="hi")
+    assert isinstance(started, TurnStartResult)
+    assert not started.queued
+    done = await client.next_event(lambda e: isinstance(e, TurnCompleted))
+    assert isinstance(done, TurnCompleted)
+    assert (done.turn_id, done.status) == (started.turn_id, "completed")
+    read = await client.call("session/read", sessionId=session_id)
+    assert isinstance(read, SessionReadResult)
+    [turn] = read.snapshot.turns
+    texts = [
+        (type(i).__name__, i.text) for i in turn.items if isinstance(i, UserMessage | AgentMessage)
+    ]
+    assert texts == [("UserMessage", "hi"), ("AgentMessage", "hello there")]
+    error = await rpc_error(client.call("turn/cancel", sessionId=session_id))
+    assert error.code == ErrorCode.NO_RUNNING_TURN
+
+
+async def test_empty_text_is_invalid_params_and_starts_nothing(rig: Rig) -> None:
+    client = await rig.client()
+    session_id = await created(client)
+    error = await rpc_error(client.call("turn/start", sessionId=session_id, text="  \n"))
+    assert error.code == ErrorCode.INVALID_PARAMS
+    assert "text" in error.message
+    assert (await rig.parts.sessions.get(session_id)).turns == []
+
+
+async def test_the_first_answer_to_an_approval_wins_and_an_observer_cannot_answer(
+    rig: Rig,
+) -> None:
+    rig.server.set_script({"steps": [PAUSE, {"text": "done"}]})
+    owner, other, watcher = await rig.client("a"), await rig.client("b"), await rig.client("o")
+    session_id = await created(owner)
+    for client, role in ((owner, "controller"), (other, "controller"), (watcher, "observer")):
+        await client.call("session/attach", sessionId=session_id, role=role)
+    await owner.call("turn/start", sessionId=session_id, text="run it")
+    seen = [
+        await c.next_event(lambda e: isinstance(e, ApprovalRequested))
+        for c in (owner, other, watcher)
+    ]
+    assert all(isinstance(e, ApprovalRequested) for e in seen)
+    assert seen[0] == seen[1] == seen[2]
+    request = seen[0]
+    assert isinstance(request, ApprovalRequested)
+    approval_id = request.approval.id
+    assert (request.approval.tool, request.approval.kind, request.approval.command) == (
+        "run_command",
+        "command",
+        "echo hi",
+    )
+    assert "commands ask" in request.approval.reason
+    assert request.approval.always_rule == "run_command(echo hi)"
+    answer = {"sessionId": session_id, "approvalId": approval_id}
+
+    error = await rpc_error(watcher.call("approval/respond", **answer, decision="allow"))
+    assert error.code == ErrorCode.NOT_CONTROLLER
+    error = await rpc_error(watcher.call("turn/start", sessionId=session_id, text="hijack"))
+    assert error.code == ErrorCode.NOT_CONTROLLER
+    await other.call("approval/respond", **answer, decision="allow")
+    error = await rpc_error(owner.call("approval/respond", **answer, decision="deny"))
+    assert error.code == ErrorCode.APPROVAL_RESOLVED
+    assert "by b" in error.message
+    error = await rpc_error(
+        owner.call("approval/respond", sessionId=session_id, approvalId="a_x", decision="deny")
+    )
+    assert error.code == ErrorCode.APPROVAL_NOT_FOUND
+
+    resolved = await owner.next_event(lambda e: isinstance(e, ApprovalResolved))
+    assert isinstance(resolved, ApprovalResolved)
+    assert (resolved.decision, resolved.by) == ("allow", "b")
+    done = await owner.next_event(lambda e: isinstance(e, TurnCompleted))
+    assert isinstance(done, TurnCompleted)
+    assert done.status == "completed"
+    session = await rig.parts.sessions.get(session_id)
+    [call] = [i for i in session.items() if isinstance(i, ToolCall)]
+    assert call.status == "completed"
+    assert "hi" in call.output
+    kinds = [
+        type(i) for i in session.items() if isinstance(i, UserMessage | ToolCall | AgentMessage)
+    ]
+    assert kinds == [UserMessage, ToolCall, AgentMessage]
+
+
+async def test_cancel_denies_the_pending_approval_and_ends_the_turn(rig: Rig) -> None:
+    rig.server.set_script({"steps": [PAUSE, {"text": "never"}]})
+    client, other = await rig.client("a"), await rig.client("b")
+    session_id = await created(client)
+    await client.call("session/attach", sessionId=session_id)
+    await other.call("session/attach", sessionId=session_id)
+    started = await client.call("turn/start", sessionId=session_id, text="go")
+    assert isinstance(started, TurnStartResult)
+    request = await client.next_event(lambda e: isinstance(e, ApprovalRequested))
+    assert isinstance(request, ApprovalRequested)
+    await client.call("turn/cancel", sessionId=session_id, turnId=started.turn_id)
+    resolved = await other.next_event(lambda e: isinstance(e, ApprovalResolved))
+    assert isinstance(resolved, ApprovalResolved)
+    assert (resolved.decision, resolved.by) == ("deny", "daemon")
+    done = await other.next_event(lambda e: isinstance(e, TurnCompleted))
+    assert isinstance(done, TurnCompleted)
+    assert done.status == "cancelled"
+    error = await rpc_error(
+        client.call(
+            "approval/respond",
+            sessionId=session_id,
+            approvalId=request.approval.id,
+            decision="allow",
+        )
+    )
+    assert error.code == ErrorCode.APPROVAL_RESOLVED
+    session = await rig.parts.sessions.get(session_id)
+    [call] = [i for i in session.items() if isinstance(i, ToolCall)]
+    assert call.status in ("cancelled", "failed")
+    assert len(rig.server.requests) == 1
