@@ -39,7 +39,8 @@ from tether.daemon.context.history import History
 from tether.daemon.context.instructions import CLOSE_TAG, OPEN_TAG, load_project_instructions
 from tether.daemon.context.mentions import render_context
 from tether.daemon.context.prompt import system_prompt
-from tether.daemon.lsp.pool import LspPool, format_report
+from tether.daemon.lsp.pool import LspPool
+from tether.daemon.lsp.report import format_report
 from tether.daemon.providers.base import ModelClient, ModelError
 from tether.daemon.sessions.approvals import ApprovalBroker, SessionGate
 from tether.daemon.sessions.context import SessionContext, compaction_item
