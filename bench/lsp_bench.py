@@ -32,7 +32,8 @@ from pathlib import Path
 import trio
 
 from _harness import handle_sigterm, load_line, machine_line, median, ms, percentile, row, verdict
-from tether.daemon.lsp.pool import Diagnostic, LspPool
+from tether.daemon.lsp.diagnostics import Diagnostic
+from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.servers import find_program
 
 TARGETS = {"ruff": 0.100, "basedpyright": 0.800}

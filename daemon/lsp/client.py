@@ -10,7 +10,7 @@ would work under trio), but it is built on pydantic, has almost no documentation
 any response it has no model for (pull diagnostics among them) with NotImplementedError. What
 this client needs is small: framing (`framing.py`), the JSON-RPC envelope the daemon already
 uses for its own protocol (`tether.protocol.jsonrpc`: decode the envelope with `params` and
-`result` left raw, then decode those with a decoder cached per type), the text-sync
+`result` left raw, then decode those as the structs of `types.py`), the text-sync
 notifications and diagnostics. msgspec does the JSON, as everywhere in the daemon.
 
 Lifecycle (`state`):
@@ -22,13 +22,12 @@ Lifecycle (`state`):
             or did not answer initialize in time
 
 Rules:
-- `serve` owns the process (its own session, so its own process group: a wrapper script and
-  the real server, such as basedpyright's Python launcher and its node process, are stopped
-  together) and three I/O tasks: the reader (dispatches every message as it arrives), the
-  writer (drains a bounded outbox into the server's stdin) and the exit watcher. Senders never
-  block: a message is queued with `send_nowait`, so answering a server request from the reader
-  cannot deadlock against a server that is itself blocked writing to us. A full outbox means
-  the server stopped reading: it is treated as crashed.
+- `serve` owns the process (its own process group, see `process.py`) and three I/O tasks:
+  the reader (dispatches every message as it arrives), the writer (drains a bounded outbox
+  into the server's stdin) and the exit watcher. Senders never block: a message is queued
+  with `send_nowait`, so answering a server request from the reader cannot deadlock against a
+  server that is itself blocked writing to us. A full outbox means the server stopped
+  reading: it is treated as crashed.
 - The I/O tasks run in a shielded scope that only `serve` cancels, so a cancelled `serve`
   can still say `shutdown`/`exit` (bounded by `shutdown_timeout`) before the group is killed.
 - Every request has a timeout; a request that times out is cancelled with `$/cancelRequest`.
@@ -51,11 +50,9 @@ Errors: see `tether.daemon.lsp.errors`.
 
 import itertools
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-from urllib.parse import unquote, urlsplit
+from typing import Literal, TypeVar
 
 import msgspec
 import trio
@@ -68,7 +65,24 @@ from tether.daemon.lsp.errors import (
     ServerGone,
 )
 from tether.daemon.lsp.framing import MessageReader, frame
-from tether.daemon.procs.table import command_env, kill_tree
+from tether.daemon.lsp.process import reap_server, spawn_server
+from tether.daemon.lsp.types import (
+    ConfigurationParams,
+    DocumentDiagnosticReport,
+    InitializeResult,
+    LspDiagnostic,
+    OutgoingNotification,
+    OutgoingRequest,
+    PublishDiagnosticsParams,
+    RegistrationParams,
+    ServerCapabilities,
+    ServerInfo,
+    UnregistrationParams,
+    decode_as,
+    encode,
+    path_to_uri,
+)
+from tether.daemon.procs.table import command_env
 from tether.protocol.jsonrpc import FrameError, decode_envelope, error_frame, result_frame
 from tether.protocol.version import __version__
 
@@ -79,11 +93,8 @@ ClientState = Literal["starting", "running", "stopped", "crashed"]
 INITIALIZE_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 5.0
 SHUTDOWN_TIMEOUT = 2.0
-KILL_GRACE = 0.5
 OUTBOX_LIMIT = 4096
 """Messages queued for a server that is not reading; one more and it counts as crashed."""
-MAX_LOG_BYTES = 5 * 1024 * 1024
-"""A server's stderr log is started afresh when it has grown past this."""
 
 METHOD_NOT_FOUND = -32601
 REQUEST_CANCELLED = -32800
@@ -118,112 +129,6 @@ CLIENT_CAPABILITIES: dict[str, object] = {
 diagnostics, configuration and watched-file registrations. No editing features."""
 
 
-# --- LSP messages (only the fields we read; msgspec ignores the rest) -------------------------
-
-
-class Position(msgspec.Struct, frozen=True):
-    line: int
-    character: int
-
-
-class Range(msgspec.Struct, frozen=True):
-    start: Position
-    end: Position
-
-
-class LspDiagnostic(msgspec.Struct, frozen=True, kw_only=True):
-    range: Range
-    message: str
-    severity: int | None = None
-    """1 error, 2 warning, 3 information, 4 hint; absent: the client decides (we say error)."""
-    code: int | str | None = None
-    source: str | None = None
-
-
-class PublishDiagnosticsParams(msgspec.Struct, frozen=True, kw_only=True):
-    uri: str
-    diagnostics: list[LspDiagnostic]
-    version: int | None = None
-
-
-class DocumentDiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):
-    kind: str
-    """`full` (items are the diagnostics) or `unchanged` (the previous result still holds)."""
-    items: list[LspDiagnostic] = []
-    resultId: str | None = None
-
-
-class ConfigurationItem(msgspec.Struct, frozen=True, kw_only=True):
-    section: str | None = None
-    scopeUri: str | None = None
-
-
-class ConfigurationParams(msgspec.Struct, frozen=True, kw_only=True):
-    items: list[ConfigurationItem]
-
-
-class Registration(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    method: str
-    registerOptions: object = None
-
-
-class RegistrationParams(msgspec.Struct, frozen=True, kw_only=True):
-    registrations: list[Registration]
-
-
-class UnregistrationParams(msgspec.Struct, frozen=True, kw_only=True):
-    unregisterations: list[Registration]
-    """Spelled this way in the LSP specification."""
-
-
-class ServerCapabilities(msgspec.Struct, frozen=True, kw_only=True):
-    textDocumentSync: object = None
-    diagnosticProvider: object = None
-    positionEncoding: str | None = None
-
-
-class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    version: str | None = None
-
-
-class InitializeResult(msgspec.Struct, frozen=True, kw_only=True):
-    capabilities: ServerCapabilities
-    serverInfo: ServerInfo | None = None
-
-
-class _OutRequest(msgspec.Struct, kw_only=True):
-    jsonrpc: str = "2.0"
-    id: int
-    method: str
-    params: object | msgspec.UnsetType = msgspec.UNSET
-
-
-class _OutNotification(msgspec.Struct, kw_only=True):
-    jsonrpc: str = "2.0"
-    method: str
-    params: object | msgspec.UnsetType = msgspec.UNSET
-
-
-# `params` is omitted, not null, when a message has none (`shutdown`, `exit`): JSON-RPC 2.0
-# allows only a structured value there and some servers hold clients to it.
-_encoder = msgspec.json.Encoder()
-_decoders: dict[object, msgspec.json.Decoder[Any]] = {}
-
-
-def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
-    decoder = _decoders.get(kind)
-    if decoder is None:
-        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
-    return decoder
-
-
-def decode_as(raw: msgspec.Raw, kind: type[T]) -> T:
-    """Decode a raw `params` or `result` (absent counts as null)."""
-    return _decoder(kind).decode(bytes(raw) or b"null")
-
-
 class DiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):
     """The server's latest diagnostics for one document."""
 
@@ -253,18 +158,6 @@ class _Pending:
         self.done = trio.Event()
         self.result: msgspec.Raw = msgspec.Raw(b"")
         self.error: LspError | None = None
-
-
-def path_to_uri(path: Path) -> str:
-    return path.absolute().as_uri()
-
-
-def uri_to_path(uri: str) -> Path | None:
-    """The local path of a `file:` URI, or None for any other scheme."""
-    parts = urlsplit(uri)
-    if parts.scheme != "file":
-        return None
-    return Path(unquote(parts.path))
 
 
 def _lookup_setting(settings: Mapping[str, object], section: str | None) -> object:
@@ -361,7 +254,7 @@ class LspClient:
         cancellation propagates.
         """
         try:
-            process = await self._spawn()
+            process = await spawn_server(self.command, self.root, self.env, self.log_path)
         except OSError as exc:
             self._fail(f"cannot start {self.command[0]}: {exc}")
             self.state = "crashed"
@@ -390,7 +283,7 @@ class LspClient:
                     io_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                await self._reap(process)
+                await reap_server(process)
             self.state = "crashed" if self.failure is not None else "stopped"
             self._fail_pending(self.failure or "the server was stopped")
             self.finished.set()
@@ -405,24 +298,6 @@ class LspClient:
     @property
     def alive(self) -> bool:
         return self.state == "running" and not self._gone.is_set()
-
-    async def _spawn(self) -> trio.Process:
-        log: int | None = None
-        if self.log_path is not None:
-            log = await trio.to_thread.run_sync(_open_log, self.log_path)
-        try:
-            return await trio.lowlevel.open_process(
-                self.command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL if log is None else log,
-                cwd=self.root,
-                env=self.env,
-                start_new_session=True,
-            )
-        finally:
-            if log is not None:
-                os.close(log)  # the child has its own copy
 
     async def _initialize(self) -> None:
         params: dict[str, object] = {
@@ -465,18 +340,6 @@ class LspClient:
                 return
             self.notify("exit")
             await self._gone.wait()
-
-    async def _reap(self, process: trio.Process) -> None:
-        """Kill what is left of the group and collect the process. Runs shielded."""
-        await kill_tree(process.pid, KILL_GRACE, process)
-        with trio.move_on_after(KILL_GRACE + 1.0):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                await stream.aclose()
 
     # --- I/O tasks ----------------------------------------------------------------------------
 
@@ -546,10 +409,10 @@ class LspClient:
 
     def notify(self, method: str, params: object = None) -> None:
         """Send a notification (queued; never blocks). Raises ServerGone."""
-        message = _OutNotification(method=method)
+        message = OutgoingNotification(method=method)
         if params is not None:
             message.params = params
-        self._send(_encoder.encode(message))
+        self._send(encode(message))
 
     async def request(self, method: str, params: object, result_type: type[T]) -> T:
         """Send a request and wait for its result, decoded as `result_type`.
@@ -561,11 +424,11 @@ class LspClient:
 
     async def _call(self, method: str, params: object, result_type: type[T], seconds: float) -> T:
         request_id = next(self._ids)
-        message = _OutRequest(id=request_id, method=method)
+        message = OutgoingRequest(id=request_id, method=method)
         if params is not None:
             message.params = params
         pending = _Pending(method)
-        self._send(_encoder.encode(message))
+        self._send(encode(message))
         self._pending[request_id] = pending
         try:
             with trio.move_on_after(seconds):
@@ -768,14 +631,3 @@ class LspClient:
 
 class _MethodNotFound(Exception):
     pass
-
-
-def _open_log(path: Path) -> int:
-    """A descriptor appending to a server's stderr log (started afresh when it is large)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        large = path.stat().st_size > MAX_LOG_BYTES
-    except FileNotFoundError:
-        large = False
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if large else os.O_APPEND)
-    return os.open(path, flags, 0o600)

@@ -30,25 +30,14 @@ Rules:
   pool's shutdown by `shutdown_timeout` plus the kill grace (servers stop in parallel). No
   language-server failure raises out of the pool; a hung server only costs the bounded wait.
 
-Diagnostics after an edit (`diagnostics_after_edit`):
-1. start (or restart) the servers for the files, in parallel;
-2. send each file's content as it is on disk: `didOpen` the first time, else `didChange` with
-   the next version when it differs, then `didSave`; a file that is gone is closed. Servers
-   that registered for file events also get `workspace/didChangeWatchedFiles` for every path
-   in the call (so ruff sees an edited `pyproject.toml`);
-3. wait, at most `wait` seconds from then, until every (server, file) pair is current: a pulled
-   result (servers with `diagnosticProvider` are asked with `textDocument/diagnostic`), or a
-   push for the version sent. A push without a version cannot say it is current: once every
-   pair has had a report since the sync, the wait ends `settle` seconds after the last change.
-   (The seed ended the wait `settle` after any change; waiting for each server keeps a fast
-   linter's answer from cutting off the type checker's.)
-4. return the error-severity diagnostics of those files; clients get every severity through
-   `on_event("diagnostics", DiagnosticsEvent)`.
+Diagnostics after an edit (`diagnostics_after_edit`): start (or restart) the servers for the
+files, in parallel; then send the files and wait until each server has spoken about them
+(`diagnostics.py` has the rules); return the error-severity diagnostics of those files. Clients
+get every severity through `on_event("diagnostics", DiagnosticsEvent)`; `report.py` makes the
+text for the model.
 """
 
-import contextlib
 import hashlib
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -61,10 +50,18 @@ from tether.daemon.lsp.client import (
     REQUEST_TIMEOUT,
     SHUTDOWN_TIMEOUT,
     LspClient,
-    LspDiagnostic,
-    path_to_uri,
 )
-from tether.daemon.lsp.errors import LspError, ServerGone
+from tether.daemon.lsp.diagnostics import (
+    Diagnostic,
+    ReportSignal,
+    Target,
+    collect,
+    read_files,
+    sync_targets,
+    wait_until_current,
+)
+from tether.daemon.lsp.errors import LspError
+from tether.daemon.lsp.report import relative_path
 from tether.daemon.lsp.servers import (
     AvailableServer,
     LspServerConfig,
@@ -74,7 +71,6 @@ from tether.daemon.lsp.servers import (
 )
 
 ServerState = Literal["starting", "running", "crashed", "restarting", "stopped"]
-Severity = Literal["error", "warning", "information", "hint"]
 EventKind = Literal[
     "server_started", "server_restarted", "server_crashed", "server_stopped", "diagnostics"
 ]
@@ -85,30 +81,6 @@ HEALTHY_RUN = 60.0
 """A server that ran this long before crashing gets the shortest backoff again."""
 MAX_OPEN_DOCUMENTS = 200
 """Documents kept open per server; the least recently checked are closed beyond this."""
-MAX_SYNC_BYTES = 4 * 1024 * 1024
-"""Larger files are not sent to servers."""
-REPORT_LIMIT = 15
-MAX_MESSAGE_CHARS = 400
-
-_SEVERITIES: dict[int, Severity] = {1: "error", 2: "warning", 3: "information", 4: "hint"}
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-class Diagnostic(msgspec.Struct, frozen=True, kw_only=True):
-    """One problem a language server reported in a file."""
-
-    path: str
-    """Absolute path of the file."""
-    line: int
-    """1-based."""
-    column: int
-    """1-based, in characters (code points), whatever encoding the server counts in."""
-    severity: Severity
-    message: str
-    source: str
-    """Who says so: the server's own label (`basedpyright`, `Ruff`), else the spec's name."""
-    code: str = ""
-    """The rule or error code, when the server gives one (`reportAssignmentType`, `F821`)."""
 
 
 class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -172,22 +144,6 @@ class _Entry:
         return self.client is not None and self.client.alive
 
 
-class _Target:
-    """One (server, file) pair of a diagnostics call."""
-
-    def __init__(self, entry: _Entry, path: Path) -> None:
-        self.entry = entry
-        self.path = path
-        self.uri = path_to_uri(path)
-        self.client: LspClient | None = None
-        self.baseline = 0
-        """The client's report serial before the sync: later reports are fresh."""
-        self.version: int | None = None
-        self.fresh = False
-        self.done = False
-        self.pulling = False
-
-
 class LspPool:
     """The workspace's language servers. Run `serve` in the daemon's nursery; then call
     `diagnostics_after_edit` from turns, `prewarm` when files are read, `status` for clients.
@@ -235,7 +191,7 @@ class LspPool:
                 self._commands[spec.name] = found.command
         self._entries: dict[tuple[str, Path], _Entry] = {}
         self._nursery: trio.Nursery | None = None
-        self._changed = trio.Event()
+        self._reports = ReportSignal()
 
     # --- service ------------------------------------------------------------------------------
 
@@ -312,13 +268,11 @@ class LspPool:
         if self._nursery is None:
             return []
         files, located = await self._locate(paths)
-        targets = [
-            _Target(entry, path)
-            for (path, _, _), entry in zip(located, self._entries_for(located), strict=True)
-        ]
+        pairs = list(zip(located, self._entries_for(located), strict=True))
+        targets = [Target(entry, path) for (path, _, _), entry in pairs]
         if not targets:
             return []
-        entries = list({id(t.entry): t.entry for t in targets}.values())
+        entries = list({id(entry): entry for _, entry in pairs}.values())
         for entry in entries:
             entry.users += 1
         try:
@@ -326,17 +280,17 @@ class LspPool:
                 for entry in entries:
                     nursery.start_soon(self._ensure_running, entry, wait)
             checked = list(dict.fromkeys(target.path for target in targets))
-            texts, gone = await trio.to_thread.run_sync(_read_files, files, checked)
+            texts, gone = await trio.to_thread.run_sync(read_files, files, checked)
             deadline = trio.current_time() + wait
-            self._sync(targets, files, texts, gone)
-            await self._wait(targets, deadline, settle)
+            sync_targets(targets, files, texts, gone, max_open_documents=self.max_open_documents)
+            await wait_until_current(targets, deadline, settle, self._reports)
         finally:
             now = trio.current_time()
             for entry in entries:
                 entry.users -= 1
                 entry.last_used = now
         diagnostics = sorted(
-            (d for target in targets for d in self._collect(target)),
+            (d for target in targets for d in collect(target)),
             key=lambda d: (d.path, d.line, d.column, d.source, d.message),
         )
         self._emit(
@@ -382,163 +336,6 @@ class LspPool:
             entries.append(entry)
         return entries
 
-    def _sync(
-        self,
-        targets: list[_Target],
-        files: list[Path],
-        texts: Mapping[Path, str],
-        gone: set[Path],
-    ) -> None:
-        """Send every target's content (no checkpoints: concurrent calls cannot interleave)."""
-        for entry in {id(t.entry): t.entry for t in targets}.values():
-            client = entry.client
-            if client is not None and client.alive:
-                events = [
-                    (path_to_uri(path), 3 if path in gone else 2)
-                    for path in files
-                    if entry.root == path or entry.root in path.parents
-                ]
-                with contextlib.suppress(ServerGone):
-                    client.notify_files_changed(events)
-        for target in targets:
-            client = target.entry.client
-            if client is None or not client.alive or target.path not in texts:
-                if client is not None and client.alive and target.path in gone:
-                    with contextlib.suppress(ServerGone):
-                        client.close(target.uri)
-                    target.entry.recent.pop(target.uri, None)
-                target.done = True
-                continue
-            text = texts[target.path]
-            try:
-                target.client = client
-                target.baseline = client.serial
-                changed = client.sync(target.uri, target.entry.spec.language_for(target.path), text)
-                if changed:
-                    client.save(target.uri)
-                document = client.documents[target.uri]
-                target.version = document.version
-                report = client.reports.get(target.uri)
-                if (
-                    not changed
-                    and not client.pulls_diagnostics
-                    and report is not None
-                    and (
-                        report.version == document.version
-                        or (report.version is None and report.serial > document.synced_serial)
-                    )
-                ):
-                    # The text is what the server already has, and it has spoken about it.
-                    target.baseline = report.serial - 1
-                    target.fresh = target.done = True
-                self._touch_document(target, {t.uri for t in targets if t.entry is target.entry})
-            except ServerGone:
-                target.done = True
-
-    def _touch_document(self, target: _Target, keep: set[str]) -> None:
-        recent = target.entry.recent
-        recent.pop(target.uri, None)
-        recent[target.uri] = None
-        client = target.client
-        assert client is not None
-        while len(recent) > self.max_open_documents:
-            oldest = next(iter(recent))
-            if oldest in keep:
-                break
-            del recent[oldest]
-            client.close(oldest)
-
-    async def _wait(self, targets: list[_Target], deadline: float, settle: float) -> None:
-        waiting = [t for t in targets if not t.done]
-        if not waiting:
-            return
-        last_change: float | None = None
-        async with trio.open_nursery() as nursery:
-            while True:
-                changed = self._changed
-                for target in waiting:
-                    if self._check(target):
-                        last_change = trio.current_time()
-                    client = target.client
-                    if target.done or client is None:
-                        continue
-                    if not client.alive:
-                        target.done = True
-                    elif client.pulls_diagnostics and not target.pulling:
-                        target.pulling = True
-                        nursery.start_soon(self._pull, target, client, deadline)
-                if all(t.done for t in waiting):
-                    break
-                until = deadline
-                if last_change is not None and all(t.done or t.fresh for t in waiting):
-                    until = min(until, last_change + settle)
-                if trio.current_time() >= until:
-                    break
-                with trio.move_on_at(until):
-                    await changed.wait()
-            nursery.cancel_scope.cancel()
-
-    def _check(self, target: _Target) -> bool:
-        """Mark the target fresh or done from its latest report; return whether that report is
-        new since the last look."""
-        client = target.client
-        if target.done or client is None:
-            return False
-        report = client.reports.get(target.uri)
-        if report is None or report.serial <= target.baseline:
-            return False
-        target.baseline = report.serial
-        target.fresh = True
-        if report.version is not None and report.version == target.version:
-            target.done = True
-        return True
-
-    async def _pull(self, target: _Target, client: LspClient, deadline: float) -> None:
-        try:
-            with trio.move_on_at(deadline):
-                await client.pull_diagnostics(target.uri)
-        except LspError:
-            pass
-        finally:
-            # Answered, or not in time, or the server is gone: nothing more from it this time.
-            self._check(target)
-            target.done = True
-            target.pulling = False
-            self._wake()
-
-    def _collect(self, target: _Target) -> list[Diagnostic]:
-        client = target.client
-        if client is None or not target.fresh:
-            return []
-        report = client.reports.get(target.uri)
-        document = client.documents.get(target.uri)
-        if report is None:
-            return []
-        lines: list[str] | None = None
-        encoding = client.capabilities.positionEncoding or "utf-16"
-        result: list[Diagnostic] = []
-        for item in report.items:
-            start = item.range.start
-            line_text = ""
-            if document is not None:
-                if lines is None:
-                    lines = _LINE_BREAK.split(document.text)
-                if 0 <= start.line < len(lines):
-                    line_text = lines[start.line]
-            result.append(
-                _diagnostic(
-                    item,
-                    path=str(target.path),
-                    column=character_to_column(line_text, start.character, encoding),
-                    source=item.source or target.entry.spec.name,
-                )
-            )
-        return result
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
     # --- starting, crashing, stopping ---------------------------------------------------------
 
     async def _ensure_running(self, entry: _Entry, budget: float) -> None:
@@ -581,7 +378,7 @@ class LspPool:
                 initialize_timeout=self.initialize_timeout,
                 request_timeout=self.request_timeout,
                 shutdown_timeout=self.shutdown_timeout,
-                on_change=self._wake,
+                on_change=self._reports.wake,
             )
             entry.client = client
             try:
@@ -668,7 +465,7 @@ class LspPool:
     def _label(self, entry: _Entry) -> str:
         if entry.root == self.workspace:
             return f"Language server {entry.spec.name}"
-        return f"Language server {entry.spec.name} ({_relative(entry.root, self.workspace)})"
+        return f"Language server {entry.spec.name} ({relative_path(entry.root, self.workspace)})"
 
     def _server_event(self, entry: _Entry, message: str, pid: int | None = None) -> ServerEvent:
         return ServerEvent(
@@ -682,94 +479,3 @@ class LspPool:
     def _emit(self, kind: EventKind, detail: ServerEvent | DiagnosticsEvent) -> None:
         if self.on_event is not None:
             self.on_event(kind, detail)
-
-
-def _read_files(files: list[Path], checked: list[Path]) -> tuple[dict[Path, str], set[Path]]:
-    """The text of each file to check (unreadable and oversized ones are left out), and which
-    of `files` are gone."""
-    texts: dict[Path, str] = {}
-    gone = {path for path in files if not path.exists()}
-    for path in checked:
-        try:
-            if path.stat().st_size <= MAX_SYNC_BYTES:
-                texts[path] = path.read_bytes().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            gone.add(path)
-        except OSError:
-            pass
-    return texts, gone
-
-
-def character_to_column(line: str, character: int, encoding: str = "utf-16") -> int:
-    """A 1-based column in code points from an LSP `character` offset, counted in `encoding`
-    units (`utf-16`, the default, `utf-8` or `utf-32`) within `line`."""
-    if character <= 0:
-        return 1
-    if line.isascii() or encoding == "utf-32":
-        return character + 1
-    if encoding == "utf-8":
-        return len(line.encode("utf-8")[:character].decode("utf-8", errors="ignore")) + 1
-    units = 0
-    for index, char in enumerate(line):
-        if units >= character:
-            return index + 1
-        units += 2 if ord(char) > 0xFFFF else 1
-    return len(line) + (character - units) + 1
-
-
-def _diagnostic(item: LspDiagnostic, *, path: str, column: int, source: str) -> Diagnostic:
-    return Diagnostic(
-        path=path,
-        line=item.range.start.line + 1,
-        column=column,
-        severity=_SEVERITIES.get(item.severity or 1, "error"),
-        message=item.message,
-        source=source,
-        code="" if item.code is None else str(item.code),
-    )
-
-
-def _relative(path: Path, workspace: Path) -> str:
-    try:
-        return str(path.relative_to(workspace)) or "."
-    except ValueError:
-        return str(path)
-
-
-def _one_line(message: str) -> str:
-    parts = [part.strip().replace("\xa0", " ") for part in message.splitlines()]
-    text = "; ".join(part for part in parts if part)
-    if len(text) > MAX_MESSAGE_CHARS:
-        text = text[: MAX_MESSAGE_CHARS - 1] + "…"
-    return text
-
-
-def format_report(
-    diagnostics: Sequence[Diagnostic], workspace: Path, limit: int = REPORT_LIMIT
-) -> str:
-    """The errors among `diagnostics` as text for the model: a heading, at most `limit` lines
-    `path:line:column: error: message [source code]` (paths relative to the workspace), and
-    `... and N more`. An error at the same spot as one already listed from another server
-    (ruff's F821 and pyright's reportUndefinedVariable) is the same problem and is left out.
-    Empty when there is no error."""
-    errors: list[Diagnostic] = []
-    first_source: dict[tuple[str, int, int], str] = {}
-    for d in diagnostics:
-        if d.severity != "error":
-            continue
-        source = first_source.setdefault((d.path, d.line, d.column), d.source)
-        if source == d.source:
-            errors.append(d)
-    if not errors:
-        return ""
-    root = workspace.resolve()
-    lines = ["Errors reported by language servers:"]
-    for d in errors[:limit]:
-        label = f"{d.source} {d.code}" if d.code else d.source
-        lines.append(
-            f"{_relative(Path(d.path), root)}:{d.line}:{d.column}: error: "
-            f"{_one_line(d.message)} [{label}]"
-        )
-    if len(errors) > limit:
-        lines.append(f"... and {len(errors) - limit} more")
-    return "\n".join(lines)

@@ -39,7 +39,8 @@ from tether.daemon.context.history import History
 from tether.daemon.context.instructions import CLOSE_TAG, OPEN_TAG, load_project_instructions
 from tether.daemon.context.mentions import render_context
 from tether.daemon.context.prompt import system_prompt
-from tether.daemon.lsp.pool import LspPool, format_report
+from tether.daemon.lsp.pool import LspPool
+from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.providers.base import ModelClient, ModelError
 from tether.daemon.sessions.approvals import ApprovalBroker, SessionGate
 from tether.daemon.sessions.context import SessionContext, compaction_item
@@ -50,7 +51,6 @@ from tether.daemon.tools.base import (
     NoChanges,
     ReadVersions,
     ToolContext,
-    display_path,
 )
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
@@ -75,7 +75,6 @@ from tether.protocol.events import (
     TurnStarted,
     TurnStatus,
 )
-from tether.protocol.events import Diagnostic as WireDiagnostic
 from tether.protocol.items import (
     AnyItem,
     FileChange,
@@ -625,18 +624,7 @@ class Sessions:
                     DiagnosticsReported(
                         turn_id=turn_id,
                         item_id=item.id,
-                        diagnostics=[
-                            WireDiagnostic(
-                                path=display_path(self.workspace, Path(d.path)),
-                                line=d.line,
-                                column=d.column,
-                                severity=d.severity,
-                                message=d.message,
-                                source=d.source,
-                                code=d.code,
-                            )
-                            for d in found
-                        ],
+                        diagnostics=wire_diagnostics(found, self.workspace),
                     )
                 )
             return format_report(found, self.workspace)

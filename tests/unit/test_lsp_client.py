@@ -8,9 +8,10 @@ import pytest
 import trio
 
 from tests.unit.test_lsp_pool import FAKE_SERVER
-from tether.daemon.lsp.client import LspClient, path_to_uri, uri_to_path
+from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.errors import RequestTimeout, ServerGone
 from tether.daemon.lsp.servers import find_program
+from tether.daemon.lsp.types import path_to_uri, uri_to_path
 from tether.daemon.procs.table import live_members
 
 

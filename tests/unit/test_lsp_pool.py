@@ -13,14 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from tether.daemon.lsp.pool import (
-    Diagnostic,
-    DiagnosticsEvent,
-    EventKind,
-    LspPool,
-    ServerEvent,
-    format_report,
-)
+from tether.daemon.lsp.diagnostics import Diagnostic
+from tether.daemon.lsp.pool import DiagnosticsEvent, EventKind, LspPool, ServerEvent
+from tether.daemon.lsp.report import format_report
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.daemon.procs.table import live_members
 

@@ -1,0 +1,66 @@
+"""A language server's process group: started in a session of its own, with its stderr in a
+log file, and killed as a whole.
+
+Its own session gives the server its own process group, so a wrapper script and the real
+server (basedpyright's Python launcher and its node process) are stopped together.
+"""
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import trio
+
+from tether.daemon.procs.table import kill_tree
+
+KILL_GRACE = 0.5
+MAX_LOG_BYTES = 5 * 1024 * 1024
+"""A server's stderr log is started afresh when it has grown past this."""
+
+
+async def spawn_server(
+    command: Sequence[str], root: Path, env: Mapping[str, str], log_path: Path | None
+) -> trio.Process:
+    """Start `command` in `root` with piped stdin and stdout; stderr goes to `log_path` (else
+    nowhere). Raises OSError when it cannot be started."""
+    log: int | None = None
+    if log_path is not None:
+        log = await trio.to_thread.run_sync(_open_log, log_path)
+    try:
+        return await trio.lowlevel.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if log is None else log,
+            cwd=root,
+            env=dict(env),
+            start_new_session=True,
+        )
+    finally:
+        if log is not None:
+            os.close(log)  # the child has its own copy
+
+
+async def reap_server(process: trio.Process) -> None:
+    """Kill what is left of the group and collect the process. Call it shielded."""
+    await kill_tree(process.pid, KILL_GRACE, process)
+    with trio.move_on_after(KILL_GRACE + 1.0):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            await stream.aclose()
+
+
+def _open_log(path: Path) -> int:
+    """A descriptor appending to a server's stderr log (started afresh when it is large)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        large = path.stat().st_size > MAX_LOG_BYTES
+    except FileNotFoundError:
+        large = False
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if large else os.O_APPEND)
+    return os.open(path, flags, 0o600)
