@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tether.daemon.truncate import cap_result, cut_marker
+from tether.daemon.truncate import cap_ends, cap_result
 
 SELECTION_CAP = 6000
 FILES_BUDGET = 40_000
@@ -32,7 +32,6 @@ FOLDER_ENTRIES = 100
 READ_LIMIT = 1 << 20
 """Files larger than this (bytes) are read only at their head and tail."""
 BINARY_SNIFF_BYTES = 8192
-HEAD_SHARE = 0.4
 
 
 class _FileText:
@@ -51,14 +50,7 @@ class _FileText:
         """The text in at most `limit` characters, middle-truncated when longer."""
         if not self.tail:
             return cap_result(self.head, limit)
-        room = limit - len(cut_marker(self.length))
-        if room <= 0:
-            return self.head[:limit]
-        keep_head = round(room * HEAD_SHARE)
-        keep_tail = room - keep_head
-        cut = self.length - keep_head - keep_tail
-        tail = self.tail[len(self.tail) - keep_tail :] if keep_tail else ""
-        return self.head[:keep_head] + cut_marker(cut) + tail
+        return cap_ends(self.head, self.tail, self.length, limit)
 
 
 class _Problem(Exception):

@@ -15,6 +15,7 @@ from tether.daemon.context.mentions import (
     file_shares,
     render_context,
 )
+from tether.daemon.truncate import cap_result
 
 
 @pytest.fixture
@@ -89,6 +90,8 @@ def test_a_file_larger_than_the_read_limit_keeps_its_head_and_tail(workspace: Pa
     assert text.startswith("FIRST LINE\n")
     assert text.endswith("\nLAST LINE\n")
     assert "characters cut here" in text
+    # Read only at both ends, it is cut exactly as its whole text would be.
+    assert text == cap_result((workspace / "huge.log").read_text(), FILES_BUDGET)
 
 
 def test_a_folder_is_listed_with_its_first_100_entries(workspace: Path) -> None:
