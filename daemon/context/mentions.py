@@ -24,6 +24,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from tether.daemon.tools.base import display_path
 from tether.daemon.truncate import cap_ends, cap_result
 
 SELECTION_CAP = 6000
@@ -87,7 +88,7 @@ def _attr(value: str) -> str:
 
 
 def _display(root: Path, path: Path) -> str:
-    rel = path.relative_to(root).as_posix()
+    rel = display_path(root, path)
     if path.is_dir():
         return "./" if rel == "." else rel + "/"
     return rel
@@ -178,7 +179,7 @@ def render_context(
         where = f", cursor at line {cursor[0]}, column {cursor[1]}" if cursor is not None else ""
         target = _target(root, open_file)
         if target is not None and (target == root or root in target.parents):
-            shown = target.relative_to(root).as_posix()
+            shown = display_path(root, target)
             parts.append(f"The user's editor has {shown} open{where}.")
         else:
             shown = open_file

@@ -213,3 +213,19 @@ def test_names_are_quoted_in_attributes(workspace: Path) -> None:
     (workspace / 'say "hi".txt').write_text("hi")
     block, _ = render_context(workspace, mentions=['say "hi".txt'])
     assert '<file path="say &quot;hi&quot;.txt" characters="2">\nhi\n</file>' in block
+
+
+def test_paths_are_shown_relative_to_the_workspace_however_they_were_given(
+    workspace: Path,
+) -> None:
+    (workspace / "link").symlink_to(workspace / "src")
+    block, problems = render_context(
+        workspace,
+        open_file=str(workspace / "link" / "app.py"),
+        mentions=[".", str(workspace / "README.md"), "link/"],
+    )
+    assert problems == []
+    assert "The user's editor has src/app.py open." in block
+    assert '<folder path="./"' in block
+    assert '<folder path="src/"' in block
+    assert set(attached(block)) == {"README.md"}
