@@ -17,7 +17,7 @@ Rules:
   client.
 
 `render_context` reads the file system synchronously; call it from a worker thread in async
-code. `parse_cli_mentions` finds `@path` mentions in a prompt typed at the CLI.
+code. (The CLI finds `@path` mentions in a typed prompt: `clients/cli/mentions.py`.)
 """
 
 import os
