@@ -126,7 +126,7 @@ def the_system_prompt() -> str:
 async def session(window: int, tools: ToolSet, system: str) -> None:
     budget = context_budget(window, MAX_OUTPUT)
     history = History(system)
-    meter = TokenMeter(history, budget=budget, tools=tools)
+    meter = TokenMeter(history.messages, budget=budget, tools=tools)
     model = SummaryModel()
     counts = {"earlier_turns": 0, "old_tool_results": 0, "summary": 0}
     uncompacted_chars = meter.fixed_chars + len(system)
@@ -263,7 +263,7 @@ def timings(runs: int, tools: ToolSet, system: str) -> None:
     meter_budget = context_budget(128_000, MAX_OUTPUT)
 
     def plan_and_apply(history: History) -> None:
-        meter = TokenMeter(history, budget=meter_budget, tools=tools)
+        meter = TokenMeter(history.messages, budget=meter_budget, tools=tools)
         apply_elisions(history, meter, plan_compaction(history, meter, new_turn=True))
 
     report(
@@ -272,7 +272,7 @@ def timings(runs: int, tools: ToolSet, system: str) -> None:
     )
 
     def plan_only(history: History) -> None:
-        plan_compaction(history, TokenMeter(history, budget=meter_budget, tools=tools))
+        plan_compaction(history, TokenMeter(history.messages, budget=meter_budget, tools=tools))
 
     report(
         "plan_compaction, nothing to do",
@@ -280,7 +280,7 @@ def timings(runs: int, tools: ToolSet, system: str) -> None:
     )
 
     def used(history: History) -> None:
-        TokenMeter(history, budget=meter_budget, tools=tools).used()
+        TokenMeter(history.messages, budget=meter_budget, tools=tools).used()
 
     report("TokenMeter.used()", timed(runs, lambda: base, used))
 

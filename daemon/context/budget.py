@@ -2,7 +2,8 @@
 
 Rules:
 - Tokens are the provider's own count when it reports one, else an estimate of characters /
-  3.5 (`CHARS_PER_TOKEN`, the same figure the providers use when a server reports no usage).
+  3.5 (`providers.wire.estimate_tokens`, the one the providers use when a server reports no
+  usage).
 - The budget is `(window - min(max_output, window / 4)) * 0.85`: room is kept for the reply
   (but never more than a quarter of the window, so a large `max_output` cannot starve the
   prompt), and 15% more as a margin for the estimate's error and the provider's framing.
@@ -13,16 +14,14 @@ Rules:
   badly wrong after a large cut. Without a trustworthy report (none yet, or the provider only
   estimated), it is the estimate of the whole prompt: messages plus tool schemas.
 
-Nothing here does I/O; a meter reads the `History` it was given on every call.
+Nothing here does I/O; a meter reads the list of messages it was given (a `History`'s, which
+is changed in place) on every call.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-import msgspec
-
-from tether.daemon.context.history import History
 from tether.daemon.providers.base import Message, ModelUsage, ToolSet
-from tether.daemon.providers.wire import CHARS_PER_TOKEN
+from tether.daemon.providers.wire import estimate_tokens
 
 BUDGET_MARGIN = 0.85
 """Share of the window left for the prompt, after the reply's room, that the budget allows."""
@@ -55,17 +54,9 @@ def toolset_chars(tools: ToolSet | None) -> int:
     )
 
 
-def tokens_for_chars(chars: int) -> int:
-    return round(chars / CHARS_PER_TOKEN)
-
-
-def estimate_tokens(content: str | Message | Iterable[Message]) -> int:
-    """Estimated tokens of a text, a message or a list of messages (characters / 3.5)."""
-    if isinstance(content, str):
-        return tokens_for_chars(len(content))
-    if isinstance(content, Message):
-        return tokens_for_chars(message_chars(content))
-    return tokens_for_chars(messages_chars(content))
+def messages_tokens(messages: Iterable[Message]) -> int:
+    """Estimated tokens of a list of messages (see `message_chars`)."""
+    return estimate_tokens(messages_chars(messages))
 
 
 def context_budget(window: int, max_output: int) -> int:
@@ -77,72 +68,40 @@ def context_budget(window: int, max_output: int) -> int:
     return int((window - reserved) * BUDGET_MARGIN)
 
 
-class MeterReading(msgspec.Struct, frozen=True, kw_only=True):
-    """The context meter as clients see it."""
-
-    used: int
-    """Prompt tokens the next model call would send."""
-    budget: int
-    estimated: bool
-    """True when `used` is an estimate only (no usable count from the provider)."""
-
-
 class TokenMeter:
-    """Tracks how much of the budget the conversation in `history` uses.
+    """Tracks how much of the budget the conversation in `messages` uses.
 
     Call `record` after every model call with the usage it reported; `used()` is then that
     count plus an estimate of what the history gained since (see the module docstring).
     """
 
-    def __init__(self, history: History, *, budget: int, tools: ToolSet | None = None) -> None:
-        self.history = history
+    def __init__(
+        self, messages: Sequence[Message], *, budget: int, tools: ToolSet | None = None
+    ) -> None:
+        self.messages = messages
+        """Read on every call, never copied: pass the list the conversation grows in."""
         self.budget = budget
         self.fixed_chars = toolset_chars(tools)
         """Characters sent with every call besides the messages (the tool schemas)."""
         self._reported: int | None = None
         self._chars_at_report = 0
 
-    def record(self, usage: ModelUsage, *, sent: int | None = None) -> None:
-        """Note the usage of a model call that sent this history (not of a summary request,
-        whose prompt is another). `sent` is how many of its messages the call sent (default:
-        all, which is right when called as soon as the call returns). Usage the provider only
-        estimated is ignored: our own estimate is as good."""
-        messages = self.history.messages
-        count = len(messages) if sent is None else min(sent, len(messages))
+    def record(self, usage: ModelUsage) -> None:
+        """Note the usage of a model call that sent these messages, as soon as it returns (not
+        of a summary request, whose prompt is another). Usage the provider only estimated is
+        ignored: our own estimate is as good."""
         if usage.estimated or usage.input_tokens <= 0:
             self._reported = None
             return
         self._reported = usage.input_tokens
-        self._chars_at_report = self.fixed_chars + messages_chars(messages[:count])
-
-    def forget_report(self) -> None:
-        """Estimate from scratch until the next `record` (e.g. after switching models)."""
-        self._reported = None
-
-    @property
-    def estimated(self) -> bool:
-        return self._reported is None
-
-    def estimate(self) -> int:
-        """The estimate of the whole prompt, ignoring what the provider reported."""
-        return tokens_for_chars(self.fixed_chars + messages_chars(self.history.messages))
+        self._chars_at_report = self.fixed_chars + messages_chars(self.messages)
 
     def used(self) -> int:
         """Prompt tokens the next model call would send."""
-        now = self.fixed_chars + messages_chars(self.history.messages)
+        now = self.fixed_chars + messages_chars(self.messages)
         if self._reported is None:
-            return tokens_for_chars(now)
+            return estimate_tokens(now)
         grown = now - self._chars_at_report
         if grown >= 0:
-            return self._reported + tokens_for_chars(grown)
+            return self._reported + estimate_tokens(grown)
         return round(self._reported * now / self._chars_at_report)
-
-    def fraction(self) -> float:
-        """`used() / budget`."""
-        return self.used() / self.budget if self.budget > 0 else float("inf")
-
-    def over_budget(self) -> bool:
-        return self.used() > self.budget
-
-    def reading(self) -> MeterReading:
-        return MeterReading(used=self.used(), budget=self.budget, estimated=self.estimated)

@@ -55,20 +55,13 @@ import msgspec
 
 from tether.daemon.context.budget import (
     TokenMeter,
-    estimate_tokens,
     message_chars,
     messages_chars,
-    tokens_for_chars,
+    messages_tokens,
 )
-from tether.daemon.context.history import History
-from tether.daemon.providers.base import (
-    Message,
-    ModelClient,
-    ModelRequest,
-    ModelUsage,
-    StreamCallbacks,
-)
-from tether.daemon.providers.wire import CHARS_PER_TOKEN
+from tether.daemon.context.history import History, is_summary, summary_message
+from tether.daemon.providers.base import Message, ModelClient, ModelRequest, ModelUsage
+from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
 from tether.daemon.truncate import cap_result
 
 KEEP_TOOL_RESULTS = 6
@@ -90,7 +83,6 @@ SUMMARY_REQUEST_RESULT_CAP = 2000
 """When the history to summarise does not fit the budget, its tool results are cut to this."""
 
 STUB_PREFIX = "[tether elided "
-SUMMARY_HEADER = "[summary of the earlier conversation]"
 
 SUMMARY_INSTRUCTION = """\
 [tether: compacting the conversation] The conversation above is about to be replaced by a \
@@ -118,12 +110,6 @@ What remains, in order, starting with what was about to happen.
 If the conversation starts with an earlier summary, fold it in. Be specific and terse, invent \
 nothing, and do not call tools: answer with the summary only."""
 
-SUMMARY_FRAME = (
-    "The earlier part of this conversation was replaced by this summary to save context. "
-    "Anything not in it is gone: read files again when you need their content."
-)
-SUMMARY_CONTINUE = "[end of summary: continue the work from its current state and next steps]"
-
 
 class CompactionError(Exception):
     """Summarising failed without a model error; the history was left as it was."""
@@ -149,10 +135,6 @@ class Elision(msgspec.Struct, frozen=True, kw_only=True):
     """Tool results replaced by a stub."""
     chars_removed: int = 0
 
-    @property
-    def tokens_saved(self) -> int:
-        return tokens_for_chars(self.chars_removed)
-
 
 class Summary(msgspec.Struct, frozen=True, kw_only=True):
     text: str
@@ -161,9 +143,6 @@ class Summary(msgspec.Struct, frozen=True, kw_only=True):
     """Messages replaced by the summary message."""
     kept: int
     """Messages kept verbatim after it."""
-    tokens_before: int
-    """Estimated tokens of the whole history before and after."""
-    tokens_after: int
     usage: ModelUsage
     """What the summarising call cost."""
 
@@ -180,7 +159,7 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     messages: int
     """Tool results stubbed (steps 1 and 2) or messages summarised (step 3)."""
     kept: int = 0
-    """Step 3: messages kept verbatim after the summary (see `replace_with_summary`)."""
+    """Step 3: messages kept verbatim after the summary (see `History.replace_with_summary`)."""
     summary: str = ""
     usage: ModelUsage | None = None
     """The summarising call's usage (step 3)."""
@@ -206,10 +185,6 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 
 def is_stub(content: str) -> bool:
     return content.startswith(STUB_PREFIX)
-
-
-def is_summary(message: Message) -> bool:
-    return message.role == "user" and message.content.startswith(SUMMARY_HEADER)
 
 
 def stub_for(tool_name: str, content: str) -> str:
@@ -299,7 +274,7 @@ def summary_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | N
     for index in range(first, len(messages) + 1):
         if not _is_valid_cut(messages, index):
             continue
-        if tokens_for_chars(kept_chars[index]) <= keep_recent_tokens:
+        if estimate_tokens(kept_chars[index]) <= keep_recent_tokens:
             return index
         fallback = index
     return fallback
@@ -323,7 +298,7 @@ def _fit_for_summary(older: list[Message], limit_tokens: int | None) -> list[Mes
     """The messages to summarise, made to fit `limit_tokens`: first tool results are cut
     (copies; the history is not touched), then the oldest messages are left out (an earlier
     summary excepted), at boundaries that keep calls with their results."""
-    if limit_tokens is None or estimate_tokens(older) <= limit_tokens:
+    if limit_tokens is None or messages_tokens(older) <= limit_tokens:
         return older
     fitted = [
         Message(
@@ -355,31 +330,12 @@ class _Quiet:
         pass
 
 
-def summary_message(text: str, *, continues: bool) -> Message:
-    """The user-side message that stands for the summarised history."""
-    content = f"{SUMMARY_HEADER}\n{SUMMARY_FRAME}\n\n{text}"
-    if not continues:
-        content += f"\n\n{SUMMARY_CONTINUE}"
-    return Message(role="user", content=content)
-
-
-def replace_with_summary(history: History, text: str, *, kept: int) -> None:
-    """Put a summary in place of everything between the system prompt and the newest `kept`
-    messages. `summarise` does this once the model has answered; a history rebuilt from a
-    session's items after a restart does it again where the summary's item stands, with the
-    item's `kept`, so the rebuilt conversation is the one the model saw."""
-    messages = history.messages
-    cut = max(len(messages) - kept, 1)
-    messages[1:cut] = [summary_message(text, continues=kept > 0)]
-
-
 async def summarise(
     history: History,
     model: ModelClient,
     *,
     keep_recent_tokens: int,
     request_budget: int | None = None,
-    callbacks: StreamCallbacks | None = None,
 ) -> Summary | None:
     """Step 3: replace the older part of the history with a summary the model writes.
 
@@ -398,15 +354,14 @@ async def summarise(
     if cut is None:
         return None
     older = messages[1:cut]
-    tokens_before = estimate_tokens(messages)
     instruction = Message(role="user", content=SUMMARY_INSTRUCTION)
     limit = None
     if request_budget is not None:
-        limit = request_budget - estimate_tokens(messages[0]) - estimate_tokens(instruction)
+        limit = request_budget - messages_tokens([messages[0]]) - messages_tokens([instruction])
     request = ModelRequest(
         messages=[messages[0], *_fit_for_summary(older, limit), instruction], tools=None
     )
-    response = await model.complete(request, callbacks or _Quiet())
+    response = await model.complete(request, _Quiet())
     text = response.text.strip()
     if not text:
         raise CompactionError("The model answered with an empty summary; nothing was compacted.")
@@ -420,15 +375,8 @@ async def summarise(
             f"The summary would not be shorter than the {len(older)} message(s) it replaces "
             f"({replaced_chars:,} characters); nothing was compacted."
         )
-    replace_with_summary(history, text, kept=kept)
-    return Summary(
-        text=text,
-        replaced=len(older),
-        kept=kept,
-        tokens_before=tokens_before,
-        tokens_after=estimate_tokens(history.messages),
-        usage=response.usage,
-    )
+    history.replace_with_summary(text, kept=kept)
+    return Summary(text=text, replaced=len(older), kept=kept, usage=response.usage)
 
 
 # --- the ladder ----------------------------------------------------------------------------
@@ -450,7 +398,7 @@ def plan_compaction(
     budget = meter.budget
     limit = SUMMARISE_AT * budget
     earlier = _stub_candidates(messages, 0, TURN_ELIDE_THRESHOLD) if new_turn else []
-    expected = used - tokens_for_chars(_savings(messages, earlier))
+    expected = used - estimate_tokens(_savings(messages, earlier))
     keep = KEEP_TOOL_RESULTS
     old: list[int] = []
     if expected >= ELIDE_AT * budget:
@@ -462,7 +410,7 @@ def plan_compaction(
             candidates = [
                 i for i in _stub_candidates(messages, fewer, ELIDE_THRESHOLD) if i not in done
             ]
-            then = after_turns - tokens_for_chars(_savings(messages, candidates))
+            then = after_turns - estimate_tokens(_savings(messages, candidates))
             if fewer == KEEP_TOOL_RESULTS or then <= limit:
                 keep, old, expected = fewer, candidates, then
             if then <= limit:
@@ -516,28 +464,21 @@ async def compact_history(
     *,
     new_turn: bool = False,
     force_summary: bool = False,
-    on_summary_start: Callable[[int], None] | None = None,
-    callbacks: StreamCallbacks | None = None,
 ) -> list[Compaction]:
     """The whole ladder, before a model call: `new_turn` on the first call of a turn,
     `force_summary` for `session/compact`. Returns what changed, in order.
 
-    `on_summary_start(tokens_before)` is called just before the summarising model call (so a
-    client can show that compaction is under way); `callbacks` receive its streamed text.
     Errors and cancellation are those of `summarise`; elisions already applied stay applied.
     """
     plan = plan_compaction(history, meter, new_turn=new_turn, force_summary=force_summary)
     records = apply_elisions(history, meter, plan)
     if force_summary or meter.used() > SUMMARISE_AT * meter.budget:
         before = meter.used()
-        if on_summary_start is not None:
-            on_summary_start(before)
         summary = await summarise(
             history,
             model,
             keep_recent_tokens=keep_recent_tokens(meter.budget),
             request_budget=meter.budget,
-            callbacks=callbacks,
         )
         if summary is not None:
             records.append(

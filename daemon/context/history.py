@@ -3,6 +3,11 @@
 The first message is the system prompt, which never changes within a session, so the prompt
 prefix stays byte-identical and provider prompt caches keep hitting. Providers encode each
 message once and keep the encoding on it (see `Message.cache`).
+
+A summary of the earlier conversation (compaction's last step) stands in the history as one
+user message right after the system prompt; `History.replace_with_summary` is the one place that
+puts it there, both when the model has just written it and when a session is rebuilt from its
+items, so the rebuilt conversation is the one the model saw.
 """
 
 from collections.abc import Iterable
@@ -11,11 +16,32 @@ from tether.daemon.providers.base import Message, ToolCallRequest
 from tether.protocol.items import AgentMessage, AnyItem, Compaction, ToolCall, UserMessage
 
 INTERRUPTED_RESULT = "[no result: the turn ended before this tool call finished]"
+SUMMARY_HEADER = "[summary of the earlier conversation]"
+SUMMARY_FRAME = (
+    "The earlier part of this conversation was replaced by this summary to save context. "
+    "Anything not in it is gone: read files again when you need their content."
+)
+SUMMARY_CONTINUE = "[end of summary: continue the work from its current state and next steps]"
+
+
+def summary_message(text: str, *, continues: bool) -> Message:
+    """The user-side message that stands for the summarised history; `continues` when
+    messages kept verbatim follow it."""
+    content = f"{SUMMARY_HEADER}\n{SUMMARY_FRAME}\n\n{text}"
+    if not continues:
+        content += f"\n\n{SUMMARY_CONTINUE}"
+    return Message(role="user", content=content)
+
+
+def is_summary(message: Message) -> bool:
+    return message.role == "user" and message.content.startswith(SUMMARY_HEADER)
 
 
 class History:
     def __init__(self, system_prompt: str) -> None:
         self.messages: list[Message] = [Message(role="system", content=system_prompt)]
+        """One list for the history's whole life: changed in place, never rebound, so whoever
+        holds it (a `TokenMeter`) always reads the current conversation."""
         self._open_calls: dict[str, str] = {}
         """call id -> tool name, for calls not yet answered."""
 
@@ -40,6 +66,12 @@ class History:
         that require each tool call to be answered (after a cancel or a crash)."""
         for call_id in list(self._open_calls):
             self.add_tool_result(call_id, INTERRUPTED_RESULT)
+
+    def replace_with_summary(self, text: str, *, kept: int) -> None:
+        """Put the summary `text` in place of everything between the system prompt and the
+        newest `kept` messages."""
+        cut = max(len(self.messages) - kept, 1)
+        self.messages[1:cut] = [summary_message(text, continues=kept > 0)]
 
     def rebuild(self, items: Iterable[AnyItem]) -> None:
         """Append the messages a finished conversation's items stand for."""
@@ -72,13 +104,7 @@ class History:
                 step_key = None
             elif isinstance(item, Compaction) and item.step == "summary" and item.summary:
                 flush()
-                # As `compact.replace_with_summary` did when the summary was made.
-                from tether.daemon.context.compact import summary_message
-
-                cut = max(len(self.messages) - item.kept_messages, 1)
-                self.messages[1:cut] = [
-                    summary_message(item.summary, continues=item.kept_messages > 0)
-                ]
+                self.replace_with_summary(item.summary, kept=item.kept_messages)
             elif isinstance(item, AgentMessage) and item.superseded:
                 continue  # a retried call's partial text: the model never saw it
             elif isinstance(item, AgentMessage | ToolCall):

@@ -17,7 +17,7 @@ ignored, so a cloned repository cannot make the agent send, say, `~/.ssh` to the
 
 import os
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from tether.daemon.tools.filetree import DEPENDENCY_DIRS
@@ -50,24 +50,21 @@ def _read_capped(path: Path, limit: int) -> str | None:
         return None
 
 
-def load_project_instructions(
-    workspace: Path,
-    *,
-    names: Sequence[str] = INSTRUCTION_FILES,
-    cap: int = INSTRUCTIONS_CAP,
-) -> str:
+def load_project_instructions(workspace: Path) -> str:
     """The repository's instructions, framed for the model, or "" when there are none.
 
     Each file that exists (inside the workspace, symlinks followed) becomes a section headed
-    by its name, in the order of `names`; a file that is another's symlink or has the same
-    text is included once. Past `cap` characters the text is cut, with a marker.
+    by its name, in the order of `INSTRUCTION_FILES`; a file that is another's symlink or has
+    the same text is included once. Past `INSTRUCTIONS_CAP` characters the text is cut, with a
+    marker.
     """
     root = workspace.resolve()
     seen_paths: set[Path] = set()
     seen_texts: set[str] = set()
     sections: list[str] = []
     included: list[str] = []
-    for name in names:
+    cap = INSTRUCTIONS_CAP
+    for name in INSTRUCTION_FILES:
         try:
             path = (root / name).resolve()
         except (OSError, RuntimeError):
@@ -160,7 +157,6 @@ def environment_block(
     *,
     env: Mapping[str, str] | None = None,
     system: str | None = None,
-    limit: int = TOP_LEVEL_ENTRIES,
 ) -> str:
     """The environment the agent works in, for the system prompt. `env` (default: this
     process's) gives the shell; `system` replaces the detected operating system."""
@@ -175,5 +171,5 @@ def environment_block(
         f"- Operating system: {system}\n"
         f"- Shell: {shell}\n"
         f"- Git branch: {git_branch(root)}\n"
-        f"- Top-level entries: {top_level_entries(root, limit=limit)}\n"
+        f"- Top-level entries: {top_level_entries(root)}\n"
     )

@@ -17,22 +17,22 @@ Rules:
   client.
 
 `render_context` reads the file system synchronously; call it from a worker thread in async
-code. `parse_cli_mentions` finds `@path` mentions in a prompt typed at the CLI.
+code. (The CLI finds `@path` mentions in a typed prompt: `clients/cli/mentions.py`.)
 """
 
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from tether.daemon.tools.base import display_path
 from tether.daemon.tools.binary import is_binary
-from tether.daemon.truncate import cap_result, cut_marker
+from tether.daemon.truncate import cap_ends, cap_result
 
 SELECTION_CAP = 6000
 FILES_BUDGET = 40_000
 FOLDER_ENTRIES = 100
 READ_LIMIT = 1 << 20
 """Files larger than this (bytes) are read only at their head and tail."""
-HEAD_SHARE = 0.4
 
 
 class _FileText:
@@ -51,14 +51,7 @@ class _FileText:
         """The text in at most `limit` characters, middle-truncated when longer."""
         if not self.tail:
             return cap_result(self.head, limit)
-        room = limit - len(cut_marker(self.length))
-        if room <= 0:
-            return self.head[:limit]
-        keep_head = round(room * HEAD_SHARE)
-        keep_tail = room - keep_head
-        cut = self.length - keep_head - keep_tail
-        tail = self.tail[len(self.tail) - keep_tail :] if keep_tail else ""
-        return self.head[:keep_head] + cut_marker(cut) + tail
+        return cap_ends(self.head, self.tail, self.length, limit)
 
 
 class _Problem(Exception):
@@ -95,7 +88,7 @@ def _attr(value: str) -> str:
 
 
 def _display(root: Path, path: Path) -> str:
-    rel = path.relative_to(root).as_posix()
+    rel = display_path(root, path)
     if path.is_dir():
         return "./" if rel == "." else rel + "/"
     return rel
@@ -186,7 +179,7 @@ def render_context(
         where = f", cursor at line {cursor[0]}, column {cursor[1]}" if cursor is not None else ""
         target = _target(root, open_file)
         if target is not None and (target == root or root in target.parents):
-            shown = target.relative_to(root).as_posix()
+            shown = display_path(root, target)
             parts.append(f"The user's editor has {shown} open{where}.")
         else:
             shown = open_file

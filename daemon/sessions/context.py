@@ -45,7 +45,9 @@ class SessionContext:
     ) -> None:
         self.session = session
         self.model = model
-        self.meter = TokenMeter(history, budget=context_budget(window, max_output), tools=tools)
+        self.meter = TokenMeter(
+            history.messages, budget=context_budget(window, max_output), tools=tools
+        )
 
     def publish(self) -> None:
         reading = ContextMeter(used=self.meter.used(), budget=self.meter.budget)

@@ -9,8 +9,8 @@ import pytest
 from tether.daemon.context.budget import (
     TokenMeter,
     context_budget,
-    estimate_tokens,
     message_chars,
+    messages_tokens,
     toolset_chars,
 )
 from tether.daemon.context.history import History
@@ -23,6 +23,7 @@ from tether.daemon.providers.base import (
     ToolSpec,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.providers.wire import estimate_tokens
 from tether.daemon.testing.model_server import ModelServer
 
 
@@ -35,14 +36,14 @@ class Quiet:
 
 
 def test_estimate_is_characters_over_three_and_a_half() -> None:
-    assert estimate_tokens("") == 0
-    assert estimate_tokens("x" * 35) == 10
-    assert estimate_tokens("x" * 3500) == 1000
+    assert estimate_tokens(0) == 0
+    assert estimate_tokens(35) == 10
+    assert estimate_tokens(3500) == 1000
     call = ToolCallRequest(id="c1", name="read_file", arguments='{"path":"a"}')
     message = Message(role="assistant", content="x" * 14, tool_calls=[call])
     assert message_chars(message) == 14 + len("read_file") + len('{"path":"a"}')
-    assert estimate_tokens(message) == round(message_chars(message) / 3.5)
-    assert estimate_tokens([message, Message(role="user", content="y" * 7)]) == round(
+    assert messages_tokens([message]) == round(message_chars(message) / 3.5)
+    assert messages_tokens([message, Message(role="user", content="y" * 7)]) == round(
         (message_chars(message) + 7) / 3.5
     )
 
@@ -67,57 +68,41 @@ def toolset() -> ToolSet:
 def test_meter_without_a_report_estimates_messages_and_tool_schemas() -> None:
     history = History("s" * 350)
     tools = toolset()
-    meter = TokenMeter(history, budget=1_000, tools=tools)
+    meter = TokenMeter(history.messages, budget=1_000, tools=tools)
     assert toolset_chars(tools) > 0
-    assert meter.estimated
     assert meter.used() == round((350 + toolset_chars(tools)) / 3.5)
     history.add_user("u" * 7_000)
     assert meter.used() == round((7_350 + toolset_chars(tools)) / 3.5)
-    assert meter.over_budget()
-    reading = meter.reading()
-    assert (reading.used, reading.budget, reading.estimated) == (meter.used(), 1_000, True)
 
 
 def test_meter_adds_an_estimate_of_what_was_appended_since_the_report() -> None:
     history = History("system")
     history.add_user("hello")
-    meter = TokenMeter(history, budget=10_000)
+    meter = TokenMeter(history.messages, budget=10_000)
     meter.record(ModelUsage(input_tokens=1_234, output_tokens=5))
-    assert not meter.estimated
     assert meter.used() == 1_234
     history.add_assistant("a" * 35, [])
     history.add_user("b" * 70)
     assert meter.used() == 1_234 + 10 + 20
-    assert meter.fraction() == pytest.approx((1_234 + 30) / 10_000)
 
 
 def test_meter_ignores_usage_the_provider_only_estimated() -> None:
     history = History("system")
     history.add_user("x" * 700)
-    meter = TokenMeter(history, budget=10_000)
+    meter = TokenMeter(history.messages, budget=10_000)
     meter.record(ModelUsage(input_tokens=1_000))
     meter.record(ModelUsage(input_tokens=99_999, estimated=True))
-    assert meter.estimated
-    assert meter.used() == meter.estimate() == round((6 + 700) / 3.5)
+    assert meter.used() == round((6 + 700) / 3.5)
 
 
 def test_meter_scales_the_report_when_the_history_shrank() -> None:
     history = History("system")
     history.add_user("x" * 6_994)  # 7,000 characters in all
-    meter = TokenMeter(history, budget=10_000)
+    meter = TokenMeter(history.messages, budget=10_000)
     meter.record(ModelUsage(input_tokens=3_000))
     history.messages[1].content = "x" * 3_494  # half the characters are gone
     history.messages[1].chars = -1  # as compaction does when it changes a message
     assert meter.used() == 1_500
-
-
-def test_meter_counts_only_the_messages_a_call_sent() -> None:
-    history = History("system")
-    history.add_user("x" * 700)
-    meter = TokenMeter(history, budget=10_000)
-    history.add_assistant("y" * 350, [])
-    meter.record(ModelUsage(input_tokens=500), sent=2)
-    assert meter.used() == 500 + 100
 
 
 @pytest.fixture
@@ -137,7 +122,7 @@ async def test_meter_reads_the_usage_a_real_client_reports(
     )
     history = History("system")
     history.add_user("hello")
-    meter = TokenMeter(history, budget=100_000)
+    meter = TokenMeter(history.messages, budget=100_000)
     response = await model.complete(ModelRequest(messages=history.messages), Quiet())
     meter.record(response.usage)
     assert meter.used() == 4_321

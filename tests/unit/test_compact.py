@@ -10,9 +10,8 @@ import pytest
 import trio
 
 from tether.daemon.context import compact
-from tether.daemon.context.budget import TokenMeter, estimate_tokens
+from tether.daemon.context.budget import TokenMeter, messages_tokens
 from tether.daemon.context.compact import (
-    SUMMARY_HEADER,
     SUMMARY_INSTRUCTION,
     CompactionError,
     apply_elisions,
@@ -25,7 +24,7 @@ from tether.daemon.context.compact import (
     summarise,
     summary_cut,
 )
-from tether.daemon.context.history import History
+from tether.daemon.context.history import SUMMARY_CONTINUE, SUMMARY_HEADER, History, is_summary
 from tether.daemon.providers import anthropic, openai
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import (
@@ -135,7 +134,6 @@ def test_step1_keeps_the_newest_six_results_and_stubs_older_long_ones() -> None:
         n - len(stub_for("read_file", result_text(i, n)))
         for i, n in ((0, 5_000), (2, 601), (4, 2_000))
     )
-    assert elision.tokens_saved == round(elision.chars_removed / 3.5)
     assert results[0].content == (
         "[tether elided 5,000 characters of this read_file result to save context; "
         "call read_file again if you need them]"
@@ -201,12 +199,12 @@ def test_summary_cut_never_separates_calls_from_their_results() -> None:
     history = build_history([900] * 9, calls_per_step=3, turns=3)
     history.add_assistant("All three read.", [])
     messages = history.messages
-    total = estimate_tokens(messages)
+    total = messages_tokens(messages)
     for keep in range(0, total + 50, 7):
         cut = summary_cut(messages, keep)
         assert cut is not None
         assert 2 <= cut <= len(messages)
-        assert estimate_tokens(messages[cut:]) <= keep or cut == len(messages)
+        assert messages_tokens(messages[cut:]) <= keep or cut == len(messages)
         assert_valid([messages[0], Message(role="user", content="summary"), *messages[cut:]])
         # The earliest cut that fits: one valid cut earlier would keep too much.
         earlier = [
@@ -216,7 +214,7 @@ def test_summary_cut_never_separates_calls_from_their_results() -> None:
             and not (messages[c - 1].role == "assistant" and messages[c - 1].tool_calls)
         ]
         if earlier:
-            assert estimate_tokens(messages[earlier[-1] :]) > keep
+            assert messages_tokens(messages[earlier[-1] :]) > keep
 
 
 def test_summary_cut_with_nothing_to_summarise_or_an_unanswered_call() -> None:
@@ -252,12 +250,13 @@ async def test_summarise_asks_without_tools_and_replaces_the_older_history(
     history.add_user("Go on and fix it")
     system = history.messages[0]
     system_raw = bytes(encode_message(system))
-    keep = estimate_tokens(history.messages[-6:])  # the last result onwards
+    keep = messages_tokens(history.messages[-6:])  # the last result onwards
     expected_cut = summary_cut(history.messages, keep)
     assert expected_cut is not None
     older_count = expected_cut - 1
     kept = history.messages[expected_cut:]
 
+    tokens_before = messages_tokens(history.messages)
     summary = await summarise(history, client, keep_recent_tokens=keep)
 
     assert summary is not None
@@ -273,7 +272,7 @@ async def test_summarise_asks_without_tools_and_replaces_the_older_history(
 
     assert summary.text == SUMMARY_TEXT
     assert (summary.replaced, summary.kept) == (older_count, len(kept))
-    assert summary.tokens_after < summary.tokens_before
+    assert messages_tokens(history.messages) < tokens_before
     assert history.messages[0] is system
     assert bytes(encode_message(history.messages[0])) == system_raw
     assert history.messages[1].role == "user"
@@ -288,7 +287,7 @@ async def test_summarise_asks_without_tools_and_replaces_the_older_history(
     rebuilt = build_history([3_000] * 8, turns=2)
     rebuilt.add_assistant("Both read; now the fix.", [])
     rebuilt.add_user("Go on and fix it")
-    compact.replace_with_summary(rebuilt, summary.text, kept=summary.kept)
+    rebuilt.replace_with_summary(summary.text, kept=summary.kept)
     assert [bytes(encode_message(m)) for m in rebuilt.messages] == [
         bytes(encode_message(m)) for m in history.messages
     ]
@@ -309,7 +308,7 @@ async def test_a_second_summary_folds_in_the_first(
     assert sent[1]["content"].startswith(SUMMARY_HEADER)
     assert [m.role for m in history.messages] == ["system", "user"]
     assert "second summary" in history.messages[1].content
-    assert history.messages[1].content.endswith(compact.SUMMARY_CONTINUE)
+    assert history.messages[1].content.endswith(SUMMARY_CONTINUE)
 
 
 async def test_a_summarised_history_is_valid_for_both_dialects(
@@ -390,12 +389,12 @@ async def test_the_summary_request_is_cut_to_fit_the_budget(
 
 
 def meter_for(history: History, budget: int) -> TokenMeter:
-    return TokenMeter(history, budget=budget)
+    return TokenMeter(history.messages, budget=budget)
 
 
 def test_plan_runs_nothing_below_half_the_budget() -> None:
     history = build_history([3_000] * 10)
-    used = estimate_tokens(history.messages)
+    used = messages_tokens(history.messages)
     plan = plan_compaction(history, meter_for(history, used * 2 + 2))
     assert (plan.earlier_turns, plan.old_tool_results, plan.summary) == (False, False, False)
     assert plan.expected == plan.used == used
@@ -403,7 +402,7 @@ def test_plan_runs_nothing_below_half_the_budget() -> None:
 
 def test_plan_elides_from_half_the_budget_and_predicts_the_result() -> None:
     history = build_history([3_000] * 10)
-    used = estimate_tokens(history.messages)
+    used = messages_tokens(history.messages)
     meter = meter_for(history, used * 2 - 10)
     plan = plan_compaction(history, meter)
     assert (plan.old_tool_results, plan.summary) == (True, False)
@@ -418,7 +417,7 @@ def test_plan_elides_from_half_the_budget_and_predicts_the_result() -> None:
 def test_plan_keeps_fewer_results_whole_before_it_summarises() -> None:
     history = build_history([3_000] * 10)
     results = [m for m in history.messages if m.role == "tool"]
-    five = estimate_tokens(results[-5:])
+    five = messages_tokens(results[-5:])
     # Six or five whole results do not fit, four do: step 1 keeps four.
     meter = meter_for(history, five - 10)
     plan = plan_compaction(history, meter)
@@ -431,7 +430,7 @@ def test_plan_keeps_fewer_results_whole_before_it_summarises() -> None:
 
 def test_plan_summarises_when_eliding_is_not_enough() -> None:
     history = build_history([3_000] * 10)
-    one = estimate_tokens([m for m in history.messages if m.role == "tool"][-1])
+    one = messages_tokens([m for m in history.messages if m.role == "tool"][-1:])
     plan = plan_compaction(history, meter_for(history, one))
     # Not even one whole result fits: keep six for the summary to read.
     assert (plan.old_tool_results, plan.keep, plan.summary) == (True, 6, True)
@@ -452,22 +451,18 @@ async def test_the_ladder_reports_each_step_with_tokens_before_and_after(
     server, client = model
     history = build_history([3_000] * 10, turns=2)
     history.add_user("third request")
-    whole_six = estimate_tokens([m for m in history.messages if m.role == "tool"][-6:])
+    whole_six = messages_tokens([m for m in history.messages if m.role == "tool"][-6:])
     meter = meter_for(history, whole_six)
-    started: list[int] = []
-    records = await compact_history(
-        history, meter, client, new_turn=True, on_summary_start=started.append
-    )
+    records = await compact_history(history, meter, client, new_turn=True)
     assert [r.step for r in records] == ["earlier_turns"]  # step 2 was enough
     assert records[0].tokens_after < records[0].tokens_before
     assert server.requests == []
 
     history.add_assistant("", [ToolCallRequest(id="n", name="read_file", arguments="{}")])
     history.add_tool_result("n", "y" * (whole_six * 4))
-    records = await compact_history(history, meter, client, on_summary_start=started.append)
+    records = await compact_history(history, meter, client)
     assert [r.step for r in records] == ["summary"]
     assert records[0].trigger == "auto"
-    assert started == [records[0].tokens_before]
     assert records[0].tokens_after < records[0].budget < records[0].tokens_before
     assert records[0].summary == SUMMARY_TEXT
     assert records[0].kept == len(history.messages) - 2
@@ -564,7 +559,7 @@ def run_loop(
     registry = ToolRegistry(default_tools())
     history = History(SYSTEM)
     history.add_user(request)
-    meter = TokenMeter(history, budget=budget, tools=registry.toolset)
+    meter = TokenMeter(history.messages, budget=budget, tools=registry.toolset)
     wrapper = CompactingClient(client, history, meter, force_at=force_at)
     counter = iter(range(1, 10_000))
     loop = TurnLoop(
@@ -638,8 +633,8 @@ async def test_a_summary_request_that_must_leave_messages_out_keeps_the_earlier_
 ) -> None:
     server, client = model
     history = build_history([1_000] * 40)
-    compact.replace_with_summary(history, "EARLIER SUMMARY", kept=len(history.messages) - 1)
-    assert compact.is_summary(history.messages[1])
+    history.replace_with_summary("EARLIER SUMMARY", kept=len(history.messages) - 1)
+    assert is_summary(history.messages[1])
     summary = await summarise(history, client, keep_recent_tokens=0, request_budget=3_000)
     assert summary is not None
     sent = server.requests[0]["messages"]

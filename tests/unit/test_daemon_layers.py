@@ -31,19 +31,25 @@ def _part(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
-def _imported_parts(path: Path) -> set[str]:
+def _imported_names(path: Path) -> set[str]:
+    """Every dotted name an import in `path` may bring in: `from a import b` gives `a` and
+    `a.b` (b may be a module)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            if parts[:2] == ["tether", "daemon"] and len(parts) > 2:
-                found.add(parts[2])
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def _imported_parts(path: Path) -> set[str]:
+    found: set[str] = set()
+    for name in _imported_names(path):
+        parts = name.split(".")
+        if parts[:2] == ["tether", "daemon"] and len(parts) > 2:
+            found.add(parts[2])
     return found
 
 
@@ -70,3 +76,29 @@ def test_the_layers_have_no_cycle() -> None:
         assert part not in lower
         for other in lower:
             assert part not in LOWER[other], f"{part} and {other} import each other"
+
+
+def _module_name(path: Path) -> str:
+    parts = ["tether", *path.relative_to(DAEMON.parent).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_of_the_daemon_imports_itself_through_others() -> None:
+    paths = {_module_name(path): path for path in DAEMON.rglob("*.py")}
+    imports = {name: (_imported_names(path) & set(paths)) - {name} for name, path in paths.items()}
+    cycles: list[str] = []
+    done: set[str] = set()
+
+    def visit(name: str, chain: list[str]) -> None:
+        if name in chain:
+            cycles.append(" -> ".join([*chain[chain.index(name) :], name]))
+            return
+        if name in done:
+            return
+        for other in sorted(imports[name]):
+            visit(other, [*chain, name])
+        done.add(name)
+
+    for name in sorted(imports):
+        visit(name, [])
+    assert cycles == []

@@ -1,107 +1,87 @@
-"""`History.rebuild`: the messages rebuilt from a session's items are the ones the live history
-grew to step by step. Real turns over the scripted model server (tool calls with their results,
-a compaction spliced in) and a hand-written retry whose partial reply was superseded."""
+"""The conversation rebuilt from a session's items: a summary's item splices the summary in
+where it stood, so the rebuilt history is the one the model saw."""
 
-from pathlib import Path
-
-import trio
-
-from tests.inprocess import running_sessions
-from tether.daemon.context.history import History
-from tether.daemon.providers.base import Message, ToolCallRequest
-from tether.daemon.sessions.store import Store
-from tether.daemon.testing.model_server import ModelServer
-from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
-
-Shape = tuple[str, str, list[tuple[str, str, str]], str, str]
+from tether.daemon.context.history import (
+    SUMMARY_CONTINUE,
+    SUMMARY_FRAME,
+    SUMMARY_HEADER,
+    History,
+    is_summary,
+)
+from tether.protocol.items import AgentMessage, Compaction, ToolCall, UserMessage
 
 
-def shape(messages: list[Message]) -> list[Shape]:
-    return [
-        (
-            m.role,
-            m.content,
-            [(c.id, c.name, c.arguments) for c in m.tool_calls],
-            m.tool_call_id,
-            m.tool_name,
-        )
-        for m in messages
-    ]
+def conversation(history: History) -> list[tuple[str, str, str]]:
+    return [(m.role, m.content, m.tool_call_id) for m in history.messages]
 
 
-def rebuilt(system_prompt: str, items: list[AnyItem]) -> list[Shape]:
-    history = History(system_prompt)
-    history.rebuild(items)
-    return shape(history.messages)
-
-
-async def test_a_rebuilt_history_is_the_live_one_after_tools_and_a_compaction(
-    tmp_path: Path, sqlite_store: Store, model_server: ModelServer
-) -> None:
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    (workspace / "notes.txt").write_text("the launch code is 4242\n")
-    background = "some background for the summary to replace. " * 60
-    model_server.set_script(
-        {
-            "steps": [
-                {"text": "Noted."},
-                {
-                    "text": "Let me look.",
-                    "tool_calls": [
-                        {"name": "read_file", "arguments": {"path": "notes.txt"}},
-                        {"name": "list_dir", "arguments": {"path": "."}},
-                    ],
-                },
-                {"tool_calls": [{"name": "read_file", "arguments": {"path": "missing.txt"}}]},
-                {"text": "The code is 4242."},
-                {"text": "## User requests\n- the launch code (answered)"},
-                {"text": "After the summary."},
-            ]
-        }
+def summary_item(summary: str, kept: int) -> Compaction:
+    return Compaction(
+        id="c",
+        step="summary",
+        tokens_before=100,
+        tokens_after=10,
+        summary=summary,
+        kept_messages=kept,
     )
-    with trio.fail_after(20):
-        async with running_sessions(sqlite_store, workspace, model_server) as sessions:
-            session = await sessions.create()
-            for text in ("remember this: " + background, "what is the code?"):
-                sessions.start_turn(session, text)
-                await sessions.wait_idle(session.id)
-            compacted = await sessions.compact(session)
-            assert compacted.compacted, compacted.reason
-            sessions.start_turn(session, "and now?")
-            await sessions.wait_idle(session.id)
-
-            live = sessions._live[session.id].history.messages  # pyright: ignore[reportPrivateUsage]
-            items = session.items()
-    calls = [i for i in items if isinstance(i, ToolCall)]
-    assert [(c.tool, c.status, c.step) for c in calls] == [
-        ("read_file", "completed", 1),
-        ("list_dir", "completed", 1),
-        ("read_file", "failed", 2),
-    ]
-    # The summary replaced the long first turn; the tool calls after it kept their results.
-    assert "the launch code (answered)" in live[1].content
-    assert not any(background in m.content for m in live)
-    assert [m.role for m in live].count("tool") == 3
-    assert rebuilt(live[0].content, items) == shape(live)
 
 
-def test_a_superseded_reply_and_an_unanswered_call_rebuild_as_the_loop_left_them() -> None:
-    call = ToolCall(id="c_1", call_id="k_1", tool="run_command", arguments="{}", step=2)
-    items: list[AnyItem] = [
-        UserMessage(id="u_1", text="go", context="ctx"),
-        AgentMessage(id="m_1", step=1, text="a partial ans", superseded=True),
-        AgentMessage(id="m_2", step=1, text="the answer"),
-        AgentMessage(id="m_3", step=2, text="running it"),
-        call,  # still running when the daemon stopped: no result was recorded
-        UserMessage(id="u_2", text="continue"),
-    ]
+EARLIER = [
+    UserMessage(id="u1", text="read a"),
+    AgentMessage(id="a1", text="reading", step=1),
+    ToolCall(
+        id="t1",
+        call_id="c1",
+        tool="read_file",
+        arguments="{}",
+        status="completed",
+        output="A",
+        step=1,
+    ),
+    AgentMessage(id="a2", text="a says A", step=2),
+    UserMessage(id="u2", text="and b?"),
+    AgentMessage(id="a3", text="b says B", step=1),
+]
+
+
+def test_a_summary_item_replaces_all_but_the_kept_messages() -> None:
+    rebuilt = History("system")
+    rebuilt.rebuild(
+        [*EARLIER, summary_item("they read a and b", kept=2), UserMessage(id="u3", text="now c")]
+    )
+
     live = History("system")
-    live.add_user("go", "ctx")
-    live.add_assistant("the answer", [])
-    live.add_assistant(
-        "running it", [ToolCallRequest(id="k_1", name="run_command", arguments="{}")]
+    live.rebuild(EARLIER)
+    kept = live.messages[-2:]
+    assert [m.content for m in kept] == ["and b?", "b says B"]
+    live.replace_with_summary("they read a and b", kept=2)
+    live.add_user("now c")
+
+    assert conversation(rebuilt) == conversation(live)
+    assert rebuilt.messages[0].content == "system"
+    summary = rebuilt.messages[1]
+    assert is_summary(summary)
+    assert summary.content == f"{SUMMARY_HEADER}\n{SUMMARY_FRAME}\n\nthey read a and b"
+    assert [m.content for m in rebuilt.messages[2:]] == ["and b?", "b says B", "now c"]
+
+
+def test_a_summary_that_kept_nothing_says_to_continue_from_it() -> None:
+    rebuilt = History("system")
+    rebuilt.rebuild([*EARLIER, summary_item("all of it", kept=0)])
+    assert [m.role for m in rebuilt.messages] == ["system", "user"]
+    assert rebuilt.messages[1].content.endswith(f"all of it\n\n{SUMMARY_CONTINUE}")
+
+
+def test_a_second_summary_replaces_the_first() -> None:
+    rebuilt = History("system")
+    rebuilt.rebuild(
+        [
+            *EARLIER,
+            summary_item("first", kept=1),
+            UserMessage(id="u3", text="more"),
+            summary_item("second", kept=1),
+        ]
     )
-    live.add_user("continue")  # answers the open call as interrupted
-    assert rebuilt("system", items) == shape(live.messages)
-    assert live.messages[4].role == "tool"
+    assert [m.role for m in rebuilt.messages] == ["system", "user", "user"]
+    assert rebuilt.messages[1].content.endswith("second")
+    assert rebuilt.messages[2].content == "more"

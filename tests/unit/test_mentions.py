@@ -15,6 +15,7 @@ from tether.daemon.context.mentions import (
     file_shares,
     render_context,
 )
+from tether.daemon.truncate import cap_result
 
 
 @pytest.fixture
@@ -89,6 +90,8 @@ def test_a_file_larger_than_the_read_limit_keeps_its_head_and_tail(workspace: Pa
     assert text.startswith("FIRST LINE\n")
     assert text.endswith("\nLAST LINE\n")
     assert "characters cut here" in text
+    # Read only at both ends, it is cut exactly as its whole text would be.
+    assert text == cap_result((workspace / "huge.log").read_text(), FILES_BUDGET)
 
 
 def test_a_folder_is_listed_with_its_first_100_entries(workspace: Path) -> None:
@@ -210,3 +213,19 @@ def test_names_are_quoted_in_attributes(workspace: Path) -> None:
     (workspace / 'say "hi".txt').write_text("hi")
     block, _ = render_context(workspace, mentions=['say "hi".txt'])
     assert '<file path="say &quot;hi&quot;.txt" characters="2">\nhi\n</file>' in block
+
+
+def test_paths_are_shown_relative_to_the_workspace_however_they_were_given(
+    workspace: Path,
+) -> None:
+    (workspace / "link").symlink_to(workspace / "src")
+    block, problems = render_context(
+        workspace,
+        open_file=str(workspace / "link" / "app.py"),
+        mentions=[".", str(workspace / "README.md"), "link/"],
+    )
+    assert problems == []
+    assert "The user's editor has src/app.py open." in block
+    assert '<folder path="./"' in block
+    assert '<folder path="src/"' in block
+    assert set(attached(block)) == {"README.md"}
