@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import DaemonProcess, Home, start_daemon
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
 

@@ -608,7 +608,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    argv = [sys.executable, "-m", "tether.daemon.testing.model_server", *args.rest]
+    argv = [sys.executable, "-m", "tether.testing", *args.rest]
     os.execv(sys.executable, argv)
 
 

@@ -20,7 +20,6 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import CallError, Client
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import (
     ApprovalRequest,
@@ -36,6 +35,7 @@ from tether.protocol.methods import (
     SessionRef,
     TurnCancelParams,
 )
+from tether.testing import ModelServer
 
 
 def command_step(command: str) -> dict[str, object]:

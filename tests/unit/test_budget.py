@@ -23,7 +23,7 @@ from tether.daemon.providers.base import (
     ToolSpec,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 
 class Quiet:

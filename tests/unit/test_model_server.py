@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tether.daemon.testing.model_server import (
+from tether.testing import (
     ModelServer,
     Script,
     ScriptError,
@@ -525,7 +525,7 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     command = [
         sys.executable,
         "-m",
-        "tether.daemon.testing.model_server",
+        "tether.testing",
         "--script",
         str(script),
         "--port-file",

@@ -96,7 +96,7 @@ tether's Anthropic client takes it too, or the root ``ModelServer.url``.
 
 Command line::
 
-    python -m tether.daemon.testing.model_server --script FILE [--host H] [--port P]
+    python -m tether.testing --script FILE [--host H] [--port P]
         [--port-file PATH]
 
 prints ``tether model server listening on http://HOST:PORT/v1`` once ready and serves until
@@ -1458,7 +1458,7 @@ def _write_port_file(path: str, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tether.daemon.testing.model_server",
+        prog="python -m tether.testing",
         description="Serve a scripted fake model (OpenAI chat completions, Anthropic Messages).",
     )
     parser.add_argument("--script", required=True, help="path of the JSON script")
@@ -1504,7 +1504,3 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
