@@ -54,7 +54,7 @@ from tether.protocol.methods import (
     SessionCreateResult,
     TurnStartParams,
 )
-from tether.testing.server import _Handler as Handler
+from tether.testing.handler import Handler
 
 RECEIVE_TIMEOUT_S = 40.0
 
