@@ -714,6 +714,9 @@ def build_parser() -> argparse.ArgumentParser:
         "model-server",
         help="serve a scripted fake model (OpenAI chat completions and Anthropic Messages)",
         add_help=False,
+        # No option of its own: with "-" a prefix, argparse would take a leading `--script`
+        # for an unknown option of this parser instead of handing it on with the rest.
+        prefix_chars="\0",
     )
     model_server.add_argument("rest", nargs=argparse.REMAINDER)
     model_server.set_defaults(func=cmd_dev)
