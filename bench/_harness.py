@@ -26,9 +26,9 @@ import msgspec
 
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
 from tether.protocol.methods import InitializeParams
+from tether.testing import ModelServer
 
 DAEMON_START_TIMEOUT = 20.0
 

@@ -46,7 +46,6 @@ from _harness import (
     running_daemon,
 )
 from tether.clients.rpc import Client
-from tether.daemon.testing import model_server as fake_model
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
     SessionAttachParams,
@@ -55,6 +54,7 @@ from tether.protocol.methods import (
     SessionCreateResult,
     TurnStartParams,
 )
+from tether.testing.handler import Handler
 
 RECEIVE_TIMEOUT_S = 40.0
 
@@ -82,10 +82,10 @@ _frame = msgspec.json.Decoder(_Frame)
 @contextmanager
 def record_model_sends(stamps: list[float]) -> Generator[None, None, None]:
     """Record when the model server writes each SSE chunk that carries text content."""
-    handler = fake_model._Handler
-    original: Callable[[fake_model._Handler, bytes], None] = handler._write_chunk
+    handler = Handler
+    original: Callable[[Handler, bytes], None] = handler._write_chunk
 
-    def write_chunk(self: fake_model._Handler, data: bytes) -> None:
+    def write_chunk(self: Handler, data: bytes) -> None:
         if b'"content":"' in data and b'"content":""' not in data:
             stamps.append(time.perf_counter())
         original(self, data)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support import DaemonProcess, Home, start_daemon
 from tether.daemon.sessions.store import Store
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
 

@@ -13,10 +13,10 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import SessionRow, Store
-from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.protocol.events import AnyEvent
 from tether.protocol.methods import SessionEventParams
+from tether.testing import ModelServer
 
 
 class _Event(msgspec.Struct):

@@ -53,7 +53,7 @@ BANNER = (
 
 def start_model_server(script_path: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.daemon.testing.model_server", "--script", str(script_path)],
+        [sys.executable, "-m", "tether.testing", "--script", str(script_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,

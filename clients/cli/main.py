@@ -608,7 +608,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    argv = [sys.executable, "-m", "tether.daemon.testing.model_server", *args.rest]
+    argv = [sys.executable, "-m", "tether.testing", *args.rest]
     os.execv(sys.executable, argv)
 
 
@@ -714,6 +714,9 @@ def build_parser() -> argparse.ArgumentParser:
         "model-server",
         help="serve a scripted fake model (OpenAI chat completions and Anthropic Messages)",
         add_help=False,
+        # No option of its own: with "-" a prefix, argparse would take a leading `--script`
+        # for an unknown option of this parser instead of handing it on with the rest.
+        prefix_chars="\0",
     )
     model_server.add_argument("rest", nargs=argparse.REMAINDER)
     model_server.set_defaults(func=cmd_dev)

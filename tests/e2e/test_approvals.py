@@ -19,7 +19,6 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import Client
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -32,6 +31,7 @@ from tether.protocol.methods import (
     SessionReadResult,
     SessionRef,
 )
+from tether.testing import ModelServer
 
 
 def command_step(command: str) -> dict[str, object]:

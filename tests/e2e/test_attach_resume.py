@@ -25,7 +25,6 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import Client
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall
 from tether.protocol.methods import (
@@ -36,6 +35,7 @@ from tether.protocol.methods import (
     SessionResyncParams,
 )
 from tether.protocol.session import Cursor, SessionInfo, SessionSnapshot
+from tether.testing import ModelServer
 
 _encode = msgspec.json.Encoder().encode
 

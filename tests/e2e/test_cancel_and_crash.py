@@ -27,7 +27,6 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import Client
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import (
     AnyEvent,
     ItemCompleted,
@@ -45,6 +44,7 @@ from tether.protocol.methods import (
     TurnCancelResult,
 )
 from tether.protocol.session import SessionSnapshot, TurnSnapshot
+from tether.testing import ModelServer
 
 _encode = msgspec.json.Encoder().encode
 

@@ -28,7 +28,6 @@ from tests.support import (
 )
 from tether.clients.rpc import Client
 from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.discovery import workspace_key
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, ToolCall
@@ -41,6 +40,7 @@ from tether.protocol.methods import (
     TurnStartResult,
 )
 from tether.protocol.session import SessionSnapshot
+from tether.testing import ModelServer
 
 # A child and a grandchild that ignore SIGTERM, each writing its pid ($$ would be the main
 # shell's), then sleeping; the shell itself ignores SIGTERM too and waits for them.

@@ -14,7 +14,6 @@ from tests.support import (
     run_cli,
     start_turn,
 )
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import DiagnosticsReported, TurnCompleted
 from tether.protocol.items import Compaction
 from tether.protocol.methods import (
@@ -23,6 +22,7 @@ from tether.protocol.methods import (
     SessionReadResult,
     SessionRef,
 )
+from tether.testing import ModelServer
 
 TYPE_ERROR = "def double(value: int) -> int:\n    return value * 2\n\n\nresult: str = double(2)\n"
 

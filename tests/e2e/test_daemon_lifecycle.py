@@ -38,7 +38,6 @@ from tests.support import (
 from tether.clients.discovery import probe_lock
 from tether.clients.rpc import Client
 from tether.clients.websocket import ConnectionClosed, WebSocket
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.discovery import workspace_key
 from tether.protocol.events import TurnCompleted
 from tether.protocol.jsonrpc import request_frame
@@ -48,6 +47,7 @@ from tether.protocol.methods import (
     SessionReadResult,
     SessionRef,
 )
+from tether.testing import ModelServer
 
 
 def _stop_with_cli(daemon: DaemonProcess, home: Home, workspace: Path) -> tuple[int, str, str]:

@@ -12,9 +12,9 @@ from tests.support import (
     run_cli,
     start_turn,
 )
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import ItemCompleted, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, ToolCall
+from tether.testing import ModelServer
 
 READ_THEN_ANSWER = {
     "steps": [

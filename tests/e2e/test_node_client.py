@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import DaemonProcess, Home
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_CLIENT = ROOT / "clients" / "node"

@@ -25,7 +25,6 @@ from tests.support import (
 )
 from tether.clients.rpc import CallError
 from tether.clients.websocket import HandshakeRejected, WebSocket
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import RequestId, request_frame
 from tether.protocol.methods import (
@@ -35,6 +34,7 @@ from tether.protocol.methods import (
     TurnCancelParams,
     TurnStartParams,
 )
+from tether.testing import ModelServer
 
 INIT = InitializeParams(client_name="protocol-errors")
 

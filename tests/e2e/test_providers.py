@@ -17,10 +17,10 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AgentMessage, AnyItem, Reasoning, ToolCall
 from tether.protocol.methods import ModelsListResult, SessionEventParams
+from tether.testing import ModelServer
 
 
 @contextmanager

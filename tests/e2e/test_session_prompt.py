@@ -14,7 +14,7 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import Client
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 
 def system_prompt_of_a_turn(client: Client, session_id: str, server: ModelServer) -> str:

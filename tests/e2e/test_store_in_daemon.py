@@ -23,7 +23,6 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import CallError, Client
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequested
 from tether.protocol.methods import (
@@ -32,6 +31,7 @@ from tether.protocol.methods import (
     SessionListResult,
     SessionRef,
 )
+from tether.testing import ModelServer
 
 EXIT_DATA_UNUSABLE = 4
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import DaemonProcess, Home
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 
 def command_step(command: str) -> dict[str, object]:

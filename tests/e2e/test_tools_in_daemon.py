@@ -20,7 +20,6 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import ApprovalRequested, ItemDelta, TodosUpdated, TurnCompleted
 from tether.protocol.items import ToolCall, TurnSummary
 from tether.protocol.methods import (
@@ -31,6 +30,7 @@ from tether.protocol.methods import (
     SessionUndoResult,
     TurnCancelParams,
 )
+from tether.testing import ModelServer
 
 
 def call(name: str, **arguments: object) -> dict[str, object]:

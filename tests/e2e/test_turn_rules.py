@@ -16,7 +16,6 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.events import (
     InputQueued,
     ModelRetry,
@@ -24,6 +23,7 @@ from tether.protocol.events import (
 )
 from tether.protocol.items import AgentMessage, Notice, TurnSummary, UserMessage
 from tether.protocol.methods import TurnStartParams, TurnStartResult
+from tether.testing import ModelServer
 
 SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
 

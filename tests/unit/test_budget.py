@@ -24,7 +24,7 @@ from tether.daemon.providers.base import (
 )
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.providers.wire import estimate_tokens
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 
 class Quiet:

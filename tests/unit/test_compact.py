@@ -37,11 +37,11 @@ from tether.daemon.providers.base import (
     ToolSet,
 )
 from tether.daemon.providers.openai import OpenAIChatClient, encode_message, encode_tools
-from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.daemon.turn.loop import TurnLoop
 from tether.protocol.session import QueuedInput
+from tether.testing import ModelServer
 
 SYSTEM = "You are tether. Workspace root: /w\nEnvironment: Linux\n"
 SUMMARY_TEXT = (

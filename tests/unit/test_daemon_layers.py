@@ -1,17 +1,20 @@
 """The daemon's packages import only the layers below them (docs/architecture.md draws them).
 
 Every import counts, the ones inside functions too: a cycle hidden in a function-level import
-is still a cycle."""
+is still a cycle. `daemon/testing/` is on disk beside the daemon but installs as a package of
+its own, `tether.testing` (the scripted model server), which imports nothing of tether but
+itself."""
 
 import ast
+import sys
 from pathlib import Path
 
 DAEMON = Path(__file__).resolve().parents[2] / "daemon"
+TESTING = DAEMON / "testing"
 
 LOWER = {
     "truncate": set[str](),
     "providers": set[str](),
-    "testing": set[str](),
     "procs": {"truncate"},
     "lsp": {"procs", "truncate"},
     "config": {"lsp", "procs", "truncate"},
@@ -33,10 +36,12 @@ def _part(path: Path) -> str:
 
 def _imported_names(path: Path) -> set[str]:
     """Every dotted name an import in `path` may bring in: `from a import b` gives `a` and
-    `a.b` (b may be a module)."""
+    `a.b` (b may be a module). Relative imports are refused, so none slips past the checks."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import"
+            assert node.module is not None
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
@@ -54,7 +59,11 @@ def _imported_parts(path: Path) -> set[str]:
 
 
 def _modules() -> list[Path]:
-    return [p for p in DAEMON.rglob("*.py") if p.name != "__init__.py" or p.parent != DAEMON]
+    return [
+        p
+        for p in DAEMON.rglob("*.py")
+        if (p.name != "__init__.py" or p.parent != DAEMON) and TESTING not in p.parents
+    ]
 
 
 def test_every_part_of_the_daemon_has_a_place_in_the_layers() -> None:
@@ -84,7 +93,7 @@ def _module_name(path: Path) -> str:
 
 
 def test_no_module_of_the_daemon_imports_itself_through_others() -> None:
-    paths = {_module_name(path): path for path in DAEMON.rglob("*.py")}
+    paths = {_module_name(path): path for path in _modules()}
     imports = {name: (_imported_names(path) & set(paths)) - {name} for name, path in paths.items()}
     cycles: list[str] = []
     done: set[str] = set()
@@ -102,3 +111,26 @@ def test_no_module_of_the_daemon_imports_itself_through_others() -> None:
     for name in sorted(imports):
         visit(name, [])
     assert cycles == []
+
+
+def test_the_model_server_imports_only_the_standard_library_and_itself() -> None:
+    modules = sorted(TESTING.rglob("*.py"))
+    assert modules, "daemon/testing/ holds no modules"
+    wrong = [
+        f"{path.relative_to(DAEMON.parent)} imports {name}"
+        for path in modules
+        for name in sorted(_imported_names(path))
+        if name.split(".")[0] not in {*sys.stdlib_module_names, "__future__"}
+        and name.split(".")[:2] != ["tether", "testing"]
+    ]
+    assert wrong == []
+
+
+def test_the_daemon_does_not_import_the_model_server() -> None:
+    wrong = [
+        f"{path.relative_to(DAEMON.parent)} imports {name}"
+        for path in _modules()
+        for name in sorted(_imported_names(path))
+        if name.split(".")[:2] == ["tether", "testing"] or name.startswith("tether.daemon.testing")
+    ]
+    assert wrong == []

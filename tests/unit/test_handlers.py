@@ -22,7 +22,6 @@ from tether.daemon.rpc.handlers import Handlers
 from tether.daemon.rpc.websocket import WebSocket
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.store import Store
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
@@ -38,6 +37,7 @@ from tether.protocol.methods import (
     TurnStartResult,
 )
 from tether.protocol.version import PROTOCOL_VERSION
+from tether.testing import ModelServer
 
 PAUSE = {
     "tool_calls": [

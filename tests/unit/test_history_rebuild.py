@@ -10,8 +10,8 @@ from tests.inprocess import running_sessions
 from tether.daemon.context.history import History
 from tether.daemon.providers.base import Message, ToolCallRequest
 from tether.daemon.sessions.store import Store
-from tether.daemon.testing.model_server import ModelServer
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
+from tether.testing import ModelServer
 
 Shape = tuple[str, str, list[tuple[str, str, str]], str, str]
 

@@ -6,20 +6,53 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {"protocol": "tether.protocol", "daemon": "tether.daemon", "clients": "tether.clients"}
+FOLDERS = {
+    "protocol": "tether.protocol",
+    "daemon": "tether.daemon",
+    "daemon/testing": "tether.testing",
+    "clients": "tether.clients",
+}
+"""Each mapped folder and its import package; a folder inside another is a package of its own."""
+
+
+def _package_of(folder: Path) -> str:
+    """The import package `folder` installs as, by the innermost mapped folder holding it."""
+    rel = folder.relative_to(ROOT)
+    for mapped in sorted(FOLDERS, key=len, reverse=True):
+        parts = Path(mapped).parts
+        if rel.parts[: len(parts)] == parts:
+            return ".".join([FOLDERS[mapped], *rel.parts[len(parts) :]])
+    raise AssertionError(f"{rel} is in no mapped folder")
 
 
 def test_every_package_folder_is_declared() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert config["package-dir"] == {v: k for k, v in FOLDERS.items()}
-    found: set[str] = set()
-    for folder, package in FOLDERS.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            if "node_modules" in init.parts:
-                continue
-            rel = init.parent.relative_to(ROOT / folder)
-            found.add(".".join([package, *rel.parts]))
+    found = {
+        _package_of(init.parent)
+        for folder in FOLDERS
+        for init in (ROOT / folder).rglob("__init__.py")
+        if "node_modules" not in init.parts
+    }
     assert set(config["packages"]) == found
+
+
+def test_a_nested_mapping_names_its_folder_by_its_own_package() -> None:
+    assert _package_of(ROOT / "daemon" / "testing") == "tether.testing"
+    assert _package_of(ROOT / "daemon" / "testing" / "sub") == "tether.testing.sub"
+    assert _package_of(ROOT / "daemon" / "tools") == "tether.daemon.tools"
+
+
+def test_the_model_server_imports_from_any_folder(tmp_path: Path) -> None:
+    """The editable install maps tether.testing, so it imports outside the checkout too."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import tether.testing as t; print(t.ModelServer.__module__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
+    assert out == "tether.testing.server"
 
 
 def test_cli_import_stays_thin() -> None:

@@ -17,12 +17,12 @@ from tether.daemon.providers.base import (
     StreamCallbacks,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.daemon.turn.loop import CANCELLED_RESULT, REPEAT_NOTE, TurnLoop
 from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
 from tether.protocol.session import QueuedInput
+from tether.testing import ModelServer
 
 
 class RecordingSink:

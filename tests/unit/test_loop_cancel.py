@@ -10,7 +10,6 @@ import trio
 
 from tether.daemon.context.history import History
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import RunCommand
@@ -18,6 +17,7 @@ from tether.daemon.tools.write_file import WriteFile
 from tether.daemon.turn.loop import CANCELLED_RESULT, Diagnose, TurnLoop
 from tether.protocol.items import AnyItem, ToolCall
 from tether.protocol.session import QueuedInput
+from tether.testing import ModelServer
 
 
 class Sink:

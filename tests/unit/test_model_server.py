@@ -7,14 +7,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tether.daemon.testing.model_server import (
+from tether.testing import (
     ModelServer,
     Script,
     ScriptError,
@@ -518,6 +519,21 @@ def _read_line(stream: Any, timeout: float) -> str:
     return stream.readline()
 
 
+@contextmanager
+def _serving(command: list[str]) -> Generator[tuple[subprocess.Popen[str], str]]:
+    """Start a model server process; yield it and the first line it prints (killed if the
+    test leaves it running)."""
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            yield process, _read_line(process.stdout, timeout=10)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": [{"text": "from the cli"}]}))
@@ -525,29 +541,19 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     command = [
         sys.executable,
         "-m",
-        "tether.daemon.testing.model_server",
+        "tether.testing",
         "--script",
         str(script),
         "--port-file",
         str(port_file),
     ]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
-        try:
-            line = _read_line(process.stdout, timeout=10)
-            port = int(port_file.read_text())
-            assert line == f"tether model server listening on http://127.0.0.1:{port}/v1\n"
-            reply = client.post(
-                f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER}
-            )
-            assert reply.json()["choices"][0]["message"]["content"] == "from the cli"
-            process.send_signal(signal.SIGTERM)
-            returncode = process.wait(timeout=5)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    with _serving(command) as (process, line):
+        port = int(port_file.read_text())
+        assert line == f"tether model server listening on http://127.0.0.1:{port}/v1\n"
+        reply = client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER})
+        assert reply.json()["choices"][0]["message"]["content"] == "from the cli"
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=5)
         assert process.stdout is not None
         assert process.stderr is not None
         rest = process.stdout.read()
@@ -555,6 +561,30 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     assert returncode == 0
     assert rest == ""
     assert errors == ""
+
+
+def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx.Client) -> None:
+    """The CLI's `dev model-server` hands its arguments to `python -m tether.testing`."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model": "dev-model", "steps": [{"text": "from tether dev"}]}))
+    command = [
+        sys.executable,
+        *("-m", "tether.clients.cli.main", "dev", "model-server"),
+        *("--script", str(script), "--port", "0"),
+    ]
+    with _serving(command) as (process, line):
+        prefix = "tether model server listening on "
+        assert line.startswith(prefix), line
+        base_url = line.removeprefix(prefix).strip()
+        assert base_url.startswith("http://127.0.0.1:")
+        assert base_url.endswith("/v1")
+        reply = client.post(f"{base_url}/chat/completions", json={"messages": USER})
+        assert reply.status_code == 200
+        assert reply.json()["model"] == "dev-model"
+        assert reply.json()["choices"][0]["message"]["content"] == "from tether dev"
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=5)
+    assert returncode == 0
 
 
 # --- reasoning, models without tools, Anthropic Messages ------------------------------------

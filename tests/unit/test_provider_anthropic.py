@@ -24,7 +24,7 @@ from tether.daemon.providers.base import (
     ToolSet,
     ToolSpec,
 )
-from tether.daemon.testing.model_server import anthropic_request_problem
+from tether.testing import anthropic_request_problem
 
 ROOT = "https://api.anthropic.test"
 

@@ -15,7 +15,7 @@ from tether.daemon.providers.base import (
     ModelResponse,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.testing.model_server import ModelServer
+from tether.testing import ModelServer
 
 DIALECTS = ["openai", "anthropic"]
 

@@ -16,7 +16,6 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import SessionRow, Store
-from tether.daemon.testing.model_server import ModelServer
 from tether.daemon.tools.registry import ToolRegistry, default_tools
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
@@ -30,6 +29,7 @@ from tether.protocol.events import (
 from tether.protocol.items import AgentMessage, Compaction, Notice, UserMessage
 from tether.protocol.methods import SessionCompactResult, SessionEventParams
 from tether.protocol.session import Cursor
+from tether.testing import ModelServer
 
 PAUSE = {
     "tool_calls": [

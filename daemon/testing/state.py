@@ -1,0 +1,80 @@
+"""The server's shared state: the script, the step counter and the recorded requests.
+
+Handler threads record each model request here and claim the next step under one lock, so
+concurrent requests never take the same step; waiters on `ServerState.arrived` are woken by
+every recorded request.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+from tether.testing.script import JSONObject, Script, Step
+
+
+class ServerState:
+    """The script, the step counter and the recorded requests, shared by handler threads."""
+
+    def __init__(self, script: Script) -> None:
+        self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
+        """Notified whenever a request is recorded."""
+        self.script = script
+        self.position = 0
+        self.requests: list[JSONObject] = []
+        self.headers: list[dict[str, str]] = []
+        self.stopping = threading.Event()
+
+    def set_script(self, script: Script) -> None:
+        with self.lock:
+            self.script = script
+            self.position = 0
+            self.requests = []
+            self.headers = []
+
+    def record(self, body: JSONObject, headers: dict[str, str]) -> None:
+        """Record a request that takes no step (one refused before the script is consulted)."""
+        with self.lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            self.arrived.notify_all()
+
+    def take(self, body: JSONObject, headers: dict[str, str]) -> tuple[int, Step | None, Script]:
+        """Record the request and claim the next step (None when the script is exhausted)."""
+        with self.lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            self.arrived.notify_all()
+            script = self.script
+            ordinal = self.position
+            step: Step | None = None
+            if script.loop and script.steps:
+                step = script.steps[ordinal % len(script.steps)]
+            elif ordinal < len(script.steps):
+                step = script.steps[ordinal]
+            if step is not None:
+                self.position += 1
+            return ordinal, step, script
+
+    def recorded(self) -> list[JSONObject]:
+        with self.lock:
+            return copy.deepcopy(self.requests)
+
+    def wait_recorded(self, count: int, timeout: float) -> list[JSONObject]:
+        with self.arrived:
+            if not self.arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(
+                    f"{len(self.requests)} model requests arrived within {timeout} s, not {count}"
+                )
+            return copy.deepcopy(self.requests)
+
+    def recorded_headers(self) -> list[dict[str, str]]:
+        with self.lock:
+            return [dict(headers) for headers in self.headers]
+
+    def sleep_ms(self, milliseconds: float) -> bool:
+        """Wait; return False if the server is stopping (the caller should give up)."""
+        if milliseconds <= 0:
+            return not self.stopping.is_set()
+        return not self.stopping.wait(milliseconds / 1000)
