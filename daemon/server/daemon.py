@@ -50,7 +50,8 @@ from tether.daemon.server.model_client import create_client
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.store import Store, StoreOpenError
 from tether.daemon.sessions.undo import TurnChanges
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import notification_frame

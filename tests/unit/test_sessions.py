@@ -17,7 +17,8 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import SessionRow, Store
 from tether.daemon.testing.model_server import ModelServer
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     AnyEvent,
