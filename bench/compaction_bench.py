@@ -54,7 +54,8 @@ from tether.daemon.providers.base import (
     ToolSet,
 )
 from tether.daemon.providers.openai import encode_message, encode_tools
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 
 TARGET_MS = 5.0
 STEPS = 200

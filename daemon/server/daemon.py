@@ -50,7 +50,8 @@ from tether.daemon.server.model_client import create_client
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.store import Store, StoreOpenError
 from tether.daemon.sessions.undo import TurnChanges
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import notification_frame
@@ -87,6 +88,12 @@ class Daemon:
         self.store = Store(paths.database_path(str(workspace)))
         provider = config.provider
         self.model: ModelClient = model or create_client(provider, config_hint=str(config_file()))
+        self.connections: set[Connection] = set()
+        self._activity = trio.Event()
+        self.lsp = LspPool(
+            workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
+        )
+        self.processes = ProcessTable(record=paths.process_record_path(str(workspace)))
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,
@@ -96,21 +103,15 @@ class Daemon:
             permissions=config.permissions,
             context_window=provider.context_window,
             max_output_tokens=provider.max_output_tokens,
-        )
-        self.connections: set[Connection] = set()
-        self.sessions.on_turn_end = self._touch
-        self.lsp = LspPool(
-            workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
-        )
-        self.sessions.lsp = self.lsp
-        self.processes = ProcessTable(record=paths.process_record_path(str(workspace)))
-        self.sessions.services[PROCESSES_SERVICE] = self.processes
-        self.sessions.change_tracker = lambda session, turn_id: TurnChanges(
-            self.store, workspace, session.id, turn_id
+            services={PROCESSES_SERVICE: self.processes},
+            change_tracker=lambda session, turn_id: TurnChanges(
+                self.store, workspace, session.id, turn_id
+            ),
+            lsp=self.lsp,
+            on_turn_end=self._touch,
         )
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()
-        self._activity = trio.Event()
         # Entered by `_serve`; cancelled by a stop requested before it is serving.
         self._starting = trio.CancelScope()
         self._serving = False
@@ -121,7 +122,7 @@ class Daemon:
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():
             log.info("shutting down: %s", reason)
-            self.sessions.accepting = False
+            self.sessions.stop_accepting()
             self.lock.record("stopping")
             self._shutdown.set()
             if not self._serving:

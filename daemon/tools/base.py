@@ -22,6 +22,8 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from tether.protocol.items import FileChange
+
 ToolKind = Literal["read", "edit", "command", "other"]
 DEFAULT_RESULT_CAP = 20_000
 
@@ -84,6 +86,10 @@ class ChangeTracker(Protocol):
         """Called after the write, with the content before and after (None: no file)."""
         ...
 
+    def files_changed(self) -> list[FileChange]:
+        """Each file the turn changed so far, for the turn's summary."""
+        ...
+
 
 class NoChanges:
     """A ChangeTracker that records nothing (tests of read-only tools)."""
@@ -93,6 +99,9 @@ class NoChanges:
 
     def after_write(self, path: Path, before: bytes | None, after: bytes | None) -> None:
         return None
+
+    def files_changed(self) -> list[FileChange]:
+        return []
 
 
 class ToolContext:

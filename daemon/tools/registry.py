@@ -1,5 +1,6 @@
 """The set of tools a turn may use: their schemas for the model, validation of the model's
-calls, and running a validated call.
+calls, and running a validated call. It is the turn loop's `ToolRunner`; which tools exist is
+the caller's choice (`tether.daemon.tools.builtin` lists the built-in ones).
 
 Validation happens before anything runs; each problem becomes a result the model can act on:
 an unknown tool lists the tools that exist, arguments that are not JSON are echoed (the first
@@ -17,22 +18,13 @@ default), keeping its head (40%) and tail (60%) around a marker.
 
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Literal, cast
 
 import msgspec
 
 from tether.daemon.providers.base import ToolSet, ToolSpec
-from tether.daemon.tools.base import Tool, ToolContext, ToolFailure, ToolParams
-from tether.daemon.tools.command_kill import CommandKill
-from tether.daemon.tools.command_output import CommandOutput
-from tether.daemon.tools.edit_file import EditFile
-from tether.daemon.tools.glob import Glob
-from tether.daemon.tools.grep import Grep
-from tether.daemon.tools.list_dir import ListDir
-from tether.daemon.tools.read_file import ReadFile
-from tether.daemon.tools.run_command import RunCommand
-from tether.daemon.tools.todo_write import TodoWrite
-from tether.daemon.tools.write_file import WriteFile
+from tether.daemon.tools.base import EditTool, Tool, ToolContext, ToolFailure, ToolParams
 from tether.daemon.truncate import cap_result
 from tether.protocol.methods import ToolInfo
 
@@ -74,6 +66,12 @@ class ToolRegistry:
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
+
+    def edited_path(self, name: str, params: ToolParams) -> Path | None:
+        """The file a validated call of an edit tool changes, as the model named it; None for
+        any other tool."""
+        tool = self._tools.get(name)
+        return Path(tool.target_path(params)) if isinstance(tool, EditTool) else None
 
     def infos(self) -> list[ToolInfo]:
         return [
@@ -160,18 +158,3 @@ def _resolve_refs(node: object, defs: dict[str, object]) -> object:
     if isinstance(node, list):
         return [_resolve_refs(value, defs) for value in cast("list[object]", node)]
     return node
-
-
-def default_tools() -> list[Tool]:
-    return [
-        ReadFile(),
-        ListDir(),
-        Glob(),
-        Grep(),
-        EditFile(),
-        WriteFile(),
-        RunCommand(),
-        CommandOutput(),
-        CommandKill(),
-        TodoWrite(),
-    ]

@@ -1,7 +1,7 @@
 """The turn loop: call the model, run the tools it asks for, repeat until it answers without
 tools or the step budget runs out.
 
-It depends only on seams: a `ModelClient`, a `ToolRegistry`, a `Gate` that decides whether a
+It depends only on seams: a `ModelClient`, a `ToolRunner`, a `Gate` that decides whether a
 call may run (and may wait for a person), a factory of per-call `ToolContext`s, and a
 `TurnSink` that receives items and events. It does no I/O of its own and never raises for an
 expected failure: a model error ends the turn as `failed` with a notice saying what to fix; a
@@ -44,8 +44,9 @@ from tether.daemon.providers.base import (
     ModelTimeout,
     ToolCallRequest,
 )
-from tether.daemon.tools.base import EditTool, ToolContext, ToolParams
-from tether.daemon.tools.registry import ToolRegistry, ToolResult
+from tether.daemon.tools.base import ToolContext, ToolParams
+from tether.daemon.tools.registry import ToolResult
+from tether.daemon.turn.tool_runner import ToolRunner
 from tether.protocol.events import TurnError, Usage
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, ToolCall, UserMessage
 from tether.protocol.session import QueuedInput
@@ -130,7 +131,7 @@ class TurnLoop:
         self,
         *,
         model: ModelClient,
-        tools: ToolRegistry,
+        tools: ToolRunner,
         tool_context: Callable[[ToolCall], ToolContext],
         history: History,
         sink: TurnSink,
@@ -309,8 +310,9 @@ class TurnLoop:
         self._changed = []
         self._last_edit = None
         for item, params in prepared:
-            tool = self.tools.get(item.tool)
-            if not isinstance(params, str) and isinstance(tool, EditTool):
+            if isinstance(params, str):
+                continue
+            if self.tools.edited_path(item.tool, params) is not None:
                 self._last_edit = item.id
         results: dict[str, ToolResult] = {}
         for group in self._schedule(prepared):
@@ -365,11 +367,11 @@ class TurnLoop:
     async def _after_edit(
         self, item: ToolCall, params: ToolParams, result: ToolResult
     ) -> ToolResult:
-        tool = self.tools.get(item.tool)
-        if self.diagnose is None or not isinstance(tool, EditTool):
+        path = self.tools.edited_path(item.tool, params)
+        if self.diagnose is None or path is None:
             return result
         if result.status == "completed":
-            self._changed.append(Path(tool.target_path(params)))
+            self._changed.append(path)
         if item.id != self._last_edit or not self._changed:
             return result
         report = await self.diagnose(item, self._changed)

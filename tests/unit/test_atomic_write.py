@@ -16,7 +16,8 @@ from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.undo import TurnChanges, undo_turn
 from tether.daemon.tools.atomic_write import atomic_write, write_all
 from tether.daemon.tools.base import ReadVersions, ToolContext
-from tether.daemon.tools.registry import ToolRegistry, ToolResult, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry, ToolResult
 
 REGISTRY = ToolRegistry(default_tools())
 

@@ -38,7 +38,8 @@ from tether.daemon.providers.base import (
 )
 from tether.daemon.providers.openai import OpenAIChatClient, encode_message, encode_tools
 from tether.daemon.tools.base import ToolContext
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.loop import TurnLoop
 from tether.protocol.session import QueuedInput
 from tether.testing import ModelServer

@@ -1,6 +1,7 @@
 """The turn loop without sockets to clients: real HTTP to the scripted model server, real tools
 over a temporary workspace, and a recording sink in place of the session."""
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
@@ -18,7 +19,8 @@ from tether.daemon.providers.base import (
 )
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.turn.loop import CANCELLED_RESULT, REPEAT_NOTE, TurnLoop
 from tether.protocol.items import AgentMessage, AnyItem, Notice, ToolCall, UserMessage
 from tether.protocol.session import QueuedInput
@@ -97,7 +99,7 @@ def make_loop(
     history = History("system")
     history.add_user("go")
     tools = kw.pop("tools", None) or ToolRegistry(default_tools())
-    assert isinstance(tools, ToolRegistry)
+    assert isinstance(tools, ToolRegistry | NotedEdits)
     max_steps = kw.pop("max_steps", 60)
     assert isinstance(max_steps, int)
     return TurnLoop(
@@ -422,3 +424,52 @@ async def test_open_todos_get_one_reminder(
     assert len(server.requests) == 2
     reminder = server.requests[1]["messages"][-1]["content"]
     assert "- write the tests" in reminder
+
+
+class NotedEdits:
+    """A `ToolRunner` that is no `ToolRegistry`: one tool, `note`, which claims to edit the
+    file it names and changes nothing; a note for a path starting with "bad" fails."""
+
+    def __init__(self) -> None:
+        schemas = ToolRegistry([NoteTool()])
+        self.toolset = schemas.toolset
+        self.validate = schemas.validate
+
+    def is_read_only(self, name: str) -> bool:
+        return False
+
+    def edited_path(self, name: str, params: ToolParams) -> Path | None:
+        assert isinstance(params, SleepParams)
+        return Path(params.name)
+
+    async def run(self, name: str, params: ToolParams, ctx: ToolContext) -> ToolResult:
+        assert isinstance(params, SleepParams)
+        failed = params.name.startswith("bad")
+        return ToolResult(status="failed" if failed else "completed", output=f"noted {params.name}")
+
+
+class NoteTool(SlowTool):
+    name: ClassVar[str] = "note"
+
+
+async def test_the_runner_names_the_edits_whose_files_are_diagnosed(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    calls = [{"name": "note", "arguments": {"name": n}} for n in ("a.py", "bad.py", "b.py")]
+    server.set_script({"steps": [{"tool_calls": calls}, {"text": "done"}]})
+    diagnosed: list[tuple[str, list[Path]]] = []
+
+    async def diagnose(item: ToolCall, paths: list[Path]) -> str:
+        diagnosed.append((json.loads(item.arguments)["name"], list(paths)))
+        return "1 error"
+
+    loop = make_loop(client, tmp_path, RecordingSink(), tools=NotedEdits())
+    loop.diagnose = diagnose
+    with trio.fail_after(10):
+        outcome = await loop.run()
+    assert outcome.status == "completed"
+    # One report for the batch, with the result of its last edit, naming the edits that ran.
+    assert diagnosed == [("b.py", [Path("a.py"), Path("b.py")])]
+    results = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert results == ["noted a.py", "noted bad.py", "noted b.py\n\n1 error"]

@@ -16,7 +16,8 @@ from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import Message, ModelClient
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.tools.base import ToolContext
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.loop import MAX_RETRIES, TurnLoop
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, UserMessage
 from tether.protocol.session import QueuedInput

@@ -6,6 +6,7 @@ import gc
 import weakref
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import ClassVar
 
 import msgspec
 import pytest
@@ -16,7 +17,10 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import SessionRow, Store
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.todo_write import TODOS_SERVICE
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     AnyEvent,
@@ -26,7 +30,14 @@ from tether.protocol.events import (
     TurnCompleted,
     TurnStarted,
 )
-from tether.protocol.items import AgentMessage, Compaction, Notice, UserMessage
+from tether.protocol.items import (
+    AgentMessage,
+    Compaction,
+    FileChange,
+    Notice,
+    TurnSummary,
+    UserMessage,
+)
 from tether.protocol.methods import SessionCompactResult, SessionEventParams
 from tether.protocol.session import Cursor
 from tether.testing import ModelServer
@@ -429,3 +440,83 @@ async def test_a_cancelled_compaction_changes_nothing(rig: Rig) -> None:
 
     await rig.turn(session, "go on")
     assert LONG_REQUEST in rig.server.requests[-1]["messages"][1]["content"]
+
+
+# --- what the daemon hands in --------------------------------------------------------------
+
+
+class Board:
+    """A service a tool finds in its context, beside the session's own todo board."""
+
+
+class Tracker:
+    """A change tracker that reports one changed file and counts the turns it served."""
+
+    def __init__(self) -> None:
+        self.turns: list[str] = []
+
+    async def before_write(self, path: Path) -> None:
+        return None
+
+    def after_write(self, path: Path, before: bytes | None, after: bytes | None) -> None:
+        return None
+
+    def files_changed(self) -> list[FileChange]:
+        return [FileChange(path="a.txt", added=1)]
+
+
+async def test_services_tracker_and_turn_end_are_handed_in_at_construction(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    store = Store(tmp_path / "tether.sqlite3")
+    store.open()
+    tracker = Tracker()
+    ended: list[int] = []
+    seen: list[object] = []
+
+    class Spy:
+        name: ClassVar[str] = "spy"
+        description: ClassVar[str] = "records the services it is given"
+        kind: ClassVar[ToolKind] = "read"
+        params: ClassVar[type[ToolParams]] = ToolParams
+
+        async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+            seen.extend([ctx.services.get("board"), ctx.services.get(TODOS_SERVICE)])
+            return "seen"
+
+    def track(session: Session, turn_id: str) -> Tracker:
+        tracker.turns.append(turn_id)
+        return tracker
+
+    steps: list[object] = [{"tool_calls": [{"name": "spy", "arguments": {}}]}, {"text": "done"}]
+    with ModelServer({"steps": steps}) as server:
+        client = OpenAIChatClient(base_url=server.base_url, model="scripted")
+        board = Board()
+        sessions = Sessions(
+            store=store,
+            workspace=workspace,
+            model=client,
+            tools=ToolRegistry([Spy()]),
+            services={"board": board},
+            change_tracker=track,
+            on_turn_end=lambda: ended.append(len(ended)),
+        )
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(sessions.serve)
+                    session = await sessions.create()
+                    started = sessions.start_turn(session, "go")
+                    await sessions.wait_idle(session.id)
+                    nursery.cancel_scope.cancel()
+        finally:
+            await client.aclose()
+            store.close()
+    assert tracker.turns == [started.turn_id]
+    assert ended == [0]
+    assert seen[0] is board
+    assert seen[1] is not None
+    summary = [item for item in session.items() if isinstance(item, TurnSummary)]
+    assert [s.files_changed for s in summary] == [tracker.files_changed()]

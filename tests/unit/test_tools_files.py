@@ -9,9 +9,11 @@ import pytest
 import trio
 
 from tether.daemon.tools.base import ToolContext
+from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.edit_file import EditFile, EditFileParams
-from tether.daemon.tools.registry import ToolRegistry, ToolResult, default_tools
+from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.tools.write_file import WriteFile, WriteFileParams
+from tether.protocol.items import FileChange
 
 REGISTRY = ToolRegistry(default_tools())
 
@@ -335,6 +337,9 @@ class RecordingTracker:
 
     def after_write(self, path: Path, before: bytes | None, after: bytes | None) -> None:
         self.calls.append(("after", path.name, before, after))
+
+    def files_changed(self) -> list[FileChange]:
+        return []
 
 
 async def test_writes_go_through_the_change_tracker(ws: Path) -> None:

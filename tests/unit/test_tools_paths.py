@@ -8,7 +8,8 @@ import pytest
 import trio
 
 from tether.daemon.tools.base import ToolContext
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 
 REGISTRY = ToolRegistry(default_tools())
 

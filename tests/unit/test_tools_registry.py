@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -10,7 +12,8 @@ import trio
 import trio.testing
 
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolParams
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.todo_write import TodoBoard, TodoWrite
 from tether.daemon.truncate import cap_result, middle_truncate
 from tether.protocol.events import TodoEntry
@@ -33,6 +36,21 @@ class Loud:
         if params.fail:
             raise ToolFailure(text)
         return text
+
+
+def test_the_registry_and_the_turn_loop_load_no_tool() -> None:
+    """The tools a turn has are the caller's choice: neither the registry nor the loop
+    depends on any one tool (only `tether.daemon.tools.builtin` knows them all)."""
+    tools = sorted(tool.__module__ for tool in default_tools())
+    code = (
+        "import sys, tether.daemon.tools.registry, tether.daemon.turn.loop\n"
+        f"print(','.join(sorted(m for m in {tools!r} if m in sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert tools
+    assert out == ""
 
 
 def test_default_tools_in_order_with_kinds() -> None:

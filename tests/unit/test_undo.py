@@ -16,7 +16,8 @@ from tether.daemon.sessions.undo import (
     undo_turn,
 )
 from tether.daemon.tools.base import ReadVersions, ToolContext
-from tether.daemon.tools.registry import ToolRegistry, default_tools
+from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.items import FileChange
 
 REGISTRY = ToolRegistry(default_tools())

@@ -1,0 +1,90 @@
+"""Compacting a session on request (`session/compact`): a summary of its older history, made
+now, as a turn of its own so that every client sees the compaction item.
+
+Rules:
+- Refused with SESSION_BUSY while a turn runs (a running turn compacts itself when it needs to)
+  and with SHUTTING_DOWN once the daemon stops taking turns.
+- When a summary cannot shorten the conversation nothing changes and the result says so
+  (`compacted: false` with the reason; no turn at all when that is clear before asking the
+  model).
+- Cancelled (`turn/cancel`), the turn ends `cancelled` and nothing changes; interrupted by a
+  daemon shutdown, SHUTTING_DOWN is raised.
+- A model error raises MODEL_UNAVAILABLE, an empty or unusable summary COMPACTION_FAILED: the
+  turn ends `failed`, with a notice and no compaction item.
+"""
+
+import time
+
+from tether.daemon.context.compact import CompactionError, SummaryNotShorter
+from tether.daemon.providers.base import ModelError
+from tether.daemon.sessions.context import compaction_item
+from tether.daemon.sessions.loaded import LoadedSession
+from tether.daemon.sessions.turns import Sink, Turns
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import TurnCompleted, TurnError, TurnStatus
+from tether.protocol.methods import SessionCompactResult
+
+
+async def compact(turns: Turns, live: LoadedSession) -> SessionCompactResult:
+    """Summarise the session's older history now, as a turn (see the module rules)."""
+    turns.check_accepting()
+    session = live.session
+    if turns.running(session.id) is not None:
+        raise RpcError(
+            ErrorCode.SESSION_BUSY, "a turn is running; it compacts itself when it needs to"
+        )
+    before = live.context.meter.used()
+    if not live.context.can_compact(live.history):
+        return SessionCompactResult(
+            tokens_before=before,
+            tokens_after=before,
+            compacted=False,
+            reason="the conversation is too short for a summary to make it smaller",
+        )
+    running = turns.begin(session, compaction=True)
+    sink = Sink(live, running.turn_id)
+    status: TurnStatus = "failed"
+    error: TurnError | None = TurnError(
+        code="internal_error", message="tether failed while compacting"
+    )
+    failure: RpcError | None = None
+    reason = ""
+    try:
+        with running.scope:
+            record = await live.context.compact_now(live.history)
+            if record is None:
+                reason = "there is nothing to summarise"
+            else:
+                item = compaction_item(record)
+                sink.item_started(item)
+                sink.item_completed(item)
+        status, error = "completed", None
+        if running.scope.cancelled_caught:
+            status = running.ended_by_cancel()
+            reason = "cancelled"
+    except SummaryNotShorter as exc:
+        status, error, reason = "completed", None, exc.message
+        sink.notice("info", "compaction_skipped", exc.message)
+    except ModelError as exc:
+        error = TurnError(code=exc.code, message=exc.message)
+        failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message, {"code": exc.code})
+    except CompactionError as exc:
+        error = TurnError(code="compaction_failed", message=exc.message)
+        failure = RpcError(ErrorCode.COMPACTION_FAILED, exc.message)
+    finally:
+        if failure is not None:
+            sink.notice("error", error.code if error else "", failure.message)
+        session.emit(
+            TurnCompleted(turn_id=running.turn_id, status=status, ended_at=time.time(), error=error)
+        )
+        turns.end(session, running)
+    if failure is not None:
+        raise failure
+    if status == "interrupted":
+        raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon stopped before the summary")
+    return SessionCompactResult(
+        tokens_before=before,
+        tokens_after=live.context.meter.used(),
+        compacted=not reason,
+        reason=reason,
+    )

@@ -1,0 +1,49 @@
+"""What goes with a user's message: the repository's instructions, the editor's state and the
+files the message mentions, read when the message is sent (so a queued message keeps what was
+true then).
+
+Reading touches files only, in worker threads; what joins the history, and when the
+instructions count as sent, is the turn's business (`tether.daemon.sessions.loaded`).
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import trio
+
+from tether.daemon.context.instructions import load_project_instructions
+from tether.daemon.context.mentions import render_context
+from tether.protocol.methods import EditorContext
+
+
+class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What goes with a user's message, read when it is sent (`read_turn_input`)."""
+
+    instructions: str = ""
+    """The repository's instructions as read then ("" when there are none)."""
+    context: str = ""
+    """Editor state and mentioned files, rendered for the model."""
+    problems: Sequence[str] = ()
+    """Paths that could not be attached, and why, for the client that sent them."""
+
+
+async def read_turn_input(
+    workspace: Path, *, editor: EditorContext | None, mentions: Sequence[str]
+) -> TurnInput:
+    """Read the repository's instructions, the editor state and the mentioned files."""
+    instructions = await trio.to_thread.run_sync(load_project_instructions, workspace)
+    block = ""
+    problems: Sequence[str] = ()
+    if editor is not None or mentions:
+        cursor = (editor.cursor.line, editor.cursor.column) if editor and editor.cursor else None
+        block, problems = await trio.to_thread.run_sync(
+            lambda: render_context(
+                workspace,
+                open_file=editor.open_file if editor else None,
+                cursor=cursor,
+                selection=editor.selection if editor else None,
+                mentions=mentions,
+            )
+        )
+    return TurnInput(instructions=instructions, context=block, problems=problems)

@@ -1,0 +1,424 @@
+"""Running the loaded sessions' turns.
+
+Turns run in the daemon's own nursery (`Turns.serve`), not in any client's, so a turn keeps
+going when the client that started it disconnects. Each turn has its own cancel scope:
+`turn/cancel` cancels it (the turn ends `cancelled`); daemon shutdown cancels it too (the turn
+ends `interrupted`). Either way the turn ends with a summary item and `turn_completed`, both
+persisted.
+
+One turn runs per session at a time; a message sent while one runs is queued (an
+`input_queued` event every client sees, carrying the editor state and mentions read when it
+was sent) and joins the conversation at the turn's next step. Messages still queued when a turn
+ends without taking them are dropped with an `input_dropped` event. A `session/compact` turn
+(`tether.daemon.sessions.compaction`) takes no messages: one sent meanwhile is refused.
+
+Every turn is announced with `turn_started` when it begins (`Turns.begin`) and, once it has
+ended, leaves the running set (`Turns.end`), which tells the registry (`on_settle`) that the
+session may have become idle.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import msgspec
+import trio
+
+from tether.daemon.config.settings import PermissionsConfig, WorkspaceRules, load_workspace_rules
+from tether.daemon.lsp.pool import LspPool
+from tether.daemon.lsp.report import format_report, wire_diagnostics
+from tether.daemon.providers.base import ModelClient
+from tether.daemon.sessions.approvals import SessionGate
+from tether.daemon.sessions.input import TurnInput
+from tether.daemon.sessions.loaded import LoadedSession
+from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.tools.base import ChangeTracker, NoChanges, ToolContext
+from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.todo_write import TODOS_SERVICE
+from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
+from tether.daemon.turn.permissions import PermissionPolicy
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import (
+    DiagnosticsReported,
+    InputDropped,
+    InputQueued,
+    ItemCompleted,
+    ItemDelta,
+    ItemStarted,
+    ModelRetry,
+    PermissionMode,
+    SessionConfigured,
+    SessionRenamed,
+    TodoEntry,
+    TodosUpdated,
+    TurnCompleted,
+    TurnError,
+    TurnStarted,
+    TurnStatus,
+)
+from tether.protocol.items import AnyItem, Notice, NoticeLevel, ToolCall, TurnSummary, UserMessage
+from tether.protocol.methods import TurnStartResult
+from tether.protocol.session import QueuedInput
+
+log = logging.getLogger(__name__)
+
+ChangeTrackerFactory = Callable[[Session, str], ChangeTracker]
+"""Makes the change tracker of a session's turn (given its id)."""
+
+
+class Sink:
+    """Routes one turn's items into its session's event stream."""
+
+    def __init__(self, live: LoadedSession, turn_id: str) -> None:
+        self.live = live
+        self.session = live.session
+        self.turn_id = turn_id
+
+    def item_started(self, item: AnyItem) -> None:
+        self.session.emit(ItemStarted(turn_id=self.turn_id, item=item))
+
+    def item_delta(self, item_id: str, delta: str) -> None:
+        self.session.emit(ItemDelta(turn_id=self.turn_id, item_id=item_id, delta=delta))
+
+    def item_completed(self, item: AnyItem) -> None:
+        self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))
+
+    def notice(self, level: NoticeLevel, code: str, message: str) -> None:
+        item = Notice(id=new_id("i"), level=level, code=code, message=message)
+        self.item_started(item)
+        self.item_completed(item)
+
+    def retrying(self, attempt: int, max_attempts: int, delay: float, reason: str) -> None:
+        self.session.emit(
+            ModelRetry(
+                turn_id=self.turn_id,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                delay_seconds=round(delay, 2),
+                reason=reason,
+            )
+        )
+
+    def take_queued(self) -> list[QueuedInput]:
+        # The loop puts every entry into the history as soon as this returns, so this is where
+        # changed instructions go with the first of them. The user message items that join
+        # them (same ids) take them off the queue.
+        return [
+            msgspec.structs.replace(entry, context=self.live.with_instructions(entry.context))
+            for entry in self.session.queued_inputs.values()
+        ]
+
+    def open_todos(self) -> list[str]:
+        return [t.content for t in self.session.todos if t.status != "completed"]
+
+
+class RunningTurn:
+    def __init__(self, turn_id: str, *, compaction: bool = False) -> None:
+        self.turn_id = turn_id
+        self.compaction = compaction
+        """A `session/compact` turn, which takes no queued messages."""
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+        self.interrupted = False
+        """Cancelled by a daemon shutdown rather than by a client."""
+        self.started = time.monotonic()
+
+    def ended_by_cancel(self) -> TurnStatus:
+        """The status of the turn once its scope was cancelled."""
+        return "interrupted" if self.interrupted else "cancelled"
+
+
+class _TodoBoard:
+    """The session's todo list as tools see it."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def set(self, todos: list[TodoEntry]) -> None:
+        self.session.emit(TodosUpdated(todos=todos))
+
+
+class Turns:
+    """The running turns of the loaded sessions, at most one per session."""
+
+    def __init__(
+        self,
+        *,
+        workspace: Path,
+        model: ModelClient,
+        tools: ToolRegistry,
+        permissions: PermissionsConfig,
+        on_settle: Callable[[str], None],
+        max_steps: int = 60,
+        services: Mapping[str, object] | None = None,
+        change_tracker: ChangeTrackerFactory | None = None,
+        lsp: LspPool | None = None,
+        on_turn_end: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_settle(session_id)` is called whenever a session's turn starts or ends;
+        `services` are handed to tools (the process table, …); `change_tracker` records a
+        turn's file changes (default: nothing); `lsp` reports diagnostics after edits (None:
+        no diagnostics); `on_turn_end` is called after every turn."""
+        self.workspace = workspace
+        self.model = model
+        self.tools = tools
+        self.permissions = permissions
+        self.max_steps = max_steps
+        self.services: Mapping[str, object] = services or {}
+        self.change_tracker: ChangeTrackerFactory = change_tracker or (
+            lambda _session, _turn: NoChanges()
+        )
+        self.lsp = lsp
+        self._on_settle = on_settle
+        self._on_turn_end = on_turn_end or (lambda: None)
+        self._running: dict[str, RunningTurn] = {}
+        self._nursery: trio.Nursery | None = None
+        self.accepting = True
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the turns until cancelled, which interrupts every running turn."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    @property
+    def count(self) -> int:
+        return len(self._running)
+
+    def running(self, session_id: str) -> RunningTurn | None:
+        return self._running.get(session_id)
+
+    def check_accepting(self) -> None:
+        """SHUTTING_DOWN unless new turns may start."""
+        if not self.accepting or self._nursery is None:
+            raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+
+    def begin(self, session: Session, *, compaction: bool = False) -> RunningTurn:
+        """Mark a new turn of `session` as running and announce it (`turn_started`)."""
+        turn_id = new_id("t")
+        running = self._running[session.id] = RunningTurn(turn_id, compaction=compaction)
+        self._on_settle(session.id)
+        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
+        return running
+
+    def end(self, session: Session, running: RunningTurn) -> None:
+        """Take a turn that has emitted `turn_completed` off the running set."""
+        del self._running[session.id]
+        running.done.set()
+        self._on_turn_end()
+        self._on_settle(session.id)
+
+    def start(
+        self,
+        live: LoadedSession,
+        text: str,
+        *,
+        by: str = "",
+        permission_mode: PermissionMode | None = None,
+        turn_input: TurnInput | None = None,
+    ) -> TurnStartResult:
+        """Start a turn, or queue the message for the running one. `turn_input` is what goes
+        with it (None: nothing); its problems are returned to the caller."""
+        self.check_accepting()
+        assert self._nursery is not None
+        session = live.session
+        running = self._running.get(session.id)
+        if running is not None and running.compaction:
+            # Queued, it would wait for some later turn: refused, the client still has it.
+            raise RpcError(
+                ErrorCode.SESSION_BUSY, "the session is being compacted; send it again after"
+            )
+        sent = turn_input or TurnInput()
+        if turn_input is not None:
+            live.read_instructions = turn_input.instructions
+        if permission_mode is not None and permission_mode != session.permission_mode:
+            session.emit(SessionConfigured(permission_mode=permission_mode))
+        problems = list(sent.problems)
+        if running is not None:
+            input_id = new_id("i")
+            session.emit(InputQueued(input_id=input_id, text=text, by=by, context=sent.context))
+            return TurnStartResult(
+                turn_id=running.turn_id, queued=True, input_id=input_id, problems=problems
+            )
+        running = self.begin(session)
+        if not session.title:
+            session.emit(SessionRenamed(title=_title_from(text)))
+        context = live.with_instructions(sent.context)
+        item = UserMessage(id=new_id("i"), text=text, context=context)
+        session.emit(ItemStarted(turn_id=running.turn_id, item=item))
+        session.emit(ItemCompleted(turn_id=running.turn_id, item=item))
+        live.history.add_user(text, context)
+        self._nursery.start_soon(self._run, live, running)
+        return TurnStartResult(turn_id=running.turn_id, input_id=item.id, problems=problems)
+
+    def cancel(self, session: Session, turn_id: str | None) -> str:
+        running = self._running.get(session.id)
+        if running is None or (turn_id is not None and turn_id != running.turn_id):
+            raise RpcError(
+                ErrorCode.NO_RUNNING_TURN,
+                f"session {session.id} has no running turn" + (f" {turn_id}" if turn_id else ""),
+            )
+        running.scope.cancel()
+        return running.turn_id
+
+    async def interrupt_all(self) -> None:
+        """Stop every running turn (they end `interrupted`) and wait until they have."""
+        for running in list(self._running.values()):
+            running.interrupted = True
+            running.scope.cancel()
+        for running in list(self._running.values()):
+            await running.done.wait()
+
+    async def wait_idle(self, session_id: str) -> None:
+        running = self._running.get(session_id)
+        if running is not None:
+            await running.done.wait()
+
+    def _policy(self, session: Session, workspace: WorkspaceRules) -> PermissionPolicy:
+        user = self.permissions
+        policy = PermissionPolicy(
+            mode=session.permission_mode,
+            allow=user.allow,
+            ask=[*user.ask, *workspace.ask],
+            deny=[*user.deny, *workspace.deny],
+        )
+        policy.session_rules = session.session_rules
+        return policy
+
+    async def _run(self, live: LoadedSession, running: RunningTurn) -> None:
+        session = live.session
+        turn_id = running.turn_id
+        changes = self.change_tracker(session, turn_id)
+        sink = Sink(live, turn_id)
+
+        def context(item: ToolCall) -> ToolContext:
+            return ToolContext(
+                self.workspace,
+                session_id=session.id,
+                turn_id=turn_id,
+                item_id=item.id,
+                versions=live.versions,
+                changes=changes,
+                output=lambda text: sink.item_delta(item.id, text),
+                services={**self.services, TODOS_SERVICE: _TodoBoard(session)},
+            )
+
+        async def diagnose(item: ToolCall, paths: list[Path]) -> str:
+            if self.lsp is None:
+                return ""
+            found = await self.lsp.diagnostics_after_edit([self.workspace / path for path in paths])
+            if found:
+                session.emit(
+                    DiagnosticsReported(
+                        turn_id=turn_id,
+                        item_id=item.id,
+                        diagnostics=wire_diagnostics(found, self.workspace),
+                    )
+                )
+            return format_report(found, self.workspace)
+
+        # Read once per turn, off the event loop: the rules and the notice come from one read.
+        # Shielded (a worker thread cannot be interrupted anyway), so that no cancellation
+        # lands before the `try` that ends every turn with its summary.
+        rules = WorkspaceRules()
+        with trio.CancelScope(shield=True):
+            rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
+        gate = SessionGate(
+            session=session,
+            broker=live.broker,
+            policy=self._policy(session, rules),
+            tools=self.tools,
+            workspace=self.workspace,
+            turn_id=turn_id,
+            context=context,
+            prewarm=(lambda path: lsp.prewarm([path])) if (lsp := self.lsp) is not None else None,
+        )
+        loop = TurnLoop(
+            model=self.model,
+            tools=self.tools,
+            tool_context=context,
+            history=live.history,
+            sink=sink,
+            new_id=lambda: new_id("i"),
+            gate=gate,
+            compactor=live.context,
+            diagnose=diagnose,
+            max_steps=self.max_steps,
+        )
+        ignored = rules.ignored
+        if ignored:
+            sink.notice(
+                "warning",
+                "workspace_config",
+                "Ignored settings in the workspace's .tether/config.toml that only your own "
+                f"config may set: {', '.join(ignored)}.",
+            )
+        outcome: TurnOutcome | None = None
+        status: TurnStatus = "interrupted"
+        error: TurnError | None = None
+        try:
+            with running.scope:
+                outcome = await loop.run()
+            if outcome is None:
+                status = running.ended_by_cancel()
+            else:
+                status, error = outcome.status, outcome.error
+        except BaseException as exc:
+            # Cancellation can arrive as a group (from a nursery inside a tool), alone or
+            # beside a bug's exception: it decides the status; a bug is logged.
+            cancelled, errors = split_cancelled(exc)
+            if errors is not None:
+                log.exception("turn %s failed", turn_id, exc_info=errors)
+            if running.scope.cancel_called:
+                status = running.ended_by_cancel()
+            elif errors is not None:
+                status = "failed"
+                error = TurnError(code="internal_error", message=f"tether failed: {errors!r}")
+            # else: cancelled from outside the turn (the daemon is going away): interrupted.
+            if cancelled is exc:
+                raise
+            if cancelled is not None:
+                raise cancelled from None
+        finally:
+            if status == "interrupted":
+                error = TurnError(
+                    code="interrupted",
+                    message="The daemon stopped while this turn ran. Send `continue` to resume.",
+                )
+            if session.queued_inputs:
+                session.emit(
+                    InputDropped(
+                        input_ids=list(session.queued_inputs),
+                        reason=f"the turn ended ({status}) before taking them",
+                    )
+                )
+            usage = outcome.usage if outcome is not None else loop.usage()
+            summary = TurnSummary(
+                id=new_id("i"),
+                stop_reason=status,
+                duration_seconds=round(time.monotonic() - running.started, 3),
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                tokens_estimated=loop.tokens_estimated,
+                model_calls=loop.model_calls,
+                files_changed=changes.files_changed(),
+            )
+            sink.item_started(summary)
+            sink.item_completed(summary)
+            session.emit(
+                TurnCompleted(
+                    turn_id=turn_id,
+                    status=status,
+                    ended_at=time.time(),
+                    usage=usage,
+                    error=error,
+                )
+            )
+            self.end(session, running)
+
+
+def _title_from(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:80]

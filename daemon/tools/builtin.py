@@ -1,0 +1,32 @@
+"""The built-in tools, in the order the model sees them.
+
+The one module that knows every tool; the registry takes whichever tools it is given.
+"""
+
+from tether.daemon.tools.base import Tool
+from tether.daemon.tools.command_kill import CommandKill
+from tether.daemon.tools.command_output import CommandOutput
+from tether.daemon.tools.edit_file import EditFile
+from tether.daemon.tools.glob import Glob
+from tether.daemon.tools.grep import Grep
+from tether.daemon.tools.list_dir import ListDir
+from tether.daemon.tools.read_file import ReadFile
+from tether.daemon.tools.run_command import RunCommand
+from tether.daemon.tools.todo_write import TodoWrite
+from tether.daemon.tools.write_file import WriteFile
+
+
+def default_tools() -> list[Tool]:
+    """A fresh instance of every built-in tool."""
+    return [
+        ReadFile(),
+        ListDir(),
+        Glob(),
+        Grep(),
+        EditFile(),
+        WriteFile(),
+        RunCommand(),
+        CommandOutput(),
+        CommandKill(),
+        TodoWrite(),
+    ]
