@@ -49,10 +49,10 @@ from tether.clients.rpc import Client
 from tether.daemon.testing import model_server as fake_model
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    SESSION_ATTACH,
+    SESSION_CREATE,
     SessionAttachParams,
-    SessionAttachResult,
     SessionCreateParams,
-    SessionCreateResult,
     TurnStartParams,
 )
 
@@ -271,16 +271,13 @@ def main() -> int:
         clients = connect_all(daemon, count)
         try:
             controller = clients[0]
-            session_id = controller.call(
-                "session/create", SessionCreateParams(), result=SessionCreateResult
-            ).session.id
+            session_id = controller.call(SESSION_CREATE, SessionCreateParams()).session.id
             for index, client in enumerate(clients):
                 client.call(
-                    "session/attach",
+                    SESSION_ATTACH,
                     SessionAttachParams(
                         session_id=session_id, role="controller" if index == 0 else "observer"
                     ),
-                    result=SessionAttachResult,
                 )
 
             def start() -> None:

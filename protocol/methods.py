@@ -1,10 +1,11 @@
-"""The method table: one entry per JSON-RPC method, mapping its name to its Params and Result.
+"""The method table: one `Method` descriptor per JSON-RPC method, naming its Params and Result.
 
-This table drives the daemon's dispatcher, the Python client's typed calls and the committed
-JSON Schema (`packaging/schema/tether-protocol.schema.json`), so the three cannot drift apart.
+The descriptors (`SESSION_ATTACH`, …) type the Python client's calls and the daemon's handlers;
+`METHODS`, derived from them, drives the dispatcher and the committed JSON Schema
+(`packaging/schema/tether-protocol.schema.json`), so none of them can drift apart.
 """
 
-from typing import Literal
+from typing import Generic, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -278,61 +279,141 @@ class SessionDeletedParams(Wire, frozen=True, kw_only=True):
     """The name of the client that deleted it."""
 
 
-class Method(msgspec.Struct, frozen=True):
-    params: type[Wire]
-    result: type[Wire]
+P = TypeVar("P", bound=Wire)
+R = TypeVar("R", bound=Wire)
+
+
+class Method(msgspec.Struct, Generic[P, R], frozen=True):
+    """One JSON-RPC method: its name, the type of its params and the type of its result.
+
+    Calls and handlers are typed by it: `Client.call(SESSION_READ, SessionRef(...))` returns a
+    `SessionReadResult`, and the daemon's handler for `SESSION_READ` must take a `SessionRef`.
+    """
+
+    name: str
+    params: type[P]
+    result: type[R]
     doc: str
     needs_controller: bool = False
 
 
-METHODS: dict[str, Method] = {
-    "initialize": Method(InitializeParams, InitializeResult, "Must be first; returns versions."),
-    "daemon/status": Method(Empty, DaemonStatusResult, "What the daemon is doing."),
-    "daemon/shutdown": Method(Empty, Empty, "Stop the daemon; running turns are interrupted."),
-    "session/create": Method(SessionCreateParams, SessionCreateResult, "Start a conversation."),
-    "session/list": Method(Empty, SessionListResult, "All sessions, newest first."),
-    "session/read": Method(SessionRef, SessionReadResult, "A snapshot, without subscribing."),
-    "session/attach": Method(
-        SessionAttachParams, SessionAttachResult, "Catch up and subscribe, atomically."
-    ),
-    "session/detach": Method(SessionRef, Empty, "Stop receiving a session's events."),
-    "session/delete": Method(
-        SessionRef,
-        Empty,
-        "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
-        " Attached clients are detached and sent `session/deleted`.",
-        needs_controller=True,
-    ),
-    "turn/start": Method(
-        TurnStartParams, TurnStartResult, "Run the agent on a message.", needs_controller=True
-    ),
-    "turn/cancel": Method(
-        TurnCancelParams, TurnCancelResult, "Cancel the running turn.", needs_controller=True
-    ),
-    "approval/respond": Method(
-        ApprovalRespondParams,
-        Empty,
-        "Answer a pending approval; the first answer wins.",
-        needs_controller=True,
-    ),
-    "session/undo": Method(
-        SessionUndoParams,
-        SessionUndoResult,
-        "Restore the files a turn changed.",
-        needs_controller=True,
-    ),
-    "session/compact": Method(
-        SessionRef,
-        SessionCompactResult,
-        "Summarise the session's older history now.",
-        needs_controller=True,
-    ),
-    "lsp/status": Method(Empty, LspStatusResult, "The language servers the daemon runs."),
-    "models/list": Method(Empty, ModelsListResult, "The models the provider serves."),
-    "process/list": Method(Empty, ProcessListResult, "Background processes the daemon owns."),
-    "process/kill": Method(ProcessKillParams, Empty, "Stop a background process and its tree."),
-    "tools/list": Method(Empty, ToolsListResult, "The tools the model can call."),
+class MethodSpec(Protocol):
+    """Any `Method`, seen through the table: what the dispatcher, the codec and the schema read.
+
+    `Method` is invariant in its types (a method's params are exactly its params), so a table
+    of different methods holds them as this read-only view."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def params(self) -> type[Wire]: ...
+    @property
+    def result(self) -> type[Wire]: ...
+    @property
+    def doc(self) -> str: ...
+    @property
+    def needs_controller(self) -> bool: ...
+
+
+INITIALIZE = Method(
+    "initialize", InitializeParams, InitializeResult, "Must be first; returns versions."
+)
+DAEMON_STATUS = Method("daemon/status", Empty, DaemonStatusResult, "What the daemon is doing.")
+DAEMON_SHUTDOWN = Method(
+    "daemon/shutdown", Empty, Empty, "Stop the daemon; running turns are interrupted."
+)
+SESSION_CREATE = Method(
+    "session/create", SessionCreateParams, SessionCreateResult, "Start a conversation."
+)
+SESSION_LIST = Method("session/list", Empty, SessionListResult, "All sessions, newest first.")
+SESSION_READ = Method(
+    "session/read", SessionRef, SessionReadResult, "A snapshot, without subscribing."
+)
+SESSION_ATTACH = Method(
+    "session/attach",
+    SessionAttachParams,
+    SessionAttachResult,
+    "Catch up and subscribe, atomically.",
+)
+SESSION_DETACH = Method("session/detach", SessionRef, Empty, "Stop receiving a session's events.")
+SESSION_DELETE = Method(
+    "session/delete",
+    SessionRef,
+    Empty,
+    "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
+    " Attached clients are detached and sent `session/deleted`.",
+    needs_controller=True,
+)
+TURN_START = Method(
+    "turn/start",
+    TurnStartParams,
+    TurnStartResult,
+    "Run the agent on a message.",
+    needs_controller=True,
+)
+TURN_CANCEL = Method(
+    "turn/cancel",
+    TurnCancelParams,
+    TurnCancelResult,
+    "Cancel the running turn.",
+    needs_controller=True,
+)
+APPROVAL_RESPOND = Method(
+    "approval/respond",
+    ApprovalRespondParams,
+    Empty,
+    "Answer a pending approval; the first answer wins.",
+    needs_controller=True,
+)
+SESSION_UNDO = Method(
+    "session/undo",
+    SessionUndoParams,
+    SessionUndoResult,
+    "Restore the files a turn changed.",
+    needs_controller=True,
+)
+SESSION_COMPACT = Method(
+    "session/compact",
+    SessionRef,
+    SessionCompactResult,
+    "Summarise the session's older history now.",
+    needs_controller=True,
+)
+LSP_STATUS = Method("lsp/status", Empty, LspStatusResult, "The language servers the daemon runs.")
+MODELS_LIST = Method("models/list", Empty, ModelsListResult, "The models the provider serves.")
+PROCESS_LIST = Method(
+    "process/list", Empty, ProcessListResult, "Background processes the daemon owns."
+)
+PROCESS_KILL = Method(
+    "process/kill", ProcessKillParams, Empty, "Stop a background process and its tree."
+)
+TOOLS_LIST = Method("tools/list", Empty, ToolsListResult, "The tools the model can call.")
+
+METHODS: dict[str, MethodSpec] = {
+    method.name: method
+    for method in (
+        INITIALIZE,
+        DAEMON_STATUS,
+        DAEMON_SHUTDOWN,
+        SESSION_CREATE,
+        SESSION_LIST,
+        SESSION_READ,
+        SESSION_ATTACH,
+        SESSION_DETACH,
+        SESSION_DELETE,
+        TURN_START,
+        TURN_CANCEL,
+        APPROVAL_RESPOND,
+        SESSION_UNDO,
+        SESSION_COMPACT,
+        LSP_STATUS,
+        MODELS_LIST,
+        PROCESS_LIST,
+        PROCESS_KILL,
+        TOOLS_LIST,
+    )
 }
+"""Every method by name, in the order the schema lists them."""
 
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,

@@ -30,9 +30,11 @@ from tether.protocol.events import (
 )
 from tether.protocol.items import Notice, ToolCall
 from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    SESSION_READ,
+    TURN_CANCEL,
     ApprovalRespondParams,
     SessionEventParams,
-    SessionReadResult,
     SessionRef,
     TurnCancelParams,
 )
@@ -62,7 +64,7 @@ def wait_for_approval(client: Client, session_id: str) -> ApprovalRequest:
 
 def respond(client: Client, session_id: str, approval_id: str, decision: str, **kw: str) -> None:
     client.call(
-        "approval/respond",
+        APPROVAL_RESPOND,
         ApprovalRespondParams(
             session_id=session_id,
             approval_id=approval_id,
@@ -173,7 +175,7 @@ def test_cancel_resolves_a_pending_approval_as_denied(
         attach(b, session_id)
         turn_id = start_turn(a, session_id, "go")
         approval = wait_for_approval(a, session_id)
-        a.call("turn/cancel", TurnCancelParams(session_id=session_id, turn_id=turn_id))
+        a.call(TURN_CANCEL, TurnCancelParams(session_id=session_id, turn_id=turn_id))
         events = collect_until_turn_end(b, session_id)
         with pytest.raises(CallError) as late:
             respond(a, session_id, approval.id, "allow")
@@ -237,9 +239,7 @@ def test_hostile_workspace_config_cannot_switch_on_auto(
             assert approval.command == "echo pwned"
             respond(a, session_id, approval.id, "deny")
             collect_until_turn_end(a, session_id)
-            snapshot = a.call(
-                "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-            ).snapshot
+            snapshot = a.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
     finally:
         daemon.stop()
     notices = [i.message for i in snapshot.turns[-1].items if isinstance(i, Notice)]
@@ -352,9 +352,7 @@ def test_approve_from_another_terminal(
     with daemon.client("watcher") as watcher:
         deadline = time.monotonic() + 10
         while True:
-            snapshot = watcher.call(
-                "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-            ).snapshot
+            snapshot = watcher.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
             if snapshot.pending_approvals:
                 break
             assert time.monotonic() < deadline, "no approval was requested"
