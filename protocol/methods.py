@@ -315,28 +315,46 @@ class MethodSpec(Protocol):
     def needs_controller(self) -> bool: ...
 
 
-INITIALIZE = Method(
+METHODS: dict[str, MethodSpec] = {}
+"""Every method by name, in the order they are declared below (the schema's order)."""
+
+
+def _declare(
+    name: str,
+    params: type[P],
+    result: type[R],
+    doc: str,
+    *,
+    needs_controller: bool = False,
+) -> Method[P, R]:
+    if name in METHODS:
+        raise ValueError(f"method {name!r} is declared twice")
+    method = METHODS[name] = Method(name, params, result, doc, needs_controller)
+    return method
+
+
+INITIALIZE = _declare(
     "initialize", InitializeParams, InitializeResult, "Must be first; returns versions."
 )
-DAEMON_STATUS = Method("daemon/status", Empty, DaemonStatusResult, "What the daemon is doing.")
-DAEMON_SHUTDOWN = Method(
+DAEMON_STATUS = _declare("daemon/status", Empty, DaemonStatusResult, "What the daemon is doing.")
+DAEMON_SHUTDOWN = _declare(
     "daemon/shutdown", Empty, Empty, "Stop the daemon; running turns are interrupted."
 )
-SESSION_CREATE = Method(
+SESSION_CREATE = _declare(
     "session/create", SessionCreateParams, SessionCreateResult, "Start a conversation."
 )
-SESSION_LIST = Method("session/list", Empty, SessionListResult, "All sessions, newest first.")
-SESSION_READ = Method(
+SESSION_LIST = _declare("session/list", Empty, SessionListResult, "All sessions, newest first.")
+SESSION_READ = _declare(
     "session/read", SessionRef, SessionReadResult, "A snapshot, without subscribing."
 )
-SESSION_ATTACH = Method(
+SESSION_ATTACH = _declare(
     "session/attach",
     SessionAttachParams,
     SessionAttachResult,
     "Catch up and subscribe, atomically.",
 )
-SESSION_DETACH = Method("session/detach", SessionRef, Empty, "Stop receiving a session's events.")
-SESSION_DELETE = Method(
+SESSION_DETACH = _declare("session/detach", SessionRef, Empty, "Stop receiving a session's events.")
+SESSION_DELETE = _declare(
     "session/delete",
     SessionRef,
     Empty,
@@ -344,76 +362,50 @@ SESSION_DELETE = Method(
     " Attached clients are detached and sent `session/deleted`.",
     needs_controller=True,
 )
-TURN_START = Method(
+TURN_START = _declare(
     "turn/start",
     TurnStartParams,
     TurnStartResult,
     "Run the agent on a message.",
     needs_controller=True,
 )
-TURN_CANCEL = Method(
+TURN_CANCEL = _declare(
     "turn/cancel",
     TurnCancelParams,
     TurnCancelResult,
     "Cancel the running turn.",
     needs_controller=True,
 )
-APPROVAL_RESPOND = Method(
+APPROVAL_RESPOND = _declare(
     "approval/respond",
     ApprovalRespondParams,
     Empty,
     "Answer a pending approval; the first answer wins.",
     needs_controller=True,
 )
-SESSION_UNDO = Method(
+SESSION_UNDO = _declare(
     "session/undo",
     SessionUndoParams,
     SessionUndoResult,
     "Restore the files a turn changed.",
     needs_controller=True,
 )
-SESSION_COMPACT = Method(
+SESSION_COMPACT = _declare(
     "session/compact",
     SessionRef,
     SessionCompactResult,
     "Summarise the session's older history now.",
     needs_controller=True,
 )
-LSP_STATUS = Method("lsp/status", Empty, LspStatusResult, "The language servers the daemon runs.")
-MODELS_LIST = Method("models/list", Empty, ModelsListResult, "The models the provider serves.")
-PROCESS_LIST = Method(
+LSP_STATUS = _declare("lsp/status", Empty, LspStatusResult, "The language servers the daemon runs.")
+MODELS_LIST = _declare("models/list", Empty, ModelsListResult, "The models the provider serves.")
+PROCESS_LIST = _declare(
     "process/list", Empty, ProcessListResult, "Background processes the daemon owns."
 )
-PROCESS_KILL = Method(
+PROCESS_KILL = _declare(
     "process/kill", ProcessKillParams, Empty, "Stop a background process and its tree."
 )
-TOOLS_LIST = Method("tools/list", Empty, ToolsListResult, "The tools the model can call.")
-
-METHODS: dict[str, MethodSpec] = {
-    method.name: method
-    for method in (
-        INITIALIZE,
-        DAEMON_STATUS,
-        DAEMON_SHUTDOWN,
-        SESSION_CREATE,
-        SESSION_LIST,
-        SESSION_READ,
-        SESSION_ATTACH,
-        SESSION_DETACH,
-        SESSION_DELETE,
-        TURN_START,
-        TURN_CANCEL,
-        APPROVAL_RESPOND,
-        SESSION_UNDO,
-        SESSION_COMPACT,
-        LSP_STATUS,
-        MODELS_LIST,
-        PROCESS_LIST,
-        PROCESS_KILL,
-        TOOLS_LIST,
-    )
-}
-"""Every method by name, in the order the schema lists them."""
+TOOLS_LIST = _declare("tools/list", Empty, ToolsListResult, "The tools the model can call.")
 
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,

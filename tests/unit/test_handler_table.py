@@ -26,6 +26,7 @@ from tether.daemon.rpc.handlers import Handlers, handler_table
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.sessions.registry import Sessions
+from tether.protocol import methods
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
@@ -79,6 +80,14 @@ class BareDaemon:
 
     def request_shutdown(self, reason: str) -> None:
         self.shutdowns.append(reason)
+
+
+def test_methods_holds_every_descriptor_once() -> None:
+    declared = [value.name for value in vars(methods).values() if isinstance(value, Method)]
+    assert sorted(declared) == sorted(METHODS)
+    with pytest.raises(ValueError, match="declared twice"):
+        methods._declare("initialize", Empty, Empty, "Again.")
+    assert METHODS["initialize"] is INITIALIZE
 
 
 def test_the_daemons_table_covers_exactly_the_descriptors(tmp_path: Path) -> None:
