@@ -27,7 +27,7 @@ import msgspec
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
-from tether.protocol.methods import InitializeParams
+from tether.protocol.methods import INITIALIZE, InitializeParams
 from tether.testing import ModelServer
 
 DAEMON_START_TIMEOUT = 20.0
@@ -179,7 +179,7 @@ class DaemonProc:
     def client(self, name: str = "bench") -> Client:
         """A typed client, initialized."""
         client = Client(self.raw(), self.info)
-        client.call("initialize", InitializeParams(client_name=name))
+        client.call(INITIALIZE, InitializeParams(client_name=name))
         return client
 
     def rss_kb(self) -> int:

@@ -50,16 +50,17 @@ from tether.protocol import codec
 from tether.protocol.events import TurnCompleted
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    SESSION_ATTACH,
+    SESSION_CREATE,
+    SESSION_READ,
+    TURN_START,
     InitializeParams,
     SessionAttachParams,
     SessionAttachResult,
     SessionCreateParams,
-    SessionCreateResult,
     SessionEventParams,
-    SessionReadResult,
     SessionRef,
     TurnStartParams,
-    TurnStartResult,
 )
 from tether.protocol.session import Cursor
 
@@ -117,18 +118,13 @@ def initialized_raw(daemon: DaemonProc) -> WebSocket:
 def build_session(daemon: DaemonProc) -> tuple[str, float]:
     """Run the long turn; return the session id and how long the turn took."""
     with daemon.client("bench-builder") as client:
-        session = client.call(
-            "session/create", SessionCreateParams(), result=SessionCreateResult
-        ).session
+        session = client.call(SESSION_CREATE, SessionCreateParams()).session
         client.call(
-            "session/attach",
+            SESSION_ATTACH,
             SessionAttachParams(session_id=session.id, role="controller"),
-            result=SessionAttachResult,
         )
         start = time.perf_counter()
-        client.call(
-            "turn/start", TurnStartParams(session_id=session.id, text="go"), result=TurnStartResult
-        )
+        client.call(TURN_START, TurnStartParams(session_id=session.id, text="go"))
         while True:
             method, params = client.next_notification(timeout=45)
             if method == "session/resync":
@@ -141,9 +137,7 @@ def build_session(daemon: DaemonProc) -> tuple[str, float]:
 
 def session_seq(daemon: DaemonProc, session_id: str) -> int:
     with daemon.client("bench-read") as client:
-        result = client.call(
-            "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-        )
+        result = client.call(SESSION_READ, SessionRef(session_id=session_id))
         return result.snapshot.seq
 
 
@@ -199,9 +193,8 @@ def replay_typed(daemon: DaemonProc, session_id: str, last_seq: int) -> Replay:
     with daemon.client("bench-typed") as client:
         start = time.perf_counter()
         result = client.call(
-            "session/attach",
+            SESSION_ATTACH,
             SessionAttachParams(session_id=session_id, after=Cursor(seq=0), role="observer"),
-            result=SessionAttachResult,
         )
         if result.mode != "replay":
             return Replay(time.perf_counter() - start, 0, 0, result.mode)

@@ -48,10 +48,10 @@ from _harness import (
 from tether.clients.rpc import Client
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    SESSION_ATTACH,
+    SESSION_CREATE,
     SessionAttachParams,
-    SessionAttachResult,
     SessionCreateParams,
-    SessionCreateResult,
     TurnStartParams,
 )
 from tether.testing.handler import Handler
@@ -271,16 +271,13 @@ def main() -> int:
         clients = connect_all(daemon, count)
         try:
             controller = clients[0]
-            session_id = controller.call(
-                "session/create", SessionCreateParams(), result=SessionCreateResult
-            ).session.id
+            session_id = controller.call(SESSION_CREATE, SessionCreateParams()).session.id
             for index, client in enumerate(clients):
                 client.call(
-                    "session/attach",
+                    SESSION_ATTACH,
                     SessionAttachParams(
                         session_id=session_id, role="controller" if index == 0 else "observer"
                     ),
-                    result=SessionAttachResult,
                 )
 
             def start() -> None:

@@ -32,15 +32,16 @@ from _harness import (
 from tether.clients.rpc import Client
 from tether.protocol.events import TurnCompleted
 from tether.protocol.methods import (
-    DaemonStatusResult,
+    DAEMON_STATUS,
+    SESSION_ATTACH,
+    SESSION_CREATE,
+    SESSION_DETACH,
+    TURN_START,
     SessionAttachParams,
-    SessionAttachResult,
     SessionCreateParams,
-    SessionCreateResult,
     SessionEventParams,
     SessionRef,
     TurnStartParams,
-    TurnStartResult,
 )
 
 TARGET_MB = 45.0
@@ -58,18 +59,14 @@ SCRIPT: dict[str, Any] = {
 
 
 def one_session(client: Client, index: int) -> None:
-    session = client.call(
-        "session/create", SessionCreateParams(), result=SessionCreateResult
-    ).session
+    session = client.call(SESSION_CREATE, SessionCreateParams()).session
     client.call(
-        "session/attach",
+        SESSION_ATTACH,
         SessionAttachParams(session_id=session.id, role="controller"),
-        result=SessionAttachResult,
     )
     client.call(
-        "turn/start",
+        TURN_START,
         TurnStartParams(session_id=session.id, text=f"task {index}: what does this project do?"),
-        result=TurnStartResult,
     )
     while True:
         _, params = client.next_notification(timeout=30)
@@ -77,11 +74,11 @@ def one_session(client: Client, index: int) -> None:
             if params.event.status != "completed":
                 raise RuntimeError(f"turn {index} ended {params.event.status}")
             break
-    client.call("session/detach", SessionRef(session_id=session.id))
+    client.call(SESSION_DETACH, SessionRef(session_id=session.id))
 
 
 def loaded(client: Client) -> int:
-    return client.call("daemon/status", result=DaemonStatusResult).sessions_loaded
+    return client.call(DAEMON_STATUS).sessions_loaded
 
 
 def measure(daemon: DaemonProc, sessions: int, every: int) -> list[tuple[int, int, int]]:

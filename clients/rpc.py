@@ -1,14 +1,14 @@
 """A synchronous JSON-RPC client for the daemon, for thin clients that should start fast.
 
 It imports no async framework: a blocking websocket (wsproto over a socket) is all a CLI needs.
-Calls are typed by the protocol's method table; notifications that arrive while waiting for a
-response are kept, in order, for `next_notification`.
+Calls are typed by the protocol's method descriptors (`Method`); notifications that arrive while
+waiting for a response are kept, in order, for `next_notification`.
 """
 
 import time
 from collections import deque
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TypeVar, overload
 
 import msgspec
 
@@ -24,9 +24,17 @@ from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import Envelope, request_frame
-from tether.protocol.methods import METHODS, NOTIFICATIONS, Empty, InitializeParams
+from tether.protocol.methods import (
+    INITIALIZE,
+    METHODS,
+    NOTIFICATIONS,
+    Empty,
+    InitializeParams,
+    Method,
+)
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
+P = TypeVar("P", bound=Wire)
 R = TypeVar("R", bound=Wire)
 
 _envelope = msgspec.json.Decoder(Envelope)
@@ -80,7 +88,7 @@ class Client:
                 time.sleep(0.05)
         client = cls(ws, info)
         client.call(
-            "initialize",
+            INITIALIZE,
             InitializeParams(
                 client_name=client_name,
                 client_version=__version__,
@@ -98,11 +106,16 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, method: str, params: Wire | None = None, result: type[R] = Wire) -> R:
-        """Send a request and wait for its response; raise `CallError` for an error response."""
+    @overload
+    def call(self, method: Method[Empty, R]) -> R: ...
+    @overload
+    def call(self, method: Method[P, R], params: P) -> R: ...
+    def call(self, method: Method[P, R], params: P | None = None) -> R:
+        """Send a request and wait for its response, decoded as the method's result; raise
+        `CallError` for an error response. Only a method whose params are `Empty` may omit them."""
         self._next_id += 1
         request_id = f"c{self._next_id}"
-        self.ws.send(request_frame(request_id, method, params or Empty()))
+        self.ws.send(request_frame(request_id, method.name, params or Empty()))
         while True:
             envelope = _envelope.decode(self.ws.recv())
             if envelope.method is not None:
@@ -110,10 +123,10 @@ class Client:
                 continue
             if envelope.error is not None and envelope.id in (request_id, None):
                 # An id-less error answers a request the daemon could not read: this one.
-                raise CallError(method, envelope.error.code, envelope.error.message)
+                raise CallError(method.name, envelope.error.code, envelope.error.message)
             if envelope.id != request_id:
                 continue
-            return cast(R, codec.decode_result(method, envelope.result))
+            return codec.decode_as(method.result, envelope.result)
 
     def next_notification(self, timeout: float | None = None) -> tuple[str, Wire]:
         """The next notification, waiting up to `timeout` (TimeoutError after that)."""

@@ -42,10 +42,6 @@ def decode_params(method: str, raw: msgspec.Raw) -> Wire:
         raise RpcError(ErrorCode.INVALID_PARAMS, f"invalid params for {method}: {exc}") from exc
 
 
-def decode_result(method: str, raw: bytes | msgspec.Raw) -> Wire:
-    return _decoder(METHODS[method].result).decode(raw)
-
-
 def decode_notification(method: str, raw: bytes | msgspec.Raw) -> Wire:
     return _decoder(NOTIFICATIONS[method]).decode(raw)
 

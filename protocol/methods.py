@@ -1,10 +1,11 @@
-"""The method table: one entry per JSON-RPC method, mapping its name to its Params and Result.
+"""The method table: one `Method` descriptor per JSON-RPC method, naming its Params and Result.
 
-This table drives the daemon's dispatcher, the Python client's typed calls and the committed
-JSON Schema (`packaging/schema/tether-protocol.schema.json`), so the three cannot drift apart.
+The descriptors (`SESSION_ATTACH`, …) type the Python client's calls and the daemon's handlers;
+`METHODS`, derived from them, drives the dispatcher and the committed JSON Schema
+(`packaging/schema/tether-protocol.schema.json`), so none of them can drift apart.
 """
 
-from typing import Literal
+from typing import Generic, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -278,61 +279,133 @@ class SessionDeletedParams(Wire, frozen=True, kw_only=True):
     """The name of the client that deleted it."""
 
 
-class Method(msgspec.Struct, frozen=True):
-    params: type[Wire]
-    result: type[Wire]
+P = TypeVar("P", bound=Wire)
+R = TypeVar("R", bound=Wire)
+
+
+class Method(msgspec.Struct, Generic[P, R], frozen=True):
+    """One JSON-RPC method: its name, the type of its params and the type of its result.
+
+    Calls and handlers are typed by it: `Client.call(SESSION_READ, SessionRef(...))` returns a
+    `SessionReadResult`, and the daemon's handler for `SESSION_READ` must take a `SessionRef`.
+    """
+
+    name: str
+    params: type[P]
+    result: type[R]
     doc: str
     needs_controller: bool = False
 
 
-METHODS: dict[str, Method] = {
-    "initialize": Method(InitializeParams, InitializeResult, "Must be first; returns versions."),
-    "daemon/status": Method(Empty, DaemonStatusResult, "What the daemon is doing."),
-    "daemon/shutdown": Method(Empty, Empty, "Stop the daemon; running turns are interrupted."),
-    "session/create": Method(SessionCreateParams, SessionCreateResult, "Start a conversation."),
-    "session/list": Method(Empty, SessionListResult, "All sessions, newest first."),
-    "session/read": Method(SessionRef, SessionReadResult, "A snapshot, without subscribing."),
-    "session/attach": Method(
-        SessionAttachParams, SessionAttachResult, "Catch up and subscribe, atomically."
-    ),
-    "session/detach": Method(SessionRef, Empty, "Stop receiving a session's events."),
-    "session/delete": Method(
-        SessionRef,
-        Empty,
-        "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
-        " Attached clients are detached and sent `session/deleted`.",
-        needs_controller=True,
-    ),
-    "turn/start": Method(
-        TurnStartParams, TurnStartResult, "Run the agent on a message.", needs_controller=True
-    ),
-    "turn/cancel": Method(
-        TurnCancelParams, TurnCancelResult, "Cancel the running turn.", needs_controller=True
-    ),
-    "approval/respond": Method(
-        ApprovalRespondParams,
-        Empty,
-        "Answer a pending approval; the first answer wins.",
-        needs_controller=True,
-    ),
-    "session/undo": Method(
-        SessionUndoParams,
-        SessionUndoResult,
-        "Restore the files a turn changed.",
-        needs_controller=True,
-    ),
-    "session/compact": Method(
-        SessionRef,
-        SessionCompactResult,
-        "Summarise the session's older history now.",
-        needs_controller=True,
-    ),
-    "lsp/status": Method(Empty, LspStatusResult, "The language servers the daemon runs."),
-    "models/list": Method(Empty, ModelsListResult, "The models the provider serves."),
-    "process/list": Method(Empty, ProcessListResult, "Background processes the daemon owns."),
-    "process/kill": Method(ProcessKillParams, Empty, "Stop a background process and its tree."),
-    "tools/list": Method(Empty, ToolsListResult, "The tools the model can call."),
-}
+class MethodSpec(Protocol):
+    """Any `Method`, seen through the table: what the dispatcher, the codec and the schema read.
+
+    `Method` is invariant in its types (a method's params are exactly its params), so a table
+    of different methods holds them as this read-only view."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def params(self) -> type[Wire]: ...
+    @property
+    def result(self) -> type[Wire]: ...
+    @property
+    def doc(self) -> str: ...
+    @property
+    def needs_controller(self) -> bool: ...
+
+
+METHODS: dict[str, MethodSpec] = {}
+"""Every method by name, in the order they are declared below (the schema's order)."""
+
+
+def _declare(
+    name: str,
+    params: type[P],
+    result: type[R],
+    doc: str,
+    *,
+    needs_controller: bool = False,
+) -> Method[P, R]:
+    if name in METHODS:
+        raise ValueError(f"method {name!r} is declared twice")
+    method = METHODS[name] = Method(name, params, result, doc, needs_controller)
+    return method
+
+
+INITIALIZE = _declare(
+    "initialize", InitializeParams, InitializeResult, "Must be first; returns versions."
+)
+DAEMON_STATUS = _declare("daemon/status", Empty, DaemonStatusResult, "What the daemon is doing.")
+DAEMON_SHUTDOWN = _declare(
+    "daemon/shutdown", Empty, Empty, "Stop the daemon; running turns are interrupted."
+)
+SESSION_CREATE = _declare(
+    "session/create", SessionCreateParams, SessionCreateResult, "Start a conversation."
+)
+SESSION_LIST = _declare("session/list", Empty, SessionListResult, "All sessions, newest first.")
+SESSION_READ = _declare(
+    "session/read", SessionRef, SessionReadResult, "A snapshot, without subscribing."
+)
+SESSION_ATTACH = _declare(
+    "session/attach",
+    SessionAttachParams,
+    SessionAttachResult,
+    "Catch up and subscribe, atomically.",
+)
+SESSION_DETACH = _declare("session/detach", SessionRef, Empty, "Stop receiving a session's events.")
+SESSION_DELETE = _declare(
+    "session/delete",
+    SessionRef,
+    Empty,
+    "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
+    " Attached clients are detached and sent `session/deleted`.",
+    needs_controller=True,
+)
+TURN_START = _declare(
+    "turn/start",
+    TurnStartParams,
+    TurnStartResult,
+    "Run the agent on a message.",
+    needs_controller=True,
+)
+TURN_CANCEL = _declare(
+    "turn/cancel",
+    TurnCancelParams,
+    TurnCancelResult,
+    "Cancel the running turn.",
+    needs_controller=True,
+)
+APPROVAL_RESPOND = _declare(
+    "approval/respond",
+    ApprovalRespondParams,
+    Empty,
+    "Answer a pending approval; the first answer wins.",
+    needs_controller=True,
+)
+SESSION_UNDO = _declare(
+    "session/undo",
+    SessionUndoParams,
+    SessionUndoResult,
+    "Restore the files a turn changed.",
+    needs_controller=True,
+)
+SESSION_COMPACT = _declare(
+    "session/compact",
+    SessionRef,
+    SessionCompactResult,
+    "Summarise the session's older history now.",
+    needs_controller=True,
+)
+LSP_STATUS = _declare("lsp/status", Empty, LspStatusResult, "The language servers the daemon runs.")
+MODELS_LIST = _declare("models/list", Empty, ModelsListResult, "The models the provider serves.")
+PROCESS_LIST = _declare(
+    "process/list", Empty, ProcessListResult, "Background processes the daemon owns."
+)
+PROCESS_KILL = _declare(
+    "process/kill", ProcessKillParams, Empty, "Stop a background process and its tree."
+)
+TOOLS_LIST = _declare("tools/list", Empty, ToolsListResult, "The tools the model can call.")
 
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,

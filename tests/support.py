@@ -23,14 +23,16 @@ from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AnyItem
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    INITIALIZE,
+    SESSION_ATTACH,
+    SESSION_CREATE,
+    TURN_START,
     InitializeParams,
     SessionAttachParams,
     SessionAttachResult,
     SessionCreateParams,
-    SessionCreateResult,
     SessionEventParams,
     TurnStartParams,
-    TurnStartResult,
 )
 from tether.protocol.session import Cursor
 
@@ -113,7 +115,7 @@ class DaemonProcess:
             "127.0.0.1", self.port, headers={"Authorization": f"Bearer {self.token}"}
         )
         client = Client(ws, self.info)
-        client.call("initialize", InitializeParams(client_name=name))
+        client.call(INITIALIZE, InitializeParams(client_name=name))
         return client
 
     def raw(self, headers: dict[str, str] | None = None) -> WebSocket:
@@ -183,25 +185,20 @@ def run_cli(
 
 
 def create_session(client: Client) -> str:
-    return client.call(
-        "session/create", SessionCreateParams(), result=SessionCreateResult
-    ).session.id
+    return client.call(SESSION_CREATE, SessionCreateParams()).session.id
 
 
 def attach(
     client: Client, session_id: str, after: Cursor | None = None, role: str = "controller"
 ) -> SessionAttachResult:
     return client.call(
-        "session/attach",
+        SESSION_ATTACH,
         SessionAttachParams(session_id=session_id, after=after, role=role),  # type: ignore[arg-type]
-        result=SessionAttachResult,
     )
 
 
 def start_turn(client: Client, session_id: str, text: str) -> str:
-    return client.call(
-        "turn/start", TurnStartParams(session_id=session_id, text=text), result=TurnStartResult
-    ).turn_id
+    return client.call(TURN_START, TurnStartParams(session_id=session_id, text=text)).turn_id
 
 
 def collect_until_turn_end(

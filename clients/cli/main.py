@@ -45,26 +45,32 @@ from tether.protocol.events import (
     TurnStatus,
 )
 from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    DAEMON_SHUTDOWN,
+    DAEMON_STATUS,
+    PROCESS_KILL,
+    PROCESS_LIST,
+    SESSION_ATTACH,
+    SESSION_COMPACT,
+    SESSION_CREATE,
+    SESSION_DELETE,
+    SESSION_LIST,
+    SESSION_READ,
+    SESSION_UNDO,
+    TURN_CANCEL,
+    TURN_START,
     ApprovalRespondParams,
     DaemonEventParams,
-    DaemonStatusResult,
     ProcessKillParams,
-    ProcessListResult,
     SessionAttachParams,
     SessionAttachResult,
-    SessionCompactResult,
     SessionCreateParams,
-    SessionCreateResult,
     SessionEventParams,
-    SessionListResult,
-    SessionReadResult,
     SessionRef,
     SessionUndoParams,
     SessionUndoResult,
     TurnCancelParams,
-    TurnCancelResult,
     TurnStartParams,
-    TurnStartResult,
 )
 from tether.protocol.session import Cursor, SessionInfo
 
@@ -112,7 +118,7 @@ def _connect(args: argparse.Namespace, *, autostart: bool = True) -> Client:
 
 
 def _resolve_session(client: Client, ref: str | None) -> SessionInfo:
-    sessions = client.call("session/list", result=SessionListResult).sessions
+    sessions = client.call(SESSION_LIST).sessions
     if not sessions:
         raise CliError("this workspace has no sessions yet; start one with `tether run`")
     if ref is None:
@@ -150,9 +156,8 @@ class Follower:
 
     def attach(self, after: Cursor | None = None) -> SessionAttachResult:
         result = self.client.call(
-            "session/attach",
+            SESSION_ATTACH,
             SessionAttachParams(session_id=self.session_id, after=after, role="controller"),
-            result=SessionAttachResult,
         )
         self.cursor = Cursor(epoch=result.epoch, seq=result.from_seq)
         return result
@@ -162,7 +167,7 @@ class Follower:
     ) -> None:
         try:
             self.client.call(
-                "approval/respond",
+                APPROVAL_RESPOND,
                 ApprovalRespondParams(
                     session_id=self.session_id,
                     approval_id=approval.id,
@@ -222,9 +227,8 @@ class Follower:
                 cancelled = True
                 print("\ntether: cancelling (Ctrl-C again to leave it)", file=sys.stderr)
                 self.client.call(
-                    "turn/cancel",
+                    TURN_CANCEL,
                     TurnCancelParams(session_id=self.session_id, turn_id=turn_id),
-                    result=TurnCancelResult,
                 )
                 continue
             if method == "session/resync":
@@ -300,9 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.session:
             session = _resolve_session(client, args.session)
         else:
-            session = client.call(
-                "session/create", SessionCreateParams(), result=SessionCreateResult
-            ).session
+            session = client.call(SESSION_CREATE, SessionCreateParams()).session
         renderer = Renderer(json_mode=args.json)
         follower = Follower(
             client,
@@ -313,14 +315,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.detach:
             follower.attach()
         started = client.call(
-            "turn/start",
+            TURN_START,
             TurnStartParams(
                 session_id=session.id,
                 text=prompt,
                 permission_mode=args.permission_mode,
                 mentions=parse_cli_mentions(prompt),
             ),
-            result=TurnStartResult,
         )
         turn_id = started.turn_id
         if not args.json:
@@ -358,9 +359,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 def _pick_approval(client: Client, args: argparse.Namespace) -> tuple[str, ApprovalRequest]:
     session = _resolve_session(client, args.session)
-    snapshot = client.call(
-        "session/read", SessionRef(session_id=session.id), result=SessionReadResult
-    ).snapshot
+    snapshot = client.call(SESSION_READ, SessionRef(session_id=session.id)).snapshot
     pending = snapshot.pending_approvals
     if args.approval:
         pending = [a for a in pending if a.id.startswith(args.approval)]
@@ -377,7 +376,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
     with _connect(args, autostart=False) as client:
         session_id, approval = _pick_approval(client, args)
         client.call(
-            "approval/respond",
+            APPROVAL_RESPOND,
             ApprovalRespondParams(
                 session_id=session_id,
                 approval_id=approval.id,
@@ -397,9 +396,8 @@ def cmd_undo(args: argparse.Namespace) -> int:
 
         def undo(force: bool) -> SessionUndoResult:
             return client.call(
-                "session/undo",
+                SESSION_UNDO,
                 SessionUndoParams(session_id=session.id, turn_id=args.turn, force=force),
-                result=SessionUndoResult,
             )
 
         result = undo(args.force)
@@ -429,9 +427,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     with _connect(args, autostart=False) as client:
         session = _resolve_session(client, args.session)
-        result = client.call(
-            "session/compact", SessionRef(session_id=session.id), result=SessionCompactResult
-        )
+        result = client.call(SESSION_COMPACT, SessionRef(session_id=session.id))
     if result.compacted:
         print(f"compacted {session.id}: {result.tokens_before:,} -> {result.tokens_after:,} tokens")
     else:
@@ -442,10 +438,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_processes(args: argparse.Namespace) -> int:
     with _connect(args, autostart=False) as client:
         if args.kill:
-            client.call("process/kill", ProcessKillParams(process_id=args.kill))
+            client.call(PROCESS_KILL, ProcessKillParams(process_id=args.kill))
             print(f"stopped {args.kill}")
             return EXIT_OK
-        processes = client.call("process/list", result=ProcessListResult).processes
+        processes = client.call(PROCESS_LIST).processes
     if args.json:
         print(_json.encode(processes).decode())
         return EXIT_OK
@@ -461,11 +457,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.delete:
         with _connect(args) as client:
             session = _resolve_session(client, args.delete)
-            client.call("session/delete", SessionRef(session_id=session.id))
+            client.call(SESSION_DELETE, SessionRef(session_id=session.id))
         print(f"deleted session {session.id}")
         return EXIT_OK
     with _connect(args) as client:
-        sessions = client.call("session/list", result=SessionListResult).sessions
+        sessions = client.call(SESSION_LIST).sessions
     if args.json:
         print(_json.encode(sessions).decode())
         return EXIT_OK
@@ -488,9 +484,7 @@ def _age(seconds: float) -> str:
 def cmd_cancel(args: argparse.Namespace) -> int:
     with _connect(args, autostart=False) as client:
         session = _resolve_session(client, args.session)
-        result = client.call(
-            "turn/cancel", TurnCancelParams(session_id=session.id), result=TurnCancelResult
-        )
+        result = client.call(TURN_CANCEL, TurnCancelParams(session_id=session.id))
     print(f"cancelled turn {result.turn_id} of session {session.id}")
     return EXIT_OK
 
@@ -532,7 +526,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         if args.action == "status":
             return _print_status(args, workspace, info.port)
         with Client.connect(workspace, autostart=False) as client:
-            client.call("daemon/shutdown")
+            client.call(DAEMON_SHUTDOWN)
         pid = info.pid
     if not wait_until_stopped(workspace):
         raise CliError(f"the daemon (pid {pid}) did not stop within 15 s")
@@ -542,7 +536,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
     with Client.connect(workspace, autostart=False) as client:
-        status = client.call("daemon/status", result=DaemonStatusResult)
+        status = client.call(DAEMON_STATUS)
     if args.json:
         data = msgspec.to_builtins(status)
         assert isinstance(data, dict)
@@ -582,20 +576,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         locate(project, idle_timeout=60, env=env)
         with Client.connect(project, autostart=False) as client:
             print(f"workspace: {project}\n» what is this project?\n", file=sys.stderr)
-            session = client.call(
-                "session/create", SessionCreateParams(title="demo"), result=SessionCreateResult
-            ).session
+            session = client.call(SESSION_CREATE, SessionCreateParams(title="demo")).session
             follower = Follower(
                 client, session.id, Renderer(json_mode=args.json), answer_approvals=False
             )
             follower.attach()
             turn_id = client.call(
-                "turn/start",
+                TURN_START,
                 TurnStartParams(session_id=session.id, text="What is this project?"),
-                result=TurnStartResult,
             ).turn_id
             status = follower.follow(turn_id)
-            client.call("daemon/shutdown")
+            client.call(DAEMON_SHUTDOWN)
         # The demo's daemon is this process's child: wait for it to finish stopping (it
         # releases its lock last), so nothing of the demo outlives the command.
         wait_until_stopped(project)

@@ -24,6 +24,7 @@ with 1008.
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 import msgspec
 import trio
@@ -41,7 +42,7 @@ from tether.protocol.jsonrpc import (
     error_frame,
     result_frame,
 )
-from tether.protocol.methods import METHODS
+from tether.protocol.methods import METHODS, Method
 from tether.protocol.session import Role
 
 log = logging.getLogger(__name__)
@@ -58,14 +59,37 @@ OVERRUN_CLOSE_CODE = 1008
 _ids = itertools.count(1)
 
 
-class Reply(msgspec.Struct, frozen=True):
+P = TypeVar("P", bound=Wire)
+R = TypeVar("R", bound=Wire)
+R_co = TypeVar("R_co", bound=Wire, covariant=True)
+
+
+class Reply(msgspec.Struct, Generic[R_co], frozen=True):
     """A handler result plus frames that must follow the response with nothing in between."""
 
-    result: Wire
+    result: R_co
     follow: list[bytes]
 
 
-Handler = Callable[["Connection", Wire], Awaitable[Wire | Reply]]
+Handler = Callable[["Connection", Wire], Awaitable[Wire | Reply[Wire]]]
+"""What the connection dispatches a method to; made from a typed handler with `on`."""
+
+
+def on(
+    method: Method[P, R], handler: Callable[["Connection", P], Awaitable[R | Reply[R]]]
+) -> tuple[str, Handler]:
+    """An entry of a handler table: `method`'s name and `handler`, which the type checker holds
+    to the method's params and result types.
+
+    The connection decodes params with the method's own params type, so the check made here
+    only fails when a table is wired wrongly (a `TypeError`, answered as an internal error)."""
+
+    async def handle(conn: "Connection", params: Wire) -> Wire | Reply[Wire]:
+        if not isinstance(params, method.params):
+            raise TypeError(f"{method.name} takes {method.params.__name__}, not {params!r}")
+        return await handler(conn, params)
+
+    return method.name, handle
 
 
 class Connection:

@@ -1,20 +1,39 @@
-"""The daemon's JSON-RPC methods, one coroutine per entry of the protocol's method table."""
+"""The daemon's JSON-RPC methods: one coroutine per `Method` descriptor of the protocol, each
+registered with `on` so the type checker holds it to its method's params and result."""
 
 import os
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Protocol
 
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
-from tether.daemon.rpc.connection import Connection, Handler, Reply
+from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
-from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    DAEMON_SHUTDOWN,
+    DAEMON_STATUS,
+    INITIALIZE,
+    LSP_STATUS,
     METHODS,
+    MODELS_LIST,
+    PROCESS_KILL,
+    PROCESS_LIST,
+    SESSION_ATTACH,
+    SESSION_COMPACT,
+    SESSION_CREATE,
+    SESSION_DELETE,
+    SESSION_DETACH,
+    SESSION_LIST,
+    SESSION_READ,
+    SESSION_UNDO,
+    TOOLS_LIST,
+    TURN_CANCEL,
+    TURN_START,
     ApprovalRespondParams,
     DaemonStatusResult,
     Empty,
@@ -27,16 +46,20 @@ from tether.protocol.methods import (
     ProcessKillParams,
     ProcessListResult,
     SessionAttachParams,
+    SessionAttachResult,
+    SessionCompactResult,
     SessionCreateParams,
     SessionCreateResult,
     SessionListResult,
     SessionReadResult,
     SessionRef,
     SessionUndoParams,
+    SessionUndoResult,
     ToolsListResult,
     TurnCancelParams,
     TurnCancelResult,
     TurnStartParams,
+    TurnStartResult,
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -61,36 +84,51 @@ class DaemonState(Protocol):
     def request_shutdown(self, reason: str) -> None: ...
 
 
+def handler_table(*entries: tuple[str, Handler]) -> dict[str, Handler]:
+    """A dispatch table from `on(...)` entries; raises ValueError unless they name every method
+    of `METHODS` exactly once."""
+    names = [name for name, _ in entries]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    missing = sorted(set(METHODS) - set(names))
+    unknown = sorted(set(names) - set(METHODS))
+    if repeated or missing or unknown:
+        raise ValueError(
+            f"handler table: repeated {repeated}, missing {missing}, not in METHODS {unknown}"
+        )
+    return dict(entries)
+
+
 class Handlers:
     def __init__(self, daemon: DaemonState) -> None:
         self.daemon = daemon
-        self.sessions = daemon.sessions
+
+    @property
+    def sessions(self) -> Sessions:
+        return self.daemon.sessions
 
     def table(self) -> dict[str, Handler]:
-        table: dict[str, Handler] = {
-            "initialize": self.initialize,
-            "daemon/status": self.daemon_status,
-            "daemon/shutdown": self.daemon_shutdown,
-            "session/create": self.session_create,
-            "session/list": self.session_list,
-            "session/read": self.session_read,
-            "session/attach": self.session_attach,
-            "session/detach": self.session_detach,
-            "session/delete": self.session_delete,
-            "turn/start": self.turn_start,
-            "turn/cancel": self.turn_cancel,
-            "tools/list": self.tools_list,
-            "models/list": self.models_list,
-            "session/compact": self.session_compact,
-            "lsp/status": self.lsp_status,
-            "approval/respond": self.approval_respond,
-            "session/undo": self.session_undo,
-            "process/list": self.process_list,
-            "process/kill": self.process_kill,
-        }
-        missing = set(METHODS) - set(table)
-        assert not missing, f"methods without a handler: {missing}"
-        return table
+        """The daemon's dispatch table: one handler per method of the protocol."""
+        return handler_table(
+            on(INITIALIZE, self.initialize),
+            on(DAEMON_STATUS, self.daemon_status),
+            on(DAEMON_SHUTDOWN, self.daemon_shutdown),
+            on(SESSION_CREATE, self.session_create),
+            on(SESSION_LIST, self.session_list),
+            on(SESSION_READ, self.session_read),
+            on(SESSION_ATTACH, self.session_attach),
+            on(SESSION_DETACH, self.session_detach),
+            on(SESSION_DELETE, self.session_delete),
+            on(TURN_START, self.turn_start),
+            on(TURN_CANCEL, self.turn_cancel),
+            on(TOOLS_LIST, self.tools_list),
+            on(MODELS_LIST, self.models_list),
+            on(SESSION_COMPACT, self.session_compact),
+            on(LSP_STATUS, self.lsp_status),
+            on(APPROVAL_RESPOND, self.approval_respond),
+            on(SESSION_UNDO, self.session_undo),
+            on(PROCESS_LIST, self.process_list),
+            on(PROCESS_KILL, self.process_kill),
+        )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
         session = await self.sessions.get(session_id)
@@ -101,8 +139,7 @@ class Handlers:
             )
         return session
 
-    async def initialize(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(InitializeParams, params)
+    async def initialize(self, conn: Connection, p: InitializeParams) -> InitializeResult:
         if conn.initialized:
             raise RpcError(ErrorCode.ALREADY_INITIALIZED, "initialize was already sent")
         if p.protocol_version > PROTOCOL_VERSION:
@@ -120,7 +157,7 @@ class Handlers:
             pid=os.getpid(),
         )
 
-    async def daemon_status(self, conn: Connection, params: Wire) -> Wire:
+    async def daemon_status(self, conn: Connection, params: Empty) -> DaemonStatusResult:
         d = self.daemon
         return DaemonStatusResult(
             pid=os.getpid(),
@@ -134,25 +171,24 @@ class Handlers:
             idle_timeout=d.idle_timeout,
         )
 
-    async def daemon_shutdown(self, conn: Connection, params: Wire) -> Wire:
+    async def daemon_shutdown(self, conn: Connection, params: Empty) -> Empty:
         self.daemon.request_shutdown("requested by a client")
         return Empty()
 
-    async def session_create(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(SessionCreateParams, params)
+    async def session_create(self, conn: Connection, p: SessionCreateParams) -> SessionCreateResult:
         session = await self.sessions.create(p.title, p.permission_mode)
         return SessionCreateResult(session=session.info())
 
-    async def session_list(self, conn: Connection, params: Wire) -> Wire:
+    async def session_list(self, conn: Connection, params: Empty) -> SessionListResult:
         return SessionListResult(sessions=await self.sessions.list())
 
-    async def session_read(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(SessionRef, params)
+    async def session_read(self, conn: Connection, p: SessionRef) -> SessionReadResult:
         session = await self.sessions.get(p.session_id)
         return SessionReadResult(snapshot=session.snapshot())
 
-    async def session_attach(self, conn: Connection, params: Wire) -> Wire | Reply:
-        p = cast(SessionAttachParams, params)
+    async def session_attach(
+        self, conn: Connection, p: SessionAttachParams
+    ) -> Reply[SessionAttachResult]:
         session = await self.sessions.get(p.session_id)
         # No await from here to the return: the replay and the subscription are one step.
         session.detach(conn)
@@ -160,15 +196,13 @@ class Handlers:
         conn.sessions[session.id] = session
         return Reply(result, replay)
 
-    async def session_detach(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(SessionRef, params)
+    async def session_detach(self, conn: Connection, p: SessionRef) -> Empty:
         session = conn.sessions.pop(p.session_id, None)
         if session is None or not session.detach(conn):
             raise RpcError(ErrorCode.NOT_ATTACHED, f"not attached to session {p.session_id}")
         return Empty()
 
-    async def session_delete(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(SessionRef, params)
+    async def session_delete(self, conn: Connection, p: SessionRef) -> Empty:
         session = self.sessions.loaded(p.session_id)
         if session is not None and conn.role_in(session) == "observer":
             raise RpcError(
@@ -180,8 +214,7 @@ class Handlers:
         conn.sessions.pop(p.session_id, None)
         return Empty()
 
-    async def turn_start(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(TurnStartParams, params)
+    async def turn_start(self, conn: Connection, p: TurnStartParams) -> TurnStartResult:
         if not p.text.strip():
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
@@ -198,12 +231,11 @@ class Handlers:
             turn_input=turn_input,
         )
 
-    async def turn_cancel(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(TurnCancelParams, params)
+    async def turn_cancel(self, conn: Connection, p: TurnCancelParams) -> TurnCancelResult:
         session = await self._controller_session(conn, p.session_id)
         return TurnCancelResult(turn_id=self.sessions.cancel_turn(session, p.turn_id))
 
-    async def lsp_status(self, conn: Connection, params: Wire) -> Wire:
+    async def lsp_status(self, conn: Connection, params: Empty) -> LspStatusResult:
         return LspStatusResult(
             servers=[
                 LspServerStatus(
@@ -218,15 +250,14 @@ class Handlers:
             ]
         )
 
-    async def session_compact(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(SessionRef, params)
+    async def session_compact(self, conn: Connection, p: SessionRef) -> SessionCompactResult:
         session = await self._controller_session(conn, p.session_id)
         return await self.sessions.compact(session)
 
-    async def tools_list(self, conn: Connection, params: Wire) -> Wire:
+    async def tools_list(self, conn: Connection, params: Empty) -> ToolsListResult:
         return ToolsListResult(tools=self.sessions.tools.infos())
 
-    async def models_list(self, conn: Connection, params: Wire) -> Wire:
+    async def models_list(self, conn: Connection, params: Empty) -> ModelsListResult:
         model = self.sessions.model
         try:
             ids = await model.list_models()
@@ -236,8 +267,7 @@ class Handlers:
             models=[ModelInfo(id=i) for i in ids], current=model.model, provider=model.provider
         )
 
-    async def approval_respond(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(ApprovalRespondParams, params)
+    async def approval_respond(self, conn: Connection, p: ApprovalRespondParams) -> Empty:
         await self._controller_session(conn, p.session_id)
         broker = await self.sessions.broker(p.session_id)
         broker.respond(
@@ -249,8 +279,7 @@ class Handlers:
         )
         return Empty()
 
-    async def session_undo(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(SessionUndoParams, params)
+    async def session_undo(self, conn: Connection, p: SessionUndoParams) -> SessionUndoResult:
         session = await self._controller_session(conn, p.session_id)
         store = self.sessions.store
         turn_id = p.turn_id or await last_turn_with_changes(store, session.id)
@@ -264,11 +293,10 @@ class Handlers:
         except NothingToUndo as exc:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, str(exc)) from exc
 
-    async def process_list(self, conn: Connection, params: Wire) -> Wire:
+    async def process_list(self, conn: Connection, params: Empty) -> ProcessListResult:
         return ProcessListResult(processes=self.daemon.processes.list())
 
-    async def process_kill(self, conn: Connection, params: Wire) -> Wire:
-        p = cast(ProcessKillParams, params)
+    async def process_kill(self, conn: Connection, p: ProcessKillParams) -> Empty:
         try:
             await self.daemon.processes.kill(p.process_id)
         except KeyError as exc:

@@ -26,9 +26,11 @@ from tether.protocol.events import (
 )
 from tether.protocol.items import Notice, ToolCall
 from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    SESSION_READ,
+    TURN_CANCEL,
     ApprovalRespondParams,
     SessionEventParams,
-    SessionReadResult,
     SessionRef,
 )
 from tether.testing import ModelServer
@@ -58,7 +60,7 @@ def wait_for_approval(client: Client, session_id: str) -> ApprovalRequest:
 
 def respond(client: Client, session_id: str, approval_id: str, decision: str, **kw: str) -> None:
     client.call(
-        "approval/respond",
+        APPROVAL_RESPOND,
         ApprovalRespondParams(
             session_id=session_id,
             approval_id=approval_id,
@@ -170,9 +172,7 @@ def test_hostile_workspace_config_cannot_switch_on_auto(
             assert approval.command == "echo pwned"
             respond(a, session_id, approval.id, "deny")
             collect_until_turn_end(a, session_id)
-            snapshot = a.call(
-                "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-            ).snapshot
+            snapshot = a.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
     finally:
         daemon.stop()
     notices = [i.message for i in snapshot.turns[-1].items if isinstance(i, Notice)]
@@ -285,9 +285,7 @@ def test_approve_from_another_terminal(
     with daemon.client("watcher") as watcher:
         deadline = time.monotonic() + 10
         while True:
-            snapshot = watcher.call(
-                "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-            ).snapshot
+            snapshot = watcher.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
             if snapshot.pending_approvals:
                 break
             assert time.monotonic() < deadline, "no approval was requested"

@@ -28,9 +28,9 @@ from tether.clients.rpc import Client
 from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall
 from tether.protocol.methods import (
+    SESSION_LIST,
+    SESSION_READ,
     SessionEventParams,
-    SessionListResult,
-    SessionReadResult,
     SessionRef,
     SessionResyncParams,
 )
@@ -78,13 +78,11 @@ def assert_gap_free(events: list[SessionEventParams], first_seq: int) -> None:
 
 
 def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(
-        "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-    ).snapshot
+    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
 
 
 def session_info(client: Client, session_id: str) -> SessionInfo:
-    sessions = client.call("session/list", result=SessionListResult).sessions
+    sessions = client.call(SESSION_LIST).sessions
     matching = [s for s in sessions if s.id == session_id]
     assert len(matching) == 1, sessions
     return matching[0]

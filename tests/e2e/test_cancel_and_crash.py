@@ -36,12 +36,12 @@ from tether.protocol.events import (
 )
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
 from tether.protocol.methods import (
+    SESSION_LIST,
+    SESSION_READ,
+    TURN_CANCEL,
     SessionEventParams,
-    SessionListResult,
-    SessionReadResult,
     SessionRef,
     TurnCancelParams,
-    TurnCancelResult,
 )
 from tether.protocol.session import SessionSnapshot, TurnSnapshot
 from tether.testing import ModelServer
@@ -79,9 +79,7 @@ def assert_every_started_item_completed(events: list[SessionEventParams]) -> Non
 
 
 def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(
-        "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-    ).snapshot
+    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
 
 
 def wait_until_idle(client: Client, session_id: str, timeout: float = 10.0) -> SessionSnapshot:
@@ -160,9 +158,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
 
         cancel_sent = time.monotonic()
         if via == "rpc":
-            cancelled = a.call(
-                "turn/cancel", TurnCancelParams(session_id=session_id), result=TurnCancelResult
-            )
+            cancelled = a.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
             assert cancelled.turn_id == turn_id
         else:
             result = run_cli(home, "cancel", "-w", str(workspace))
@@ -193,7 +189,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
     assert_no_new_model_request(model_server, 1)
     # The session is idle again and says so.
     with daemon.client("c") as c:
-        sessions = c.call("session/list", result=SessionListResult).sessions
+        sessions = c.call(SESSION_LIST).sessions
         assert [(s.id, s.status) for s in sessions] == [(session_id, "idle")]
         assert the_turn(read_snapshot(c, session_id), turn_id).status == "cancelled"
 
@@ -254,7 +250,7 @@ def test_daemon_killed_mid_turn_leaves_an_interrupted_turn_with_its_finished_ite
     restarted = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
         with restarted.client("b") as b:
-            sessions = b.call("session/list", result=SessionListResult).sessions
+            sessions = b.call(SESSION_LIST).sessions
             assert [(s.id, s.turn_count, s.status) for s in sessions] == [(session_id, 1, "idle")]
             snapshot = read_snapshot(b, session_id)
     finally:

@@ -32,12 +32,13 @@ from tether.protocol.discovery import workspace_key
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, ToolCall
 from tether.protocol.methods import (
+    SESSION_READ,
+    TURN_CANCEL,
+    TURN_START,
     SessionEventParams,
-    SessionReadResult,
     SessionRef,
     TurnCancelParams,
     TurnStartParams,
-    TurnStartResult,
 )
 from tether.protocol.session import SessionSnapshot
 from tether.testing import ModelServer
@@ -59,7 +60,7 @@ def command_script(**arguments: object) -> dict[str, object]:
 
 def start_auto_turn(client: Client, session_id: str, text: str) -> str:
     params = TurnStartParams(session_id=session_id, text=text, permission_mode="auto")
-    return client.call("turn/start", params, result=TurnStartResult).turn_id
+    return client.call(TURN_START, params).turn_id
 
 
 def tree_pids(workspace: Path) -> list[int]:
@@ -74,9 +75,7 @@ def pgid_of(pid: int) -> int:
 
 
 def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(
-        "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-    ).snapshot
+    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
 
 
 def persisted_events(home: Home, workspace: Path, session_id: str) -> list[AnyEvent]:
@@ -160,7 +159,7 @@ def test_cancel_mid_command_closes_the_call(
     with daemon.client() as client:
         session_id, turn_id = run_tree(client)
         pids = tree_pids(workspace)
-        client.call("turn/cancel", TurnCancelParams(session_id=session_id, turn_id=turn_id))
+        client.call(TURN_CANCEL, TurnCancelParams(session_id=session_id, turn_id=turn_id))
         events = collect_until_turn_end(client, session_id)
         snapshot = read_snapshot(client, session_id)
     end = events[-1].event

@@ -17,9 +17,9 @@ from tests.support import (
 from tether.protocol.events import DiagnosticsReported, TurnCompleted
 from tether.protocol.items import Compaction
 from tether.protocol.methods import (
-    LspStatusResult,
-    SessionCompactResult,
-    SessionReadResult,
+    LSP_STATUS,
+    SESSION_COMPACT,
+    SESSION_READ,
     SessionRef,
 )
 from tether.testing import ModelServer
@@ -50,7 +50,7 @@ def test_a_type_error_from_an_edit_reaches_the_model_in_the_same_step(
         attach(client, session_id)
         start_turn(client, session_id, "write it")
         events = collect_until_turn_end(client, session_id, timeout=60)
-        status = client.call("lsp/status", result=LspStatusResult)
+        status = client.call(LSP_STATUS)
     result = model_server.requests[1]["messages"][-1]
     assert result["role"] == "tool"
     assert "Errors reported by language servers:" in result["content"]
@@ -99,14 +99,10 @@ def test_compaction_on_request_and_the_context_meter(
         # Long enough that a summary is shorter than the part it replaces.
         start_turn(client, session_id, "explain; " + "some background on it. " * 40)
         collect_until_turn_end(client, session_id)
-        snapshot = client.call(
-            "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-        ).snapshot
+        snapshot = client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
         assert snapshot.context.used > 0
         assert snapshot.context.budget > snapshot.context.used
-        result = client.call(
-            "session/compact", SessionRef(session_id=session_id), result=SessionCompactResult
-        )
+        result = client.call(SESSION_COMPACT, SessionRef(session_id=session_id))
         events = collect_until_turn_end(client, session_id)
         start_turn(client, session_id, "and now?")
         collect_until_turn_end(client, session_id)

@@ -42,9 +42,10 @@ from tether.protocol.discovery import workspace_key
 from tether.protocol.events import TurnCompleted
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    DAEMON_STATUS,
+    SESSION_READ,
     DaemonStatusResult,
     InitializeParams,
-    SessionReadResult,
     SessionRef,
 )
 from tether.testing import ModelServer
@@ -86,11 +87,11 @@ def _alive(pid: int) -> bool:
 
 def _status(daemon: DaemonProcess) -> DaemonStatusResult:
     with daemon.client("status-probe") as client:
-        return client.call("daemon/status", result=DaemonStatusResult)
+        return client.call(DAEMON_STATUS)
 
 
 def _client_count(client: Client) -> int:
-    return client.call("daemon/status", result=DaemonStatusResult).clients
+    return client.call(DAEMON_STATUS).clients
 
 
 def _terminate(pid: int) -> None:
@@ -223,9 +224,7 @@ def test_sigterm_interrupts_turns_and_closes_clients_cleanly(
     successor = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
         with successor.client("reader") as reader:
-            read = reader.call(
-                "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-            )
+            read = reader.call(SESSION_READ, SessionRef(session_id=session_id))
         assert [(t.id, t.status) for t in read.snapshot.turns] == [(turn_id, "interrupted")]
     finally:
         assert successor.stop() == 0
@@ -424,11 +423,11 @@ def test_idle_daemon_exits_after_its_last_client_leaves(home: Home, workspace: P
     daemon = start_daemon(home, workspace, "--idle-timeout", "1")
     try:
         with daemon.client("holder") as client:
-            status = client.call("daemon/status", result=DaemonStatusResult)
+            status = client.call(DAEMON_STATUS)
             assert status.idle_timeout == 1
             time.sleep(1.5)
             assert daemon.proc.poll() is None, "exited while a client was connected"
-            assert client.call("daemon/status", result=DaemonStatusResult).clients == 1
+            assert client.call(DAEMON_STATUS).clients == 1
         left = time.monotonic()
         assert daemon.proc.wait(timeout=5) == 0
         took = time.monotonic() - left
@@ -559,7 +558,7 @@ def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> No
         with socket.create_connection(("127.0.0.1", daemon.port), timeout=5) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgr")
         assert daemon.proc.poll() is None
-        status = observer.call("daemon/status", result=DaemonStatusResult)
+        status = observer.call(DAEMON_STATUS)
         assert status.pid == daemon.proc.pid
         assert status.clients == 1
 
@@ -577,12 +576,11 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
         "import sys, time\n"
         "from pathlib import Path\n"
         "from tether.clients.rpc import Client\n"
-        "from tether.protocol.methods import SessionCreateParams, SessionCreateResult,"
-        " TurnStartParams\n"
+        "from tether.protocol.methods import SESSION_CREATE, TURN_START,"
+        " SessionCreateParams, TurnStartParams\n"
         "client = Client.connect(Path(sys.argv[1]), autostart=False)\n"
-        "sid = client.call('session/create', SessionCreateParams(),"
-        " result=SessionCreateResult).session.id\n"
-        "client.call('turn/start', TurnStartParams(session_id=sid, text='go'))\n"
+        "sid = client.call(SESSION_CREATE, SessionCreateParams()).session.id\n"
+        "client.call(TURN_START, TurnStartParams(session_id=sid, text='go'))\n"
         "print(sid, flush=True)\n"
         "time.sleep(60)\n"
     )

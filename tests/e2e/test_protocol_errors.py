@@ -28,8 +28,11 @@ from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import RequestId, request_frame
 from tether.protocol.methods import (
+    SESSION_DETACH,
+    SESSION_READ,
+    TURN_CANCEL,
+    TURN_START,
     InitializeParams,
-    SessionReadResult,
     SessionRef,
     TurnCancelParams,
     TurnStartParams,
@@ -313,7 +316,7 @@ def test_empty_turn_text_is_invalid_params(daemon: DaemonProcess) -> None:
     with daemon.client() as client:
         session_id = create_session(client)
         with pytest.raises(CallError) as caught:
-            client.call("turn/start", TurnStartParams(session_id=session_id, text="  \n"))
+            client.call(TURN_START, TurnStartParams(session_id=session_id, text="  \n"))
         assert caught.value.code == ErrorCode.INVALID_PARAMS
         assert "text" in caught.value.message
 
@@ -381,10 +384,10 @@ def test_unknown_session_is_session_not_found(daemon: DaemonProcess, method: str
 def test_unknown_session_for_turns_is_session_not_found(daemon: DaemonProcess) -> None:
     with daemon.client() as client:
         with pytest.raises(CallError) as started:
-            client.call("turn/start", TurnStartParams(session_id="nope", text="hi"))
+            client.call(TURN_START, TurnStartParams(session_id="nope", text="hi"))
         assert started.value.code == ErrorCode.SESSION_NOT_FOUND
         with pytest.raises(CallError) as cancelled:
-            client.call("turn/cancel", TurnCancelParams(session_id="nope"))
+            client.call(TURN_CANCEL, TurnCancelParams(session_id="nope"))
         assert cancelled.value.code == ErrorCode.SESSION_NOT_FOUND
 
 
@@ -392,7 +395,7 @@ def test_detach_when_not_attached_is_not_attached(daemon: DaemonProcess) -> None
     with daemon.client() as client:
         session_id = create_session(client)
         with pytest.raises(CallError) as caught:
-            client.call("session/detach", SessionRef(session_id=session_id))
+            client.call(SESSION_DETACH, SessionRef(session_id=session_id))
         assert caught.value.code == ErrorCode.NOT_ATTACHED == -32012
 
 
@@ -506,20 +509,18 @@ def test_observer_cannot_steer(daemon: DaemonProcess) -> None:
         session_id = create_session(owner)
         attach(watcher, session_id, role="observer")
         with pytest.raises(CallError) as started:
-            watcher.call("turn/start", TurnStartParams(session_id=session_id, text="do it"))
+            watcher.call(TURN_START, TurnStartParams(session_id=session_id, text="do it"))
         assert started.value.code == ErrorCode.NOT_CONTROLLER == -32013
         with pytest.raises(CallError) as cancelled:
-            watcher.call("turn/cancel", TurnCancelParams(session_id=session_id))
+            watcher.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
         assert cancelled.value.code == ErrorCode.NOT_CONTROLLER
         # No turn was started by the refused request.
-        read = owner.call(
-            "session/read", SessionRef(session_id=session_id), result=SessionReadResult
-        )
+        read = owner.call(SESSION_READ, SessionRef(session_id=session_id))
         assert read.snapshot.turns == []
         # Re-attaching as controller lifts the restriction: now the error is "no running turn".
         attach(watcher, session_id, role="controller")
         with pytest.raises(CallError) as again:
-            watcher.call("turn/cancel", TurnCancelParams(session_id=session_id))
+            watcher.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
         assert again.value.code == ErrorCode.NO_RUNNING_TURN
 
 

@@ -19,7 +19,7 @@ from tests.support import (
 )
 from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AgentMessage, AnyItem, Reasoning, ToolCall
-from tether.protocol.methods import ModelsListResult, SessionEventParams
+from tether.protocol.methods import MODELS_LIST, SessionEventParams
 from tether.testing import ModelServer
 
 
@@ -153,7 +153,7 @@ def test_anthropic_models_list_over_rpc(
     use_anthropic(home, model_server)
     home.env["TETHER_MODEL"] = "claude-scripted"
     with running(home, workspace) as daemon, daemon.client() as client:
-        listing = client.call("models/list", result=ModelsListResult)
+        listing = client.call(MODELS_LIST)
     assert [m.id for m in listing.models] == ["claude-scripted"]
     assert (listing.current, listing.provider) == ("claude-scripted", "anthropic")
 

@@ -26,9 +26,14 @@ from tether.clients.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequested
 from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    SESSION_ATTACH,
+    SESSION_DELETE,
+    SESSION_LIST,
+    SESSION_READ,
     ApprovalRespondParams,
+    SessionAttachParams,
     SessionDeletedParams,
-    SessionListResult,
     SessionRef,
 )
 from tether.testing import ModelServer
@@ -102,10 +107,10 @@ def test_session_delete_refuses_a_running_turn_then_deletes_everything(
         assert isinstance(event, ApprovalRequested)
         attach(b, session_id, role="controller")
         with pytest.raises(CallError) as busy:
-            b.call("session/delete", SessionRef(session_id=session_id))
+            b.call(SESSION_DELETE, SessionRef(session_id=session_id))
         assert busy.value.code == ErrorCode.SESSION_BUSY
         a.call(
-            "approval/respond",
+            APPROVAL_RESPOND,
             ApprovalRespondParams(
                 session_id=session_id, approval_id=event.approval.id, decision="deny"
             ),
@@ -120,11 +125,16 @@ def test_session_delete_refuses_a_running_turn_then_deletes_everything(
 
         assert wait_deleted(a, session_id).by == "tether-cli"
         assert wait_deleted(b, session_id).by == "tether-cli"
-        listed = a.call("session/list", result=SessionListResult).sessions
+        listed = a.call(SESSION_LIST).sessions
         assert [s.id for s in listed] == [keep_id]
-        for method in ("session/read", "session/delete", "session/attach"):
+        gone_ref = SessionRef(session_id=session_id)
+        for call in (
+            lambda: a.call(SESSION_READ, gone_ref),
+            lambda: a.call(SESSION_DELETE, gone_ref),
+            lambda: a.call(SESSION_ATTACH, SessionAttachParams(session_id=session_id)),
+        ):
             with pytest.raises(CallError) as gone:
-                a.call(method, SessionRef(session_id=session_id))
+                call()
             assert gone.value.code == ErrorCode.SESSION_NOT_FOUND
     assert rows_of(database, session_id) == [0, 0, 0]
     assert rows_of(database, keep_id)[0] == 1

@@ -23,11 +23,15 @@ from tests.support import (
 from tether.protocol.events import ApprovalRequested, ItemDelta, TodosUpdated, TurnCompleted
 from tether.protocol.items import ToolCall, TurnSummary
 from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    PROCESS_KILL,
+    PROCESS_LIST,
+    SESSION_UNDO,
+    TURN_CANCEL,
+    TURN_START,
     ApprovalRespondParams,
     ProcessKillParams,
-    ProcessListResult,
     SessionUndoParams,
-    SessionUndoResult,
     TurnCancelParams,
 )
 from tether.testing import ModelServer
@@ -72,9 +76,8 @@ def test_edits_are_summarised_and_undone_after_a_restart(
     try:
         with restarted.client() as client:
             result = client.call(
-                "session/undo",
+                SESSION_UNDO,
                 SessionUndoParams(session_id=session_id),
-                result=SessionUndoResult,
             )
     finally:
         restarted.stop()
@@ -124,7 +127,7 @@ def test_cancel_kills_the_whole_command_tree(
         attach(client, session_id)
         turn_id = start_turn(client, session_id, "run the tree")
         client.call(
-            "approval/respond",
+            APPROVAL_RESPOND,
             ApprovalRespondParams(
                 session_id=session_id,
                 approval_id=_approval_id(client, session_id),
@@ -143,7 +146,7 @@ def test_cancel_kills_the_whole_command_tree(
             time.sleep(0.02)
         pids = [int((workspace / f"{n}.pid").read_text()) for n in ("child", "grandchild")]
         assert all(alive(pid) for pid in pids)
-        client.call("turn/cancel", TurnCancelParams(session_id=session_id, turn_id=turn_id))
+        client.call(TURN_CANCEL, TurnCancelParams(session_id=session_id, turn_id=turn_id))
         events = collect_until_turn_end(client, session_id)
     assert isinstance(events[-1].event, TurnCompleted)
     assert events[-1].event.status == "cancelled"
@@ -184,7 +187,7 @@ def test_background_processes_are_owned_by_the_daemon(
         ran = run_cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "serve")
         assert ran.returncode == 0, ran.stderr
         with daemon.client() as client:
-            listed = client.call("process/list", result=ProcessListResult).processes
+            listed = client.call(PROCESS_LIST).processes
             assert [(p.status, p.command.startswith("echo serving")) for p in listed] == [
                 ("running", True)
             ]
@@ -195,7 +198,7 @@ def test_background_processes_are_owned_by_the_daemon(
             assert alive(pid)
             shown = run_cli(home, "processes", "-w", str(workspace))
             assert listed[0].id in shown.stdout
-            client.call("process/kill", ProcessKillParams(process_id=listed[0].id))
+            client.call(PROCESS_KILL, ProcessKillParams(process_id=listed[0].id))
             deadline = time.monotonic() + 5
             while alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -270,7 +273,7 @@ def test_edit_approval_carries_a_diff_preview(
         from tether.protocol.methods import TurnStartParams
 
         client.call(
-            "turn/start",
+            TURN_START,
             TurnStartParams(session_id=session_id, text="edit", permission_mode="ask"),
         )
         events = read_events(
@@ -282,7 +285,7 @@ def test_edit_approval_carries_a_diff_preview(
         assert "+It waves." in request.preview
         assert (workspace / "README.md").read_text() == "# Demo project\nIt greets.\n"
         client.call(
-            "approval/respond",
+            APPROVAL_RESPOND,
             ApprovalRespondParams(session_id=session_id, approval_id=request.id, decision="allow"),
         )
         done = collect_until_turn_end(client, session_id)

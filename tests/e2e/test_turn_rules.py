@@ -22,7 +22,7 @@ from tether.protocol.events import (
     TurnCompleted,
 )
 from tether.protocol.items import AgentMessage, Notice, TurnSummary, UserMessage
-from tether.protocol.methods import TurnStartParams, TurnStartResult
+from tether.protocol.methods import TURN_START, TurnStartParams
 from tether.testing import ModelServer
 
 SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
@@ -39,9 +39,8 @@ def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(
         turn_id = start_turn(a, session_id, "first")
         early = read_events(b, session_id, deltas_at_least(5))
         queued = b.call(
-            "turn/start",
+            TURN_START,
             TurnStartParams(session_id=session_id, text="also check the tests"),
-            result=TurnStartResult,
         )
         assert (queued.turn_id, queued.queued) == (turn_id, True)
         events_a = collect_until_turn_end(a, session_id)

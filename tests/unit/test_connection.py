@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import pytest
@@ -27,18 +27,23 @@ from wsproto.events import (
 )
 from wsproto.events import Request as WsRequest
 
-from tether.daemon.rpc.connection import Connection, Handler, Reply
+from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.rpc.outbox import Outbox
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import SessionRow, Store
-from tether.protocol.base import Wire
 from tether.protocol.events import ItemDelta
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    INITIALIZE,
+    SESSION_ATTACH,
+    TOOLS_LIST,
+    Empty,
+    InitializeParams,
     InitializeResult,
     SessionAttachParams,
+    SessionAttachResult,
     ToolInfo,
     ToolsListResult,
 )
@@ -60,23 +65,24 @@ class Daemonlet:
         self.connections: list[Connection] = []
         self.ended: list[Connection] = []
         self.changed = trio.Event()
-        self.handlers: dict[str, Handler] = {
-            "initialize": self._initialize,
-            "session/attach": self._attach,
-            "tools/list": self._big_answer,
-        }
+        self.handlers: dict[str, Handler] = dict(
+            [
+                on(INITIALIZE, self._initialize),
+                on(SESSION_ATTACH, self._attach),
+                on(TOOLS_LIST, self._big_answer),
+            ]
+        )
 
-    async def _initialize(self, conn: Connection, params: Wire) -> Wire:
+    async def _initialize(self, conn: Connection, params: InitializeParams) -> InitializeResult:
         conn.initialized = True
         return InitializeResult(protocol_version=1, daemon_version="t", workspace="/", pid=1)
 
-    async def _attach(self, conn: Connection, params: Wire) -> Wire | Reply:
-        p = cast(SessionAttachParams, params)
+    async def _attach(self, conn: Connection, p: SessionAttachParams) -> Reply[SessionAttachResult]:
         result, replay = self.session.attach(conn, p.role, p.after)
         conn.sessions[self.session.id] = self.session
         return Reply(result, replay)
 
-    async def _big_answer(self, conn: Connection, params: Wire) -> Wire:
+    async def _big_answer(self, conn: Connection, params: Empty) -> ToolsListResult:
         tool = ToolInfo(
             name="big", description="d" * 60_000, read_only=True, input_schema=msgspec.Raw(b"{}")
         )
