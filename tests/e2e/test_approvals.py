@@ -28,7 +28,6 @@ from tether.protocol.items import Notice, ToolCall
 from tether.protocol.methods import (
     APPROVAL_RESPOND,
     SESSION_READ,
-    TURN_CANCEL,
     ApprovalRespondParams,
     SessionEventParams,
     SessionRef,
