@@ -1,0 +1,120 @@
+"""The `tether` command line: its subcommands, their arguments and their help.
+
+Each subcommand names its handler as `handler="module.function"` in `tether.clients.cli.commands`,
+which `main` loads only once the arguments parse, so that building the parser imports no
+command.
+"""
+
+import argparse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `tether` parser; a parsed command carries `handler`, its command's name."""
+    # Accepted before or after the subcommand; SUPPRESS keeps the subcommand's parser from
+    # overwriting a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workspace",
+        "-w",
+        default=argparse.SUPPRESS,
+        help="project folder (default: the git root above the current one)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", parents=[common], help="run the agent on a prompt")
+    run.add_argument("prompt", nargs="*", help="what to do")
+    run.add_argument("--session", "-s", help="continue this session (id or prefix)")
+    run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
+    run.add_argument("--json", action="store_true", help="one JSON event per line")
+    run.add_argument(
+        "--permission-mode",
+        choices=["ask", "edits", "auto"],
+        default=None,
+        help="ask: edits and commands ask; edits: commands ask; auto: nothing asks",
+    )
+    run.set_defaults(handler="turns.cmd_run")
+
+    for verb in ("approve", "deny"):
+        answer = sub.add_parser(
+            verb, parents=[common], help=f"{verb} a pending approval from any terminal"
+        )
+        answer.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+        answer.add_argument("approval", nargs="?", help="approval id or prefix")
+        answer.add_argument("--message", "-m", default="", help="told to the model")
+        if verb == "approve":
+            answer.add_argument(
+                "--always", action="store_true", help="also allow such calls for the session"
+            )
+        answer.set_defaults(handler="approvals.cmd_answer")
+
+    attach = sub.add_parser("attach", parents=[common], help="catch up with a session, follow it")
+    attach.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    attach.add_argument("--json", action="store_true")
+    attach.set_defaults(handler="turns.cmd_attach")
+
+    sessions = sub.add_parser("sessions", parents=[common], help="list (or delete) sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument(
+        "--delete",
+        metavar="ID",
+        help="delete a session (id or unique prefix) with its history and undo snapshots",
+    )
+    sessions.set_defaults(handler="sessions.cmd_sessions")
+
+    undo = sub.add_parser("undo", parents=[common], help="restore the files a turn changed")
+    undo.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    undo.add_argument("--turn", help="the turn (default: the latest that changed files)")
+    undo.add_argument("--force", action="store_true", help="also overwrite files changed since")
+    undo.add_argument("--json", action="store_true")
+    undo.set_defaults(handler="sessions.cmd_undo")
+
+    compact = sub.add_parser(
+        "compact", parents=[common], help="summarise a session's older history now"
+    )
+    compact.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    compact.set_defaults(handler="sessions.cmd_compact")
+
+    processes = sub.add_parser(
+        "processes", parents=[common], help="background processes the daemon owns"
+    )
+    processes.add_argument("--kill", metavar="ID", help="stop one (its whole process tree)")
+    processes.add_argument("--json", action="store_true")
+    processes.set_defaults(handler="processes.cmd_processes")
+
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel a session's running turn")
+    cancel.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    cancel.set_defaults(handler="turns.cmd_cancel")
+
+    daemon = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
+    daemon.add_argument("action", choices=["start", "stop", "status"])
+    daemon.add_argument("--json", action="store_true")
+    daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
+    daemon.set_defaults(handler="daemon.cmd_daemon")
+
+    doctor = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the workspace's session database (read-only) and say how to recover",
+    )
+    doctor.set_defaults(handler="daemon.cmd_doctor")
+
+    demo = sub.add_parser("demo", help="see tether work end to end, with a scripted model")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(handler="scripted_model.cmd_demo")
+
+    dev = sub.add_parser("dev", help="tools for plugin authors")
+    dev_sub = dev.add_subparsers(dest="dev_command", required=True)
+    model_server = dev_sub.add_parser(
+        "model-server",
+        help="serve a scripted fake model (OpenAI chat completions and Anthropic Messages)",
+        add_help=False,
+        # No option of its own: with "-" a prefix, argparse would take a leading `--script`
+        # for an unknown option of this parser instead of handing it on with the rest.
+        prefix_chars="\0",
+    )
+    model_server.add_argument("rest", nargs=argparse.REMAINDER)
+    model_server.set_defaults(handler="scripted_model.cmd_dev")
+    return parser

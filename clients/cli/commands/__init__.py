@@ -1,0 +1,26 @@
+"""The `tether` subcommands, one module per thing they act on, each loaded only when one of
+its commands runs (so that `tether run` does not pay for the others' imports):
+
+turns          run, attach, cancel
+approvals      approve, deny
+sessions       sessions (list, delete), undo, compact
+processes      processes (list, kill)
+daemon         daemon start/stop/status, doctor
+scripted_model demo, dev model-server
+
+A command takes the parsed arguments and returns the exit code (see `exit_codes`), or raises
+`CliError`.
+"""
+
+import argparse
+import importlib
+from collections.abc import Callable
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def load(name: str) -> Command:
+    """The command `name` ("module.function", e.g. "turns.cmd_run"), importing its module."""
+    module, _, function = name.partition(".")
+    command: Command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
+    return command

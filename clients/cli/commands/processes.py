@@ -1,0 +1,28 @@
+"""`tether processes`: list the background processes the daemon owns, or stop one."""
+
+import argparse
+
+import msgspec
+
+from tether.clients.cli.exit_codes import EXIT_OK
+from tether.clients.cli.render import visible
+from tether.clients.cli.targets import connect
+from tether.protocol.methods import PROCESS_KILL, PROCESS_LIST, ProcessKillParams
+
+
+def cmd_processes(args: argparse.Namespace) -> int:
+    with connect(args, autostart=False) as client:
+        if args.kill:
+            client.call(PROCESS_KILL, ProcessKillParams(process_id=args.kill))
+            print(f"stopped {args.kill}")
+            return EXIT_OK
+        processes = client.call(PROCESS_LIST).processes
+    if args.json:
+        print(msgspec.json.encode(processes).decode())
+        return EXIT_OK
+    if not processes:
+        print("no background processes")
+    for p in processes:
+        code = "" if p.exit_code is None else f" ({p.exit_code})"
+        print(f"{p.id}  pid {p.pid:<7} {p.status}{code}  {visible(p.command)}")
+    return EXIT_OK

@@ -1,0 +1,94 @@
+"""Commands on a workspace's sessions: `tether sessions` lists (or deletes) them, `undo`
+restores the files a turn changed, `compact` summarises a session's older history now."""
+
+import argparse
+import sys
+import time
+
+import msgspec
+
+from tether.clients.cli.exit_codes import EXIT_OK, CliError
+from tether.clients.cli.render import visible
+from tether.clients.cli.targets import connect, resolve_session
+from tether.protocol.methods import (
+    SESSION_COMPACT,
+    SESSION_DELETE,
+    SESSION_LIST,
+    SESSION_UNDO,
+    SessionRef,
+    SessionUndoParams,
+    SessionUndoResult,
+)
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    if args.delete:
+        with connect(args) as client:
+            session = resolve_session(client, args.delete)
+            client.call(SESSION_DELETE, SessionRef(session_id=session.id))
+        print(f"deleted session {session.id}")
+        return EXIT_OK
+    with connect(args) as client:
+        sessions = client.call(SESSION_LIST).sessions
+    if args.json:
+        print(msgspec.json.encode(sessions).decode())
+        return EXIT_OK
+    if not sessions:
+        print("no sessions yet")
+    now = time.time()
+    for s in sessions:
+        age = _age(now - s.updated_at)
+        print(f"{s.id}  {s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {visible(s.title)}")
+    return EXIT_OK
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    with connect(args, autostart=False) as client:
+        session = resolve_session(client, args.session)
+
+        def undo(force: bool) -> SessionUndoResult:
+            return client.call(
+                SESSION_UNDO,
+                SessionUndoParams(session_id=session.id, turn_id=args.turn, force=force),
+            )
+
+        result = undo(args.force)
+        if not result.applied:
+            print(f"these files changed after turn {result.turn_id} ended:", file=sys.stderr)
+            for path in result.conflicts:
+                print(f"  {path}", file=sys.stderr)
+            if not sys.stdin.isatty():
+                raise CliError("nothing was undone; run again with --force to overwrite them")
+            sys.stderr.write("overwrite them too? [y/N] ")
+            sys.stderr.flush()
+            if sys.stdin.readline().strip().lower()[:1] != "y":
+                raise CliError("nothing was undone")
+            result = undo(True)
+    if args.json:
+        print(msgspec.json.encode(result).decode())
+        return EXIT_OK
+    for path in result.restored:
+        print(f"restored {path}")
+    for path in result.removed:
+        print(f"removed  {path}")
+    if result.note:
+        print(result.note, file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    with connect(args, autostart=False) as client:
+        session = resolve_session(client, args.session)
+        result = client.call(SESSION_COMPACT, SessionRef(session_id=session.id))
+    if result.compacted:
+        print(f"compacted {session.id}: {result.tokens_before:,} -> {result.tokens_after:,} tokens")
+    else:
+        print(f"nothing compacted in {session.id}: {result.reason}")
+    return EXIT_OK

@@ -1,0 +1,90 @@
+"""Commands on a session's turns: `tether run` starts one, `attach` follows the running one,
+`cancel` stops it."""
+
+import argparse
+import sys
+
+from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, STATUS_EXIT, CliError
+from tether.clients.cli.follow import Follower
+from tether.clients.cli.mentions import parse_cli_mentions
+from tether.clients.cli.render import Renderer
+from tether.clients.cli.targets import connect, resolve_session
+from tether.protocol.methods import (
+    SESSION_CREATE,
+    TURN_CANCEL,
+    TURN_START,
+    SessionCreateParams,
+    TurnCancelParams,
+    TurnStartParams,
+)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    prompt = " ".join(args.prompt).strip()
+    if not prompt:
+        raise CliError(
+            "give the prompt as arguments: tether run 'what does main.py do?'", EXIT_USAGE
+        )
+    with connect(args) as client:
+        if args.session:
+            session = resolve_session(client, args.session)
+        else:
+            session = client.call(SESSION_CREATE, SessionCreateParams()).session
+        renderer = Renderer(json_mode=args.json)
+        follower = Follower(
+            client,
+            session.id,
+            renderer,
+            interactive=sys.stdin.isatty() and not args.json,
+        )
+        if not args.detach:
+            follower.attach()
+        started = client.call(
+            TURN_START,
+            TurnStartParams(
+                session_id=session.id,
+                text=prompt,
+                permission_mode=args.permission_mode,
+                mentions=parse_cli_mentions(prompt),
+            ),
+        )
+        turn_id = started.turn_id
+        if not args.json:
+            for problem in started.problems:
+                print(f"tether: {problem}", file=sys.stderr)
+        if started.queued and not args.json:
+            print(
+                f"tether: a turn is running in {session.id}; your message joins it at its next"
+                " step",
+                file=sys.stderr,
+            )
+        if args.detach:
+            print(session.id)
+            return EXIT_OK
+        status = follower.follow(turn_id)
+        if not args.json and status != "completed":
+            print(f"tether: turn {status} (session {session.id})", file=sys.stderr)
+        return STATUS_EXIT[status]
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        session = resolve_session(client, args.session)
+        renderer = Renderer(json_mode=args.json)
+        tty = sys.stdin.isatty() and not args.json
+        follower = Follower(client, session.id, renderer, interactive=tty, answer_approvals=tty)
+        result = follower.attach()
+        assert result.snapshot is not None
+        renderer.snapshot(result.snapshot)
+        turns = result.snapshot.turns
+        if not turns or turns[-1].status != "running":
+            return EXIT_OK
+        return STATUS_EXIT[follower.follow(turns[-1].id)]
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with connect(args, autostart=False) as client:
+        session = resolve_session(client, args.session)
+        result = client.call(TURN_CANCEL, TurnCancelParams(session_id=session.id))
+    print(f"cancelled turn {result.turn_id} of session {session.id}")
+    return EXIT_OK

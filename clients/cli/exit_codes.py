@@ -1,0 +1,32 @@
+"""The `tether` command's exit codes, and the refusal a command raises to end with one.
+
+0 the turn completed (or the command succeeded); 1 the turn failed or the command was refused;
+2 bad usage or no daemon; 3 the turn was cancelled or interrupted; 4 the turn paused at its step
+budget.
+"""
+
+from tether.protocol.events import TurnStatus
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 3
+EXIT_PAUSED = 4
+
+STATUS_EXIT: dict[TurnStatus, int] = {
+    "completed": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "cancelled": EXIT_CANCELLED,
+    "interrupted": EXIT_CANCELLED,
+    "paused": EXIT_PAUSED,
+    "running": EXIT_FAILED,
+}
+"""The exit code of a command that followed a turn, by the status the turn ended with."""
+
+
+class CliError(Exception):
+    """A command refused or failed: `main` prints the message and exits with `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code

@@ -1,0 +1,50 @@
+"""Every `tether` subcommand names a command that loads, and parsing loads none of them."""
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import cast
+
+import pytest
+
+from tether.clients.cli import commands
+from tether.clients.cli.args import build_parser
+
+
+def _leaves(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, str | None]]:
+    """(subcommand path, handler name) for every parser without subcommands of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            children = cast("dict[str, argparse.ArgumentParser]", action.choices)
+            for name, child in children.items():
+                yield from _leaves(child, f"{path} {name}".strip())
+            return
+    yield path, parser.get_default("handler")
+
+
+def test_every_subcommand_names_a_command_that_loads() -> None:
+    leaves = dict(_leaves(build_parser()))
+    assert {"run", "approve", "deny", "daemon", "demo", "dev model-server"} <= leaves.keys()
+    for path, handler in leaves.items():
+        assert handler is not None, f"`tether {path}` names no command"
+        assert callable(commands.load(handler)), path
+
+
+def test_a_misnamed_command_fails_to_load() -> None:
+    with pytest.raises(AttributeError):
+        commands.load("turns.cmd_nonexistent")
+
+
+def test_parsing_loads_no_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from tether.clients.cli.args import build_parser\n"
+        "build_parser().parse_args(['run', 'hi'])\n"
+        "print(','.join(sorted(m for m in sys.modules"
+        " if m.startswith('tether.clients.cli.commands.'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
