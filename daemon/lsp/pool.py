@@ -61,7 +61,6 @@ from tether.daemon.lsp.diagnostics import (
     wait_until_current,
 )
 from tether.daemon.lsp.errors import LspError
-from tether.daemon.lsp.report import relative_path
 from tether.daemon.lsp.servers import (
     AvailableServer,
     LspServerConfig,
@@ -69,6 +68,7 @@ from tether.daemon.lsp.servers import (
     available_servers,
     merge_specs,
 )
+from tether.daemon.workspace import display_path
 
 ServerState = Literal["starting", "running", "crashed", "restarting", "stopped"]
 EventKind = Literal[
@@ -465,7 +465,7 @@ class LspPool:
     def _label(self, entry: _Entry) -> str:
         if entry.root == self.workspace:
             return f"Language server {entry.spec.name}"
-        return f"Language server {entry.spec.name} ({relative_path(entry.root, self.workspace)})"
+        return f"Language server {entry.spec.name} ({display_path(self.workspace, entry.root)})"
 
     def _server_event(self, entry: _Entry, message: str, pid: int | None = None) -> ServerEvent:
         return ServerEvent(

@@ -11,10 +11,10 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
 from tether.daemon.tools.filetree import DEPENDENCY_DIRS
+from tether.daemon.workspace import display_path
 
 MAX_ENTRIES = 300
 
