@@ -62,7 +62,6 @@ from tether.daemon.lsp.diagnostics import (
 )
 from tether.daemon.lsp.errors import LspError
 from tether.daemon.lsp.servers import (
-    AvailableServer,
     LspServerConfig,
     ServerSpec,
     available_servers,
@@ -182,10 +181,10 @@ class LspPool:
         self.log_dir = log_dir
         self.env = env
         specs = merge_specs(servers, builtin=builtin)
-        self._available = available_servers(specs, path=search_path)
+        available = available_servers(specs, path=search_path)
         self._specs: list[ServerSpec] = []
         self._commands: dict[str, list[str]] = {}
-        for spec, found in zip(specs, self._available, strict=True):
+        for spec, found in zip(specs, available, strict=True):
             if found.command is not None:
                 self._specs.append(spec)
                 self._commands[spec.name] = found.command
@@ -210,10 +209,6 @@ class LspPool:
                 # The servers' own tasks see the cancellation and stop themselves; nothing
                 # new may start while they do.
                 self._nursery = None
-
-    def available(self) -> list[AvailableServer]:
-        """Every server spec in force and the command that runs it (None: not installed)."""
-        return list(self._available)
 
     def status(self) -> list[ServerStatus]:
         """The servers started so far, one per (server, root), in the order they started."""
