@@ -51,13 +51,13 @@ from tether.daemon.providers.wire import (
     Received,
     Rejected,
     StreamFaults,
+    accept_stream,
     error_detail,
     fetch_model_ids,
     finish_response,
     http_client,
     join_json_arrays,
     join_json_strings,
-    require_event_stream,
     sse_data,
     status_error,
     switches_to_text_tools,
@@ -198,12 +198,7 @@ def encode_text_blocks(message: Message) -> msgspec.Raw:
     cached = message.cache.get(TEXT_DIALECT)
     if cached is not None:
         return cached
-    if message.role == "assistant":
-        text = texttools.render_assistant(message)
-    elif message.role == "tool":
-        text = texttools.render_tool_result(message)
-    else:
-        text = message.content
+    text = texttools.render_text(message)
     blocks = [_TextBlock(text)] if text.strip() else []
     raw = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(blocks))
     return raw
@@ -439,10 +434,7 @@ class AnthropicMessagesClient:
                 content=body,
                 headers={"content-type": "application/json"},
             ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise Rejected(response)
-                await require_event_stream(
+                await accept_stream(
                     response,
                     base_url=self.base_url,
                     fix="Check that TETHER_BASE_URL (or `base_url` in"

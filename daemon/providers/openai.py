@@ -41,12 +41,12 @@ from tether.daemon.providers.wire import (
     Received,
     Rejected,
     StreamFaults,
+    accept_stream,
     error_detail,
     fetch_model_ids,
     finish_response,
     http_client,
     join_json_strings,
-    require_event_stream,
     sse_data,
     status_error,
     switches_to_text_tools,
@@ -170,12 +170,7 @@ def _text_content(message: Message) -> msgspec.Raw:
     """A message's content in text mode (tool calls and results written out), encoded once."""
     cached = message.cache.get(TEXT_DIALECT)
     if cached is None:
-        if message.role == "assistant":
-            text = texttools.render_assistant(message)
-        elif message.role == "tool":
-            text = texttools.render_tool_result(message)
-        else:
-            text = message.content
+        text = texttools.render_text(message)
         cached = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(text))
     return cached
 
@@ -328,10 +323,7 @@ class OpenAIChatClient:
             async with self._http.stream(
                 "POST", url, content=body, headers={"Content-Type": "application/json"}
             ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise Rejected(response)
-                await require_event_stream(
+                await accept_stream(
                     response,
                     base_url=self.base_url,
                     fix="Check that TETHER_BASE_URL (or `base_url` in"

@@ -139,10 +139,15 @@ def transport_errors(
         raise ModelError(f"The request to {base_url} failed: {exc}") from exc
 
 
-async def require_event_stream(response: httpx.Response, *, base_url: str, fix: str) -> None:
-    """Raise a final `ModelProtocolError` when a 2xx answer is not an event stream (a missing
-    content type is given the benefit of the doubt). The message quotes the start of the
-    body and ends with `fix`; the body is read first, so the connection can be reused."""
+async def accept_stream(response: httpx.Response, *, base_url: str, fix: str) -> None:
+    """Return when `response` is a stream of events to read. Raise `Rejected` for an HTTP
+    error status, and a final `ModelProtocolError` when a 2xx answer is not an event stream (a
+    missing content type is given the benefit of the doubt), its message quoting the start of
+    the body and ending with `fix`. Either way the body is read first, so the connection can
+    be reused."""
+    if response.status_code >= 400:
+        await response.aread()
+        raise Rejected(response)
     content_type = response.headers.get("content-type", "")
     media = content_type.split(";", 1)[0].strip().lower()
     if not media or media == EVENT_STREAM:
