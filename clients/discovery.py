@@ -29,21 +29,13 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
-import platformdirs
 
-from tether.protocol.discovery import (
-    DISCOVERY_CHECK_INTERVAL,
-    DiscoveryInfo,
-    LockRecord,
-    discovery_name,
-    lock_name,
-    workspace_key,
-)
+from tether.clients.places import discovery_path, lock_path, log_path
+from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo, LockRecord
 
 START_TIMEOUT = 15.0
 REWRITE_GRACE = 3 * DISCOVERY_CHECK_INTERVAL
@@ -85,26 +77,6 @@ def find_workspace(start: Path | None = None) -> Path:
         if (folder / ".git").exists():
             return folder
     return here
-
-
-def runtime_dir() -> Path:
-    # Without a usable XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> and warns;
-    # the daemon makes the same choice, so the warning is only noise here.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return Path(platformdirs.user_runtime_dir("tether"))
-
-
-def discovery_path(workspace: Path) -> Path:
-    return runtime_dir() / discovery_name(str(workspace))
-
-
-def lock_path(workspace: Path) -> Path:
-    return runtime_dir() / lock_name(str(workspace))
-
-
-def log_path(workspace: Path) -> Path:
-    return Path(platformdirs.user_log_dir("tether")) / f"daemon-{workspace_key(str(workspace))}.log"
 
 
 def probe_lock(path: Path) -> Held | None:

@@ -17,8 +17,8 @@ from tether.clients.discovery import (
     DaemonUnavailable,
     NotRunning,
     locate,
-    log_path,
 )
+from tether.clients.places import log_path
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol import codec
 from tether.protocol.base import Wire

@@ -23,7 +23,6 @@ from tether.daemon.config import paths
 from tether.daemon.config.settings import ConfigError, load_config
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
-from tether.protocol.discovery import workspace_key
 
 EXIT_ALREADY_RUNNING = 3
 EXIT_DATA_UNUSABLE = 4
@@ -114,7 +113,7 @@ def _positive_int(text: str) -> int:
 
 
 def _setup_logging(workspace: str, level: str) -> None:
-    path = paths.log_dir() / f"daemon-{workspace_key(workspace)}.log"
+    path = paths.log_path(workspace)
     os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
     paths.tighten(path, 0o600)
     handler = logging.FileHandler(path)

@@ -8,22 +8,16 @@ created 0600.
 
 import contextlib
 import stat
-import warnings
 from pathlib import Path
 
 import platformdirs
 
-from tether.protocol.discovery import discovery_name, lock_name, workspace_key
+# What clients must find (the runtime dir, discovery and lock files, the log) is computed in
+# one place both sides import.
+from tether.clients.places import APP, discovery_path, lock_path, log_dir, log_path, runtime_dir
+from tether.protocol.discovery import workspace_key
 
-APP = "tether"
-
-
-def runtime_dir() -> Path:
-    # Without a usable XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> (created
-    # owner-only) and warns; clients make the same choice, so the warning is only noise.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return Path(platformdirs.user_runtime_dir(APP))
+__all__ = ["discovery_path", "lock_path", "log_dir", "log_path", "runtime_dir"]
 
 
 def data_dir() -> Path:
@@ -38,21 +32,9 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP))
 
 
-def log_dir() -> Path:
-    return Path(platformdirs.user_log_dir(APP))
-
-
 def private_dirs() -> list[Path]:
     """The daemon's own folders; each is made owner-only at start (see `private_dir`)."""
     return [data_dir(), data_dir() / "workspaces", state_dir(), log_dir()]
-
-
-def discovery_path(workspace: str) -> Path:
-    return runtime_dir() / discovery_name(workspace)
-
-
-def lock_path(workspace: str) -> Path:
-    return runtime_dir() / lock_name(workspace)
 
 
 def database_path(workspace: str) -> Path:

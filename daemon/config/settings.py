@@ -140,14 +140,12 @@ class WorkspaceRules(msgspec.Struct, frozen=True, kw_only=True):
     """Settings the file tried to set that a workspace may not (reported, never applied)."""
 
 
-PROTECTED_HINT = "provider, base URL, API key, permission mode, allow rules and shell"
-
-
 def load_workspace_rules(workspace: Path) -> WorkspaceRules:
     """Read `.tether/config.toml` in the workspace, keeping only ask and deny rules.
 
-    A repository is not trusted with protected settings ({PROTECTED_HINT}): a cloned project
-    must not be able to switch the agent to `auto` or point it at another model server.
+    A repository is not trusted with protected settings (provider, base URL, API key,
+    permission mode, allow rules and shell): a cloned project must not be able to switch the
+    agent to `auto` or point it at another model server.
     """
     path = workspace / ".tether" / "config.toml"
     try:

@@ -60,7 +60,13 @@ from tether.daemon.context.budget import (
     messages_tokens,
 )
 from tether.daemon.context.history import History, is_summary, summary_message
-from tether.daemon.providers.base import Message, ModelClient, ModelRequest, ModelUsage
+from tether.daemon.providers.base import (
+    Message,
+    ModelClient,
+    ModelRequest,
+    ModelUsage,
+    QuietCallbacks,
+)
 from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
 from tether.daemon.truncate import cap_result
 
@@ -322,14 +328,6 @@ def _fit_for_summary(older: list[Message], limit_tokens: int | None) -> list[Mes
     return pinned + rest[start:]
 
 
-class _Quiet:
-    def on_text(self, delta: str) -> None:
-        pass
-
-    def on_reasoning(self, delta: str) -> None:
-        pass
-
-
 async def summarise(
     history: History,
     model: ModelClient,
@@ -361,7 +359,7 @@ async def summarise(
     request = ModelRequest(
         messages=[messages[0], *_fit_for_summary(older, limit), instruction], tools=None
     )
-    response = await model.complete(request, _Quiet())
+    response = await model.complete(request, QuietCallbacks())
     text = response.text.strip()
     if not text:
         raise CompactionError("The model answered with an empty summary; nothing was compacted.")

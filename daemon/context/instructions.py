@@ -20,7 +20,7 @@ import platform
 from collections.abc import Mapping
 from pathlib import Path
 
-from tether.daemon.tools.filetree import DEPENDENCY_DIRS
+from tether.daemon.tools.filetree import folder_entries
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".tether/instructions.md")
 INSTRUCTIONS_CAP = 6000
@@ -128,19 +128,8 @@ def git_branch(workspace: Path) -> str:
 def top_level_entries(workspace: Path, *, limit: int = TOP_LEVEL_ENTRIES) -> str:
     """The workspace's top-level entries, folders ending in '/', sorted; dependency, cache and
     version-control folders are named at the end, and past `limit` entries the rest counted."""
-    names: list[str] = []
-    skipped: list[str] = []
     try:
-        with os.scandir(workspace) as entries:
-            for entry in entries:
-                try:
-                    is_dir = entry.is_dir()
-                except OSError:
-                    is_dir = False
-                if is_dir and entry.name in DEPENDENCY_DIRS:
-                    skipped.append(entry.name + "/")
-                else:
-                    names.append(entry.name + "/" if is_dir else entry.name)
+        names, skipped = folder_entries(workspace)
     except OSError as exc:
         return f"(unreadable: {exc.strerror})"
     names.sort()

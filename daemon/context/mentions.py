@@ -24,9 +24,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tether.daemon.tools.base import display_path
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.truncate import cap_ends, cap_result
+from tether.daemon.workspace import display_path
 
 SELECTION_CAP = 6000
 FILES_BUDGET = 40_000

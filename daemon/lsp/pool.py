@@ -61,14 +61,13 @@ from tether.daemon.lsp.diagnostics import (
     wait_until_current,
 )
 from tether.daemon.lsp.errors import LspError
-from tether.daemon.lsp.report import relative_path
 from tether.daemon.lsp.servers import (
-    AvailableServer,
     LspServerConfig,
     ServerSpec,
     available_servers,
     merge_specs,
 )
+from tether.daemon.workspace import display_path
 
 ServerState = Literal["starting", "running", "crashed", "restarting", "stopped"]
 EventKind = Literal[
@@ -182,10 +181,10 @@ class LspPool:
         self.log_dir = log_dir
         self.env = env
         specs = merge_specs(servers, builtin=builtin)
-        self._available = available_servers(specs, path=search_path)
+        available = available_servers(specs, path=search_path)
         self._specs: list[ServerSpec] = []
         self._commands: dict[str, list[str]] = {}
-        for spec, found in zip(specs, self._available, strict=True):
+        for spec, found in zip(specs, available, strict=True):
             if found.command is not None:
                 self._specs.append(spec)
                 self._commands[spec.name] = found.command
@@ -210,10 +209,6 @@ class LspPool:
                 # The servers' own tasks see the cancellation and stop themselves; nothing
                 # new may start while they do.
                 self._nursery = None
-
-    def available(self) -> list[AvailableServer]:
-        """Every server spec in force and the command that runs it (None: not installed)."""
-        return list(self._available)
 
     def status(self) -> list[ServerStatus]:
         """The servers started so far, one per (server, root), in the order they started."""
@@ -465,7 +460,7 @@ class LspPool:
     def _label(self, entry: _Entry) -> str:
         if entry.root == self.workspace:
             return f"Language server {entry.spec.name}"
-        return f"Language server {entry.spec.name} ({relative_path(entry.root, self.workspace)})"
+        return f"Language server {entry.spec.name} ({display_path(self.workspace, entry.root)})"
 
     def _server_event(self, entry: _Entry, message: str, pid: int | None = None) -> ServerEvent:
         return ServerEvent(

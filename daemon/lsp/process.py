@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.procs.table import kill_tree
+from tether.daemon.procs.table import stop_child
 
 KILL_GRACE = 0.5
 MAX_LOG_BYTES = 5 * 1024 * 1024
@@ -44,12 +44,7 @@ async def spawn_server(
 
 async def reap_server(process: trio.Process) -> None:
     """Kill what is left of the group and collect the process. Call it shielded."""
-    await kill_tree(process.pid, KILL_GRACE, process)
-    with trio.move_on_after(KILL_GRACE + 1.0):
-        await process.wait()
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
+    await stop_child(process, KILL_GRACE)
     for stream in (process.stdin, process.stdout):
         if stream is not None:
             await stream.aclose()

@@ -6,18 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tether.daemon.lsp.diagnostics import Diagnostic
+from tether.daemon.workspace import display_path
 from tether.protocol.events import Diagnostic as WireDiagnostic
 
 REPORT_LIMIT = 15
 MAX_MESSAGE_CHARS = 400
-
-
-def relative_path(path: Path, workspace: Path) -> str:
-    """`path` relative to `workspace` (`.` for the workspace itself), or as given outside it."""
-    try:
-        return str(path.relative_to(workspace)) or "."
-    except ValueError:
-        return str(path)
 
 
 def wire_diagnostics(diagnostics: Sequence[Diagnostic], workspace: Path) -> list[WireDiagnostic]:
@@ -26,7 +19,7 @@ def wire_diagnostics(diagnostics: Sequence[Diagnostic], workspace: Path) -> list
     root = workspace.resolve()
     return [
         WireDiagnostic(
-            path=relative_path(Path(d.path), root),
+            path=display_path(root, Path(d.path)),
             line=d.line,
             column=d.column,
             severity=d.severity,
@@ -61,7 +54,7 @@ def format_report(
     for d in errors[:limit]:
         label = f"{d.source} {d.code}" if d.code else d.source
         lines.append(
-            f"{relative_path(Path(d.path), root)}:{d.line}:{d.column}: error: "
+            f"{display_path(root, Path(d.path))}:{d.line}:{d.column}: error: "
             f"{_one_line(d.message)} [{label}]"
         )
     if len(errors) > limit:

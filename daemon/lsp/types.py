@@ -8,7 +8,6 @@ type (`decode_as`); outgoing requests and notifications are encoded with `encode
 
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -120,11 +119,3 @@ def decode_as(raw: msgspec.Raw, kind: type[T]) -> T:
 
 def path_to_uri(path: Path) -> str:
     return path.absolute().as_uri()
-
-
-def uri_to_path(uri: str) -> Path | None:
-    """The local path of a `file:` URI, or None for any other scheme."""
-    parts = urlsplit(uri)
-    if parts.scheme != "file":
-        return None
-    return Path(unquote(parts.path))

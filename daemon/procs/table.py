@@ -240,6 +240,19 @@ class Leader(Protocol):
     async def wait(self) -> int: ...
 
 
+class OwnChild(Leader, Protocol):
+    """A child the daemon started as the leader of a group of its own (`Child`,
+    `trio.Process`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+
 def live_members(pgid: int) -> list[int]:
     """The pids of the group's members that are alive (not zombies).
 
@@ -325,6 +338,17 @@ async def kill_tree(pgid: int, grace: float = KILL_GRACE, leader: Leader | None 
     return True
 
 
+async def stop_child(process: OwnChild, grace: float) -> None:
+    """Stop the group `process` leads (`kill_tree`) and collect `process` itself, killing it
+    if it outlives the group by a second. Cancellable: call it shielded to finish the job."""
+    await kill_tree(process.pid, grace, process)
+    with trio.move_on_after(grace + 1.0):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
 async def _leftovers(pgid: int) -> int:
     """How many live members a group has after its leader was collected: usually none, told
     by one system call; otherwise counted from /proc in a worker thread."""
@@ -400,12 +424,7 @@ async def _reap(process: Child, grace: float, owned: OwnedGroups | None) -> None
     """Stop the tree, wait for the leader, close the pipe, forget the group. Shielded: runs
     to the end."""
     with trio.CancelScope(shield=True):
-        await kill_tree(process.pid, grace, process)
-        with trio.move_on_after(grace + 1.0):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await stop_child(process, grace)
         await process.stdout.aclose()
         if owned is not None:
             await OWNER_THREAD.run(partial(owned.remove, process.pid))

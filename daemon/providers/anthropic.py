@@ -41,7 +41,6 @@ from tether.daemon.providers.base import (
     ModelHTTPError,
     ModelRequest,
     ModelResponse,
-    ModelUsage,
     StreamCallbacks,
     ToolCallRequest,
     ToolSet,
@@ -52,16 +51,16 @@ from tether.daemon.providers.wire import (
     Received,
     Rejected,
     StreamFaults,
+    accept_stream,
     error_detail,
-    estimate_tokens,
     fetch_model_ids,
+    finish_response,
     http_client,
-    http_error,
     join_json_arrays,
     join_json_strings,
-    require_event_stream,
     sse_data,
-    tools_refused_message,
+    status_error,
+    switches_to_text_tools,
     transport_errors,
 )
 
@@ -199,12 +198,7 @@ def encode_text_blocks(message: Message) -> msgspec.Raw:
     cached = message.cache.get(TEXT_DIALECT)
     if cached is not None:
         return cached
-    if message.role == "assistant":
-        text = texttools.render_assistant(message)
-    elif message.role == "tool":
-        text = texttools.render_tool_result(message)
-    else:
-        text = message.content
+    text = texttools.render_text(message)
     blocks = [_TextBlock(text)] if text.strip() else []
     raw = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(blocks))
     return raw
@@ -395,18 +389,17 @@ class AnthropicMessagesClient:
 
         In `auto` tool mode a refusal of the tools switches to text mode and repeats the
         request once; otherwise it makes exactly one request."""
-        has_tools = request.tools is not None and bool(request.tools.specs)
         while True:
             text_mode = self.text_tools
             body = self._body(request, text_mode=text_mode)
             try:
                 return await self._post(body, callbacks, text_mode=text_mode)
             except Rejected as rejected:
-                if (
-                    has_tools
-                    and not text_mode
-                    and self.tool_mode == "auto"
-                    and texttools.says_tools_unsupported(error_detail(rejected.response))
+                if switches_to_text_tools(
+                    request,
+                    text_mode=text_mode,
+                    tool_mode=self.tool_mode,
+                    detail=error_detail(rejected.response),
                 ):
                     self.text_tools = True
                     continue
@@ -441,10 +434,7 @@ class AnthropicMessagesClient:
                 content=body,
                 headers={"content-type": "application/json"},
             ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise Rejected(response)
-                await require_event_stream(
+                await accept_stream(
                     response,
                     base_url=self.base_url,
                     fix="Check that TETHER_BASE_URL (or `base_url` in"
@@ -460,30 +450,23 @@ class AnthropicMessagesClient:
         )
 
     def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
-        status = response.status_code
-        detail = error_detail(response)
-        refuses_tools = texttools.says_tools_unsupported(detail)
-        if status in (401, 403):
-            message = (
-                f"The Anthropic API at {self.base_url} refused the request (HTTP {status}:"
-                f" {detail}). Set ANTHROPIC_API_KEY (or TETHER_API_KEY), or `api_key` in"
-                f" {self._config_hint}, to a key that may use {self.model!r}."
-            )
-        elif status == 404:
-            message = (
+        def not_found(detail: str) -> str:
+            return (
                 f"The server at {self.base_url} has no {what or f'model {self.model!r}'}"
                 f" (HTTP 404: {detail}). Set TETHER_MODEL to a model it serves, and"
                 " TETHER_BASE_URL to the API root (https://api.anthropic.com)."
             )
-        elif refuses_tools:
-            message = tools_refused_message(
-                self.model, self.base_url, status, detail, self._config_hint
-            )
-        elif status in RETRYABLE_STATUS:
-            message = f"The Anthropic API at {self.base_url} is busy (HTTP {status}: {detail})."
-        else:
-            message = f"The Anthropic API at {self.base_url} answered HTTP {status}: {detail}"
-        return http_error(message, response, refuses_tools=refuses_tools)
+
+        return status_error(
+            response,
+            server=f"The Anthropic API at {self.base_url}",
+            key_fix=f"Set ANTHROPIC_API_KEY (or TETHER_API_KEY), or `api_key` in"
+            f" {self._config_hint}, to a key that may use {self.model!r}.",
+            not_found=not_found,
+            model=self.model,
+            base_url=self.base_url,
+            config_hint=self._config_hint,
+        )
 
     async def _read_stream(
         self,
@@ -580,35 +563,16 @@ class AnthropicMessagesClient:
             if block.kind == "tool_use"
         ]
         finish_reason = STOP_REASONS.get(stop_reason or "end_turn", stop_reason or "stop")
-        raw_text = "".join(text)
-        visible = raw_text
-        if filter_ is not None:
-            tail, text_calls = filter_.finish()
-            if tail:
-                callbacks.on_text(tail)
-            visible = filter_.text
-            if text_calls:
-                tool_calls += text_calls
-                finish_reason = "tool_calls"
-        if input_tokens is None or output_tokens is None:
-            out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
-            usage = ModelUsage(
-                input_tokens=input_tokens
-                if input_tokens is not None
-                else estimate_tokens(request_bytes),
-                output_tokens=output_tokens
-                if output_tokens is not None
-                else estimate_tokens(out_chars),
-                estimated=True,
-            )
-        else:
-            usage = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens)
-        return ModelResponse(
-            text=visible,
-            reasoning="".join(reasoning),
+        return finish_response(
+            text=text,
+            reasoning=reasoning,
             tool_calls=tool_calls,
             finish_reason=finish_reason,
-            usage=usage,
+            text_calls=filter_,
+            callbacks=callbacks,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            request_bytes=request_bytes,
             warnings=warnings,
         )
 

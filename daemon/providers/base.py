@@ -14,7 +14,6 @@ carries the server's own hint in seconds when it gave one. A `ModelTimeout` is r
 has already cost a whole silence timeout, so the loop tries it once more only.
 """
 
-from collections.abc import Callable
 from typing import Literal, Protocol
 
 import msgspec
@@ -132,6 +131,16 @@ class StreamCallbacks(Protocol):
     def on_reasoning(self, delta: str) -> None: ...
 
 
+class QuietCallbacks:
+    """Stream callbacks that ignore what streams, for a call whose response alone matters."""
+
+    def on_text(self, delta: str) -> None:
+        pass
+
+    def on_reasoning(self, delta: str) -> None:
+        pass
+
+
 class ModelClient(Protocol):
     """Makes one streamed model call.
 
@@ -152,6 +161,3 @@ class ModelClient(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-OnText = Callable[[str], None]

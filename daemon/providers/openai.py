@@ -31,7 +31,6 @@ from tether.daemon.providers.base import (
     ModelProtocolError,
     ModelRequest,
     ModelResponse,
-    ModelUsage,
     StreamCallbacks,
     ToolCallRequest,
     ToolSet,
@@ -42,15 +41,15 @@ from tether.daemon.providers.wire import (
     Received,
     Rejected,
     StreamFaults,
+    accept_stream,
     error_detail,
-    estimate_tokens,
     fetch_model_ids,
+    finish_response,
     http_client,
-    http_error,
     join_json_strings,
-    require_event_stream,
     sse_data,
-    tools_refused_message,
+    status_error,
+    switches_to_text_tools,
     transport_errors,
 )
 
@@ -171,12 +170,7 @@ def _text_content(message: Message) -> msgspec.Raw:
     """A message's content in text mode (tool calls and results written out), encoded once."""
     cached = message.cache.get(TEXT_DIALECT)
     if cached is None:
-        if message.role == "assistant":
-            text = texttools.render_assistant(message)
-        elif message.role == "tool":
-            text = texttools.render_tool_result(message)
-        else:
-            text = message.content
+        text = texttools.render_text(message)
         cached = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(text))
     return cached
 
@@ -275,7 +269,6 @@ class OpenAIChatClient:
 
         One request, repeated at most once per adaptation in the module docstring (a refused
         `stream_options`, refused tools)."""
-        has_tools = request.tools is not None and bool(request.tools.specs)
         dropped_usage = False
         while True:
             text_mode = self.text_tools
@@ -286,10 +279,12 @@ class OpenAIChatClient:
             except Rejected as rejected:
                 status = rejected.response.status_code
                 detail = error_detail(rejected.response)
-                refuses_tools = texttools.says_tools_unsupported(detail)
-                if has_tools and not text_mode and self.tool_mode == "auto" and refuses_tools:
+                if switches_to_text_tools(
+                    request, text_mode=text_mode, tool_mode=self.tool_mode, detail=detail
+                ):
                     self.text_tools = True
                     continue
+                refuses_tools = texttools.says_tools_unsupported(detail)
                 if with_usage and status in (400, 422) and not refuses_tools:
                     if "stream_options" in detail or "include_usage" in detail:
                         self.stream_usage = False
@@ -328,10 +323,7 @@ class OpenAIChatClient:
             async with self._http.stream(
                 "POST", url, content=body, headers={"Content-Type": "application/json"}
             ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise Rejected(response)
-                await require_event_stream(
+                await accept_stream(
                     response,
                     base_url=self.base_url,
                     fix="Check that TETHER_BASE_URL (or `base_url` in"
@@ -348,34 +340,27 @@ class OpenAIChatClient:
         )
 
     def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
-        status = response.status_code
-        detail = error_detail(response)
-        refuses_tools = texttools.says_tools_unsupported(detail)
-        if status in (401, 403):
-            message = (
-                f"The model server at {self.base_url} refused the request (HTTP {status}:"
-                f" {detail}). Set TETHER_API_KEY, or `api_key` in {self._config_hint}."
-            )
-        elif status == 404 and what:
-            message = (
-                f"The model server at {self.base_url} has no {what} (HTTP 404: {detail}). Check"
-                " that TETHER_BASE_URL is the API root, usually ending in /v1."
-            )
-        elif status == 404:
-            message = (
+        def not_found(detail: str) -> str:
+            if what:
+                return (
+                    f"The model server at {self.base_url} has no {what} (HTTP 404: {detail})."
+                    " Check that TETHER_BASE_URL is the API root, usually ending in /v1."
+                )
+            return (
                 f"The model server at {self.base_url} has no model {self.model!r} or no chat"
                 f" endpoint (HTTP 404: {detail}). Set TETHER_MODEL to a model it serves, or"
                 " check that TETHER_BASE_URL ends in /v1."
             )
-        elif refuses_tools:
-            message = tools_refused_message(
-                self.model, self.base_url, status, detail, self._config_hint
-            )
-        elif status in RETRYABLE_STATUS:
-            message = f"The model server at {self.base_url} is busy (HTTP {status}: {detail})."
-        else:
-            message = f"The model server at {self.base_url} answered HTTP {status}: {detail}"
-        return http_error(message, response, refuses_tools=refuses_tools)
+
+        return status_error(
+            response,
+            server=f"The model server at {self.base_url}",
+            key_fix=f"Set TETHER_API_KEY, or `api_key` in {self._config_hint}.",
+            not_found=not_found,
+            model=self.model,
+            base_url=self.base_url,
+            config_hint=self._config_hint,
+        )
 
     async def _read_stream(
         self,
@@ -446,37 +431,20 @@ class OpenAIChatClient:
             dialect_json="chat-completions JSON",
             received=received,
         )
-        raw_text = "".join(text)
         tool_calls = [
             ToolCallRequest(id=b.id or f"call_{index}", name=b.name, arguments="".join(b.arguments))
             for index, b in sorted(calls.items())
         ]
-        visible = raw_text
-        if blocks is not None:
-            tail, text_calls = blocks.finish()
-            if tail:
-                callbacks.on_text(tail)
-            visible = blocks.text
-            if text_calls:
-                tool_calls += text_calls
-                finish_reason = "tool_calls"
-        if usage is not None:
-            model_usage = ModelUsage(
-                input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens
-            )
-        else:
-            out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
-            model_usage = ModelUsage(
-                input_tokens=estimate_tokens(request_bytes),
-                output_tokens=estimate_tokens(out_chars),
-                estimated=True,
-            )
-        return ModelResponse(
-            text=visible,
-            reasoning="".join(reasoning),
+        return finish_response(
+            text=text,
+            reasoning=reasoning,
             tool_calls=tool_calls,
             finish_reason=finish_reason or "stop",
-            usage=model_usage,
+            text_calls=blocks,
+            callbacks=callbacks,
+            input_tokens=usage.prompt_tokens if usage is not None else None,
+            output_tokens=usage.completion_tokens if usage is not None else None,
+            request_bytes=request_bytes,
             warnings=warnings,
         )
 

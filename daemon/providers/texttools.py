@@ -84,6 +84,16 @@ class _Block(msgspec.Struct):
     arguments: msgspec.Raw | str
 
 
+def render_text(message: Message) -> str:
+    """A message as text mode sends it: an assistant's tool calls and a tool's result written
+    out, anything else as it is."""
+    if message.role == "assistant":
+        return render_assistant(message)
+    if message.role == "tool":
+        return render_tool_result(message)
+    return message.content
+
+
 def render_assistant(message: Message) -> str:
     """An assistant message as the model wrote it in text mode: its text, then its calls."""
     if not message.tool_calls:

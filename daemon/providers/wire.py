@@ -34,9 +34,15 @@ from tether.daemon.providers.base import (
     ModelError,
     ModelHTTPError,
     ModelProtocolError,
+    ModelRequest,
+    ModelResponse,
     ModelTimeout,
     ModelUnreachable,
+    ModelUsage,
+    StreamCallbacks,
+    ToolCallRequest,
 )
+from tether.daemon.providers.texttools import TextToolCalls, ToolMode, says_tools_unsupported
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
 EVENT_STREAM = "text/event-stream"
@@ -133,10 +139,15 @@ def transport_errors(
         raise ModelError(f"The request to {base_url} failed: {exc}") from exc
 
 
-async def require_event_stream(response: httpx.Response, *, base_url: str, fix: str) -> None:
-    """Raise a final `ModelProtocolError` when a 2xx answer is not an event stream (a missing
-    content type is given the benefit of the doubt). The message quotes the start of the
-    body and ends with `fix`; the body is read first, so the connection can be reused."""
+async def accept_stream(response: httpx.Response, *, base_url: str, fix: str) -> None:
+    """Return when `response` is a stream of events to read. Raise `Rejected` for an HTTP
+    error status, and a final `ModelProtocolError` when a 2xx answer is not an event stream (a
+    missing content type is given the benefit of the doubt), its message quoting the start of
+    the body and ending with `fix`. Either way the body is read first, so the connection can
+    be reused."""
+    if response.status_code >= 400:
+        await response.aread()
+        raise Rejected(response)
     content_type = response.headers.get("content-type", "")
     media = content_type.split(";", 1)[0].strip().lower()
     if not media or media == EVENT_STREAM:
@@ -324,23 +335,94 @@ async def fetch_model_ids(
     return sorted(entry.id for entry in listing.data)
 
 
-def tools_refused_message(
-    model: str, base_url: str, status: int, detail: str, config_hint: str
-) -> str:
-    return (
-        f"The model {model!r} at {base_url} does not take tool definitions"
-        f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
-        f" [provider] in {config_hint}, or use a model with tool support."
-    )
-
-
-def http_error(message: str, response: httpx.Response, *, refuses_tools: bool) -> ModelHTTPError:
-    """The error for an HTTP error status: retryable when the server is busy (never when it
-    refuses tools, which a retry cannot change), with the server's Retry-After."""
+def status_error(
+    response: httpx.Response,
+    *,
+    server: str,
+    key_fix: str,
+    not_found: Callable[[str], str],
+    model: str,
+    base_url: str,
+    config_hint: str,
+) -> ModelHTTPError:
+    """The error for an HTTP error status, in the dialect's words: `server` names who answered
+    ("The model server at …"), `key_fix` says what to set when it refuses the key, and
+    `not_found` words a 404 from the server's detail. Retryable when the server is busy (never
+    when it refuses tools, which a retry cannot change), with the server's Retry-After."""
     status = response.status_code
+    detail = error_detail(response)
+    refuses_tools = says_tools_unsupported(detail)
+    if status in (401, 403):
+        message = f"{server} refused the request (HTTP {status}: {detail}). {key_fix}"
+    elif status == 404:
+        message = not_found(detail)
+    elif refuses_tools:
+        message = (
+            f"The model {model!r} at {base_url} does not take tool definitions"
+            f' (HTTP {status}: {detail}). Set `tool_mode = "text"` (or "auto") under'
+            f" [provider] in {config_hint}, or use a model with tool support."
+        )
+    elif status in RETRYABLE_STATUS:
+        message = f"{server} is busy (HTTP {status}: {detail})."
+    else:
+        message = f"{server} answered HTTP {status}: {detail}"
     return ModelHTTPError(
         message,
         status=status,
         retryable=status in RETRYABLE_STATUS and not refuses_tools,
         retry_after=parse_retry_after(response.headers),
+    )
+
+
+def switches_to_text_tools(
+    request: ModelRequest, *, text_mode: bool, tool_mode: ToolMode, detail: str
+) -> bool:
+    """Whether a refused request is to be repeated with the tools described in text: in `auto`
+    tool mode, when native tools were sent and the server says the model takes none."""
+    has_tools = request.tools is not None and bool(request.tools.specs)
+    return has_tools and not text_mode and tool_mode == "auto" and says_tools_unsupported(detail)
+
+
+def finish_response(
+    *,
+    text: list[str],
+    reasoning: list[str],
+    tool_calls: list[ToolCallRequest],
+    finish_reason: str,
+    text_calls: TextToolCalls | None,
+    callbacks: StreamCallbacks,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    request_bytes: int,
+    warnings: list[str],
+) -> ModelResponse:
+    """The reply a finished stream assembled. In text tool mode (`text_calls`) what the filter
+    held back is streamed and the `<tool_call>` blocks join the tool calls. Token counts the
+    server did not report are estimated from characters (`ModelUsage.estimated`)."""
+    raw_text = "".join(text)
+    visible = raw_text
+    if text_calls is not None:
+        tail, from_text = text_calls.finish()
+        if tail:
+            callbacks.on_text(tail)
+        visible = text_calls.text
+        if from_text:
+            tool_calls = [*tool_calls, *from_text]
+            finish_reason = "tool_calls"
+    if input_tokens is None or output_tokens is None:
+        out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
+        usage = ModelUsage(
+            input_tokens=estimate_tokens(request_bytes) if input_tokens is None else input_tokens,
+            output_tokens=estimate_tokens(out_chars) if output_tokens is None else output_tokens,
+            estimated=True,
+        )
+    else:
+        usage = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens)
+    return ModelResponse(
+        text=visible,
+        reasoning="".join(reasoning),
+        tool_calls=tool_calls,
+        finish_reason=finish_reason,
+        usage=usage,
+        warnings=warnings,
     )

@@ -26,12 +26,12 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
 from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
+from tether.daemon.workspace import display_path
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     ApprovalRequest,

@@ -316,4 +316,6 @@ class Sessions:
         await self._turns.interrupt_all()
 
     async def wait_idle(self, session_id: str) -> None:
+        """Return once the session runs no turn (at once if it runs none): how an in-process
+        caller waits for a turn it started to end."""
         await self._turns.wait_idle(session_id)

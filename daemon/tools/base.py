@@ -22,6 +22,7 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from tether.daemon.workspace import display_path
 from tether.protocol.items import FileChange
 
 ToolKind = Literal["read", "edit", "command", "other"]
@@ -192,10 +193,3 @@ def loop_point(resolved: Path) -> Path | None:
             (p for p in [*reversed(resolved.parents), resolved] if p.is_symlink()), resolved
         )
     return None
-
-
-def display_path(workspace: Path, path: Path) -> str:
-    try:
-        return str(path.relative_to(workspace.resolve())) or "."
-    except ValueError:
-        return str(path)

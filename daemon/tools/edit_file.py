@@ -21,7 +21,6 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
 from tether.daemon.tools.binary import is_binary
@@ -35,6 +34,7 @@ from tether.daemon.tools.edits import (
     write_guarded,
 )
 from tether.daemon.tools.read_file import split_lines
+from tether.daemon.workspace import display_path
 
 MAX_HINTS = 5
 FUZZY_CUTOFF = 0.8

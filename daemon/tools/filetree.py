@@ -58,6 +58,25 @@ IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 """Read in this order in every folder (a later file wins), as ripgrep does."""
 
 
+def folder_entries(folder: Path) -> tuple[list[str], list[str]]:
+    """One level of `folder`, named as list_dir shows them (folders end in `/`): the entries,
+    and apart the dependency folders among them (`DEPENDENCY_DIRS`), both unsorted. An entry
+    whose kind cannot be read counts as a file. Raises OSError when `folder` cannot be read."""
+    names: list[str] = []
+    dependencies: list[str] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir and entry.name in DEPENDENCY_DIRS:
+                dependencies.append(entry.name + "/")
+            else:
+                names.append(entry.name + "/" if is_dir else entry.name)
+    return names, dependencies
+
+
 def is_skipped_dir(name: str, *, build: bool = True) -> bool:
     return (
         name in DEPENDENCY_DIRS

@@ -18,11 +18,11 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
 from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.filetree import glob_regex, relative, walk_files
+from tether.daemon.workspace import display_path
 
 MAX_RESULTS = 200
 _WILDCARDS = set("*?[{")

@@ -28,7 +28,6 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
 from tether.daemon.tools.credentials import is_credential_path, names_credentials
@@ -38,6 +37,7 @@ from tether.daemon.tools.search.formatting import MAX_LINE_CHARS, format_found
 from tether.daemon.tools.search.found import Found
 from tether.daemon.tools.search.query import MAX_HEAD_LIMIT, OutputMode
 from tether.daemon.tools.search.ripgrep import find_rg, search_rg
+from tether.daemon.workspace import display_path
 
 DEFAULT_HEAD_LIMIT = 100
 MAX_CONTEXT = 10

@@ -11,10 +11,10 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
-from tether.daemon.tools.filetree import DEPENDENCY_DIRS
+from tether.daemon.tools.filetree import folder_entries
+from tether.daemon.workspace import display_path
 
 MAX_ENTRIES = 300
 
@@ -46,17 +46,7 @@ def _list(path: Path, shown: str) -> str:
         raise ToolFailure(f"{shown} does not exist. Use glob to find files and folders.")
     if not path.is_dir():
         raise ToolFailure(f"{shown} is a file; use read_file to read it.")
-    names: list[str] = []
-    hidden: list[str] = []
-    for entry in path.iterdir():
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if is_dir and entry.name in DEPENDENCY_DIRS:
-            hidden.append(entry.name + "/")
-        else:
-            names.append(entry.name + "/" if is_dir else entry.name)
+    names, hidden = folder_entries(path)
     names.sort()
     lines = names[:MAX_ENTRIES]
     if len(names) > MAX_ENTRIES:

@@ -23,9 +23,9 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
+from tether.daemon.workspace import display_path
 
 PROCESSES_SERVICE = "processes"
 """The key of the `ProcessTable` in `ToolContext.services`."""

@@ -12,7 +12,6 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    display_path,
     resolve_in_workspace,
 )
 from tether.daemon.tools.edits import (
@@ -24,6 +23,7 @@ from tether.daemon.tools.edits import (
     unified_diff,
     write_guarded,
 )
+from tether.daemon.workspace import display_path
 
 
 class WriteFileParams(ToolParams, frozen=True, kw_only=True):

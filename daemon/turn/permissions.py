@@ -274,10 +274,6 @@ class PermissionPolicy:
             action="ask", reason=f"mode {self.mode}: {what} ask first", always_rule=always
         )
 
-    def add_session_rule(self, rule: str) -> None:
-        if rule and rule not in self.session_rules:
-            self.session_rules.append(rule)
-
     @staticmethod
     def _sensitive(facts: CallFacts) -> str:
         if facts.kind == "read" and facts.path and is_credential_path(facts.path):

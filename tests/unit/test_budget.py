@@ -18,6 +18,7 @@ from tether.daemon.providers.base import (
     Message,
     ModelRequest,
     ModelUsage,
+    QuietCallbacks,
     ToolCallRequest,
     ToolSet,
     ToolSpec,
@@ -25,14 +26,6 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.providers.wire import estimate_tokens
 from tether.testing import ModelServer
-
-
-class Quiet:
-    def on_text(self, delta: str) -> None:
-        pass
-
-    def on_reasoning(self, delta: str) -> None:
-        pass
 
 
 def test_estimate_is_characters_over_three_and_a_half() -> None:
@@ -123,7 +116,7 @@ async def test_meter_reads_the_usage_a_real_client_reports(
     history = History("system")
     history.add_user("hello")
     meter = TokenMeter(history.messages, budget=100_000)
-    response = await model.complete(ModelRequest(messages=history.messages), Quiet())
+    response = await model.complete(ModelRequest(messages=history.messages), QuietCallbacks())
     meter.record(response.usage)
     assert meter.used() == 4_321
     history.add_assistant(response.text, response.tool_calls)

@@ -32,6 +32,7 @@ from tether.daemon.providers.base import (
     ModelClient,
     ModelRequest,
     ModelResponse,
+    QuietCallbacks,
     StreamCallbacks,
     ToolCallRequest,
     ToolSet,
@@ -328,10 +329,10 @@ async def test_a_summarised_history_is_valid_for_both_dialects(
     request = ModelRequest(messages=history.messages, tools=tools)
     claude = AnthropicMessagesClient(base_url=server.base_url, model="scripted", api_key="k")
     try:
-        assert (await claude.complete(request, Quiet())).text == "fine"
+        assert (await claude.complete(request, QuietCallbacks())).text == "fine"
     finally:
         await claude.aclose()
-    assert (await client.complete(request, Quiet())).text == "fine"
+    assert (await client.complete(request, QuietCallbacks())).text == "fine"
 
 
 async def test_an_empty_summary_leaves_the_history_alone(
@@ -478,14 +479,6 @@ async def test_the_ladder_reports_each_step_with_tokens_before_and_after(
 
 
 # --- the stable prefix across a real turn loop -----------------------------------------------
-
-
-class Quiet:
-    def on_text(self, delta: str) -> None:
-        pass
-
-    def on_reasoning(self, delta: str) -> None:
-        pass
 
 
 class CompactingClient:

@@ -14,13 +14,14 @@ TESTING = DAEMON / "testing"
 
 LOWER = {
     "truncate": set[str](),
+    "workspace": set[str](),
     "providers": set[str](),
     "procs": {"truncate"},
-    "lsp": {"procs", "truncate"},
-    "config": {"lsp", "procs", "truncate"},
-    "tools": {"procs", "providers", "truncate"},
-    "context": {"providers", "tools", "procs", "truncate"},
-    "turn": {"context", "providers", "tools", "procs", "truncate"},
+    "lsp": {"procs", "truncate", "workspace"},
+    "config": {"lsp", "procs", "truncate", "workspace"},
+    "tools": {"procs", "providers", "truncate", "workspace"},
+    "context": {"providers", "tools", "procs", "truncate", "workspace"},
+    "turn": {"context", "providers", "tools", "procs", "truncate", "workspace"},
 }
 LOWER["sessions"] = {"config", "lsp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}

@@ -11,7 +11,7 @@ from tests.unit.test_lsp_pool import FAKE_SERVER
 from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.errors import RequestTimeout, ServerGone
 from tether.daemon.lsp.servers import find_program
-from tether.daemon.lsp.types import path_to_uri, uri_to_path
+from tether.daemon.lsp.types import path_to_uri
 from tether.daemon.procs.table import live_members
 
 
@@ -109,5 +109,3 @@ async def test_a_program_that_cannot_start(tmp_path: Path) -> None:
 def test_uris() -> None:
     path = Path("/tmp/a b/ü.py")
     assert path_to_uri(path) == "file:///tmp/a%20b/%C3%BC.py"
-    assert uri_to_path(path_to_uri(path)) == path
-    assert uri_to_path("untitled:1") is None

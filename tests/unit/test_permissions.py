@@ -82,7 +82,7 @@ def test_ordinary_paths_are_not_sensitive() -> None:
 def test_risky_commands_always_ask(command: str) -> None:
     assert command_risk(command)
     policy = PermissionPolicy(mode="edits", allow=["run_command"])
-    policy.add_session_rule("run_command")
+    policy.session_rules.append("run_command")
     assert policy.decide(cmd(command)).action == "ask"
 
 
@@ -130,11 +130,11 @@ def test_session_rule_allows_the_same_family_only() -> None:
     policy = PermissionPolicy(mode="edits")
     verdict = policy.decide(cmd("npm run build --prod"))
     assert verdict.action == "ask"
-    policy.add_session_rule(verdict.always_rule)
+    policy.session_rules.append(verdict.always_rule)
     assert policy.decide(cmd("npm run build --dev")).action == "allow"
     assert policy.decide(cmd("npm run lint")).action == "ask"
     exact = policy.decide(cmd("rm -rf build"))
-    policy.add_session_rule(exact.always_rule)
+    policy.session_rules.append(exact.always_rule)
     assert policy.decide(cmd("rm -rf build")).action == "allow"
     assert policy.decide(cmd("rm -rf /")).action == "ask"
 
@@ -160,7 +160,7 @@ def test_hidden_characters_in_a_command_always_ask(command: str, mode: str) -> N
         mode=mode,  # type: ignore[arg-type]
         allow=["run_command", f"run_command({command})", "run_command(*)"],
     )
-    policy.add_session_rule(f"run_command({command})")
+    policy.session_rules.append(f"run_command({command})")
     verdict = policy.decide(cmd(command))
     assert verdict.action == "ask"
     assert "control or invisible characters" in verdict.reason

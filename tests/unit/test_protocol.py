@@ -66,6 +66,18 @@ def test_clients_never_import_the_daemon() -> None:
         assert not bad, f"{module} imports {bad}"
 
 
+def test_the_daemon_takes_of_the_clients_only_the_shared_places() -> None:
+    # Where the discovery and lock files live is computed once, in tether.clients.places, so
+    # daemon and clients cannot disagree; nothing else of the clients belongs in the daemon,
+    # and places itself may need nothing of either side.
+    for module, names in _imports(ROOT / "daemon").items():
+        bad = [n for n in names if n.startswith("tether.clients") and n != "tether.clients.places"]
+        assert not bad, f"{module} imports {bad}"
+    places = _imports(ROOT / "clients")["clients/places.py"]
+    tether = {n for n in places if n.startswith("tether.")}
+    assert tether == {"tether.protocol.discovery"}
+
+
 def test_envelope_errors_are_classified() -> None:
     with pytest.raises(FrameError) as parse:
         decode_envelope(b"{nope")

@@ -37,9 +37,6 @@ class Found:
         self.counts[path] = self.counts.get(path, 0) + count
         self.total_matches += count
 
-    def add_lines(self, path: str, lines: list[Line]) -> None:
-        self.add_block(path, sum(1 for _, is_match, _ in lines if is_match), lambda: lines)
-
     def add_block(self, path: str, matches: int, lines: Callable[[], list[Line]]) -> None:
         """A file's lines in content mode; `lines` is called only if they may be shown."""
         if not matches or (self.hidden is not None and self.hidden(path)):

@@ -1,0 +1,42 @@
+"""Where a workspace's daemon and its clients meet on disk: the runtime dir holding the
+discovery and lock files, and the daemon's log. Every path comes from platformdirs, so `HOME`
+and `XDG_*` relocate all of it.
+
+Both sides must compute the same paths, so both take them from here: this is the one module of
+`tether.clients` the daemon imports, and it imports nothing of tether but the protocol (whose
+`tether.protocol.discovery` names the files).
+"""
+
+import warnings
+from pathlib import Path
+
+import platformdirs
+
+from tether.protocol.discovery import discovery_name, lock_name, workspace_key
+
+APP = "tether"
+
+
+def runtime_dir() -> Path:
+    # Without a usable XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> (created
+    # owner-only) and warns; daemon and clients make the same choice, so it is only noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return Path(platformdirs.user_runtime_dir(APP))
+
+
+def log_dir() -> Path:
+    return Path(platformdirs.user_log_dir(APP))
+
+
+def discovery_path(workspace: str | Path) -> Path:
+    return runtime_dir() / discovery_name(str(workspace))
+
+
+def lock_path(workspace: str | Path) -> Path:
+    return runtime_dir() / lock_name(str(workspace))
+
+
+def log_path(workspace: str | Path) -> Path:
+    """The daemon's log for `workspace` (clients name it when the daemon fails them)."""
+    return log_dir() / f"daemon-{workspace_key(str(workspace))}.log"
