@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
         from tether.daemon.server.daemon import Daemon
-        from tether.daemon.sessions.store import StoreOpenError
+        from tether.daemon.sessions.schema import StoreOpenError
 
         daemon = Daemon(
             workspace,

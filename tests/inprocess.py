@@ -11,8 +11,9 @@ import trio
 
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.store import Store
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.events import AnyEvent

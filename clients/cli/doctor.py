@@ -16,7 +16,7 @@ import platformdirs
 from tether.protocol.discovery import workspace_key
 
 SCHEMA_VERSION = 1
-"""The newest schema this tether reads; the daemon's `store.SCHEMA_VERSION`."""
+"""The newest schema this tether reads; the daemon's `schema.SCHEMA_VERSION`."""
 
 
 def database_path(workspace: Path) -> Path:

@@ -48,7 +48,8 @@ from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.server.model_client import create_client
 from tether.daemon.sessions.registry import Sessions
-from tether.daemon.sessions.store import Store, StoreOpenError
+from tether.daemon.sessions.schema import StoreOpenError
+from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.undo import TurnChanges
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry

@@ -30,8 +30,9 @@ from tether.daemon.sessions.compaction import compact
 from tether.daemon.sessions.context import SessionContext
 from tether.daemon.sessions.input import TurnInput, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
+from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session, new_id
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError

@@ -18,7 +18,8 @@ from typing import Protocol
 import msgspec
 
 from tether.daemon.sessions.replay import EventRing
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.rows import SessionRow
+from tether.daemon.sessions.store import Store
 from tether.protocol.events import (
     EPHEMERAL_EVENTS,
     AnyEvent,

@@ -1,14 +1,12 @@
-"""The SQLite store: sessions and their persisted events, one database per workspace.
+"""The store: one thread that owns the session database and runs every statement on it.
 
 Rules:
-- One dedicated thread owns the connection; every statement runs there, so the daemon is the
-  only writer and never blocks trio on disk I/O.
+- One dedicated thread owns the connection (opened by `schema.open_database`); every statement
+  runs there, so the daemon is the only writer and never blocks trio on disk I/O.
 - Writes are queued without waiting (`*_nowait`) and committed in batches: whatever queued up
   while the last batch was written goes into the next transaction. `flush()` waits until
   everything queued before it has been written (or has failed, see below).
 - Reads go through the same queue (`call`), so a read sees every write queued before it.
-- WAL with `synchronous=NORMAL`: a killed daemon loses at most the batch being written, never
-  corrupts the file.
 - A failure costs only the operation that failed. When any operation of a batch raises, or the
   commit fails (a full disk, a database made read-only, an I/O error), the batch is rolled back
   and its operations run again one at a time, each in a transaction of its own: those that
@@ -17,14 +15,10 @@ Rules:
   `statistics()` and passed to `on_write_error`.
 - Nothing waits forever: if the thread ends for any reason, every pending and later call
   raises `StoreClosed`.
-- The schema is versioned (`PRAGMA user_version`, `SCHEMA_VERSION`). `open` migrates an older
-  database one version at a time, each step in one transaction; a database from before the
-  version existed (user_version 0, today's tables) is adopted as version 1; a database from a
-  newer tether is refused and left as it is.
-- Only the owner can read it: the folder is 0700 and the database 0600 before SQLite first opens
-  it (SQLite gives `-wal` and `-shm` the database's mode); wider existing modes are tightened.
+- The statements themselves and the rows they return are in `rows.py`; the schema, its
+  migrations and the checks made at open are in `schema.py`.
 
-Errors:
+Errors (`StoreError` and `StoreOpenError` are defined in `schema.py`):
 
     StoreError              a store operation failed; the message names the database
     ├── StoreClosed         the store is closed, or its thread stopped
@@ -34,142 +28,26 @@ Errors:
 
 import contextlib
 import logging
-import os
 import queue
 import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 import trio
 
-from tether.daemon.config.paths import private_dir, tighten
+from tether.daemon.sessions import rows
+from tether.daemon.sessions.rows import SessionRow, SnapshotRow
+from tether.daemon.sessions.schema import StoreError, open_database, rollback
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
-"""The schema this tether writes. Bump it with a new entry in `_MIGRATIONS`."""
-
-_V1 = (
-    """CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    title TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    turn_count INTEGER NOT NULL DEFAULT 0,
-    running_turn TEXT
-)""",
-    """CREATE TABLE IF NOT EXISTS events (
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    body BLOB NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS snapshots (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    turn_id TEXT NOT NULL,
-    path TEXT NOT NULL,
-    content BLOB,
-    size INTEGER,
-    digest TEXT,
-    after_digest TEXT,
-    created_at REAL NOT NULL,
-    undone INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (session_id, turn_id, path)
-)""",
-    "CREATE INDEX IF NOT EXISTS snapshots_by_session ON snapshots (session_id, id)",
-)
-# snapshots: a file as it was before a turn first wrote it, for undo. `path` is relative to the
-# workspace; `content`, `size` and `digest` are NULL when the file did not exist;
-# `after_digest` is the hash of what the turn last left there (NULL: no file).
-
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    # 0 -> 1: the first schema. IF NOT EXISTS, so that a database written before the schema
-    # had a version (the same tables, user_version 0) is adopted unchanged.
-    _V1,
-)
-assert len(_MIGRATIONS) == SCHEMA_VERSION
-
-OpenFailure = Literal["damaged", "unwritable", "newer", "other"]
-
-
-class StoreError(Exception):
-    """A store operation failed; the message names the database and SQLite's error."""
-
 
 class StoreClosed(StoreError):
     pass
-
-
-class StoreOpenError(StoreError):
-    """The database cannot be used. Nothing in it was changed."""
-
-    def __init__(self, path: Path, reason: OpenFailure, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.reason: OpenFailure = reason
-
-
-class SessionRow:
-    __slots__ = ("created_at", "id", "running_turn", "title", "turn_count", "updated_at")
-
-    def __init__(
-        self,
-        id: str,
-        title: str,
-        created_at: float,
-        updated_at: float,
-        turn_count: int,
-        running_turn: str | None,
-    ) -> None:
-        self.id = id
-        self.title = title
-        self.created_at = created_at
-        self.updated_at = updated_at
-        self.turn_count = turn_count
-        self.running_turn = running_turn
-
-
-class SnapshotRow:
-    __slots__ = (
-        "after_digest",
-        "content",
-        "created_at",
-        "digest",
-        "path",
-        "session_id",
-        "size",
-        "turn_id",
-        "undone",
-    )
-
-    def __init__(
-        self,
-        session_id: str,
-        turn_id: str,
-        path: str,
-        content: bytes | None,
-        size: int | None,
-        digest: str | None,
-        after_digest: str | None,
-        created_at: float,
-        undone: bool = False,
-    ) -> None:
-        self.session_id = session_id
-        self.turn_id = turn_id
-        self.path = path
-        self.content = content
-        """None: the file did not exist before the turn."""
-        self.size = size
-        self.digest = digest
-        self.after_digest = after_digest
-        """The hash of the file as the turn left it; None: the turn left no file."""
-        self.created_at = created_at
-        self.undone = undone
 
 
 _Op = Callable[[sqlite3.Connection], object]
@@ -250,37 +128,9 @@ class Store:
     def statistics(self) -> StoreStatistics:
         return StoreStatistics(self._failed_writes, self._last_error)
 
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            private_dir(self.path.parent)
-            if not self.path.exists():
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            tighten(self.path, 0o600)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
-        except (sqlite3.Error, OSError) as exc:
-            raise _open_failure(self.path, exc) from exc
-        try:
-            # The version first: a newer tether's database must not even get our journal mode.
-            _refuse_newer(conn, self.path)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            _migrate(conn, self.path)
-            # Reading the sessions table finds a damaged file now rather than at the first
-            # request; each session's events are read, and so checked, when it loads.
-            conn.execute("SELECT count(*) FROM sessions").fetchone()
-            for suffix in ("-wal", "-shm"):
-                tighten(self.path.with_name(self.path.name + suffix), 0o600)
-        except StoreOpenError:
-            conn.close()
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            conn.close()
-            raise _open_failure(self.path, exc) from exc
-        return conn
-
     def _run(self) -> None:
         try:
-            conn = self._connect()
+            conn = open_database(self.path)
         except BaseException as exc:
             self._open_error = exc
             self._stopped.set()
@@ -330,7 +180,7 @@ class Store:
                     op.result = result
             conn.execute("COMMIT")
         except Exception:
-            _rollback(conn)
+            rollback(conn)
             return False
         return True
 
@@ -340,7 +190,7 @@ class Store:
             result = op.fn(conn)
             conn.execute("COMMIT")
         except Exception as exc:
-            _rollback(conn)
+            rollback(conn)
             if isinstance(op, _Call):
                 op.result, op.error = None, exc
             else:
@@ -378,20 +228,11 @@ class Store:
         self._queue.put(_Write(fn, what))
 
     def create_session_nowait(self, row: SessionRow) -> None:
-        self._put(
-            lambda c: c.execute(
-                "INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
-                (row.id, row.title, row.created_at, row.updated_at),
-            ),
-            f"creating session {row.id}",
-        )
+        self._put(lambda c: rows.insert_session(c, row), f"creating session {row.id}")
 
     def append_event_nowait(self, session_id: str, seq: int, body: bytes) -> None:
         self._put(
-            lambda c: c.execute(
-                "INSERT INTO events (session_id, seq, body) VALUES (?, ?, ?)",
-                (session_id, seq, body),
-            ),
+            lambda c: rows.append_event(c, session_id, seq, body),
             f"saving event {seq} of session {session_id}",
         )
 
@@ -405,10 +246,13 @@ class Store:
         running_turn: str | None,
     ) -> None:
         self._put(
-            lambda c: c.execute(
-                "UPDATE sessions SET updated_at = ?, title = ?, turn_count = ?, running_turn = ?"
-                " WHERE id = ?",
-                (updated_at, title, turn_count, running_turn, session_id),
+            lambda c: rows.update_session(
+                c,
+                session_id,
+                updated_at=updated_at,
+                title=title,
+                turn_count=turn_count,
+                running_turn=running_turn,
             ),
             f"updating session {session_id}",
         )
@@ -417,20 +261,7 @@ class Store:
         """Keep a file's content from before a turn wrote it; a path's first snapshot in a
         turn wins (later ones are ignored)."""
         self._put(
-            lambda c: c.execute(
-                "INSERT OR IGNORE INTO snapshots (session_id, turn_id, path, content, size,"
-                " digest, after_digest, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.session_id,
-                    row.turn_id,
-                    row.path,
-                    row.content,
-                    row.size,
-                    row.digest,
-                    row.after_digest,
-                    row.created_at,
-                ),
-            ),
+            lambda c: rows.insert_snapshot(c, row),
             f"saving the undo snapshot of {row.path} (turn {row.turn_id})",
         )
 
@@ -438,11 +269,7 @@ class Store:
         self, session_id: str, turn_id: str, path: str, after_digest: str | None
     ) -> None:
         self._put(
-            lambda c: c.execute(
-                "UPDATE snapshots SET after_digest = ? WHERE session_id = ? AND turn_id = ?"
-                " AND path = ?",
-                (after_digest, session_id, turn_id, path),
-            ),
+            lambda c: rows.update_snapshot_after(c, session_id, turn_id, path, after_digest),
             f"updating the undo snapshot of {path} (turn {turn_id})",
         )
 
@@ -474,164 +301,29 @@ class Store:
         await self.call(lambda c: None)
 
     async def mark_snapshots_undone(self, session_id: str, turn_id: str) -> None:
-        await self.call(
-            lambda c: c.execute(
-                "UPDATE snapshots SET undone = 1 WHERE session_id = ? AND turn_id = ?",
-                (session_id, turn_id),
-            )
-        )
+        await self.call(lambda c: rows.mark_snapshots_undone(c, session_id, turn_id))
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session's events, undo snapshots and row, in one transaction; False
         when there was no such session."""
-
-        def delete(c: sqlite3.Connection) -> bool:
-            c.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
-            c.execute("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
-            return c.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
-
-        return await self.call(delete)
+        return await self.call(lambda c: rows.delete_session(c, session_id))
 
     async def list_sessions(self) -> list[SessionRow]:
-        return await self.call(_list_sessions)
+        return await self.call(rows.list_sessions)
 
     async def get_session(self, session_id: str) -> SessionRow | None:
-        rows = await self.call(lambda c: _select_sessions(c, "WHERE id = ?", (session_id,)))
-        return rows[0] if rows else None
+        return await self.call(lambda c: rows.get_session(c, session_id))
 
     async def load_events(self, session_id: str) -> list[tuple[int, bytes]]:
-        return await self.call(
-            lambda c: [
-                (int(seq), bytes(body))
-                for seq, body in c.execute(
-                    "SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                )
-            ]
-        )
+        return await self.call(lambda c: rows.load_events(c, session_id))
 
     async def load_snapshots(self, session_id: str, turn_id: str) -> list[SnapshotRow]:
         """The turn's snapshots in the order the files were first written."""
-        return await self.call(
-            lambda c: [
-                SnapshotRow(
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    path=str(path),
-                    content=None if content is None else bytes(content),
-                    size=size,
-                    digest=digest,
-                    after_digest=after_digest,
-                    created_at=float(created_at),
-                    undone=bool(undone),
-                )
-                for path, content, size, digest, after_digest, created_at, undone in c.execute(
-                    "SELECT path, content, size, digest, after_digest, created_at, undone"
-                    " FROM snapshots WHERE session_id = ? AND turn_id = ? ORDER BY id",
-                    (session_id, turn_id),
-                )
-            ]
-        )
+        return await self.call(lambda c: rows.load_snapshots(c, session_id, turn_id))
 
     async def last_snapshot_turn(self, session_id: str) -> str | None:
         """The most recent turn of the session with snapshots not yet undone."""
-        row = await self.call(
-            lambda c: c.execute(
-                "SELECT turn_id FROM snapshots WHERE session_id = ? AND undone = 0"
-                " ORDER BY id DESC LIMIT 1",
-                (session_id,),
-            ).fetchone()
-        )
-        return None if row is None else str(row[0])
+        return await self.call(lambda c: rows.last_snapshot_turn(c, session_id))
 
     async def sessions_with_running_turn(self) -> list[str]:
-        return await self.call(
-            lambda c: [
-                str(r[0])
-                for r in c.execute("SELECT id FROM sessions WHERE running_turn IS NOT NULL")
-            ]
-        )
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    # SQLite may already have rolled back on its own (a full disk, an I/O error).
-    if conn.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Bring the schema to `SCHEMA_VERSION` in one write transaction (which also proves the
-    database writable); refuse a newer one."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = _refuse_newer(conn, path)
-        for statements in _MIGRATIONS[version:]:
-            for statement in statements:
-                conn.execute(statement)
-        if version != SCHEMA_VERSION:
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
-
-
-def _refuse_newer(conn: sqlite3.Connection, path: Path) -> int:
-    """The database's schema version; `StoreOpenError` when it is newer than ours."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise StoreOpenError(
-            path,
-            "newer",
-            f"the session database {path} was written by a newer tether (schema version"
-            f" {version}; this tether knows up to {SCHEMA_VERSION}). Update tether, or move"
-            " the file aside to start with no sessions; it was left as it is.",
-        )
-    return version
-
-
-def _open_failure(path: Path, exc: sqlite3.Error | OSError) -> StoreOpenError:
-    if isinstance(exc, OSError):
-        cause = f"{exc.strerror or exc} ({exc.filename or path})"
-    else:
-        cause = str(exc)
-    name = getattr(exc, "sqlite_errorname", "")
-    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
-        return StoreOpenError(
-            path,
-            "damaged",
-            f"the session database {path} is damaged: {cause}. It was left as it is; run"
-            " `tether doctor` to check it and for how to recover.",
-        )
-    unwritable = isinstance(exc, PermissionError) or name.startswith(
-        ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")
-    )
-    if unwritable:
-        folder = path.parent
-        while not folder.exists():
-            folder = folder.parent
-        hint = f"{folder} is not writable" if not os.access(folder, os.W_OK) else ""
-        return StoreOpenError(
-            path,
-            "unwritable",
-            f"cannot write the session database {path}: {cause}"
-            + (f"; {hint}" if hint else "")
-            + ". The daemon keeps its sessions there: make it writable by this user.",
-        )
-    return StoreOpenError(path, "other", f"cannot open the session database {path}: {cause}")
-
-
-def _select_sessions(
-    conn: sqlite3.Connection, where: str = "", args: tuple[object, ...] = ()
-) -> list[SessionRow]:
-    cursor = conn.execute(
-        "SELECT id, title, created_at, updated_at, turn_count, running_turn FROM sessions "
-        f"{where} ORDER BY updated_at DESC",
-        args,
-    )
-    return [SessionRow(*row) for row in cursor]
-
-
-def _list_sessions(conn: sqlite3.Connection) -> list[SessionRow]:
-    return _select_sessions(conn)
+        return await self.call(rows.sessions_with_running_turn)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.sessions.store import SnapshotRow, Store
+from tether.daemon.sessions.rows import SnapshotRow
+from tether.daemon.sessions.store import Store
 from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import loop_point
 from tether.daemon.tools.edits import line_delta

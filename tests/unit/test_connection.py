@@ -31,8 +31,9 @@ from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.rpc.outbox import Outbox
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
+from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.store import Store
 from tether.protocol.events import ItemDelta
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (

@@ -7,8 +7,9 @@ import trio
 from tether.daemon.context.history import History
 from tether.daemon.providers.base import ModelRequest, ModelResponse, StreamCallbacks, ToolSet
 from tether.daemon.sessions.context import SessionContext
+from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.store import Store
 from tether.protocol.items import Notice
 
 

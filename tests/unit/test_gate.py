@@ -8,8 +8,9 @@ import pytest
 import trio
 
 from tether.daemon.sessions.approvals import ApprovalBroker, SessionGate
+from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.store import Store
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.permissions import PermissionPolicy

@@ -15,8 +15,9 @@ import trio.testing
 
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.store import SessionRow, Store
+from tether.daemon.sessions.store import Store
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry

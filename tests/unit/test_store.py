@@ -14,14 +14,9 @@ import trio
 import trio.testing
 
 from tests.support import read_only_folder
-from tether.daemon.sessions.store import (
-    SCHEMA_VERSION,
-    SessionRow,
-    Store,
-    StoreClosed,
-    StoreError,
-    StoreOpenError,
-)
+from tether.daemon.sessions.rows import SessionRow
+from tether.daemon.sessions.schema import SCHEMA_VERSION, StoreError, StoreOpenError
+from tether.daemon.sessions.store import Store, StoreClosed
 
 
 @pytest.fixture
@@ -296,7 +291,7 @@ def test_a_read_only_folder_is_named_with_the_cause(tmp_path: Path) -> None:
 def test_doctor_looks_where_the_daemon_keeps_the_database(tmp_path: Path) -> None:
     from tether.clients.cli import doctor
     from tether.daemon.config import paths
-    from tether.daemon.sessions import store as daemon_store
+    from tether.daemon.sessions import schema as daemon_store
 
     workspace = str(tmp_path / "project")
     assert doctor.database_path(Path(workspace)) == paths.database_path(workspace)
