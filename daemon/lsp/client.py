@@ -82,7 +82,7 @@ from tether.daemon.lsp.types import (
     encode,
     path_to_uri,
 )
-from tether.daemon.procs.table import command_env
+from tether.daemon.procs.env import command_env
 from tether.protocol.jsonrpc import FrameError, decode_envelope, error_frame, result_frame
 from tether.protocol.version import __version__
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.procs.table import stop_child
+from tether.daemon.procs.groups import stop_child
 
 KILL_GRACE = 0.5
 MAX_LOG_BYTES = 5 * 1024 * 1024

@@ -1,7 +1,7 @@
 """run_command: run a shell command, in the foreground or as a daemon-owned background process.
 
 The process handling (process groups, killing trees, secret-free environment) lives in
-`tether.daemon.procs.table`; this module turns it into a tool: parameters, limits, the result text.
+`tether.daemon.procs`; this module turns it into a tool: parameters, limits, the result text.
 """
 
 import signal
@@ -10,14 +10,10 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.procs.table import (
-    KILL_GRACE,
-    Completed,
-    ProcessTable,
-    ProcessTableClosed,
-    command_env,
-    run_to_completion,
-)
+from tether.daemon.procs.env import command_env
+from tether.daemon.procs.foreground import Completed, run_to_completion
+from tether.daemon.procs.groups import KILL_GRACE
+from tether.daemon.procs.table import ProcessTable, ProcessTableClosed
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,

@@ -12,7 +12,7 @@ from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.errors import RequestTimeout, ServerGone
 from tether.daemon.lsp.servers import find_program
 from tether.daemon.lsp.types import path_to_uri
-from tether.daemon.procs.table import live_members
+from tether.daemon.procs.groups import live_members
 
 
 def ruff(root: Path) -> LspClient:

@@ -17,7 +17,7 @@ from tether.daemon.lsp.diagnostics import Diagnostic
 from tether.daemon.lsp.pool import DiagnosticsEvent, EventKind, LspPool, ServerEvent
 from tether.daemon.lsp.report import format_report
 from tether.daemon.lsp.servers import LspServerConfig
-from tether.daemon.procs.table import live_members
+from tether.daemon.procs.groups import live_members
 
 FAKE_SERVER = r'''
 """A scripted language server: python fake_server.py MODE LOG."""

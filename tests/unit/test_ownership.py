@@ -13,6 +13,8 @@ import pytest
 import trio
 
 from tests.support import alive
+from tether.daemon.procs.env import command_env
+from tether.daemon.procs.foreground import run_to_completion
 from tether.daemon.procs.ownership import (
     COMPACT_AFTER,
     TAG_VARIABLE,
@@ -23,7 +25,6 @@ from tether.daemon.procs.ownership import (
     start_time,
 )
 from tether.daemon.procs.spawn import die_with
-from tether.daemon.procs.table import command_env, run_to_completion
 
 READ_DEATH_SIGNAL = (
     "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"

@@ -7,18 +7,15 @@ import pytest
 import trio
 
 from tests.support import alive, group_survivors
-from tether.daemon.procs.table import (
-    MAX_UNREAD,
+from tether.daemon.procs.env import command_env
+from tether.daemon.procs.groups import kill_tree, live_members
+from tether.daemon.procs.output import (
     OutputBuffer,
     OutputDecoder,
-    ProcessTable,
-    ProcessTableClosed,
     collapse_carriage_returns,
-    command_env,
-    kill_tree,
-    live_members,
     strip_ansi,
 )
+from tether.daemon.procs.table import MAX_UNREAD, ProcessTable, ProcessTableClosed
 from tether.daemon.truncate import cut_marker
 
 GRACE = 0.5

@@ -1,0 +1,70 @@
+"""A command's process tree from start to end: started in the user's shell, recorded as the
+daemon's, stopped and forgotten.
+
+Rules:
+- Every command runs in the user's shell (`$SHELL` when it names a file, else `/bin/sh`) as
+  `shell -c COMMAND`, in a new session (so in its own process group, whose id is the shell's
+  pid), with stdin from `/dev/null` and stdout and stderr merged into one pipe. The shell is
+  forked by the daemon's owner thread and dies with the daemon (`tether.daemon.procs.spawn`).
+- The group is recorded durably (`tether.daemon.procs.ownership`) on the owner thread right
+  after the fork, before anything else can happen, so a crash right after still finds it.
+- Ending a command (`reap`) is shielded and always complete: the tree stopped, the leader
+  collected, the pipe closed, the record removed.
+- What this cannot catch: a process that leaves the group on purpose (`setsid`, a daemonising
+  server) is no longer part of the tree.
+"""
+
+import os
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from tether.daemon.procs.groups import stop_child
+from tether.daemon.procs.ownership import (
+    TAG_VARIABLE,
+    GroupRecord,
+    OwnedGroups,
+    new_tag,
+    start_time,
+)
+from tether.daemon.procs.spawn import OWNER_THREAD, Child, Started, start_child
+
+DRAIN_SECONDS = 1.0
+"""How long to wait for the output pipe to reach its end once the tree is gone."""
+
+
+def user_shell(env: Mapping[str, str] | None = None) -> str:
+    shell = (os.environ if env is None else env).get("SHELL", "")
+    return shell if shell and Path(shell).is_file() else "/bin/sh"
+
+
+async def open_command(
+    command: str, cwd: Path, env: Mapping[str, str], owned: OwnedGroups | None
+) -> Child:
+    """Start `command` in the user's shell on the owner thread, recording its group in
+    `owned` before anything else can happen (so a crash right after still finds it)."""
+    tag = new_tag()
+    full_env = {**env, TAG_VARIABLE: tag}
+    argv = [user_shell(env), "-c", command]
+
+    def start() -> Started:
+        started = start_child(argv, cwd=cwd, env=full_env)
+        if owned is not None:
+            pid = started[0].pid
+            shown = command[:200]  # for log lines only
+            owned.add(GroupRecord(pgid=pid, start=start_time(pid), tag=tag, command=shown))
+        return started
+
+    return Child(await OWNER_THREAD.run(start))
+
+
+async def reap(process: Child, grace: float, owned: OwnedGroups | None) -> None:
+    """Stop the tree, wait for the leader, close the pipe, forget the group. Shielded: runs
+    to the end."""
+    with trio.CancelScope(shield=True):
+        await stop_child(process, grace)
+        await process.stdout.aclose()
+        if owned is not None:
+            await OWNER_THREAD.run(partial(owned.remove, process.pid))
