@@ -132,29 +132,39 @@ class DaemonProcess:
         self.proc.wait(timeout=10)
 
 
-def start_daemon(home: Home, workspace: Path, *extra: str, timeout: float = 15.0) -> DaemonProcess:
+def start_daemon(
+    home: Home, workspace: Path, *extra: str, timeout: float = 15.0, cwd: Path | None = None
+) -> DaemonProcess:
+    """The daemon for `workspace` as a subprocess of `home`, once its discovery file names it;
+    killed again if it exits, stalls or this is interrupted before then."""
     log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     discovery = home.discovery_path(workspace)
     old = discovery.read_bytes() if discovery.exists() else None
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace), *extra],
         env=home.env,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     log.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if discovery.exists() and discovery.read_bytes() != old:
-            info = home.read_discovery(workspace)
-            if info is not None and info.pid == proc.pid:
-                return DaemonProcess(home, workspace, proc)
-        if proc.poll() is not None:
-            raise AssertionError(f"daemon exited with {proc.returncode}")
-        time.sleep(0.01)
-    proc.kill()
-    raise AssertionError("daemon did not start")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if discovery.exists() and discovery.read_bytes() != old:
+                info = home.read_discovery(workspace)
+                if info is not None and info.pid == proc.pid:
+                    return DaemonProcess(home, workspace, proc)
+            if proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {proc.returncode}; see {home.root}")
+            time.sleep(0.01)
+        raise AssertionError("daemon did not start")
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        raise
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> float:
