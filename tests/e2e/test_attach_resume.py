@@ -20,7 +20,9 @@ from tests.support import (
     collect_until_turn_end,
     create_session,
     deltas_at_least,
+    numbered,
     read_events,
+    read_snapshot,
     start_daemon,
     start_turn,
 )
@@ -29,20 +31,13 @@ from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCo
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall
 from tether.protocol.methods import (
     SESSION_LIST,
-    SESSION_READ,
     SessionEventParams,
-    SessionRef,
     SessionResyncParams,
 )
-from tether.protocol.session import Cursor, SessionInfo, SessionSnapshot
+from tether.protocol.session import Cursor, SessionInfo
 from tether.testing import ModelServer
 
 _encode = msgspec.json.Encoder().encode
-
-
-def numbered(count: int) -> str:
-    """Text that splits into `count` distinct six-character chunks: `<0000><0001>...`."""
-    return "".join(f"<{i:04d}>" for i in range(count))
 
 
 def slow_text(count: int = 100, delay_ms: int = 20) -> dict[str, Any]:
@@ -75,10 +70,6 @@ def keys(events: list[SessionEventParams]) -> list[tuple[str, int, str, bytes]]:
 def assert_gap_free(events: list[SessionEventParams], first_seq: int) -> None:
     assert [e.seq for e in events] == list(range(first_seq, first_seq + len(events)))
     assert len({e.epoch for e in events}) == 1
-
-
-def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
 
 
 def session_info(client: Client, session_id: str) -> SessionInfo:

@@ -21,6 +21,7 @@ from tests.support import (
     attach,
     create_session,
     raw_call,
+    raw_request,
     start_daemon,
 )
 from tether.clients.rpc import CallError
@@ -69,13 +70,6 @@ def daemon(
 @pytest.fixture(autouse=True)
 def _default_script(model_server: ModelServer) -> None:
     model_server.set_script(DEFAULT_SCRIPT)
-
-
-def raw_request(
-    ws: WebSocket, method: str, params: object, request_id: RequestId
-) -> dict[str, Any]:
-    """Send one request frame; return the next frame, decoded."""
-    return raw_call(ws, request_frame(request_id, method, params))
 
 
 def _initialize(ws: WebSocket, request_id: RequestId = "init") -> dict[str, Any]:
