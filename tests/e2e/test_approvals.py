@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
@@ -35,6 +37,8 @@ from tether.protocol.methods import (
     SessionRef,
 )
 from tether.testing import ModelServer
+
+pytestmark = pytest.mark.shared_daemon
 
 
 def approval_in(events: list[SessionEventParams]) -> ApprovalRequest | None:

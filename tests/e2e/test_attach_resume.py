@@ -100,6 +100,7 @@ def items_of(events: list[SessionEventParams], turn_id: str) -> list[AnyItem]:
 # --- 1. two clients see the same stream -------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_two_attached_clients_see_identical_events(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -136,6 +137,7 @@ def test_two_attached_clients_see_identical_events(
 # --- 2. attaching mid-turn from seq 0 ---------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -164,6 +166,7 @@ def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
 # --- 3. reconnecting with a cursor ------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_reconnect_with_cursor_resumes_exactly_after_it(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -201,6 +204,7 @@ def test_reconnect_with_cursor_resumes_exactly_after_it(
 # --- 4. a cursor from another epoch -----------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -264,6 +268,7 @@ def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
 # --- 5. snapshots: attach without cursor, and session/read ------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_attach_without_cursor_and_read_give_the_same_snapshot_read_does_not_subscribe(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -405,6 +410,7 @@ def test_slow_client_is_dropped_told_to_resync_and_catches_up(
 # --- 7. session/list status ---------------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_session_list_shows_running_then_idle(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:

@@ -163,6 +163,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
 # --- 2. the client that started the turn goes away --------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_turn_survives_its_client_disconnecting(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -313,6 +314,7 @@ def test_sigterm_mid_turn_persists_interrupted_and_the_session_goes_on(
 # --- 5. a second turn continues the conversation ----------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_second_turn_sends_the_first_turn_to_the_model(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:

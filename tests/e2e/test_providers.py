@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
@@ -160,6 +162,7 @@ TOOL_RESULT = re.compile(
 )
 
 
+@pytest.mark.shared_daemon
 def test_text_tool_calls_when_the_model_refuses_tools(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:

@@ -17,6 +17,7 @@ from tests.support import (
 from tether.testing import ModelServer
 
 
+@pytest.mark.shared_daemon
 @pytest.mark.parametrize(("answer", "ran"), [("y", True), ("n", False)])
 def test_run_asks_on_its_terminal(
     daemon: DaemonProcess,
