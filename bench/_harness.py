@@ -1,5 +1,6 @@
-"""Shared helpers for tether's benchmarks: an isolated home, the real daemon as a subprocess, the
-CLI as a measured subprocess, RSS readings from /proc, and a little statistics.
+"""Shared helpers for tether's benchmarks: the test suite's isolated home and daemon subprocess
+(`tests.support`) with a workspace and a bytecode cache, the CLI as a measured subprocess, RSS
+readings from /proc, and a little statistics.
 
 Everything here starts processes only through context managers that stop them again, also when
 the benchmark fails or is interrupted (SIGTERM is turned into an exception by
@@ -22,13 +23,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import msgspec
-
-from tether.clients.rpc import Client
-from tether.clients.websocket import WebSocket
-from tether.protocol.discovery import DiscoveryInfo, discovery_name, workspace_key
-from tether.protocol.methods import INITIALIZE, InitializeParams
 from tether.testing import ModelServer
+
+# The isolated home and the daemon subprocess are the test suite's own (tests/support.py); the
+# repository root is on the path for that when a script runs as `python bench/NAME.py`.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support import DaemonProcess, Home
+from tests.support import start_daemon as start_test_daemon
 
 DAEMON_START_TIMEOUT = 20.0
 
@@ -47,16 +48,15 @@ def handle_sigterm() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# An isolated home
+# An isolated home and the daemon: the test suite's, with a workspace and a bytecode cache
 
 
-class BenchHome:
-    """HOME and XDG folders under one temporary directory, plus a small workspace."""
+class BenchHome(Home):
+    """The tests' isolated home (`tests.support.Home`), plus a small workspace inside it and a
+    bytecode cache of its own."""
 
     def __init__(self, root: Path, model_url: str) -> None:
-        self.root = root
-        self.runtime = root / "run"
-        self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        super().__init__(root, model_url)
         os.chmod(self.runtime, 0o700)
         for name in ("home", "data", "config", "state", "cache"):
             (root / name).mkdir(exist_ok=True)
@@ -68,23 +68,10 @@ class BenchHome:
             "def greet(name):\n    return f'hello {name}'\n"
         )
         (self.workspace / "x.txt").write_text("x\n")
-        self.env: dict[str, str] = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "XDG_"))},
-            "HOME": str(root / "home"),
-            "XDG_RUNTIME_DIR": str(self.runtime),
-            "XDG_DATA_HOME": str(root / "data"),
-            "XDG_CONFIG_HOME": str(root / "config"),
-            "XDG_STATE_HOME": str(root / "state"),
-            "XDG_CACHE_HOME": str(root / "cache"),
-            "TETHER_BASE_URL": model_url,
-            "TETHER_MODEL": "scripted",
-            "OPENAI_API_KEY": "",
-            "PYTHONUNBUFFERED": "1",
-            # Bytecode goes to a cache inside this temporary home: the first start compiles,
-            # later ones load .pyc files, as in a normal install. The repository and the venv
-            # are never written to (and PYTHONDONTWRITEBYTECODE, if set, would hide this).
-            "PYTHONPYCACHEPREFIX": str(root / "pycache"),
-        }
+        # Bytecode goes to a cache inside this temporary home: the first start compiles,
+        # later ones load .pyc files, as in a normal install. The repository and the venv
+        # are never written to (and PYTHONDONTWRITEBYTECODE, if set, would hide this).
+        self.env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
 
     def env_without_bytecode(self) -> dict[str, str]:
@@ -94,22 +81,6 @@ class BenchHome:
         env = {**self.env, "PYTHONDONTWRITEBYTECODE": "1"}
         env.pop("PYTHONPYCACHEPREFIX", None)
         return env
-
-    @property
-    def discovery_path(self) -> Path:
-        return self.runtime / "tether" / discovery_name(str(self.workspace))
-
-    @property
-    def database_path(self) -> Path:
-        key = workspace_key(str(self.workspace))
-        return self.root / "data" / "tether" / "workspaces" / key / "tether.sqlite3"
-
-    def read_discovery(self) -> DiscoveryInfo | None:
-        try:
-            data = self.discovery_path.read_bytes()
-            return msgspec.json.decode(data, type=DiscoveryInfo)
-        except (OSError, msgspec.DecodeError):
-            return None
 
 
 @contextlib.contextmanager
@@ -143,44 +114,16 @@ def prime_bytecode(home: BenchHome) -> None:
 
 @contextlib.contextmanager
 def model_server(script: Mapping[str, Any]) -> Generator[ModelServer, None, None]:
-    server = ModelServer(script).start()
-    try:
+    with ModelServer(script) as server:
         yield server
-    finally:
-        server.stop()
 
 
-# --------------------------------------------------------------------------------------------
-# The daemon
-
-
-class DaemonProc:
-    def __init__(self, home: BenchHome, proc: "subprocess.Popen[bytes]", info: DiscoveryInfo):
-        self.home = home
-        self.proc = proc
-        self.info = info
+class DaemonProc(DaemonProcess):
+    """The tests' daemon subprocess, plus what the benchmarks read of it from /proc."""
 
     @property
     def pid(self) -> int:
         return self.proc.pid
-
-    @property
-    def port(self) -> int:
-        return self.info.port
-
-    @property
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.info.token}"}
-
-    def raw(self) -> WebSocket:
-        """A connected websocket, not yet initialized."""
-        return WebSocket.connect("127.0.0.1", self.port, headers=self.auth)
-
-    def client(self, name: str = "bench") -> Client:
-        """A typed client, initialized."""
-        client = Client(self.raw(), self.info)
-        client.call(INITIALIZE, InitializeParams(client_name=name))
-        return client
 
     def rss_kb(self) -> int:
         return proc_status_kb(self.pid, "VmRSS")
@@ -191,52 +134,27 @@ class DaemonProc:
     def cpu_s(self) -> float:
         return proc_cpu_s(self.pid)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL if it has not exited within `timeout`. Idempotent."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        """`sig`, then SIGKILL if it has not exited within `timeout`. Idempotent."""
+        try:
+            return super().stop(sig, timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
 
 
 def start_daemon(home: BenchHome, *extra: str) -> DaemonProc:
-    log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tether.daemon",
-            "--workspace",
-            str(home.workspace),
-            "--idle-timeout",
-            "0",
-            *extra,
-        ],
-        env=home.env,
+    """The daemon on `home`'s workspace, never idling out, started in that workspace."""
+    started = start_test_daemon(
+        home,
+        home.workspace,
+        "--idle-timeout",
+        "0",
+        *extra,
+        timeout=DAEMON_START_TIMEOUT,
         cwd=home.workspace,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
-    log.close()
-    try:
-        deadline = time.monotonic() + DAEMON_START_TIMEOUT
-        while time.monotonic() < deadline:
-            info = home.read_discovery()
-            if info is not None and info.pid == proc.pid:
-                return DaemonProc(home, proc, info)
-            if proc.poll() is not None:
-                raise RuntimeError(f"the daemon exited with {proc.returncode}; see {home.root}")
-            time.sleep(0.005)
-        raise RuntimeError("the daemon did not write its discovery file in time")
-    except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        raise
+    return DaemonProc(home, home.workspace, started.proc)
 
 
 @contextlib.contextmanager

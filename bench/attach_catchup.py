@@ -232,7 +232,7 @@ def attach_snapshot(daemon: DaemonProc, session_id: str) -> Snapshot:
 
 
 def persisted_events(home: BenchHome, session_id: str) -> int:
-    with sqlite3.connect(f"file:{home.database_path}?mode=ro", uri=True) as db:
+    with sqlite3.connect(f"file:{home.database_path(home.workspace)}?mode=ro", uri=True) as db:
         (count,) = db.execute(
             "SELECT count(*) FROM events WHERE session_id = ?", (session_id,)
         ).fetchone()

@@ -1,5 +1,13 @@
 """Fixtures: an isolated home, a scripted model server, a workspace, the real daemon, and the
-real store for in-process tests."""
+real store for in-process tests.
+
+A test marked `shared_daemon` (or in a module whose `pytestmark` has it) gets the daemon its
+module shares instead of a fresh one, saving a daemon start: its `daemon`, `home` and
+`workspace` are that daemon's, and `model_server` is the module's server with the default
+script set again. Such a test must create its own sessions, leave the daemon running, and
+assert nothing about state other tests may leave behind (other sessions, files it did not
+write). Unmarked tests, and marked ones that ask for no `daemon`, get fresh everything.
+"""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,20 +21,19 @@ from tether.testing import ModelServer
 DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
 
 
-@pytest.fixture
-def model_server() -> Iterator[ModelServer]:
-    with ModelServer(DEFAULT_SCRIPT) as server:
-        yield server
+def _shared(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker("shared_daemon") is not None
 
 
-@pytest.fixture
-def home(tmp_path: Path, model_server: ModelServer) -> Home:
-    return Home(tmp_path / "user", model_server.base_url)
+def _shared_daemon_of(request: pytest.FixtureRequest) -> DaemonProcess | None:
+    """The module's shared daemon, when this test uses one."""
+    if _shared(request) and "daemon" in request.fixturenames:
+        daemon: DaemonProcess = request.getfixturevalue("module_daemon")
+        return daemon
+    return None
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
+def make_workspace(root: Path) -> Path:
     root.mkdir()
     (root / "README.md").write_text("# Demo project\nIt greets.\n")
     (root / "src").mkdir()
@@ -34,8 +41,59 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def module_model_server() -> Iterator[ModelServer]:
+    with ModelServer(DEFAULT_SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_daemon(
+    tmp_path_factory: pytest.TempPathFactory, module_model_server: ModelServer
+) -> Iterator[DaemonProcess]:
+    root = tmp_path_factory.mktemp("shared-daemon")
+    home = Home(root / "user", module_model_server.base_url)
+    proc = start_daemon(home, make_workspace(root / "project"), "--idle-timeout", "0")
+    yield proc
+    if proc.proc.poll() is None:
+        proc.stop()
+
+
 @pytest.fixture
-def daemon(home: Home, workspace: Path) -> Iterator[DaemonProcess]:
+def model_server(request: pytest.FixtureRequest) -> Iterator[ModelServer]:
+    if _shared(request):
+        server: ModelServer = request.getfixturevalue("module_model_server")
+        server.set_script(DEFAULT_SCRIPT)
+        yield server
+        return
+    with ModelServer(DEFAULT_SCRIPT) as server:
+        yield server
+
+
+@pytest.fixture
+def home(request: pytest.FixtureRequest, tmp_path: Path, model_server: ModelServer) -> Home:
+    shared = _shared_daemon_of(request)
+    if shared is not None:
+        return shared.home
+    return Home(tmp_path / "user", model_server.base_url)
+
+
+@pytest.fixture
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    shared = _shared_daemon_of(request)
+    if shared is not None:
+        return shared.workspace
+    return make_workspace(tmp_path / "project")
+
+
+@pytest.fixture
+def daemon(request: pytest.FixtureRequest, home: Home, workspace: Path) -> Iterator[DaemonProcess]:
+    shared = _shared_daemon_of(request)
+    if shared is not None:
+        assert shared.proc.poll() is None, "an earlier test stopped the shared daemon"
+        yield shared
+        assert shared.proc.poll() is None, "a test marked shared_daemon stopped the daemon"
+        return
     proc = start_daemon(home, workspace, "--idle-timeout", "0")
     yield proc
     if proc.proc.poll() is None:

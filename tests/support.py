@@ -6,11 +6,12 @@ tests never see each other's sessions, sockets or discovery files.
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Generator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +20,24 @@ import msgspec
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, lock_name, workspace_key
-from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
-from tether.protocol.items import AnyItem
-from tether.protocol.jsonrpc import request_frame
+from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, TurnCompleted
+from tether.protocol.items import AnyItem, ToolCall
+from tether.protocol.jsonrpc import RequestId, request_frame
 from tether.protocol.methods import (
     INITIALIZE,
     SESSION_ATTACH,
     SESSION_CREATE,
+    SESSION_READ,
     TURN_START,
     InitializeParams,
     SessionAttachParams,
     SessionAttachResult,
     SessionCreateParams,
     SessionEventParams,
+    SessionRef,
     TurnStartParams,
 )
-from tether.protocol.session import Cursor
+from tether.protocol.session import Cursor, SessionSnapshot
 
 
 class Home:
@@ -132,29 +135,39 @@ class DaemonProcess:
         self.proc.wait(timeout=10)
 
 
-def start_daemon(home: Home, workspace: Path, *extra: str, timeout: float = 15.0) -> DaemonProcess:
+def start_daemon(
+    home: Home, workspace: Path, *extra: str, timeout: float = 15.0, cwd: Path | None = None
+) -> DaemonProcess:
+    """The daemon for `workspace` as a subprocess of `home`, once its discovery file names it;
+    killed again if it exits, stalls or this is interrupted before then."""
     log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     discovery = home.discovery_path(workspace)
     old = discovery.read_bytes() if discovery.exists() else None
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace), *extra],
         env=home.env,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     log.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if discovery.exists() and discovery.read_bytes() != old:
-            info = home.read_discovery(workspace)
-            if info is not None and info.pid == proc.pid:
-                return DaemonProcess(home, workspace, proc)
-        if proc.poll() is not None:
-            raise AssertionError(f"daemon exited with {proc.returncode}")
-        time.sleep(0.01)
-    proc.kill()
-    raise AssertionError("daemon did not start")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if discovery.exists() and discovery.read_bytes() != old:
+                info = home.read_discovery(workspace)
+                if info is not None and info.pid == proc.pid:
+                    return DaemonProcess(home, workspace, proc)
+            if proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {proc.returncode}; see {home.root}")
+            time.sleep(0.01)
+        raise AssertionError("daemon did not start")
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        raise
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> float:
@@ -230,8 +243,9 @@ def raw_call(ws: WebSocket, frame: bytes | str, timeout: float = 10.0) -> dict[s
 
 
 def raw_request(
-    ws: WebSocket, method: str, params: object, request_id: str = "r1"
+    ws: WebSocket, method: str, params: object, request_id: RequestId = "r1"
 ) -> dict[str, Any]:
+    """Send one request frame; return the next frame, decoded."""
     return raw_call(ws, request_frame(request_id, method, params))
 
 
@@ -310,3 +324,49 @@ def read_only_folder(folder: Path) -> Generator[None]:
         yield
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
+    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
+
+
+def tool_calls(events: list[SessionEventParams]) -> list[ToolCall]:
+    """The tool calls these events completed, in order."""
+    return [item for item in completed_items(events) if isinstance(item, ToolCall)]
+
+
+def command_step(command: str) -> dict[str, object]:
+    """A model step asking for one `run_command` of `command`."""
+    return {
+        "tool_calls": [
+            {"name": "run_command", "arguments": {"command": command, "description": "test"}}
+        ]
+    }
+
+
+def numbered(count: int) -> str:
+    """Text that splits into `count` distinct six-character chunks: `<0000><0001>...`."""
+    return "".join(f"<{i:04d}>" for i in range(count))
+
+
+def tool_calls_answered(messages: list[dict[str, Any]]) -> None:
+    """Every assistant tool call is answered by tool messages right after it (OpenAI rule)."""
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant" or not message.get("tool_calls"):
+            continue
+        ids = [call["id"] for call in message["tool_calls"]]
+        answers = messages[index + 1 : index + 1 + len(ids)]
+        assert [m["role"] for m in answers] == ["tool"] * len(ids), messages
+        assert sorted(m["tool_call_id"] for m in answers) == sorted(ids), messages
+    asked = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    assert asked == answered
+
+
+def persisted_events(home: Home, workspace: Path, session_id: str) -> list[tuple[int, AnyEvent]]:
+    """The session's (seq, event)s as the daemon wrote them to its database (none running)."""
+    with closing(sqlite3.connect(home.database_path(workspace))) as db:
+        rows = db.execute(
+            "SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+    return [(seq, msgspec.json.decode(body, type=AnyEvent)) for seq, body in rows]

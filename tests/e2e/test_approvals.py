@@ -7,16 +7,20 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
     attach,
     collect_until_turn_end,
+    command_step,
     create_session,
     read_events,
     run_cli,
     start_daemon,
     start_turn,
+    tool_calls,
 )
 from tether.clients.rpc import Client
 from tether.protocol.events import (
@@ -24,7 +28,7 @@ from tether.protocol.events import (
     ApprovalRequested,
     TurnCompleted,
 )
-from tether.protocol.items import Notice, ToolCall
+from tether.protocol.items import Notice
 from tether.protocol.methods import (
     APPROVAL_RESPOND,
     SESSION_READ,
@@ -34,13 +38,7 @@ from tether.protocol.methods import (
 )
 from tether.testing import ModelServer
 
-
-def command_step(command: str) -> dict[str, object]:
-    return {
-        "tool_calls": [
-            {"name": "run_command", "arguments": {"command": command, "description": "test"}}
-        ]
-    }
+pytestmark = pytest.mark.shared_daemon
 
 
 def approval_in(events: list[SessionEventParams]) -> ApprovalRequest | None:
@@ -69,16 +67,6 @@ def respond(client: Client, session_id: str, approval_id: str, decision: str, **
     )
 
 
-def calls(events: list[SessionEventParams]) -> list[ToolCall]:
-    from tether.protocol.events import ItemCompleted
-
-    return [
-        e.event.item
-        for e in events
-        if isinstance(e.event, ItemCompleted) and isinstance(e.event.item, ToolCall)
-    ]
-
-
 def test_denial_goes_back_to_the_model(daemon: DaemonProcess, model_server: ModelServer) -> None:
     model_server.set_script({"steps": [command_step("rm -rf build"), {"text": "ok, I won't"}]})
     with daemon.client("a") as a:
@@ -88,7 +76,7 @@ def test_denial_goes_back_to_the_model(daemon: DaemonProcess, model_server: Mode
         approval = wait_for_approval(a, session_id)
         respond(a, session_id, approval.id, "deny", message="not now")
         events = collect_until_turn_end(a, session_id)
-    (call,) = calls(events)
+    (call,) = tool_calls(events)
     assert call.status == "failed"
     assert "denied" in call.output
     assert "not now" in call.output
@@ -199,7 +187,7 @@ def test_credential_reads_ask_even_in_edits_mode(
         assert (approval.kind, approval.path) == ("read", ".env")
         respond(a, session_id, approval.id, "deny")
         events = collect_until_turn_end(a, session_id)
-    (call,) = calls(events)
+    (call,) = tool_calls(events)
     assert "hunter2" not in call.output
 
 
@@ -227,7 +215,7 @@ def test_searches_leave_credentials_out_and_ask_when_they_name_them(
         assert "credentials" in approval.reason
         respond(a, session_id, approval.id, "deny")
         events += collect_until_turn_end(a, session_id)
-    searched, listed, named = calls(events)
+    searched, listed, named = tool_calls(events)
     assert "src/app.py" in searched.output
     assert "src/app.py" in listed.output
     for call in (searched, listed, named):

@@ -20,7 +20,9 @@ from tests.support import (
     collect_until_turn_end,
     create_session,
     deltas_at_least,
+    numbered,
     read_events,
+    read_snapshot,
     start_daemon,
     start_turn,
 )
@@ -29,20 +31,13 @@ from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCo
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall
 from tether.protocol.methods import (
     SESSION_LIST,
-    SESSION_READ,
     SessionEventParams,
-    SessionRef,
     SessionResyncParams,
 )
-from tether.protocol.session import Cursor, SessionInfo, SessionSnapshot
+from tether.protocol.session import Cursor, SessionInfo
 from tether.testing import ModelServer
 
 _encode = msgspec.json.Encoder().encode
-
-
-def numbered(count: int) -> str:
-    """Text that splits into `count` distinct six-character chunks: `<0000><0001>...`."""
-    return "".join(f"<{i:04d}>" for i in range(count))
 
 
 def slow_text(count: int = 100, delay_ms: int = 20) -> dict[str, Any]:
@@ -77,10 +72,6 @@ def assert_gap_free(events: list[SessionEventParams], first_seq: int) -> None:
     assert len({e.epoch for e in events}) == 1
 
 
-def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
-
-
 def session_info(client: Client, session_id: str) -> SessionInfo:
     sessions = client.call(SESSION_LIST).sessions
     matching = [s for s in sessions if s.id == session_id]
@@ -109,6 +100,7 @@ def items_of(events: list[SessionEventParams], turn_id: str) -> list[AnyItem]:
 # --- 1. two clients see the same stream -------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_two_attached_clients_see_identical_events(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -145,6 +137,7 @@ def test_two_attached_clients_see_identical_events(
 # --- 2. attaching mid-turn from seq 0 ---------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -173,6 +166,7 @@ def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
 # --- 3. reconnecting with a cursor ------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_reconnect_with_cursor_resumes_exactly_after_it(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -210,6 +204,7 @@ def test_reconnect_with_cursor_resumes_exactly_after_it(
 # --- 4. a cursor from another epoch -----------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -273,6 +268,7 @@ def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
 # --- 5. snapshots: attach without cursor, and session/read ------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_attach_without_cursor_and_read_give_the_same_snapshot_read_does_not_subscribe(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -414,6 +410,7 @@ def test_slow_client_is_dropped_told_to_resync_and_catches_up(
 # --- 7. session/list status ---------------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_session_list_shows_running_then_idle(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:

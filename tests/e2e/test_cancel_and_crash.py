@@ -19,39 +19,36 @@ from tests.support import (
     Home,
     attach,
     collect_until_turn_end,
+    completed_items,
     create_session,
     deltas_at_least,
+    numbered,
+    persisted_events,
     read_events,
+    read_snapshot,
     run_cli,
     start_daemon,
     start_turn,
+    tool_calls_answered,
 )
 from tether.clients.rpc import Client
 from tether.protocol.events import (
-    AnyEvent,
     ItemCompleted,
     ItemDelta,
     ItemStarted,
     TurnCompleted,
 )
-from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
+from tether.protocol.items import AgentMessage, ToolCall, UserMessage
 from tether.protocol.methods import (
     SESSION_LIST,
-    SESSION_READ,
     TURN_CANCEL,
     SessionEventParams,
-    SessionRef,
     TurnCancelParams,
 )
 from tether.protocol.session import SessionSnapshot, TurnSnapshot
 from tether.testing import ModelServer
 
 _encode = msgspec.json.Encoder().encode
-
-
-def numbered(count: int) -> str:
-    """Text that splits into `count` distinct six-character chunks: `<0000><0001>...`."""
-    return "".join(f"<{i:04d}>" for i in range(count))
 
 
 SLOW_ANSWER = numbered(200)
@@ -66,20 +63,12 @@ READ_TOOLS = {
 }
 
 
-def completed_items(events: list[SessionEventParams]) -> list[AnyItem]:
-    return [e.event.item for e in events if isinstance(e.event, ItemCompleted)]
-
-
 def assert_every_started_item_completed(events: list[SessionEventParams]) -> None:
     started = [e.event.item.id for e in events if isinstance(e.event, ItemStarted)]
     completed = [e.event.item.id for e in events if isinstance(e.event, ItemCompleted)]
     assert started
     assert sorted(started) == sorted(completed)
     assert len(set(completed)) == len(completed)
-
-
-def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
 
 
 def wait_until_idle(client: Client, session_id: str, timeout: float = 10.0) -> SessionSnapshot:
@@ -101,33 +90,10 @@ def assert_no_new_model_request(model_server: ModelServer, count: int) -> None:
     assert len(model_server.requests) == count
 
 
-def tool_calls_answered(messages: list[dict[str, Any]]) -> None:
-    """Every assistant tool call is answered by tool messages right after it (OpenAI rule)."""
-    for index, message in enumerate(messages):
-        if message["role"] != "assistant" or not message.get("tool_calls"):
-            continue
-        ids = [call["id"] for call in message["tool_calls"]]
-        answers = messages[index + 1 : index + 1 + len(ids)]
-        assert [m["role"] for m in answers] == ["tool"] * len(ids), messages
-        assert sorted(m["tool_call_id"] for m in answers) == sorted(ids), messages
-    asked = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
-    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
-    assert asked == answered
-
-
 def the_turn(snapshot: SessionSnapshot, turn_id: str) -> TurnSnapshot:
     turns = [t for t in snapshot.turns if t.id == turn_id]
     assert len(turns) == 1, snapshot.turns
     return turns[0]
-
-
-def persisted_events(home: Home, workspace: Path, session_id: str) -> list[tuple[int, AnyEvent]]:
-    """The session's (seq, event)s as the daemon wrote them to its database (none running)."""
-    with closing(sqlite3.connect(home.database_path(workspace))) as db:
-        rows = db.execute(
-            "SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
-        ).fetchall()
-    return [(seq, msgspec.json.decode(body, type=AnyEvent)) for seq, body in rows]
 
 
 def running_turn_column(home: Home, workspace: Path, session_id: str) -> str | None:
@@ -197,6 +163,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
 # --- 2. the client that started the turn goes away --------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_turn_survives_its_client_disconnecting(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -347,6 +314,7 @@ def test_sigterm_mid_turn_persists_interrupted_and_the_session_goes_on(
 # --- 5. a second turn continues the conversation ----------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_second_turn_sends_the_first_turn_to_the_model(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:

@@ -8,7 +8,6 @@ import sqlite3
 import subprocess
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -22,25 +21,25 @@ from tests.support import (
     create_session,
     deltas_at_least,
     group_survivors,
+    persisted_events,
     read_events,
+    read_snapshot,
     start_daemon,
+    tool_calls_answered,
     wait_until,
 )
 from tether.clients.rpc import Client
 from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
 from tether.protocol.discovery import workspace_key
-from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
+from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, ToolCall
 from tether.protocol.methods import (
-    SESSION_READ,
     TURN_CANCEL,
     TURN_START,
     SessionEventParams,
-    SessionRef,
     TurnCancelParams,
     TurnStartParams,
 )
-from tether.protocol.session import SessionSnapshot
 from tether.testing import ModelServer
 
 # A child and a grandchild that ignore SIGTERM, each writing its pid ($$ would be the main
@@ -74,20 +73,8 @@ def pgid_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
 
 
-def read_snapshot(client: Client, session_id: str) -> SessionSnapshot:
-    return client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
-
-
-def persisted_events(home: Home, workspace: Path, session_id: str) -> list[AnyEvent]:
-    with closing(sqlite3.connect(home.database_path(workspace))) as db:
-        rows = db.execute(
-            "SELECT body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
-        ).fetchall()
-    return [msgspec.json.decode(body, type=AnyEvent) for (body,) in rows]
-
-
 def assert_nothing_left_open(home: Home, workspace: Path, session_id: str) -> None:
-    events = persisted_events(home, workspace, session_id)
+    events = [event for _, event in persisted_events(home, workspace, session_id)]
     started = {e.item.id for e in events if isinstance(e, ItemStarted)}
     finished = {e.item.id for e in events if isinstance(e, ItemCompleted)}
     assert started == finished
@@ -97,12 +84,6 @@ def integrity(home: Home, workspace: Path) -> str:
     with closing(sqlite3.connect(home.database_path(workspace))) as db:
         (result,) = db.execute("PRAGMA integrity_check").fetchone()
     return str(result)
-
-
-def tool_calls_answered(messages: list[dict[str, Any]]) -> None:
-    asked = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])}
-    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
-    assert asked == answered
 
 
 def prepare_tree(workspace: Path, model_server: ModelServer) -> None:
@@ -185,7 +166,7 @@ def test_sigterm_mid_command_persists_a_closed_call_and_the_session_goes_on(
         assert daemon.stop(signal.SIGTERM) == 0
     assert not any(alive(pid) for pid in pids)
     assert_nothing_left_open(home, workspace, session_id)
-    events = persisted_events(home, workspace, session_id)
+    events = [event for _, event in persisted_events(home, workspace, session_id)]
     assert [e.status for e in events if isinstance(e, TurnCompleted)] == ["interrupted"]
     restarted = go_on_after_restart(home, workspace, model_server, session_id)
     assert restarted.stop() == 0

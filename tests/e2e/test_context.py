@@ -4,6 +4,8 @@ repository's instructions, mentions, compaction and the context meter, and a sta
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
@@ -27,6 +29,7 @@ from tether.testing import ModelServer
 TYPE_ERROR = "def double(value: int) -> int:\n    return value * 2\n\n\nresult: str = double(2)\n"
 
 
+@pytest.mark.shared_daemon
 def test_a_type_error_from_an_edit_reaches_the_model_in_the_same_step(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -79,6 +82,7 @@ def test_repository_instructions_and_mentions_reach_the_model(
     assert model_server.requests[1]["messages"][-1]["content"] == "again"
 
 
+@pytest.mark.shared_daemon
 def test_compaction_on_request_and_the_context_meter(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -119,6 +123,7 @@ def test_compaction_on_request_and_the_context_meter(
     assert "Work done: read README.md." in after[1]["content"]
 
 
+@pytest.mark.shared_daemon
 def test_the_prompt_prefix_is_identical_at_every_step(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -136,6 +141,7 @@ def test_the_prompt_prefix_is_identical_at_every_step(
     time.sleep(0)  # nothing else to wait for: the session is idle
 
 
+@pytest.mark.shared_daemon
 def test_cli_compact(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:

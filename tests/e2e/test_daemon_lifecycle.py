@@ -72,19 +72,6 @@ def _stop_with_cli(daemon: DaemonProcess, home: Home, workspace: Path) -> tuple[
     return cli.returncode, stdout, stderr
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, i.e. exited but not yet reaped, counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _status(daemon: DaemonProcess) -> DaemonStatusResult:
     with daemon.client("status-probe") as client:
         return client.call(DAEMON_STATUS)
@@ -98,7 +85,7 @@ def _terminate(pid: int) -> None:
     """SIGTERM a daemon that is not our child; SIGKILL it if it does not exit in time."""
     os.kill(pid, signal.SIGTERM)
     try:
-        wait_until(lambda: not _alive(pid), f"daemon {pid} did not stop on SIGTERM", 10)
+        wait_until(lambda: not alive(pid), f"daemon {pid} did not stop on SIGTERM", 10)
     except AssertionError:
         os.kill(pid, signal.SIGKILL)
         raise
@@ -111,7 +98,7 @@ def _cleanup_daemon(home: Home, workspace: Path) -> Generator[None]:
         yield
     finally:
         info = home.read_discovery(workspace)
-        if info is not None and _alive(info.pid):
+        if info is not None and alive(info.pid):
             _terminate(info.pid)
 
 
@@ -357,7 +344,7 @@ def test_cli_daemon_status_then_start_after_the_daemon_stopped(
         assert info is not None
         assert info.pid != pid
         assert f"pid {info.pid}" in restarted.stdout
-        assert _alive(info.pid)
+        assert alive(info.pid)
         again = run_cli(home, "daemon", "status", "--json", "-w", w)
         assert again.returncode == 0, again.stderr
         data = json.loads(again.stdout)
@@ -394,7 +381,7 @@ def test_cli_run_starts_a_daemon_when_none_runs(
         assert result.stdout.splitlines() == ["hi"]
         info = home.read_discovery(workspace)
         assert info is not None
-        assert _alive(info.pid)
+        assert alive(info.pid)
         assert info.workspace == str(workspace.resolve())
         assert len(model_server.requests) == 1
         # The daemon outlives the CLI: the next command finds it, with the session it ran.
@@ -645,7 +632,7 @@ def test_the_cli_works_right_after_the_daemon_is_killed(home: Home, workspace: P
     # kill(pid, 0) and its discovery file is still there. The lock was released all the same.
     victim = start_daemon(home, workspace, "--idle-timeout", "0")
     os.kill(victim.proc.pid, signal.SIGKILL)
-    wait_until(lambda: not _alive(victim.proc.pid), "the daemon did not die", 10)
+    wait_until(lambda: not alive(victim.proc.pid), "the daemon did not die", 10)
     try:
         with _cleanup_daemon(home, workspace):
             assert home.read_discovery(workspace) == victim.info

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
@@ -29,6 +31,7 @@ READ_THEN_ANSWER = {
 }
 
 
+@pytest.mark.shared_daemon
 def test_cli_run_streams_answer_and_tool_lines(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -49,6 +52,7 @@ def test_cli_run_streams_answer_and_tool_lines(
     assert tool_messages[1]["content"] == "1\t# Demo project\n2\tIt greets."
 
 
+@pytest.mark.shared_daemon
 def test_events_are_gap_free_and_items_complete(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
@@ -78,6 +82,7 @@ def test_events_are_gap_free_and_items_complete(
     assert last.usage.input_tokens > 0
 
 
+@pytest.mark.shared_daemon
 def test_json_output_is_one_event_per_line(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:

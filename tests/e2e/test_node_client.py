@@ -24,6 +24,7 @@ def node() -> str:
     return node
 
 
+@pytest.mark.shared_daemon
 def test_node_client_runs_a_turn_against_the_daemon(
     node: str, daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -70,6 +71,7 @@ def test_node_client_runs_a_turn_against_the_daemon(
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
 
 
+@pytest.mark.shared_daemon
 def test_node_client_reports_a_failed_turn(
     node: str, daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:

@@ -9,7 +9,7 @@ checks "nothing was created" compares the session list before and after.
 import base64
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -17,11 +17,10 @@ import pytest
 
 from tests.support import (
     DaemonProcess,
-    Home,
     attach,
     create_session,
     raw_call,
-    start_daemon,
+    raw_request,
 )
 from tether.clients.rpc import CallError
 from tether.clients.websocket import HandshakeRejected, WebSocket
@@ -41,41 +40,7 @@ from tether.testing import ModelServer
 
 INIT = InitializeParams(client_name="protocol-errors")
 
-DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[ModelServer]:
-    with ModelServer(DEFAULT_SCRIPT) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def daemon(
-    tmp_path_factory: pytest.TempPathFactory, model_server: ModelServer
-) -> Iterator[DaemonProcess]:
-    root = tmp_path_factory.mktemp("protocol-errors")
-    workspace = root / "project"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# Demo project\nIt greets.\n")
-    proc = start_daemon(
-        Home(root / "user", model_server.base_url), workspace, "--idle-timeout", "0"
-    )
-    yield proc
-    if proc.proc.poll() is None:
-        proc.stop()
-
-
-@pytest.fixture(autouse=True)
-def _default_script(model_server: ModelServer) -> None:
-    model_server.set_script(DEFAULT_SCRIPT)
-
-
-def raw_request(
-    ws: WebSocket, method: str, params: object, request_id: RequestId
-) -> dict[str, Any]:
-    """Send one request frame; return the next frame, decoded."""
-    return raw_call(ws, request_frame(request_id, method, params))
+pytestmark = pytest.mark.shared_daemon
 
 
 def _initialize(ws: WebSocket, request_id: RequestId = "init") -> dict[str, Any]:

@@ -8,17 +8,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
     attach,
     collect_until_turn_end,
+    completed_items,
     create_session,
     start_daemon,
     start_turn,
 )
-from tether.protocol.events import ItemCompleted, ItemDelta, TurnCompleted
-from tether.protocol.items import AgentMessage, AnyItem, Reasoning, ToolCall
+from tether.protocol.events import ItemDelta, TurnCompleted
+from tether.protocol.items import AgentMessage, Reasoning, ToolCall
 from tether.protocol.methods import MODELS_LIST, SessionEventParams
 from tether.testing import ModelServer
 
@@ -49,10 +52,6 @@ def run_turn(
         attach(client, session)
         start_turn(client, session, text)
         return session, collect_until_turn_end(client, session)
-
-
-def completed_items(events: list[SessionEventParams]) -> list[AnyItem]:
-    return [e.event.item for e in events if isinstance(e.event, ItemCompleted)]
 
 
 def turn_end(events: list[SessionEventParams]) -> TurnCompleted:
@@ -163,6 +162,7 @@ TOOL_RESULT = re.compile(
 )
 
 
+@pytest.mark.shared_daemon
 def test_text_tool_calls_when_the_model_refuses_tools(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:

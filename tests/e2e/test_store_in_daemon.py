@@ -68,6 +68,7 @@ def rows_of(database: Path, session_id: str) -> list[int]:
         ]
 
 
+@pytest.mark.shared_daemon
 def test_session_delete_refuses_a_running_turn_then_deletes_everything(
     daemon: DaemonProcess, model_server: ModelServer, home: Home, workspace: Path
 ) -> None:
@@ -140,6 +141,7 @@ def test_session_delete_refuses_a_running_turn_then_deletes_everything(
     assert rows_of(database, keep_id)[0] == 1
 
 
+@pytest.mark.shared_daemon
 def test_the_daemons_files_and_folders_are_owner_only_after_a_turn(
     daemon: DaemonProcess, home: Home, workspace: Path
 ) -> None:

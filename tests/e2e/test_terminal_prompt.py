@@ -9,18 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DaemonProcess, Home
+from tests.support import (
+    DaemonProcess,
+    Home,
+    command_step,
+)
 from tether.testing import ModelServer
 
 
-def command_step(command: str) -> dict[str, object]:
-    return {
-        "tool_calls": [
-            {"name": "run_command", "arguments": {"command": command, "description": "test"}}
-        ]
-    }
-
-
+@pytest.mark.shared_daemon
 @pytest.mark.parametrize(("answer", "ran"), [("y", True), ("n", False)])
 def test_run_asks_on_its_terminal(
     daemon: DaemonProcess,

@@ -7,6 +7,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
@@ -90,6 +92,7 @@ def test_edits_are_summarised_and_undone_after_a_restart(
     assert not (workspace / "src" / "new_module.py").exists()
 
 
+@pytest.mark.shared_daemon
 def test_undo_leaves_files_changed_since_alone_unless_forced(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -107,6 +110,7 @@ def test_undo_leaves_files_changed_since_alone_unless_forced(
     assert not (workspace / "notes.txt").exists()
 
 
+@pytest.mark.shared_daemon
 def test_cancel_kills_the_whole_command_tree(
     daemon: DaemonProcess, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -230,6 +234,7 @@ def test_background_processes_are_owned_by_the_daemon(
     assert not alive(second), "a background process outlived the daemon"
 
 
+@pytest.mark.shared_daemon
 def test_todo_list_is_session_state(daemon: DaemonProcess, model_server: ModelServer) -> None:
     todos = [
         {"content": "read the code", "status": "completed"},
@@ -258,6 +263,7 @@ def test_todo_list_is_session_state(daemon: DaemonProcess, model_server: ModelSe
     assert [t.content for t in snapshot.todos] == ["read the code", "write the fix"]
 
 
+@pytest.mark.shared_daemon
 def test_edit_approval_carries_a_diff_preview(
     daemon: DaemonProcess, workspace: Path, model_server: ModelServer
 ) -> None:

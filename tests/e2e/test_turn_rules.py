@@ -3,6 +3,8 @@ to fix, the step budget and `continue`."""
 
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     DaemonProcess,
     Home,
@@ -24,6 +26,8 @@ from tether.protocol.events import (
 from tether.protocol.items import AgentMessage, Notice, TurnSummary, UserMessage
 from tether.protocol.methods import TURN_START, TurnStartParams
 from tether.testing import ModelServer
+
+pytestmark = pytest.mark.shared_daemon
 
 SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
 
