@@ -9,6 +9,7 @@ assert nothing about state other tests may leave behind (other sessions, files i
 write). Unmarked tests, and marked ones that ask for no `daemon`, get fresh everything.
 """
 
+import compileall
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,15 @@ from tether.daemon.sessions.store import Store
 from tether.testing import ModelServer
 
 DEFAULT_SCRIPT = {"steps": [{"text": "ok"}]}
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Cache tether's own bytecode before the suite starts its hundreds of daemons and CLIs:
+    where PYTHONDONTWRITEBYTECODE is set, each of them would otherwise compile every module it
+    imports again (the installed packages are compiled by `uv sync`, see pyproject)."""
+    for package in ("protocol", "daemon", "clients"):
+        compileall.compile_dir(REPO / package, quiet=1, workers=1)
 
 
 def _shared(request: pytest.FixtureRequest) -> bool:
