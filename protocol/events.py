@@ -74,7 +74,11 @@ DecisionScope = Literal["once", "always"]
 
 
 class SessionConfigured(Event, frozen=True, kw_only=True, tag="session_configured"):
-    permission_mode: PermissionMode
+    """A setting of the session changed; a field that is null did not change."""
+
+    permission_mode: PermissionMode | None = None
+    model: str | None = None
+    """The model chosen for the session's turns from now on (empty: the daemon's default)."""
 
 
 class ApprovalRequest(Wire, frozen=True, kw_only=True):

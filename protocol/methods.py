@@ -56,6 +56,21 @@ class SessionCreateParams(Wire, frozen=True, kw_only=True):
     title: str = ""
     permission_mode: PermissionMode | None = None
     """Defaults to the user's configured mode (`edits` unless configured)."""
+    model: str | None = None
+    """The model the session's turns call (default: the daemon's configured model)."""
+
+
+class SessionConfigureParams(Wire, frozen=True, kw_only=True):
+    """Change a session's settings from its next model call on; a null field is left as is."""
+
+    session_id: str
+    permission_mode: PermissionMode | None = None
+    model: str | None = None
+    """A model id (see `models/list`); empty: back to the daemon's configured model."""
+
+
+class SessionConfigureResult(Wire, frozen=True, kw_only=True):
+    session: SessionInfo
 
 
 class SessionCreateResult(Wire, frozen=True, kw_only=True):
@@ -125,6 +140,8 @@ class TurnStartParams(Wire, frozen=True, kw_only=True):
     folders as a listing of their first 100 entries)."""
     permission_mode: PermissionMode | None = None
     """Switch the session's permission mode from now on (a user's choice, as a CLI flag)."""
+    model: str | None = None
+    """Switch the session's model from now on (as `session/configure` does)."""
 
 
 class TurnStartResult(Wire, frozen=True, kw_only=True):
@@ -360,6 +377,13 @@ SESSION_DELETE = _declare(
     Empty,
     "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
     " Attached clients are detached and sent `session/deleted`.",
+    needs_controller=True,
+)
+SESSION_CONFIGURE = _declare(
+    "session/configure",
+    SessionConfigureParams,
+    SessionConfigureResult,
+    "Change a session's permission mode or model; attached clients get `session_configured`.",
     needs_controller=True,
 )
 TURN_START = _declare(

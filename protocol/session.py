@@ -26,6 +26,9 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     status: SessionStatus = "idle"
     turn_count: int = 0
     permission_mode: PermissionMode = "edits"
+    model: str = ""
+    """The model this session's turns call, chosen for it (`session/configure`, or `model` at
+    `session/create` / `turn/start`); empty: the daemon's configured model."""
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):

@@ -10,6 +10,9 @@ write). Unmarked tests, and marked ones that ask for no `daemon`, get fresh ever
 """
 
 import compileall
+import importlib
+import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,11 +27,28 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Cache tether's own bytecode before the suite starts its hundreds of daemons and CLIs:
-    where PYTHONDONTWRITEBYTECODE is set, each of them would otherwise compile every module it
-    imports again (the installed packages are compiled by `uv sync`, see pyproject)."""
-    for package in ("protocol", "daemon", "clients"):
-        compileall.compile_dir(REPO / package, quiet=1, workers=1)
+    """Cache the bytecode of tether and of the packages its daemon and CLI import, before the
+    suite starts its hundreds of daemons and CLIs: where PYTHONDONTWRITEBYTECODE is set (and
+    uv installs without compiling), each of them would otherwise compile every module it
+    imports again, 0.65 s instead of 0.23 s to a daemon's discovery file."""
+    importlib.import_module("tether.clients.cli.main")
+    importlib.import_module("tether.daemon.server.daemon")
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    folders = {REPO / "protocol", REPO / "daemon", REPO / "clients"}
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file is None:
+            continue
+        path = Path(file).resolve()
+        if path.is_relative_to(site):
+            top = site / path.relative_to(site).parts[0]
+            folders.add(top if top.is_dir() else path)
+    for folder in sorted(folders):
+        if folder.is_dir():
+            compileall.compile_dir(folder, quiet=1)
+        else:
+            compileall.compile_file(folder, quiet=1)
 
 
 def _shared(request: pytest.FixtureRequest) -> bool:

@@ -81,6 +81,7 @@ async def running_sessions(
         model=client,
         tools=ToolRegistry(default_tools()),
         keep_idle=keep_idle,
+        model_named=client.with_model,
     )
     try:
         async with trio.open_nursery() as nursery:

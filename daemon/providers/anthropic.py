@@ -27,6 +27,7 @@ to the OpenAI words the loop uses: end_turn → stop, tool_use → tool_calls, m
 cache key of text-mode encodings.
 """
 
+import copy
 import re
 from collections.abc import Sequence
 from contextlib import aclosing
@@ -373,6 +374,13 @@ class AnthropicMessagesClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def with_model(self, model: str) -> "AnthropicMessagesClient":
+        """This client calling `model` instead: the same server, key and connection pool
+        (closing this client closes them for both)."""
+        twin = copy.copy(self)
+        twin.model = model
+        return twin
 
     async def list_models(self) -> list[str]:
         return await fetch_model_ids(

@@ -17,6 +17,7 @@ Servers differ; the client adapts once and remembers, per client:
   when the server answers that the model does not support tools, retrying that request once.
 """
 
+import copy
 from collections.abc import Sequence
 from contextlib import aclosing
 
@@ -254,6 +255,13 @@ class OpenAIChatClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    def with_model(self, model: str) -> "OpenAIChatClient":
+        """This client calling `model` instead: the same server, key and connection pool
+        (closing this client closes them for both)."""
+        twin = copy.copy(self)
+        twin.model = model
+        return twin
 
     async def list_models(self) -> list[str]:
         return await fetch_model_ids(

@@ -25,6 +25,7 @@ from tether.protocol.methods import (
     PROCESS_LIST,
     SESSION_ATTACH,
     SESSION_COMPACT,
+    SESSION_CONFIGURE,
     SESSION_CREATE,
     SESSION_DELETE,
     SESSION_DETACH,
@@ -48,6 +49,8 @@ from tether.protocol.methods import (
     SessionAttachParams,
     SessionAttachResult,
     SessionCompactResult,
+    SessionConfigureParams,
+    SessionConfigureResult,
     SessionCreateParams,
     SessionCreateResult,
     SessionListResult,
@@ -118,6 +121,7 @@ class Handlers:
             on(SESSION_ATTACH, self.session_attach),
             on(SESSION_DETACH, self.session_detach),
             on(SESSION_DELETE, self.session_delete),
+            on(SESSION_CONFIGURE, self.session_configure),
             on(TURN_START, self.turn_start),
             on(TURN_CANCEL, self.turn_cancel),
             on(TOOLS_LIST, self.tools_list),
@@ -176,7 +180,7 @@ class Handlers:
         return Empty()
 
     async def session_create(self, conn: Connection, p: SessionCreateParams) -> SessionCreateResult:
-        session = await self.sessions.create(p.title, p.permission_mode)
+        session = await self.sessions.create(p.title, p.permission_mode, p.model)
         return SessionCreateResult(session=session.info())
 
     async def session_list(self, conn: Connection, params: Empty) -> SessionListResult:
@@ -228,8 +232,16 @@ class Handlers:
             p.text,
             by=conn.client_name,
             permission_mode=p.permission_mode,
+            model=p.model,
             turn_input=turn_input,
         )
+
+    async def session_configure(
+        self, conn: Connection, p: SessionConfigureParams
+    ) -> SessionConfigureResult:
+        session = await self._controller_session(conn, p.session_id)
+        session.configure(permission_mode=p.permission_mode, model=p.model)
+        return SessionConfigureResult(session=session.info())
 
     async def turn_cancel(self, conn: Connection, p: TurnCancelParams) -> TurnCancelResult:
         session = await self._controller_session(conn, p.session_id)

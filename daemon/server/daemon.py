@@ -27,7 +27,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import TypeVar, cast
@@ -88,7 +88,11 @@ class Daemon:
         self.port = 0
         self.store = Store(paths.database_path(str(workspace)))
         provider = config.provider
-        self.model: ModelClient = model or create_client(provider, config_hint=str(config_file()))
+        model_named: Callable[[str], ModelClient] | None = None
+        if model is None:
+            client = create_client(provider, config_hint=str(config_file()))
+            model, model_named = client, client.with_model
+        self.model: ModelClient = model
         self.connections: set[Connection] = set()
         self._activity = trio.Event()
         self.lsp = LspPool(
@@ -110,6 +114,7 @@ class Daemon:
             ),
             lsp=self.lsp,
             on_turn_end=self._touch,
+            model_named=model_named,
         )
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()

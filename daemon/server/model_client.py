@@ -3,11 +3,12 @@
 from tether.daemon.config.settings import DEFAULT_BASE_URL, ProviderConfig
 from tether.daemon.providers import anthropic
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
-from tether.daemon.providers.base import ModelClient
 from tether.daemon.providers.openai import OpenAIChatClient
 
 
-def create_client(provider: ProviderConfig, *, config_hint: str) -> ModelClient:
+def create_client(
+    provider: ProviderConfig, *, config_hint: str
+) -> OpenAIChatClient | AnthropicMessagesClient:
     """The client for `provider.kind`. For `anthropic`, the untouched default base URL (the
     local Ollama one) means api.anthropic.com."""
     if provider.kind == "anthropic":

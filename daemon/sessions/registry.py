@@ -36,7 +36,7 @@ from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
-from tether.protocol.events import ContextMeter, PermissionMode, SessionConfigured
+from tether.protocol.events import ContextMeter, PermissionMode
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
     EditorContext,
@@ -67,6 +67,7 @@ class Sessions:
         change_tracker: ChangeTrackerFactory | None = None,
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
+        model_named: Callable[[str], ModelClient] | None = None,
     ) -> None:
         """`services` are handed to tools (the process table, …); `change_tracker` records
         each turn's file changes (default: nothing); `lsp` reports diagnostics after edits
@@ -96,6 +97,7 @@ class Sessions:
             change_tracker=change_tracker,
             lsp=lsp,
             on_turn_end=on_turn_end,
+            model_named=model_named,
         )
 
     def stop_accepting(self) -> None:
@@ -126,15 +128,17 @@ class Sessions:
         return await trio.to_thread.run_sync(system_prompt, self.workspace)
 
     async def create(
-        self, title: str = "", permission_mode: PermissionMode | None = None
+        self,
+        title: str = "",
+        permission_mode: PermissionMode | None = None,
+        model: str | None = None,
     ) -> Session:
         prompt = await self._system_prompt()
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
         self.store.create_session_nowait(row)
         session = Session(row, self.store, permission_mode=self.permissions.mode)
-        if permission_mode is not None and permission_mode != session.permission_mode:
-            session.emit(SessionConfigured(permission_mode=permission_mode))
+        session.configure(permission_mode=permission_mode, model=model)
         self._live[session.id] = self._make_live(session, History(prompt))
         self._settle(session.id)
         return session
@@ -287,6 +291,7 @@ class Sessions:
         *,
         by: str = "",
         permission_mode: PermissionMode | None = None,
+        model: str | None = None,
         turn_input: TurnInput | None = None,
     ) -> TurnStartResult:
         """Start a turn, or queue the message for the running one (see
@@ -298,6 +303,7 @@ class Sessions:
             text,
             by=by,
             permission_mode=permission_mode,
+            model=model,
             turn_input=turn_input,
         )
 

@@ -154,6 +154,8 @@ class Session:
         self.on_subscribers: Callable[[], None] = lambda: None
         """Called after the subscribers changed (attach, detach, a subscriber dropped)."""
         self.permission_mode: PermissionMode = permission_mode
+        self.model = ""
+        """The model chosen for this session's turns; empty: the daemon's configured one."""
         self.pending_approvals: dict[str, ApprovalRequest] = {}
         self.resolved_approvals: dict[str, ApprovalResolved] = {}
         self.queued_inputs: dict[str, QueuedInput] = {}
@@ -216,6 +218,17 @@ class Session:
                 ),
             )
         )
+
+    def configure(
+        self, *, permission_mode: PermissionMode | None = None, model: str | None = None
+    ) -> None:
+        """Change the session's settings, emitting `session_configured` with what changed
+        (nothing when nothing does)."""
+        mode = permission_mode if permission_mode != self.permission_mode else None
+        chosen = model.strip() if model is not None else None
+        chosen = chosen if chosen != self.model else None
+        if mode is not None or chosen is not None:
+            self.emit(SessionConfigured(permission_mode=mode, model=chosen))
 
     # --- the event stream -----------------------------------------------------------------
 
@@ -290,8 +303,11 @@ class Session:
                     turn.error = event.error
             case SessionRenamed(title=title):
                 self.title = title
-            case SessionConfigured(permission_mode=mode):
-                self.permission_mode = mode
+            case SessionConfigured(permission_mode=mode, model=model):
+                if mode is not None:
+                    self.permission_mode = mode
+                if model is not None:
+                    self.model = model
             case ApprovalRequested(approval=approval):
                 self.pending_approvals[approval.id] = approval
             case ApprovalResolved(approval_id=approval_id):
@@ -339,6 +355,7 @@ class Session:
             status="running" if self.running_turn_id else "idle",
             turn_count=len(self.turns),
             permission_mode=self.permission_mode,
+            model=self.model,
         )
 
     def snapshot(self) -> SessionSnapshot:

@@ -48,7 +48,6 @@ from tether.protocol.events import (
     ItemStarted,
     ModelRetry,
     PermissionMode,
-    SessionConfigured,
     SessionRenamed,
     TodoEntry,
     TodosUpdated,
@@ -155,8 +154,11 @@ class Turns:
         change_tracker: ChangeTrackerFactory | None = None,
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
+        model_named: Callable[[str], ModelClient] | None = None,
     ) -> None:
-        """`on_settle(session_id)` is called whenever a session's turn starts or ends;
+        """`model_named(name)` is the client for a session that chose model `name` (default:
+        `model` whatever the name); `on_settle(session_id)` is called whenever a session's
+        turn starts or ends;
         `services` are handed to tools (the process table, …); `change_tracker` records a
         turn's file changes (default: nothing); `lsp` reports diagnostics after edits (None:
         no diagnostics); `on_turn_end` is called after every turn."""
@@ -170,6 +172,9 @@ class Turns:
             lambda _session, _turn: NoChanges()
         )
         self.lsp = lsp
+        self._model_named: Callable[[str], ModelClient] = model_named or (lambda _name: model)
+        self._models: dict[str, ModelClient] = {}
+        """The clients of models sessions chose, kept for what they learn about the server."""
         self._on_settle = on_settle
         self._on_turn_end = on_turn_end or (lambda: None)
         self._running: dict[str, RunningTurn] = {}
@@ -217,10 +222,12 @@ class Turns:
         *,
         by: str = "",
         permission_mode: PermissionMode | None = None,
+        model: str | None = None,
         turn_input: TurnInput | None = None,
     ) -> TurnStartResult:
         """Start a turn, or queue the message for the running one. `turn_input` is what goes
-        with it (None: nothing); its problems are returned to the caller."""
+        with it (None: nothing); its problems are returned to the caller. `permission_mode`
+        and `model` change the session's settings first (see `Session.configure`)."""
         self.check_accepting()
         assert self._nursery is not None
         session = live.session
@@ -233,8 +240,7 @@ class Turns:
         sent = turn_input or TurnInput()
         if turn_input is not None:
             live.read_instructions = turn_input.instructions
-        if permission_mode is not None and permission_mode != session.permission_mode:
-            session.emit(SessionConfigured(permission_mode=permission_mode))
+        session.configure(permission_mode=permission_mode, model=model)
         problems = list(sent.problems)
         if running is not None:
             input_id = new_id("i")
@@ -275,6 +281,14 @@ class Turns:
         running = self._running.get(session_id)
         if running is not None:
             await running.done.wait()
+
+    def _model_of(self, session: Session) -> ModelClient:
+        if not session.model or session.model == self.model.model:
+            return self.model
+        client = self._models.get(session.model)
+        if client is None:
+            client = self._models[session.model] = self._model_named(session.model)
+        return client
 
     def _policy(self, session: Session, workspace: WorkspaceRules) -> PermissionPolicy:
         user = self.permissions
@@ -336,7 +350,7 @@ class Turns:
             prewarm=(lambda path: lsp.prewarm([path])) if (lsp := self.lsp) is not None else None,
         )
         loop = TurnLoop(
-            model=self.model,
+            model=self._model_of(session),
             tools=self.tools,
             tool_context=context,
             history=live.history,

@@ -25,12 +25,19 @@ from tether.daemon.sessions.store import Store
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
-from tether.protocol.events import AnyEvent, ApprovalRequested, ApprovalResolved, TurnCompleted
+from tether.protocol.events import (
+    AnyEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    SessionConfigured,
+    TurnCompleted,
+)
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
 from tether.protocol.methods import (
     DaemonStatusResult,
     InitializeResult,
     SessionAttachResult,
+    SessionConfigureResult,
     SessionCreateResult,
     SessionListResult,
     SessionReadResult,
@@ -253,6 +260,53 @@ async def test_a_turn_runs_to_its_answer(rig: Rig) -> None:
     assert texts == [("UserMessage", "hi"), ("AgentMessage", "hello there")]
     error = await rpc_error(client.call("turn/cancel", sessionId=session_id))
     assert error.code == ErrorCode.NO_RUNNING_TURN
+
+
+async def test_a_session_s_model_and_mode_are_configured_and_its_turns_call_that_model(
+    rig: Rig,
+) -> None:
+    rig.server.set_script({"steps": [{"text": "one"}, {"text": "two"}, {"text": "three"}]})
+    client = await rig.client()
+    session_id = await created(client, model="chosen-at-create")
+    await client.call("session/attach", sessionId=session_id)
+
+    async def turn(**params: Any) -> None:
+        await client.call("turn/start", sessionId=session_id, text="hi", **params)
+        await client.next_event(lambda e: isinstance(e, TurnCompleted))
+
+    await turn()
+    result = await client.call(
+        "session/configure", sessionId=session_id, model="switched", permissionMode="auto"
+    )
+    assert isinstance(result, SessionConfigureResult)
+    assert (result.session.model, result.session.permission_mode) == ("switched", "auto")
+    configured = await client.next_event(lambda e: isinstance(e, SessionConfigured))
+    assert configured == SessionConfigured(permission_mode="auto", model="switched")
+    await turn()
+    await turn(model="")  # back to the daemon's configured model
+    models = [request["model"] for request in rig.server.requests]
+    assert models == ["chosen-at-create", "switched", "scripted"]
+
+    # Nothing changed: no event; an observer may not configure.
+    await client.call("session/configure", sessionId=session_id, permissionMode="auto")
+    observer = await rig.client("observer")
+    await observer.call("session/attach", sessionId=session_id, role="observer")
+    error = await rpc_error(observer.call("session/configure", sessionId=session_id, model="x"))
+    assert error.code == ErrorCode.NOT_CONTROLLER
+    session = await rig.parts.sessions.get(session_id)
+    assert session.info().model == ""
+    frames = session.ring.since(0)
+    assert frames is not None
+    configured_events = [
+        decode_event(f).event
+        for f in frames
+        if isinstance(decode_event(f).event, SessionConfigured)
+    ]
+    assert configured_events == [
+        SessionConfigured(model="chosen-at-create"),
+        SessionConfigured(permission_mode="auto", model="switched"),
+        SessionConfigured(model=""),
+    ]
 
 
 async def test_empty_text_is_invalid_params_and_starts_nothing(rig: Rig) -> None:

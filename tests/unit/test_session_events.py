@@ -62,6 +62,7 @@ def a_turn_in_progress(session: Session) -> list[int]:
         InputQueued(input_id="u_2", text="also this", by="cli", context="ctx"),
         SessionRenamed(title="Looking around"),
         SessionConfigured(permission_mode="auto"),
+        SessionConfigured(model="big-model"),
     ]
     return [session.emit(event) for event in events]
 
@@ -100,6 +101,7 @@ async def test_a_restored_session_numbers_on_from_the_store_in_a_new_epoch(
     row = (await sqlite_store.list_sessions())[0]
     restored = Session.restore(row, sqlite_store, await sqlite_store.load_events(session.id))
     assert restored.epoch != session.epoch
+    assert (restored.permission_mode, restored.model) == ("auto", "big-model")
     # Closing the interrupted turn numbers on from the last persisted event, without a gap.
     closing = restored.ring.since(session.seq)
     assert closing is not None
@@ -116,7 +118,8 @@ async def test_emit_folds_every_event_into_the_state(sqlite_store: Store) -> Non
     a_turn_in_progress(session)
     assert session.running_turn_id == "t_1"
     assert session.title == "Looking around"
-    assert session.permission_mode == "auto"
+    # A later `session_configured` changes only what it names.
+    assert (session.permission_mode, session.model) == ("auto", "big-model")
     assert list(session.pending_approvals) == ["a_2"]
     assert list(session.resolved_approvals) == ["a_1"]
     assert [q.text for q in session.queued_inputs.values()] == ["also this"]
