@@ -58,6 +58,19 @@ class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
     """What the model is told: the tool's result, or the error it can act on."""
     step: int = 0
     """The model call that asked for it; calls of one step answer one assistant message."""
+    exit_code: int | None = None
+    """For a command that ran in the foreground (`run_command`): how it exited, 0 for
+    success; negative when a signal ended it (-15: SIGTERM, as after a timeout). None for
+    every other call, a background start included. A non-zero exit is still a `completed`
+    call (the model is told the code and acts on it): clients show it as a failure."""
+    diff: str = ""
+    """For an edit that changed a file (`edit_file`, `write_file`): the unified diff it made,
+    paths relative to the workspace (`a/x.py` and `b/x.py`; `/dev/null` before a created
+    file), capped like `output`. Empty for every other call and for an edit that changed
+    nothing. Set when the call completes, whatever the permission mode."""
+    duration_seconds: float = 0.0
+    """How long the tool ran, set when the call completes (waiting for an approval is not
+    counted; 0 for a call that did not run)."""
 
 
 class FileChange(Wire, frozen=True, kw_only=True):

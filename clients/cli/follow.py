@@ -1,7 +1,6 @@
 """Following one turn of a session: attach as its controller, render its events until it
-completes, answer its approvals, and cancel it on Ctrl-C (a second Ctrl-C leaves it running)."""
-
-import sys
+completes, answer its approvals, and cancel it on Ctrl-C (a second Ctrl-C leaves it running).
+While it waits for events it lets the renderer's clock run (`Renderer.tick`)."""
 
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.render import Renderer, visible
@@ -19,7 +18,8 @@ from tether.protocol.methods import (
 from tether.protocol.session import Cursor
 
 ANSWER_POLL_S = 0.1
-"""How often the terminal's answer is looked for while an approval is being asked."""
+"""How often the terminal's answer is looked for while an approval is being asked, and the
+renderer's clock ticks while something on screen moves."""
 
 
 class Follower:
@@ -57,9 +57,11 @@ class Follower:
         while True:
             try:
                 self.approvals.poll()
+                self.renderer.tick()
+                polling = self.approvals.waiting or self.renderer.wants_ticks
                 try:
                     method, params = self.client.next_notification(
-                        timeout=ANSWER_POLL_S if self.approvals.waiting else None
+                        timeout=ANSWER_POLL_S if polling else None
                     )
                 except TimeoutError:
                     continue
@@ -67,7 +69,7 @@ class Follower:
                 if cancelled:
                     raise
                 cancelled = True
-                print("\ntether: cancelling (Ctrl-C again to leave it)", file=sys.stderr)
+                self.renderer.say("cancelling (Ctrl-C again to leave it)", "warning")
                 self.client.call(
                     TURN_CANCEL,
                     TurnCancelParams(session_id=self.session_id, turn_id=turn_id),
@@ -77,7 +79,7 @@ class Follower:
                 self.attach(self.cursor)
                 continue
             if isinstance(params, DaemonEventParams):
-                print(f"tether: {visible(params.message)}", file=sys.stderr)
+                self.renderer.say(visible(params.message))
                 continue
             if not isinstance(params, SessionEventParams) or params.session_id != self.session_id:
                 continue

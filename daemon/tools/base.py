@@ -2,9 +2,11 @@
 
 A tool is a params Struct (its field docs become the schema the model sees), a description
 stating its limits, a `kind` that the scheduler and the permission gate read, and an async
-`run`. A tool reports a problem the model can act on by raising `ToolFailure`; the message goes
-back to the model as the call's result. Any other exception is a bug, but it too becomes the
-call's failed result (the registry names the exception), never a failed turn.
+`run` returning the text for the model, or a `ToolOutput` when the call has more to tell the
+people watching (a command's exit code, an edit's diff). A tool reports a problem the model
+can act on by raising `ToolFailure`; the message goes back to the model as the call's result.
+Any other exception is a bug, but it too becomes the call's failed result (the registry names
+the exception), never a failed turn.
 
 Kinds:
     read      looks, never changes anything (runs concurrently with neighbouring reads)
@@ -39,6 +41,17 @@ class SymlinkLoop(ToolFailure):
 
 class ToolParams(msgspec.Struct, frozen=True, kw_only=True):
     pass
+
+
+class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool's result with what clients show beside it (see `ToolCall` in the protocol)."""
+
+    text: str
+    """What the model is told."""
+    exit_code: int | None = None
+    """A foreground command's exit status (negative: the signal that ended it)."""
+    diff: str = ""
+    """The unified diff an edit made ("" when it changed nothing)."""
 
 
 class FileVersion(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,7 +153,7 @@ class Tool(Protocol):
     kind: ClassVar[ToolKind]
     params: ClassVar[type[ToolParams]]
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str: ...
+    async def run(self, params: ToolParams, ctx: ToolContext) -> "str | ToolOutput": ...
 
 
 @runtime_checkable

@@ -20,11 +20,13 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolKind,
+    ToolOutput,
     ToolParams,
     resolve_in_workspace,
 )
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.edits import (
+    change_diff,
     check_guard,
     decode,
     encode,
@@ -88,11 +90,11 @@ class EditFile:
         del path
         return unified_diff(shown, plan.before, plan.after)
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
         assert isinstance(params, EditFileParams)
         path, shown, plan = await self._plan(params, ctx)
         await write_guarded(ctx, path, shown, plan.before, plan.after)
-        return plan.summary
+        return ToolOutput(text=plan.summary, diff=change_diff(shown, plan.before, plan.after))
 
     async def _plan(self, params: EditFileParams, ctx: ToolContext) -> tuple[Path, str, _Plan]:
         if params.old_string == "":

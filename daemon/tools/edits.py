@@ -83,6 +83,12 @@ def unified_diff(shown: str, before: bytes | None, after: bytes) -> str:
     return "".join(lines) or f"(no changes to {shown})\n"
 
 
+def change_diff(shown: str, before: bytes | None, after: bytes) -> str:
+    """The unified diff a write of `after` over `before` (None: no file) made; "" when the
+    content stays the same."""
+    return "" if before == after else unified_diff(shown, before, after)
+
+
 def line_delta(before: str, after: str) -> tuple[int, int]:
     """(lines added, lines removed) going from `before` to `after`."""
     old = before.splitlines()

@@ -13,7 +13,7 @@ the exception, so the model can go on and the turn survives. Cancellation is not
 a Cancelled among them) propagates.
 
 Every result, failures included, is capped at `ToolContext.result_cap` characters (20,000 by
-default), keeping its head (40%) and tail (60%) around a marker.
+default), keeping its head (40%) and tail (60%) around a marker; so is an edit's diff.
 """
 
 import logging
@@ -24,7 +24,13 @@ from typing import Literal, cast
 import msgspec
 
 from tether.daemon.providers.base import ToolSet, ToolSpec
-from tether.daemon.tools.base import EditTool, Tool, ToolContext, ToolFailure, ToolParams
+from tether.daemon.tools.base import (
+    EditTool,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolParams,
+)
 from tether.daemon.truncate import cap_result
 from tether.protocol.methods import ToolInfo
 
@@ -35,6 +41,10 @@ log = logging.getLogger(__name__)
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     status: Outcome
     output: str
+    exit_code: int | None = None
+    """A foreground command's exit status (see `ToolOutput`)."""
+    diff: str = ""
+    """The unified diff an edit made, capped like `output`."""
 
 
 class ToolRegistry:
@@ -110,7 +120,14 @@ class ToolRegistry:
             return ToolResult(
                 status="failed", output=cap_result(failure(name, exc), ctx.result_cap)
             )
-        return ToolResult(status="completed", output=cap_result(output, ctx.result_cap))
+        if isinstance(output, str):
+            return ToolResult(status="completed", output=cap_result(output, ctx.result_cap))
+        return ToolResult(
+            status="completed",
+            output=cap_result(output.text, ctx.result_cap),
+            exit_code=output.exit_code,
+            diff=cap_result(output.diff, ctx.result_cap),
+        )
 
 
 def failure(name: str, exc: Exception) -> str:

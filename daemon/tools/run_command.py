@@ -18,6 +18,7 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolKind,
+    ToolOutput,
     ToolParams,
     resolve_in_workspace,
 )
@@ -95,7 +96,7 @@ class RunCommand:
         assert isinstance(params, RunCommandParams)
         return params.command
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str | ToolOutput:
         assert isinstance(params, RunCommandParams)
         cwd = resolve_in_workspace(ctx.workspace, params.cwd)
         if not cwd.is_dir():
@@ -126,7 +127,10 @@ class RunCommand:
             grace=self.grace,
             owned=table.owned if isinstance(table, ProcessTable) else None,
         )
-        return render_result(done, params.timeout_seconds, ctx.result_cap)
+        return ToolOutput(
+            text=render_result(done, params.timeout_seconds, ctx.result_cap),
+            exit_code=done.exit_code,
+        )
 
 
 class _LimitedStream:

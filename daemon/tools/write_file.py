@@ -11,10 +11,12 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolKind,
+    ToolOutput,
     ToolParams,
     resolve_in_workspace,
 )
 from tether.daemon.tools.edits import (
+    change_diff,
     check_guard,
     decode,
     encode,
@@ -52,20 +54,21 @@ class WriteFile:
         before = await trio.to_thread.run_sync(_current, path, shown, ctx.versions.get(path))
         return unified_diff(shown, before, encode(params.content))
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
         assert isinstance(params, WriteFileParams)
         path = resolve_in_workspace(ctx.workspace, params.path)
         shown = display_path(ctx.workspace, path)
         before = await trio.to_thread.run_sync(_current, path, shown, ctx.versions.get(path))
         after = encode(params.content)
         await write_guarded(ctx, path, shown, before, after)
+        diff = change_diff(shown, before, after)
         lines = plural(len(params.content.splitlines()), "line")
         if before is None:
-            return f"Created {shown} ({lines})."
+            return ToolOutput(text=f"Created {shown} ({lines}).", diff=diff)
         if before == after:
-            return f"Wrote {shown} ({lines}; the content was already the same)."
+            return ToolOutput(text=f"Wrote {shown} ({lines}; the content was already the same).")
         added, removed = line_delta(decode(before), params.content)
-        return f"Wrote {shown} ({lines}; +{added} -{removed} lines)."
+        return ToolOutput(text=f"Wrote {shown} ({lines}; +{added} -{removed} lines).", diff=diff)
 
 
 def _current(path: Path, shown: str, seen: FileVersion | None) -> bytes | None:

@@ -349,6 +349,7 @@ class TurnLoop:
         results[item.id] = await self._run_one(item, params)
 
     async def _run_one(self, item: ToolCall, params: ToolParams | str) -> ToolResult:
+        duration = 0.0
         if isinstance(params, str):
             result = ToolResult(status="failed", output=params)
         else:
@@ -356,10 +357,19 @@ class TurnLoop:
             if denial is not None:
                 result = ToolResult(status="failed", output=denial)
             else:
+                started = trio.current_time()
                 result = await self.tools.run(item.tool, params, self.tool_context(item))
+                duration = trio.current_time() - started
                 result = await self._after_edit(item, params, result)
         result = self._note_repeats(item, result)
-        done = msgspec.structs.replace(item, status=result.status, output=result.output)
+        done = msgspec.structs.replace(
+            item,
+            status=result.status,
+            output=result.output,
+            exit_code=result.exit_code,
+            diff=result.diff,
+            duration_seconds=round(duration, 3),
+        )
         self._open_calls.pop(item.id, None)
         self.sink.item_completed(done)
         return result

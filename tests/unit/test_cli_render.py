@@ -1,12 +1,14 @@
 """The CLI renderer and replies that are superseded by a retry: on a terminal (read back
-through a small screen model) the cut text is erased, into a pipe it is never written."""
+through a small screen model) the cut text is erased, in plain output it is never taken back
+(into a pipe it is never written, streamed without colour a line says it was replaced)."""
 
 import io
 import re
 
+import msgspec
 import pytest
 
-from tether.clients.cli.render import Renderer, screen_rows
+from tether.clients.cli.render import Renderer
 from tether.protocol.events import (
     AnyEvent,
     InputQueued,
@@ -52,14 +54,16 @@ BEFORE: list[AnyEvent] = [
 ]
 RETRY = ModelRetry(turn_id="t", attempt=1, max_attempts=3, delay_seconds=1.0, reason="broke off")
 END = TurnCompleted(turn_id="t", status="completed", ended_at=1.0)
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def screen(output: str, columns: int) -> list[str]:
     """What a terminal `columns` wide shows after `output`: printable text with auto-wrap,
-    CR, LF, cursor up (ESC [ n A) and erase to the end of the screen (ESC [ J)."""
+    CR, LF, cursor up (ESC [ n A), erase to the end of the screen (ESC [ J); colours are
+    dropped."""
     rows: list[list[str]] = [[]]
     row = col = 0
-    for token in re.findall(r"\x1b\[\d*[AJ]|.", output, re.S):
+    for token in re.findall(r"\x1b\[\d*[AJ]|.", _SGR.sub("", output), re.S):
         if token == "\r":
             col = 0
         elif token == "\n":
@@ -84,10 +88,18 @@ def screen(output: str, columns: int) -> list[str]:
 
 
 def render(
-    events: list[AnyEvent], *, live: bool, size: tuple[int, int] = (24, 10)
+    events: list[AnyEvent], *, live: bool, color: bool = False, size: tuple[int, int] = (24, 10)
 ) -> tuple[str, str]:
     out, err = io.StringIO(), io.StringIO()
-    renderer = Renderer(out=out, err=err, live=live, terminal_size=lambda: size)
+    renderer = Renderer(
+        out=out,
+        err=err,
+        live=live,
+        status_live=live,
+        color=color,
+        terminal_size=lambda: size,
+        clock=lambda: 0.0,
+    )
     for params in events_for(*events):
         renderer.event(params)
     return out.getvalue(), err.getvalue()
@@ -96,29 +108,57 @@ def render(
 def test_on_a_terminal_the_superseded_text_is_erased_and_the_retry_replaces_it() -> None:
     events = [
         *BEFORE,
-        *streamed("m1", PARTIAL, superseded=True),
+        *streamed("m1", ["First paragraph.\n\n", "Second, cut ", "off.\n\nThird"], superseded=True),
         RETRY,
         *streamed("m2", RETRIED),
         END,
     ]
-    out, err = render(events, live=True)
-    shown = screen(out, columns=24)
-    assert shown == ["→ list_dir(path='.')", "The whole answer."]
-    assert "retrying in 1 s (1/3): broke off" in err
+    out, err = render(events, live=True, color=True, size=(40, 10))
+    # Both streams share one terminal: read them back in the order they were written.
+    renderer_screen = screen(_interleaved(events, size=(40, 10)), columns=40)
+    assert renderer_screen == ["✓ list_dir(path='.')", "The whole answer."]
+    assert "First paragraph." in _SGR.sub("", out)  # it was printed, then taken back
     assert "replaces it" not in err
+
+
+def _interleaved(events: list[AnyEvent], *, size: tuple[int, int]) -> str:
+    """What the terminal received when `out` and `err` are the same terminal."""
+    terminal = io.StringIO()
+    renderer = Renderer(
+        out=terminal,
+        err=terminal,
+        live=True,
+        status_live=True,
+        color=True,
+        terminal_size=lambda: size,
+        clock=lambda: 0.0,
+    )
+    for params in events_for(*events):
+        renderer.event(params)
+    return terminal.getvalue()
 
 
 def test_on_a_terminal_text_that_cannot_be_reached_gets_a_line_instead() -> None:
     # Something else was printed after the partial text: erasing would take it too.
     queued = InputQueued(input_id="q", text="also this", by="b")
-    started, *deltas, done = streamed("m1", PARTIAL, superseded=True)
-    out, err = render([started, *deltas, queued, done, *streamed("m2", RETRIED), END], live=True)
-    assert "\x1b[" not in out
+    started, *deltas, done = streamed("m1", ["Printed.\n\n", "Next\n", "open"], superseded=True)
+    events = [started, *deltas, queued, done, *streamed("m2", RETRIED), END]
+    shown = screen(_interleaved(events, size=(80, 10)), columns=80)
+    assert "Printed." in shown
+    assert "tether: (the reply above broke off; the retried reply replaces it)" in shown
+    # It scrolled out of reach: a terminal of four lines cannot hold its rows.
+    long = ["\n\n".join(f"Paragraph {n}." for n in range(6)) + "\n\nend"]
+    events = [*streamed("m1", long, superseded=True), END]
+    shown = screen(_interleaved(events, size=(80, 4)), columns=80)
+    assert "tether: (the reply above broke off; the retried reply replaces it)" in shown
+
+
+def test_streamed_without_colour_a_superseded_reply_gets_a_line() -> None:
+    events = [*streamed("m1", PARTIAL, superseded=True), RETRY, *streamed("m2", RETRIED), END]
+    out, err = render(events, live=True)
+    assert out == "".join(PARTIAL) + "\nThe whole answer.\n"
     assert "the retried reply replaces it" in err
-    # It scrolled out of reach: a terminal of three lines cannot hold its rows.
-    out, err = render([*streamed("m1", PARTIAL * 3, superseded=True), END], live=True, size=(24, 3))
-    assert "\x1b[" not in out
-    assert "the retried reply replaces it" in err
+    assert "\x1b" not in out + err
 
 
 def test_into_a_pipe_only_the_answer_is_written() -> None:
@@ -130,8 +170,8 @@ def test_into_a_pipe_only_the_answer_is_written() -> None:
         END,
     ]
     out, err = render(events, live=False)
-    assert out == "→ list_dir(path='.')\nThe whole answer.\n"
-    assert "broke off" in err
+    assert out == "The whole answer.\n"
+    assert err == "✓ list_dir(path='.')\ntether: retrying in 1 s (1/3): broke off\n"
 
 
 def test_into_a_pipe_a_reply_the_turn_ended_without_is_still_written() -> None:
@@ -140,8 +180,8 @@ def test_into_a_pipe_a_reply_the_turn_ended_without_is_still_written() -> None:
     assert out == "cut short\n"
 
 
-@pytest.mark.parametrize("live", [True, False])
-def test_a_transcript_leaves_superseded_replies_out(live: bool) -> None:
+@pytest.mark.parametrize(("live", "color"), [(True, True), (True, False), (False, False)])
+def test_a_transcript_leaves_superseded_replies_out(live: bool, color: bool) -> None:
     turn = TurnSnapshot(
         id="t",
         status="completed",
@@ -153,16 +193,16 @@ def test_a_transcript_leaves_superseded_replies_out(live: bool) -> None:
     )
     info = SessionInfo(id="s", created_at=0.0, updated_at=0.0)
     out = io.StringIO()
-    Renderer(out=out, err=io.StringIO(), live=live).snapshot(
+    Renderer(out=out, err=io.StringIO(), live=live, status_live=live, color=color).snapshot(
         SessionSnapshot(session=info, epoch="e", seq=1, turns=[turn])
     )
-    assert out.getvalue() == "The whole answer.\n"
+    assert _SGR.sub("", out.getvalue()) == "The whole answer.\n"
 
 
-def test_screen_rows_counts_wrapped_and_wide_text() -> None:
-    assert screen_rows("", 10) == 1
-    assert screen_rows("x" * 10, 10) == 1
-    assert screen_rows("x" * 11, 10) == 2
-    assert screen_rows("ab\ncd\n", 10) == 3
-    assert screen_rows("漢字漢字漢字", 10) == 2  # twelve cells
-    assert screen_rows("e\u0301" * 10, 10) == 1  # combining accents take no cell
+def test_json_mode_writes_each_event_as_received() -> None:
+    out = io.StringIO()
+    renderer = Renderer(json_mode=True, out=out, err=io.StringIO(), live=True, color=True)
+    params = events_for(*BEFORE, *streamed("m1", PARTIAL), END)
+    for p in params:
+        renderer.event(p)
+    assert out.getvalue() == "".join(msgspec.json.encode(p).decode() + "\n" for p in params)

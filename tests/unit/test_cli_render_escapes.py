@@ -2,11 +2,19 @@
 invisible characters are printed as escapes, in approval prompts, tool lines, diffs and text."""
 
 import io
+import re
 
+import msgspec
 import pytest
 
 from tether.clients.cli.render import Renderer, describe_approval, describe_call, visible
-from tether.protocol.events import ApprovalRequest, ApprovalRequested, ItemDelta, ItemStarted
+from tether.protocol.events import (
+    ApprovalRequest,
+    ApprovalRequested,
+    ItemCompleted,
+    ItemDelta,
+    ItemStarted,
+)
 from tether.protocol.items import AgentMessage, ToolCall
 from tether.protocol.methods import SessionEventParams
 
@@ -87,20 +95,49 @@ def event(seq: int, ev: object) -> SessionEventParams:
     return SessionEventParams(session_id="s1", epoch="e", seq=seq, event=ev)  # type: ignore[arg-type]
 
 
-def test_the_renderer_escapes_tool_lines_text_and_prompts() -> None:
+OURS = re.compile(r"\x1b\[[0-9;]*m|\r\x1b\[\d+A\x1b\[J")
+"""What styled output writes itself: colours, and taking the live region back."""
+
+
+@pytest.mark.parametrize("color", [True, False])
+def test_the_renderer_escapes_tool_lines_text_output_diffs_and_prompts(color: bool) -> None:
     out, err = io.StringIO(), io.StringIO()
-    renderer = Renderer(out=out, err=err, live=True)
-    call = ToolCall(
-        id="i1", call_id="c1", tool="run_command", arguments='{"command": "ls\\u001b[8m"}'
+    renderer = Renderer(out=out, err=err, live=True, status_live=True, color=color)
+    arguments = '{"command": "ls\\u001b[8m"}'
+    call = ToolCall(id="i1", call_id="c1", tool="run_command", arguments=arguments)
+    edit = ToolCall(
+        id="i3",
+        call_id="c3",
+        tool="edit_file",
+        arguments="{}",
+        status="completed",
+        diff="--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\x1b[2K\n+\u202eevil\x1b[31m\n",
     )
-    renderer.event(event(1, ItemStarted(turn_id="t1", item=call)))
-    renderer.event(event(2, ItemStarted(turn_id="t1", item=AgentMessage(id="i2"))))
-    renderer.event(event(3, ItemDelta(turn_id="t1", item_id="i2", delta="hi\x1b[8m\n")))
-    renderer.event(event(4, ApprovalRequested(approval=approval(command="ls\x1b[8m"))))
-    assert not raw_controls(out.getvalue() + err.getvalue())
-    assert "→ run_command(command='ls\\x1b[8m')" in out.getvalue()
-    assert "hi\\x1b[8m\n" in out.getvalue()
-    assert "run_command: ls\\x1b[8m" in err.getvalue()
+    events = [
+        ItemStarted(turn_id="t1", item=call),
+        ItemDelta(turn_id="t1", item_id="i1", delta="out\x1b]8;;http://x\x07put\x1b[1A\n"),
+        ItemCompleted(
+            turn_id="t1",
+            item=msgspec.structs.replace(call, status="completed", exit_code=2, output="x"),
+        ),
+        ItemStarted(turn_id="t1", item=edit),
+        ItemCompleted(turn_id="t1", item=edit),
+        ItemStarted(turn_id="t1", item=AgentMessage(id="i2")),
+        ItemDelta(turn_id="t1", item_id="i2", delta="# hi\x1b[8m\n\n`\u202ecode\x1b[2K`\n\n"),
+        ItemDelta(turn_id="t1", item_id="i2", delta="[a](http://x\x1b[31m) \x07done"),
+        ApprovalRequested(approval=approval(command="ls\x1b[8m", preview="+\x1b[2Kp\n")),
+    ]
+    for seq, ev in enumerate(events, 1):
+        renderer.event(event(seq, ev))
+    shown = out.getvalue() + err.getvalue()
+    assert not raw_controls(OURS.sub("", shown).replace("\n", ""))
+    plain = OURS.sub("", shown)
+    for escaped in ("\\x1b[8m", "\\x1b]8;;http://x\\x07put\\x1b[1A", "\\u202eevil\\x1b[31m"):
+        assert escaped in plain
+    assert "\\u202ecode\\x1b[2K" in plain
+    assert "run_command: ls\\x1b[8m" in plain
+    if not color:
+        assert "\x1b" not in shown
 
 
 def test_describe_call_escapes_undecodable_arguments() -> None:

@@ -18,7 +18,7 @@ from tether.daemon.providers.base import (
     StreamCallbacks,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
+from tether.daemon.tools.base import ReadVersions, ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.turn.loop import CANCELLED_RESULT, REPEAT_NOTE, TurnLoop
@@ -102,10 +102,11 @@ def make_loop(
     assert isinstance(tools, ToolRegistry | NotedEdits)
     max_steps = kw.pop("max_steps", 60)
     assert isinstance(max_steps, int)
+    versions = ReadVersions()  # one session's edit guard, as the daemon keeps it
     return TurnLoop(
         model=client,
         tools=tools,
-        tool_context=lambda _item: ToolContext(workspace),
+        tool_context=lambda _item: ToolContext(workspace, versions=versions),
         history=history,
         sink=sink,
         new_id=lambda: f"i{next(counter)}",
@@ -473,3 +474,43 @@ async def test_the_runner_names_the_edits_whose_files_are_diagnosed(
     assert diagnosed == [("b.py", [Path("a.py"), Path("b.py")])]
     results = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert results == ["noted a.py", "noted bad.py", "noted b.py\n\n1 error"]
+
+
+async def test_completed_calls_carry_exit_codes_diffs_and_durations(
+    model: tuple[ModelServer, OpenAIChatClient], tmp_path: Path
+) -> None:
+    server, client = model
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    edit = {"path": "a.txt", "old_string": "two", "new_string": "TWO"}
+    server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+                {
+                    "tool_calls": [
+                        {"name": "edit_file", "arguments": edit},
+                        {"name": "write_file", "arguments": {"path": "new.txt", "content": "hi\n"}},
+                        {
+                            "name": "run_command",
+                            "arguments": {"command": "echo no; exit 3", "description": "fail"},
+                        },
+                        {"name": "write_file", "arguments": {"path": "new.txt", "content": "hi\n"}},
+                    ]
+                },
+                {"text": "done"},
+            ]
+        }
+    )
+    sink = RecordingSink()
+    with trio.fail_after(20):
+        await make_loop(client, tmp_path, sink).run()
+    read, edited, created, command, rewritten = (
+        i for i in sink.completed() if isinstance(i, ToolCall)
+    )
+    assert (read.exit_code, read.diff) == (None, "")
+    assert edited.diff == "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+    assert created.diff == "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hi\n"
+    assert rewritten.diff == ""  # the same content again changes nothing
+    assert (command.status, command.exit_code, command.diff) == ("completed", 3, "")
+    assert command.duration_seconds > 0
+    assert command.output.startswith("exit code 3 · ")

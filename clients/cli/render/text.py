@@ -1,0 +1,166 @@
+"""What the renderer says, as plain text: escaping, tool lines, approvals, summaries, tails.
+
+Everything the daemon relays (model text, commands, paths, diffs, output, messages) passes
+through `visible` before it reaches a terminal: a control character could otherwise move the
+cursor, erase a line or hide the rest of an approval prompt, and a bidi control could reorder
+what a person reads. Nothing here imports rich: plain output stays cheap to start.
+"""
+
+import signal
+import unicodedata
+
+import msgspec
+
+from tether.protocol.events import ApprovalRequest
+from tether.protocol.items import ToolCall, TurnSummary
+
+MAX_ARGS_SHOWN = 120
+TAIL_LINES = 5
+"""Lines of a command's output shown while it runs, and when it fails."""
+DIFF_LINES = 80
+"""Lines of an edit's diff shown; the rest is counted."""
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def visible(text: str, *, multiline: bool = False) -> str:
+    """`text` with every character that a terminal would not show as itself written as an
+    escape (`\\x1b`, `\\r`, `\\x07`, `\\u202e`): control characters (escape sequences,
+    carriage returns, bells, …), bidi controls, zero-width and other format characters, line
+    and paragraph separators. Tabs and spaces stay; newlines (and a CR right before one) stay
+    only when `multiline`."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for index, ch in enumerate(text):
+        shown = ch.isprintable() or ch == "\t" or unicodedata.category(ch) == "Zs"
+        if not shown and multiline:
+            shown = ch == "\n" or (ch == "\r" and text[index + 1 : index + 2] == "\n")
+        out.append(ch if shown else ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+def describe_call(item: ToolCall) -> str:
+    """`tool(arg=value, …)` on one line, escaped, the arguments cut at `MAX_ARGS_SHOWN`."""
+    try:
+        args = msgspec.json.decode(item.arguments or "{}")
+    except msgspec.DecodeError:
+        shown = item.arguments
+    else:
+        if isinstance(args, dict):
+            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
+        else:
+            shown = repr(args)
+    shown = visible(shown)
+    if len(shown) > MAX_ARGS_SHOWN:
+        shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
+    return f"{visible(item.tool)}({shown})"
+
+
+def exit_text(code: int) -> str:
+    """`exit 1`, or `killed by SIGTERM` for a negative (signal) code."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
+def failed(item: ToolCall) -> bool:
+    """Whether a completed call is shown as a failure: it did not complete, or its command
+    exited non-zero."""
+    return item.status != "completed" or item.exit_code not in (None, 0)
+
+
+def outcome(item: ToolCall, elapsed: float | None = None) -> str:
+    """What follows the mark of a finished call: `exit 1 · 2.3 s`, `denied: …`. `elapsed`
+    stands in for the call's own duration when it has none (it did not run)."""
+    parts: list[str] = []
+    if item.status == "cancelled":
+        parts.append("cancelled")
+    elif item.status == "failed":
+        first = next((line for line in item.output.splitlines() if line.strip()), "")
+        parts.append(f"failed: {visible(first[:200])}" if first else "failed")
+    elif item.exit_code is not None:
+        parts.append(exit_text(item.exit_code))
+    seconds = item.duration_seconds or elapsed
+    if seconds and seconds >= 0.05:
+        parts.append(f"{seconds:.1f} s")
+    return " · ".join(parts)
+
+
+def tool_line(item: ToolCall, elapsed: float | None = None) -> tuple[str, str, str]:
+    """A finished call's line in three parts, mark, call and outcome:
+    `✓ read_file(path='a')`, `✗ run_command(command='pytest') exit 1 · 2.3 s`."""
+    rest = outcome(item, elapsed)
+    return ("✗" if failed(item) else "✓", describe_call(item), f" {rest}" if rest else "")
+
+
+def output_tail(text: str, lines: int = TAIL_LINES) -> list[str]:
+    """The last `lines` lines of a command's output, as a terminal showed them (a progress
+    bar's redraws collapsed), escaped."""
+    kept = [line.rsplit("\r", 1)[-1] for line in text.rstrip("\r\n").split("\n")]
+    return [visible(line) for line in kept[-lines:] if text.strip()]
+
+
+def failure_tail(item: ToolCall, streamed: str) -> list[str]:
+    """The output lines shown under a command that failed: the tail of what it streamed, or
+    of its result (without the result's `exit code` header) when nothing streamed."""
+    if item.exit_code is None or item.status != "completed":
+        return []
+    if streamed.strip():
+        return output_tail(streamed)
+    _, _, body = item.output.partition("\n")
+    return output_tail(body)
+
+
+def diff_lines(diff: str, limit: int = DIFF_LINES) -> list[str]:
+    """An edit's diff as lines to show, escaped, at most `limit` of them and a count."""
+    lines = [visible(line) for line in diff.rstrip("\n").split("\n")] if diff else []
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"… {len(lines) - limit} more diff lines"]
+    return lines
+
+
+def describe_subject(approval: ApprovalRequest) -> str:
+    """What an approval is about (its command, else its path, else its arguments) on one
+    line, escaped."""
+    return visible(approval.command or approval.path or approval.arguments)
+
+
+def approval_parts(approval: ApprovalRequest) -> tuple[list[str], str, list[str]]:
+    """The approval prompt as (the lines before the diff, the diff, the lines after it),
+    escaped (see `describe_approval`)."""
+    subject = approval.command or approval.path or approval.arguments
+    first, *rest = subject.split("\n")
+    head = [f"tether: approval needed [{approval.id}] {visible(approval.tool)}: {visible(first)}"]
+    head += [f"  │ {visible(line)}" for line in rest]
+    head.append(f"  why: {visible(approval.reason)}")
+    preview = visible(approval.preview, multiline=True).rstrip("\r\n")
+    after = (
+        [f"  always would allow: {visible(approval.always_rule)}"] if approval.always_rule else []
+    )
+    return head, preview, after
+
+
+def describe_approval(approval: ApprovalRequest) -> str:
+    """The approval prompt's lines: what, why, the diff, what "always" would allow. Every
+    part is escaped; a command's further lines are shown below it, each behind a bar, so that
+    none can pass for one of the prompt's own lines."""
+    head, preview, after = approval_parts(approval)
+    return "\n".join([*head, *([preview] if preview else []), *after]) + "\n"
+
+
+def describe_summary(summary: TurnSummary) -> str:
+    approx = "~" if summary.tokens_estimated else ""
+    parts = [
+        f"{summary.stop_reason} in {summary.duration_seconds:.1f} s",
+        f"{summary.model_calls} model call{'s' if summary.model_calls != 1 else ''}",
+        f"{approx}{summary.input_tokens:,} tokens in / {approx}{summary.output_tokens:,} out",
+    ]
+    if summary.files_changed:
+        added = sum(f.added for f in summary.files_changed)
+        removed = sum(f.removed for f in summary.files_changed)
+        count = len(summary.files_changed)
+        parts.append(f"{count} file{'s' if count != 1 else ''} changed (+{added} -{removed})")
+    return " · ".join(parts)
