@@ -176,7 +176,7 @@ async def test_cancel_kills_children_and_grandchildren_that_ignore_sigterm(ws: P
     ctx = ToolContext(ws, output=on_output)
     tool = RunCommand(grace=GRACE)
     params = RunCommandParams(command=TREE, description="tree")
-    outcome: list[str] = []
+    outcome: list[object] = []
 
     async def go() -> None:
         outcome.append(await tool.run(params, ctx))
