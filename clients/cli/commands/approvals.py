@@ -69,7 +69,7 @@ def _ask_which(pending: list[PendingApproval], verb: str) -> PendingApproval:
             raise CliError("nothing answered")
         if line.isdigit() and 1 <= int(line) <= len(pending):
             return pending[int(line) - 1]
-        sys.stderr.write(f"tether: {visible(line)!r} is not a number from 1 to {len(pending)}\n")
+        sys.stderr.write(f"tether: '{visible(line)}' is not a number from 1 to {len(pending)}\n")
 
 
 def _pick(client: Client, args: argparse.Namespace, verb: str) -> PendingApproval:
@@ -81,7 +81,7 @@ def _pick(client: Client, args: argparse.Namespace, verb: str) -> PendingApprova
         where = f"session {session_id}"
     if args.approval:
         pending = [p for p in pending if p.approval.id.startswith(args.approval)]
-        where = f"{where} matching {visible(args.approval)!r}"
+        where = f"{where} matching '{visible(args.approval)}'"
     if not pending:
         raise CliError(f"no pending approval in {where}")
     if len(pending) == 1:
