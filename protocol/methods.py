@@ -10,7 +10,13 @@ from typing import Generic, Literal, Protocol, TypeVar
 import msgspec
 
 from tether.protocol.base import Wire
-from tether.protocol.events import AnyEvent, Decision, DecisionScope, PermissionMode
+from tether.protocol.events import (
+    AnyEvent,
+    ApprovalRequest,
+    Decision,
+    DecisionScope,
+    PermissionMode,
+)
 from tether.protocol.session import Cursor, Role, SessionInfo, SessionSnapshot
 
 
@@ -407,6 +413,32 @@ APPROVAL_RESPOND = _declare(
     "Answer a pending approval; the first answer wins.",
     needs_controller=True,
 )
+
+
+# --- approval/list: the workspace's pending approvals --------------------------------------
+
+
+class PendingApproval(Wire, frozen=True, kw_only=True):
+    session_id: str
+    approval: ApprovalRequest
+    other_controllers: int = 0
+    """Controllers attached to the session other than the client asking: someone there may
+    answer it."""
+
+
+class ApprovalListResult(Wire, frozen=True, kw_only=True):
+    approvals: list[PendingApproval]
+    """Oldest first."""
+
+
+APPROVAL_LIST = _declare(
+    "approval/list",
+    Empty,
+    ApprovalListResult,
+    "Every pending approval of the workspace's sessions, oldest first.",
+)
+
+
 SESSION_UNDO = _declare(
     "session/undo",
     SessionUndoParams,

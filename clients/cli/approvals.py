@@ -1,111 +1,278 @@
-"""How a followed turn's approvals are answered: asked on the terminal when there is one,
-otherwise denied with a message saying why. Another client may answer first; its answer wins
-and the terminal's line is then ignored."""
+"""How a followed turn's approvals are answered.
+
+On a terminal each is asked, one at a time, in the order they came (one that waited behind
+another is described again when its turn comes). The question says what "always" would
+allow, offers it only when the daemon gave a rule for it, and says that Enter means no; an
+answer that is none of y, a and n is asked again, and end of input is a no. A line typed
+while no question was on the terminal answers nothing.
+
+Without a terminal each is denied at once, or, given a wait (`tether run --approval-timeout`),
+left for another client: the commands that answer it are printed, and once the wait is over
+it is denied unless another controller is attached to the session, which may still answer.
+
+Another client may answer first; its answer wins and the question is withdrawn.
+"""
 
 import queue
 import sys
 import threading
+import time
+from typing import TextIO
 
+from tether.clients.cli.render import describe_approval, visible
 from tether.clients.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest, Decision, DecisionScope
-from tether.protocol.methods import APPROVAL_RESPOND, ApprovalRespondParams
+from tether.protocol.methods import APPROVAL_LIST, APPROVAL_RESPOND, ApprovalRespondParams
+
+ANSWER_POLL_S = 0.1
+"""How often the terminal's answer is looked for while a question is on it."""
+RECHECK_S = 1.0
+"""How often, once the wait is over, a client answering from elsewhere is looked for again."""
+
+NO_TERMINAL = (
+    "tether run had no terminal to ask on; to let another client answer, give"
+    " --approval-timeout SECONDS, or choose a --permission-mode"
+)
+
+
+def question(approval: ApprovalRequest) -> str:
+    """The question asked on the terminal for `approval` (escaped)."""
+    if approval.always_rule:
+        return f"allow? [y]es / [a]lways {visible(approval.always_rule)} / [N]o (Enter = no): "
+    return "allow? [y]es / [N]o (Enter = no): "
+
+
+def answer_commands(session_id: str, approval_id: str) -> str:
+    return (
+        f"`tether approve {session_id} {approval_id}` or `tether deny {session_id} {approval_id}`"
+    )
 
 
 class TerminalPrompt:
-    """Reads one answer line from the terminal on a thread, so that events keep flowing (and
-    another client's answer can win) while the person decides."""
+    """Reads answer lines from the terminal on a thread, so that events keep flowing (and
+    another client's answer can win) while the person decides. Each line answers the question
+    that was on the terminal when it was completed, and only that one."""
 
-    def __init__(self) -> None:
-        self._answers: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self._reading = False
-        self._discard = 0
+    def __init__(self, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
+        self._stdin = stdin or sys.stdin
+        self._stderr = stderr or sys.stderr
+        self._lines: queue.SimpleQueue[tuple[int, str]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._asked = 0
+        self._open = 0
+        """The number of the question on the terminal; 0 when none is."""
+        self._reader: threading.Thread | None = None
+        self._ended = False
 
     def ask(self, prompt: str) -> None:
-        sys.stderr.write(prompt)
-        sys.stderr.flush()
-        if not self._reading:
-            self._reading = True
-            threading.Thread(target=self._read, daemon=True).start()
+        with self._lock:
+            self._asked += 1
+            self._open = self._asked
+        self._stderr.write(prompt)
+        self._stderr.flush()
+        if self._reader is None:
+            self._reader = threading.Thread(target=self._read, daemon=True)
+            self._reader.start()
+
+    def withdraw(self, note: str) -> None:
+        """Take the question off the terminal: a line typed for it answers nothing."""
+        with self._lock:
+            self._open = 0
+        self._stderr.write(f"{note}\n")
+        self._stderr.flush()
 
     def _read(self) -> None:
-        line = sys.stdin.readline()
-        self._answers.put(line or "n")
-        self._reading = False
-
-    def discard(self) -> None:
-        sys.stderr.write("(answered elsewhere)\n")
-        self._discard += 1
+        while True:
+            line = self._stdin.readline()
+            with self._lock:
+                self._lines.put((self._open, line))
+            if not line:
+                return
 
     def answer(self) -> str | None:
+        """The line typed for the question on the terminal ("" at end of input), or None
+        while there is none."""
         while True:
-            try:
-                line = self._answers.get_nowait()
-            except queue.Empty:
-                return None
-            if self._discard:
-                self._discard -= 1
-                continue
-            return line
+            with self._lock:
+                current = self._open
+                if current and self._ended:
+                    self._open = 0
+                    return ""
+                try:
+                    asked, line = self._lines.get_nowait()
+                except queue.Empty:
+                    return None
+                if not line:
+                    self._ended = True
+                    continue
+                if current and asked == current:
+                    self._open = 0
+                    return line
 
 
 class ApprovalAnswerer:
     """Answers one session's approval requests as they arrive: on a `TerminalPrompt` when
-    `interactive`, otherwise by denying them; not at all when `enabled` is false (another
-    client answers). At most one question is on the terminal at a time."""
+    `interactive`, otherwise by denying them, at once or after `wait_seconds` (see the
+    module's rules); not at all when `enabled` is false (another client answers: the commands
+    that do are printed)."""
 
     def __init__(
-        self, client: Client, session_id: str, *, interactive: bool, enabled: bool = True
+        self,
+        client: Client,
+        session_id: str,
+        *,
+        interactive: bool,
+        enabled: bool = True,
+        wait_seconds: float = 0.0,
+        prompt: TerminalPrompt | None = None,
     ) -> None:
         self.client = client
         self.session_id = session_id
         self.enabled = enabled
-        self._prompt = TerminalPrompt() if interactive else None
+        self.wait_seconds = wait_seconds
+        self._prompt = (prompt or TerminalPrompt()) if interactive else None
         self._asking: ApprovalRequest | None = None
+        self._queue: list[ApprovalRequest] = []
+        self._requested: dict[str, ApprovalRequest] = {}
+        self._resolved: set[str] = set()
+        self._deadlines: dict[str, tuple[ApprovalRequest, float]] = {}
+        """Approvals left for another client, with when to look again."""
+        self._told_attached: set[str] = set()
 
     @property
     def waiting(self) -> bool:
-        """A question is on the terminal: the caller should `poll` while it waits for events."""
-        return self._asking is not None
+        """A question is on the terminal or an approval is left for another client: the caller
+        should `poll` within `poll_within()`."""
+        return self._asking is not None or bool(self._deadlines)
 
-    def requested(self, approval: ApprovalRequest) -> None:
-        if not self.enabled:
+    def poll_within(self) -> float | None:
+        """How long the caller may wait for an event before calling `poll` (None: forever)."""
+        if self._asking is not None:
+            return ANSWER_POLL_S
+        if self._deadlines:
+            soonest = min(deadline for _, deadline in self._deadlines.values())
+            return max(soonest - time.monotonic(), 0.0)
+        return None
+
+    def outstanding(self) -> set[str]:
+        """The ids of the approvals requested and not yet resolved."""
+        return {a.id for a in self.pending()}
+
+    def pending(self) -> list[ApprovalRequest]:
+        """The approvals requested and not yet resolved, oldest first."""
+        return sorted(
+            [a for a in self._requested.values() if a.id not in self._resolved],
+            key=lambda a: a.requested_at,
+        )
+
+    def requested(self, approval: ApprovalRequest, *, describe: bool = False) -> None:
+        """`approval` waits for an answer. `describe`: it has not been described on the
+        terminal yet (it was pending when the client attached). One requested before is
+        ignored."""
+        if approval.id in self._requested:
             return
-        if self._prompt is None:
-            self._respond(
-                approval,
-                "deny",
-                "once",
-                "tether run has no terminal to ask on; approve from another terminal with "
-                "`tether approve`, or choose a --permission-mode",
+        self._requested[approval.id] = approval
+        if describe:
+            sys.stderr.write(describe_approval(approval))
+            sys.stderr.flush()
+        if not self.enabled:
+            self._say(f"answer it with {answer_commands(self.session_id, approval.id)}")
+            return
+        if self._prompt is not None:
+            if self._asking is None:
+                self._ask(approval, describe=False)
+            else:
+                self._queue.append(approval)
+            return
+        if self.wait_seconds > 0:
+            self._deadlines[approval.id] = (approval, time.monotonic() + self.wait_seconds)
+            self._say(
+                f"waiting up to {self.wait_seconds:g} s for another client to answer:"
+                f" {answer_commands(self.session_id, approval.id)}"
             )
             return
-        self._asking = approval
-        self._prompt.ask("allow? [y]es / [a]lways / [n]o: ")
+        self._respond(approval, "deny", "once", NO_TERMINAL)
 
     def resolved(self, approval_id: str) -> None:
-        """The approval was answered; when it is the one being asked, drop the question."""
+        """The approval was answered (here or elsewhere): forget it, and when it is the one on
+        the terminal, withdraw the question and ask the next."""
+        self._resolved.add(approval_id)
+        self._queue = [a for a in self._queue if a.id != approval_id]
+        self._deadlines.pop(approval_id, None)
         if self._asking is None or self._asking.id != approval_id:
             return
-        self._asking = None  # answered elsewhere; the prompt's line is ignored
+        self._asking = None
         if self._prompt is not None:
-            self._prompt.discard()
+            self._prompt.withdraw("(answered elsewhere)")
+        self._ask_next()
 
     def poll(self) -> None:
-        """Send the terminal's answer, if the person has given one."""
+        """Send the terminal's answer if the person has given one, and deny what was left for
+        another client past its wait."""
+        self._poll_terminal()
+        self._poll_deadlines()
+
+    def _ask(self, approval: ApprovalRequest, *, describe: bool) -> None:
+        assert self._prompt is not None
+        self._asking = approval
+        if describe:
+            sys.stderr.write(describe_approval(approval))
+        self._prompt.ask(question(approval))
+
+    def _ask_next(self) -> None:
+        if self._queue:
+            self._ask(self._queue.pop(0), describe=True)
+
+    def _poll_terminal(self) -> None:
         if self._prompt is None or self._asking is None:
             return
-        answer = self._prompt.answer()
-        if answer is None:
+        line = self._prompt.answer()
+        if line is None:
             return
-        approval, self._asking = self._asking, None
-        choice = answer.strip().lower()[:1]
-        if choice == "a":
+        approval = self._asking
+        choice = line.strip().lower()
+        if choice in ("a", "always") and approval.always_rule:
             self._respond(approval, "allow", "always")
-        elif choice == "y":
+        elif choice in ("y", "yes"):
             self._respond(approval, "allow", "once")
-        else:
+        elif choice in ("", "n", "no"):
             self._respond(approval, "deny", "once", "denied at the terminal")
+        else:
+            options = "y, a or n" if approval.always_rule else "y or n"
+            self._prompt.ask(f"answer {options} (Enter = no): ")
+            return
+        self._asking = None
+        self._ask_next()
+
+    def _poll_deadlines(self) -> None:
+        now = time.monotonic()
+        due = [approval for approval, deadline in self._deadlines.values() if deadline <= now]
+        if not due:
+            return
+        listed = {p.approval.id: p for p in self.client.call(APPROVAL_LIST).approvals}
+        for approval in due:
+            pending = listed.get(approval.id)
+            if pending is None:  # answered meanwhile: its resolution is on its way
+                del self._deadlines[approval.id]
+            elif pending.other_controllers:
+                self._deadlines[approval.id] = (approval, now + RECHECK_S)
+                if approval.id not in self._told_attached:
+                    self._told_attached.add(approval.id)
+                    self._say("another client is attached to the session; waiting for its answer")
+            else:
+                del self._deadlines[approval.id]
+                self._respond(
+                    approval,
+                    "deny",
+                    "once",
+                    f"nobody answered within {self.wait_seconds:g} s (tether run had no"
+                    " terminal to ask on)",
+                )
+
+    def _say(self, line: str) -> None:
+        sys.stderr.write(f"tether: {line}\n")
+        sys.stderr.flush()
 
     def _respond(
         self, approval: ApprovalRequest, decision: Decision, scope: DecisionScope, message: str = ""
@@ -122,5 +289,6 @@ class ApprovalAnswerer:
                 ),
             )
         except CallError as exc:
-            if exc.code != ErrorCode.APPROVAL_RESOLVED:
+            # Answered elsewhere first, or its turn ended: the resolution says so.
+            if exc.code not in (ErrorCode.APPROVAL_RESOLVED, ErrorCode.APPROVAL_NOT_FOUND):
                 raise

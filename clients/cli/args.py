@@ -8,6 +8,16 @@ command.
 import argparse
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `tether` parser; a parsed command carries `handler`, its command's name."""
     # Accepted before or after the subcommand; SUPPRESS keeps the subcommand's parser from
@@ -35,13 +45,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="ask: edits and commands ask; edits: commands ask; auto: nothing asks",
     )
+    run.add_argument(
+        "--approval-timeout",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="without a terminal, wait this long for another client to answer an approval"
+        " (longer while another controller is attached) before denying it (default 0: deny"
+        " at once)",
+    )
     run.set_defaults(handler="turns.cmd_run")
+
+    approvals = sub.add_parser(
+        "approvals", parents=[common], help="list the workspace's pending approvals"
+    )
+    approvals.add_argument("--json", action="store_true")
+    approvals.set_defaults(handler="approvals.cmd_approvals")
 
     for verb in ("approve", "deny"):
         answer = sub.add_parser(
             verb, parents=[common], help=f"{verb} a pending approval from any terminal"
         )
-        answer.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+        answer.add_argument(
+            "session",
+            nargs="?",
+            help="session id or prefix (default: the workspace's only pending approval; on a"
+            " terminal, asks which when there are several)",
+        )
         answer.add_argument("approval", nargs="?", help="approval id or prefix")
         answer.add_argument("--message", "-m", default="", help="told to the model")
         if verb == "approve":

@@ -1,8 +1,12 @@
 """The `tether` command's exit codes, and the refusal a command raises to end with one.
 
 0 the turn completed (or the command succeeded); 1 the turn failed or the command was refused;
-2 bad usage or no daemon; 3 the turn was cancelled or interrupted; 4 the turn paused at its step
-budget.
+2 bad usage or no daemon, or a choice the command could not make without a terminal; 3 the turn
+was cancelled or interrupted; 4 the turn paused at its step budget; 130 the person left with
+Ctrl-C (`tether attach`: the turn goes on).
+
+`run` and `attach` end with the code of the status of the turn they followed, `attach` of a
+session whose last turn already ended with that turn's.
 """
 
 from tether.protocol.events import TurnStatus
@@ -12,6 +16,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 3
 EXIT_PAUSED = 4
+EXIT_INTERRUPTED = 130
 
 STATUS_EXIT: dict[TurnStatus, int] = {
     "completed": EXIT_OK,

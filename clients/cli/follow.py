@@ -1,11 +1,34 @@
 """Following one turn of a session: attach as its controller, render its events until it
-completes, answer its approvals, and cancel it on Ctrl-C (a second Ctrl-C leaves it running).
-While it waits for events it lets the renderer's clock run (`Renderer.tick`)."""
+completes, and answer its approvals (`ApprovalAnswerer`), those already pending when it
+attached included.
 
-from tether.clients.cli.approvals import ApprovalAnswerer
+What Ctrl-C does is the caller's choice (`follow(..., on_interrupt=)`):
+
+- `cancel` (`tether run`): cancel the turn and follow it to its end; a second Ctrl-C leaves at
+  once. On a terminal the first says so; without one it just cancels.
+- `detach` (`tether attach`): leave the turn running and say how to stop it (`Detached`); a
+  second Ctrl-C within `DETACH_WINDOW_S` cancels the turn instead, which is then followed to
+  its end.
+
+A re-attach after a resync that brings a snapshot (the daemon lost the events in between)
+takes the turn's end and the pending approvals from that snapshot.
+
+While it waits for events it lets the renderer's clock run (`Renderer.tick`).
+"""
+
+import time
+from typing import Literal
+
+from tether.clients.cli.approvals import ApprovalAnswerer, answer_commands
 from tether.clients.cli.render import Renderer, visible
-from tether.clients.rpc import Client
-from tether.protocol.events import ApprovalRequested, ApprovalResolved, TurnCompleted, TurnStatus
+from tether.clients.rpc import CallError, Client
+from tether.protocol.errors import ErrorCode
+from tether.protocol.events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    TurnCompleted,
+    TurnStatus,
+)
 from tether.protocol.methods import (
     SESSION_ATTACH,
     TURN_CANCEL,
@@ -17,14 +40,23 @@ from tether.protocol.methods import (
 )
 from tether.protocol.session import Cursor
 
-ANSWER_POLL_S = 0.1
-"""How often the terminal's answer is looked for while an approval is being asked, and the
-renderer's clock ticks while something on screen moves."""
+TICK_S = 0.1
+"""How often the renderer's clock ticks while something on screen moves."""
+
+DETACH_WINDOW_S = 2.0
+"""After a Ctrl-C that detaches, how long a second one still cancels the turn."""
+
+OnInterrupt = Literal["cancel", "detach"]
+
+
+class Detached(Exception):
+    """The person left with Ctrl-C; the turn goes on in the daemon."""
 
 
 class Follower:
     """Follows one turn's events until it completes, re-attaching after a resync, and
-    answers the turn's approvals (see `ApprovalAnswerer`)."""
+    answers the turn's approvals (see `ApprovalAnswerer`; `approval_timeout` is its wait
+    without a terminal)."""
 
     def __init__(
         self,
@@ -34,14 +66,23 @@ class Follower:
         *,
         interactive: bool = False,
         answer_approvals: bool = True,
+        approval_timeout: float = 0.0,
     ) -> None:
         self.client = client
         self.session_id = session_id
         self.renderer = renderer
+        self.interactive = interactive
         self.cursor = Cursor(seq=0)
         self.approvals = ApprovalAnswerer(
-            client, session_id, interactive=interactive, enabled=answer_approvals
+            client,
+            session_id,
+            interactive=interactive,
+            enabled=answer_approvals,
+            wait_seconds=approval_timeout,
         )
+        self._attached: SessionAttachResult | None = None
+        """The last attach's result, until `follow` has taken what it needs from it."""
+        self._cancelling = False
 
     def attach(self, after: Cursor | None = None) -> SessionAttachResult:
         result = self.client.call(
@@ -49,51 +90,117 @@ class Follower:
             SessionAttachParams(session_id=self.session_id, after=after, role="controller"),
         )
         self.cursor = Cursor(epoch=result.epoch, seq=result.from_seq)
+        self._attached = result
         return result
 
-    def follow(self, turn_id: str) -> TurnStatus:
-        """The status turn `turn_id` ended with; `attach` first."""
-        cancelled = False
+    def follow(self, turn_id: str, *, on_interrupt: OnInterrupt = "cancel") -> TurnStatus:
+        """The status turn `turn_id` ended with; `attach` first. Raises `Detached` when the
+        person leaves it running (`on_interrupt="detach"`), KeyboardInterrupt on a second
+        Ctrl-C after a cancel."""
         while True:
+            # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
             try:
-                self.approvals.poll()
-                self.renderer.tick()
-                polling = self.approvals.waiting or self.renderer.wants_ticks
-                try:
-                    method, params = self.client.next_notification(
-                        timeout=ANSWER_POLL_S if polling else None
-                    )
-                except TimeoutError:
-                    continue
+                status = self._step(turn_id)
             except KeyboardInterrupt:
-                if cancelled:
-                    raise
-                cancelled = True
-                self.renderer.say("cancelling (Ctrl-C again to leave it)", "warning")
-                self.client.call(
-                    TURN_CANCEL,
-                    TurnCancelParams(session_id=self.session_id, turn_id=turn_id),
-                )
+                self._interrupted(turn_id, on_interrupt)
                 continue
-            if method == "session/resync":
-                self.attach(self.cursor)
-                continue
-            if isinstance(params, DaemonEventParams):
-                self.renderer.say(visible(params.message))
-                continue
-            if not isinstance(params, SessionEventParams) or params.session_id != self.session_id:
-                continue
-            self.cursor = Cursor(epoch=params.epoch, seq=params.seq)
-            event_turn = getattr(params.event, "turn_id", None)
-            if event_turn is not None and event_turn != turn_id:
-                continue  # another turn's events; session-wide ones (renames) still show
-            self.renderer.event(params)
-            match params.event:
-                case ApprovalRequested(approval=approval) if approval.turn_id == turn_id:
-                    self.approvals.requested(approval)
-                case ApprovalResolved(approval_id=approval_id):
-                    self.approvals.resolved(approval_id)
-                case TurnCompleted(status=status):
-                    return status
-                case _:
-                    pass
+            if status is not None:
+                return status
+
+    def _step(self, turn_id: str) -> TurnStatus | None:
+        """Take one notification (or the answer to a question): the turn's status once it
+        has ended, else None."""
+        ended = self._take_attach(turn_id)
+        if ended is not None:
+            return ended
+        self.approvals.poll()
+        self.renderer.tick()
+        timeout = self.approvals.poll_within()
+        if self.renderer.wants_ticks:
+            timeout = TICK_S if timeout is None else min(timeout, TICK_S)
+        try:
+            method, params = self.client.next_notification(timeout=timeout)
+        except TimeoutError:
+            return None
+        if method == "session/resync":
+            self.attach(self.cursor)
+            return None
+        if isinstance(params, DaemonEventParams):
+            self.renderer.say(visible(params.message))
+            return None
+        if not isinstance(params, SessionEventParams) or params.session_id != self.session_id:
+            return None
+        self.cursor = Cursor(epoch=params.epoch, seq=params.seq)
+        event_turn = getattr(params.event, "turn_id", None)
+        if event_turn is not None and event_turn != turn_id:
+            return None  # another turn's events; session-wide ones (renames) still show
+        self.renderer.event(params)
+        match params.event:
+            case ApprovalRequested(approval=approval) if approval.turn_id == turn_id:
+                self.approvals.requested(approval)
+            case ApprovalResolved(approval_id=approval_id):
+                self.approvals.resolved(approval_id)
+            case TurnCompleted(status=status):
+                return status
+            case _:
+                pass
+        return None
+
+    def _take_attach(self, turn_id: str) -> TurnStatus | None:
+        """Take the turn's state from the last attach's snapshot, if it brought one: the
+        status it ended with, or None while it runs (its pending approvals are then asked)."""
+        result, self._attached = self._attached, None
+        if result is None or result.snapshot is None:
+            return None
+        snapshot = result.snapshot
+        for turn in snapshot.turns:
+            if turn.id == turn_id and turn.status != "running":
+                return turn.status
+        pending = [a for a in snapshot.pending_approvals if a.turn_id == turn_id]
+        for approval_id in self.approvals.outstanding() - {a.id for a in pending}:
+            self.approvals.resolved(approval_id)
+        for approval in pending:
+            self.approvals.requested(approval, describe=not self.renderer.json_mode)
+        return None
+
+    def _interrupted(self, turn_id: str, on_interrupt: OnInterrupt) -> None:
+        """Ctrl-C: cancel the turn, or detach (raising `Detached`), as `follow` says."""
+        if self._cancelling:
+            raise KeyboardInterrupt
+        if on_interrupt == "detach":
+            self._detach(turn_id)
+        elif self.interactive:
+            self.renderer.say("cancelling (Ctrl-C again to leave it)", "warning")
+        else:
+            self.renderer.say(f"interrupted: cancelling turn {turn_id}", "warning")
+        self._cancel(turn_id)
+
+    def _detach(self, turn_id: str) -> None:
+        """Say that the turn goes on and how to stop it; return (to cancel it) only when a
+        second Ctrl-C comes within `DETACH_WINDOW_S`, else raise `Detached`."""
+        lines = [
+            f"detached; the turn goes on — `tether cancel {self.session_id}` stops it"
+            f" (Ctrl-C again within {DETACH_WINDOW_S:g} s cancels it now)"
+        ]
+        lines += [
+            f"approval {approval.id} waits: {answer_commands(self.session_id, approval.id)}"
+            for approval in self.approvals.pending()
+        ]
+        try:
+            for line in lines:
+                self.renderer.say(line)
+            time.sleep(DETACH_WINDOW_S)
+        except KeyboardInterrupt:
+            self.renderer.say(f"cancelling turn {turn_id}", "warning")
+            return
+        raise Detached
+
+    def _cancel(self, turn_id: str) -> None:
+        self._cancelling = True
+        try:
+            self.client.call(
+                TURN_CANCEL, TurnCancelParams(session_id=self.session_id, turn_id=turn_id)
+            )
+        except CallError as exc:
+            if exc.code != ErrorCode.NO_RUNNING_TURN:  # it ended meanwhile: its end is on its way
+                raise

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from tether.clients.cli import commands
 from tether.clients.cli.args import build_parser
-from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, CliError
+from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, CliError
 from tether.clients.discovery import DaemonUnavailable
 from tether.clients.rpc import CallError
 from tether.clients.websocket import WebSocketError
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except (WebSocketError, ConnectionError) as exc:
         _die(f"lost the connection to the daemon: {exc}", EXIT_USAGE)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
+    APPROVAL_LIST,
     APPROVAL_RESPOND,
     DAEMON_SHUTDOWN,
     DAEMON_STATUS,
@@ -35,6 +36,7 @@ from tether.protocol.methods import (
     TOOLS_LIST,
     TURN_CANCEL,
     TURN_START,
+    ApprovalListResult,
     ApprovalRespondParams,
     DaemonStatusResult,
     Empty,
@@ -44,6 +46,7 @@ from tether.protocol.methods import (
     LspStatusResult,
     ModelInfo,
     ModelsListResult,
+    PendingApproval,
     ProcessKillParams,
     ProcessListResult,
     SessionAttachParams,
@@ -129,6 +132,7 @@ class Handlers:
             on(SESSION_COMPACT, self.session_compact),
             on(LSP_STATUS, self.lsp_status),
             on(APPROVAL_RESPOND, self.approval_respond),
+            on(APPROVAL_LIST, self.approval_list),
             on(SESSION_UNDO, self.session_undo),
             on(PROCESS_LIST, self.process_list),
             on(PROCESS_KILL, self.process_kill),
@@ -290,6 +294,22 @@ class Handlers:
             message=p.message,
         )
         return Empty()
+
+    async def approval_list(self, conn: Connection, params: Empty) -> ApprovalListResult:
+        return ApprovalListResult(
+            approvals=[
+                PendingApproval(
+                    session_id=session.id,
+                    approval=approval,
+                    other_controllers=sum(
+                        1
+                        for subscriber, role in session.subscribers.items()
+                        if role == "controller" and subscriber is not conn
+                    ),
+                )
+                for session, approval in self.sessions.pending_approvals()
+            ]
+        )
 
     async def session_undo(self, conn: Connection, p: SessionUndoParams) -> SessionUndoResult:
         session = await self._controller_session(conn, p.session_id)

@@ -36,7 +36,7 @@ from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
-from tether.protocol.events import ContextMeter, PermissionMode
+from tether.protocol.events import ApprovalRequest, ContextMeter, PermissionMode
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
     EditorContext,
@@ -268,6 +268,17 @@ class Sessions:
 
     async def broker(self, session_id: str) -> ApprovalBroker:
         return (await self._get_live(session_id)).broker
+
+    def pending_approvals(self) -> Sequence[tuple[Session, ApprovalRequest]]:
+        """Every pending approval with its session, oldest first. Only loaded sessions are
+        looked at: one with a pending approval has a running turn, so it is never unloaded."""
+        pending = [
+            (live.session, approval)
+            for live in self._live.values()
+            for approval in live.session.pending_approvals.values()
+        ]
+        pending.sort(key=lambda entry: entry[1].requested_at)
+        return pending
 
     # --- turns ----------------------------------------------------------------------------
 

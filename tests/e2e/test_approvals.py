@@ -248,6 +248,7 @@ def test_cli_without_a_terminal_denies_with_a_clear_message(
     assert result.returncode == 0, result.stderr
     assert "approval needed" in result.stderr
     assert "no terminal to ask on" in result.stderr
+    assert "--approval-timeout" in result.stderr
     denial = model_server.requests[1]["messages"][-1]["content"]
     assert "no terminal to ask on" in denial
 
@@ -277,10 +278,10 @@ def test_approve_from_another_terminal(
                 break
             assert time.monotonic() < deadline, "no approval was requested"
             time.sleep(0.05)
-        approved = run_cli(home, "approve", "-w", str(workspace))
+        approved = run_cli(home, "approve", "-w", str(workspace), session_id)
         assert approved.returncode == 0, approved.stderr
         assert "allowed run_command: echo elsewhere" in approved.stdout
-        again = run_cli(home, "approve", "-w", str(workspace))
+        again = run_cli(home, "approve", "-w", str(workspace), session_id)
         assert again.returncode == 1
         assert "no pending approval" in again.stderr
     followed = subprocess.run(

@@ -46,7 +46,7 @@ def test_run_asks_on_its_terminal(
         buffer = ""
         while chunk := proc.stderr.read(1):
             buffer += chunk
-            if "allow? [y]es / [a]lways / [n]o: " in buffer:
+            if "[N]o (Enter = no): " in buffer:
                 prompted.set()
         stderr.append(buffer)
 

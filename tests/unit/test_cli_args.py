@@ -48,3 +48,21 @@ def test_parsing_loads_no_command_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+@pytest.mark.parametrize("given", ["-1", "soon", "nan", "inf"])
+def test_an_approval_timeout_that_is_no_number_of_seconds_is_refused(
+    given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["run", "--approval-timeout", given, "go"])
+    assert exited.value.code == 2
+    assert f"{given!r} is not a number of seconds (0 or more)" in capsys.readouterr().err
+
+
+def test_the_approval_timeout_defaults_to_deny_at_once() -> None:
+    assert build_parser().parse_args(["run", "go"]).approval_timeout == 0.0
+    assert (
+        build_parser().parse_args(["run", "--approval-timeout", "2.5", "go"]).approval_timeout
+        == 2.5
+    )

@@ -34,6 +34,7 @@ from tether.protocol.events import (
 )
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
 from tether.protocol.methods import (
+    ApprovalListResult,
     DaemonStatusResult,
     InitializeResult,
     SessionAttachResult,
@@ -404,3 +405,36 @@ async def test_cancel_denies_the_pending_approval_and_ends_the_turn(rig: Rig) ->
     [call] = [i for i in session.items() if isinstance(i, ToolCall)]
     assert call.status in ("cancelled", "failed")
     assert len(rig.server.requests) == 1
+
+
+async def test_approval_list_gives_every_pending_approval_with_who_else_may_answer(
+    rig: Rig,
+) -> None:
+    rig.server.set_script({"steps": [PAUSE, PAUSE, {"text": "done"}, {"text": "done"}]})
+    asker, other, watcher = await rig.client("a"), await rig.client("b"), await rig.client("o")
+    first, second, quiet = await created(asker), await created(asker), await created(asker)
+    for client, role in ((asker, "controller"), (other, "controller"), (watcher, "observer")):
+        await client.call("session/attach", sessionId=first, role=role)
+    await asker.call("session/attach", sessionId=second)
+    for session_id in (first, second):
+        await asker.call("turn/start", sessionId=session_id, text="run it")
+        await asker.next_event(lambda e: isinstance(e, ApprovalRequested))
+
+    listed = await asker.call("approval/list")
+    assert isinstance(listed, ApprovalListResult)
+    assert [(p.session_id, p.approval.command) for p in listed.approvals] == [
+        (first, "echo hi"),
+        (second, "echo hi"),
+    ]
+    # Only another controller may answer: the observer and the asker itself do not count.
+    assert [p.other_controllers for p in listed.approvals] == [1, 0]
+    seen_by_other = await other.call("approval/list")
+    assert isinstance(seen_by_other, ApprovalListResult)
+    assert [p.other_controllers for p in seen_by_other.approvals] == [1, 1]
+    assert quiet not in {p.session_id for p in listed.approvals}
+
+    approval_id = listed.approvals[0].approval.id
+    await other.call("approval/respond", sessionId=first, approvalId=approval_id, decision="deny")
+    after = await asker.call("approval/list")
+    assert isinstance(after, ApprovalListResult)
+    assert [p.session_id for p in after.approvals] == [second]

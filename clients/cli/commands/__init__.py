@@ -2,7 +2,7 @@
 its commands runs (so that `tether run` does not pay for the others' imports):
 
 turns          run, attach, cancel
-approvals      approve, deny
+approvals      approvals, approve, deny
 sessions       sessions (list, delete), undo, compact
 processes      processes (list, kill)
 daemon         daemon start/stop/status, doctor

@@ -4,11 +4,18 @@
 import argparse
 import sys
 
-from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, STATUS_EXIT, CliError
-from tether.clients.cli.follow import Follower
+from tether.clients.cli.exit_codes import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    STATUS_EXIT,
+    CliError,
+)
+from tether.clients.cli.follow import Detached, Follower
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.render import Renderer
 from tether.clients.cli.targets import connect, resolve_session
+from tether.protocol.events import TurnStatus
 from tether.protocol.methods import (
     SESSION_CREATE,
     TURN_CANCEL,
@@ -36,6 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             session.id,
             renderer,
             interactive=sys.stdin.isatty() and not args.json,
+            approval_timeout=args.approval_timeout,
         )
         if not args.detach:
             follower.attach()
@@ -63,11 +71,27 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_OK
         status = follower.follow(turn_id)
         if not args.json and status != "completed":
-            print(f"tether: turn {status} (session {session.id})", file=sys.stderr)
+            print(
+                f"tether: turn {status} (session {session.id}){_why(status)}; to go on:"
+                f" `tether run -s {session.id} continue`",
+                file=sys.stderr,
+            )
         return STATUS_EXIT[status]
 
 
+_WHY: dict[TurnStatus, str] = {
+    "interrupted": ": the daemon stopped while it ran",
+    "paused": ": it reached its step budget",
+}
+
+
+def _why(status: TurnStatus) -> str:
+    return _WHY.get(status, "")
+
+
 def cmd_attach(args: argparse.Namespace) -> int:
+    """Show the session and follow its running turn; the exit code is how its last turn
+    ended (Ctrl-C: `EXIT_INTERRUPTED`, the turn goes on)."""
     with connect(args) as client:
         session = resolve_session(client, args.session)
         renderer = Renderer(json_mode=args.json)
@@ -77,9 +101,22 @@ def cmd_attach(args: argparse.Namespace) -> int:
         assert result.snapshot is not None
         renderer.snapshot(result.snapshot)
         turns = result.snapshot.turns
-        if not turns or turns[-1].status != "running":
+        if not turns:
             return EXIT_OK
-        return STATUS_EXIT[follower.follow(turns[-1].id)]
+        if turns[-1].status == "running":
+            try:
+                status = follower.follow(turns[-1].id, on_interrupt="detach")
+            except Detached:
+                return EXIT_INTERRUPTED
+        else:
+            status = turns[-1].status
+        if not args.json and status != "completed":
+            print(
+                f"tether: the last turn of session {session.id} {status}{_why(status)}; to go"
+                f" on: `tether run -s {session.id} continue`",
+                file=sys.stderr,
+            )
+        return STATUS_EXIT[status]
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:

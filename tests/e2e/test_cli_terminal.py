@@ -1,0 +1,195 @@
+"""The CLI on a real pseudo-terminal against the real daemon: approvals asked at attach and
+one at a time, what the question offers, and what Ctrl-C does in `attach` and in `run`."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_approvals import wait_for_approval
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    command_step,
+    create_session,
+    read_snapshot,
+    start_turn,
+)
+from tests.terminal import TerminalCli
+from tether.protocol.events import ApprovalRequest
+from tether.protocol.methods import TURN_CANCEL, TURN_START, TurnCancelParams, TurnStartParams
+from tether.testing import ModelServer
+
+pytestmark = pytest.mark.shared_daemon
+
+QUESTION_END = "[N]o (Enter = no): "
+
+
+def waiting_session(daemon: DaemonProcess) -> tuple[str, ApprovalRequest]:
+    """A session whose turn waits for an approval, with nobody attached to it."""
+    with daemon.client("starter") as starter:
+        session_id = create_session(starter)
+        attach(starter, session_id)
+        start_turn(starter, session_id, "go")
+        return session_id, wait_for_approval(starter, session_id)
+
+
+def model_saw(model_server: ModelServer, request: int) -> str:
+    """The last message of the model's `request`th request (the tool's result)."""
+    model_server.wait_for_requests(request + 1)
+    content = model_server.requests[request]["messages"][-1]["content"]
+    assert isinstance(content, str)
+    return content
+
+
+def test_attach_asks_at_once_for_an_approval_already_pending_and_enter_means_no(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    long_tail = " ".join(f"word{i:03d}" for i in range(40))  # far past the call line's cut
+    command = f"echo first line\necho {long_tail}"
+    model_server.set_script({"steps": [command_step(command), {"text": "done"}]})
+    session_id, approval = waiting_session(daemon)
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+        shown = cli.expect(QUESTION_END)
+        assert f"approval needed [{approval.id}] run_command: echo first line" in shown
+        assert f"  │ echo {long_tail}\n" in shown
+        rule = approval.always_rule.replace("\n", "\\n")  # kept on one line, escaped
+        assert rule.startswith("run_command(echo first line\\necho word000")
+        assert f"always would allow: {rule}" in shown
+        assert f"allow? [y]es / [a]lways {rule} / {QUESTION_END}" in shown
+        cli.send("\n")
+        cli.expect("denied by tether-cli: denied at the terminal")
+        assert cli.wait() == 0
+    assert "denied at the terminal" in model_saw(model_server, 1)
+
+
+def test_the_question_escapes_control_characters_and_offers_always_only_with_a_rule(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [command_step("echo harmless\x1b[2K\rrm -rf ~/gone"), {"text": "done"}]}
+    )
+    session_id, approval = waiting_session(daemon)
+    assert approval.always_rule == ""
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+        shown = cli.expect(QUESTION_END)
+        assert "echo harmless\\x1b[2K\\rrm -rf ~/gone" in shown
+        assert "\x1b[2K" not in shown
+        assert f"allow? [y]es / {QUESTION_END}" in shown
+        cli.send("a\n")  # no rule to allow always: asked again, nothing sent
+        cli.expect("answer y or n (Enter = no): ")
+        with daemon.client() as client:
+            assert read_snapshot(client, session_id).pending_approvals
+        cli.send("y\n")
+        cli.expect("allowed by tether-cli")
+        assert cli.wait() == 0
+    assert "exit code 0" in model_saw(model_server, 1)
+
+
+def test_attach_shows_the_diff_of_a_pending_edit(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    content = "step one\nstep two\n"
+    edit = {
+        "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "notes/plan.txt", "content": content}}
+        ]
+    }
+    model_server.set_script({"steps": [edit, {"text": "written"}]})
+    with daemon.client("starter") as starter:
+        session_id = create_session(starter)
+        attach(starter, session_id)
+        starter.call(
+            TURN_START,
+            TurnStartParams(session_id=session_id, text="plan", permission_mode="ask"),
+        )
+        wait_for_approval(starter, session_id)
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+        shown = cli.expect(QUESTION_END)
+        assert "write_file: notes/plan.txt" in shown
+        assert "+step one\n+step two\n" in shown
+        cli.send("y\n")
+        cli.expect("written")
+        assert cli.wait() == 0
+    assert (workspace / "notes" / "plan.txt").read_text() == content
+
+
+def test_two_approvals_at_once_are_asked_one_after_the_other(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    (workspace / ".env").write_text("TOKEN=one\n")
+    (workspace / "src" / ".env").write_text("TOKEN=two\n")
+    reads = {
+        "tool_calls": [
+            {"name": "read_file", "arguments": {"path": ".env"}},
+            {"name": "read_file", "arguments": {"path": "src/.env"}},
+        ]
+    }
+    model_server.set_script({"steps": [reads, {"text": "done"}]})
+    paths = [".env", "src/.env"]
+    with TerminalCli(home, "run", "-w", str(workspace), "read both") as cli:
+        first = cli.expect(QUESTION_END)
+        asked = [p for p in paths if f"read_file: {p}\n" in first]
+        assert len(asked) == 1, first  # the second waits behind the first
+        cli.send("y\n")
+        second = cli.expect(QUESTION_END)
+        # Asked only now, so described again right above its question.
+        (later,) = set(paths) - set(asked)
+        assert "approval needed [" in second
+        assert f"read_file: {later}\n" in second.split("allowed by tether-cli")[-1]
+        cli.send("n\n")
+        cli.expect("done")
+        assert cli.wait() == 0
+    results = [m["content"] for m in model_server.requests[1]["messages"] if m["role"] == "tool"]
+    allowed, denied = results if asked == [".env"] else results[::-1]
+    assert ("TOKEN=one" if asked == [".env"] else "TOKEN=two") in allowed
+    assert "denied at the terminal" in denied
+
+
+def test_ctrl_c_in_attach_leaves_the_turn_running_and_says_how_to_stop_it(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [command_step("echo later"), {"text": "done"}]})
+    session_id, approval = waiting_session(daemon)
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+        cli.expect(QUESTION_END)
+        cli.send("\x03")
+        shown = cli.expect("cancels it now)")
+        assert "detached; the turn goes on" in shown
+        assert f"`tether cancel {session_id}` stops it" in shown
+        cli.expect(f"tether approve {session_id} {approval.id}")
+        assert cli.wait() == 130
+    with daemon.client() as client:
+        snapshot = read_snapshot(client, session_id)
+        assert snapshot.turns[-1].status == "running"
+        assert [a.id for a in snapshot.pending_approvals] == [approval.id]
+        client.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
+
+
+def test_a_second_ctrl_c_in_attach_cancels_the_turn(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [command_step("echo never"), {"text": "never"}]})
+    session_id, _ = waiting_session(daemon)
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+        cli.expect(QUESTION_END)
+        cli.send("\x03")
+        cli.expect("cancels it now)")
+        cli.send("\x03")
+        cli.expect("cancelling turn")
+        assert cli.wait() == 3
+    with daemon.client() as client:
+        assert read_snapshot(client, session_id).turns[-1].status == "cancelled"
+
+
+def test_ctrl_c_in_run_on_a_terminal_cancels_the_turn(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [command_step("echo never"), {"text": "never"}]})
+    with TerminalCli(home, "run", "-w", str(workspace), "go") as cli:
+        cli.expect(QUESTION_END)
+        cli.send("\x03")
+        cli.expect("cancelling (Ctrl-C again to leave it)")
+        shown = cli.expect("continue`")
+        assert "turn cancelled (session" in shown
+        assert cli.wait() == 3
