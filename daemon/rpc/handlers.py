@@ -304,7 +304,7 @@ class Handlers:
         except ConfigError as exc:
             raise RpcError(
                 ErrorCode.MODEL_UNAVAILABLE,
-                f"your tether config is invalid: {exc}",
+                f"your tether settings are invalid: {exc}",
                 {"code": "config_invalid"},
             ) from exc
         except ModelError as exc:

@@ -84,7 +84,7 @@ async def compact(
         error = TurnError(code=exc.code, message=exc.message)
         failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message, {"code": exc.code})
     except ConfigError as exc:
-        message = f"Your tether config is invalid: {exc}. Fix it and compact again."
+        message = f"Your tether settings are invalid: {exc}. Fix it and compact again."
         error = TurnError(code="config_invalid", message=message)
         failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, message, {"code": "config_invalid"})
     except CompactionError as exc:

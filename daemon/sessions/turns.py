@@ -477,7 +477,7 @@ def provider_for(session: Session, config: Config) -> ProviderConfig:
 
 def config_failure(sink: Sink, exc: ConfigError) -> TurnOutcome:
     """How a turn ends when the user's config cannot be read: failed, saying what to fix."""
-    message = f"Your tether config is invalid: {exc}. Fix it and send again; nothing ran."
+    message = f"Your tether settings are invalid: {exc}. Fix it and send again; nothing ran."
     sink.notice("error", "config_invalid", message)
     return TurnOutcome(
         status="failed", usage=Usage(), error=TurnError(code="config_invalid", message=message)
