@@ -158,9 +158,12 @@ def locate(
                 raise NotRunning(f"no daemon is running for {workspace}")
             code = None if child is None else child.poll()
             if code is not None and code != EXIT_ALREADY_RUNNING:
+                said, own = _daemon_said(log)
+                # A refusal of its own names the file and what to fix: the log adds nothing.
                 raise DaemonUnavailable(
-                    f"the daemon for {workspace} exited with code {code}{_last_line(log)};"
-                    f" see {log}"
+                    f"the daemon for {workspace} exited with code {code}"
+                    + (f": {said}" if said else "")
+                    + ("" if own else f"; see {log}")
                 )
             if child is None or code is not None:
                 # None started yet, or ours lost a race to a daemon that has stopped since.
@@ -216,19 +219,19 @@ def _spawn(
         )
 
 
-def _last_line(log: Path) -> str:
-    """`: <what the daemon said>`, or nothing: a daemon that fails to start says why in its
-    log, on a line of its own starting `tether daemon:` (else its last line is taken)."""
+def _daemon_said(log: Path) -> tuple[str, bool]:
+    """What a daemon that failed to start said, and whether it was its own refusal: it says
+    why in its log, on a line of its own starting `tether daemon:` (else its last line is
+    taken, which may be the end of a traceback)."""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
             lines = f.read().decode(errors="replace").strip().splitlines()
     except OSError:
-        return ""
+        return "", False
     lines = [line.strip() for line in lines if line.strip()]
     own = [line for line in lines[-5:] if line.startswith("tether daemon:")]
-    said = (own or lines or [""])[-1].removeprefix("tether daemon: ")
-    return f": {said}" if said else ""
+    return (own or lines or [""])[-1].removeprefix("tether daemon: "), bool(own)
 
 
 def terminate_holder(workspace: Path, record: LockRecord) -> None:

@@ -5,8 +5,10 @@ Calls are typed by the protocol's method descriptors (`Method`); notifications t
 waiting for a response are kept, in order, for `next_notification`.
 """
 
+import os
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar, overload
 
@@ -31,6 +33,7 @@ from tether.protocol.methods import (
     Empty,
     InitializeParams,
     Method,
+    ProviderEnvironment,
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -50,6 +53,19 @@ class CallError(Exception):
         self.message = message
 
 
+def provider_environment(env: Mapping[str, str]) -> ProviderEnvironment:
+    """The provider variables of `env`, as `initialize` sends them (see
+    `ProviderEnvironment`: the daemon then uses these, not the ones it was started with)."""
+    return ProviderEnvironment(
+        provider=env.get("TETHER_PROVIDER", ""),
+        base_url=env.get("TETHER_BASE_URL", ""),
+        model=env.get("TETHER_MODEL", ""),
+        api_key=env.get("TETHER_API_KEY", ""),
+        openai_api_key=env.get("OPENAI_API_KEY", ""),
+        anthropic_api_key=env.get("ANTHROPIC_API_KEY", ""),
+    )
+
+
 class Client:
     def __init__(self, ws: WebSocket, info: DiscoveryInfo) -> None:
         self.ws = ws
@@ -65,8 +81,11 @@ class Client:
         client_name: str = "tether-cli",
         autostart: bool = True,
         idle_timeout: float | None = None,
+        send_environment: bool = True,
     ) -> "Client":
-        """Connect to the workspace's daemon (starting it when allowed) and initialize."""
+        """Connect to the workspace's daemon (starting it when allowed) and initialize,
+        sending this process's provider variables unless `send_environment` is false (the
+        daemon's own then apply to this connection)."""
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             info = locate(workspace, autostart=autostart, idle_timeout=idle_timeout).info
@@ -93,6 +112,7 @@ class Client:
                 client_name=client_name,
                 client_version=__version__,
                 protocol_version=PROTOCOL_VERSION,
+                provider_env=provider_environment(os.environ) if send_environment else None,
             ),
         )
         return client

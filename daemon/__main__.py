@@ -20,7 +20,8 @@ from pathlib import Path
 import trio
 
 from tether.daemon.config import paths
-from tether.daemon.config.settings import ConfigError, load_config
+from tether.daemon.config.live import UserSettings
+from tether.daemon.config.settings import ConfigError, config_file
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tether daemon: {workspace} is not a directory", file=sys.stderr)
         return 2
     try:
-        config = load_config()
+        settings = UserSettings(config_file(), os.environ)
     except ConfigError as exc:
         print(f"tether daemon: bad config: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
         daemon = Daemon(
             workspace,
-            config,
+            settings,
             lock=lock,
             idle_timeout=args.idle_timeout,
             client_queue_limit=args.client_queue_limit,

@@ -27,10 +27,35 @@ class Empty(Wire, frozen=True, kw_only=True):
 # --- initialize -------------------------------------------------------------------------------
 
 
+class ProviderEnvironment(Wire, frozen=True, kw_only=True):
+    """The provider variables of the client's own environment, sent so that the user's shell
+    decides the model server rather than the one that started the daemon. An empty field is
+    an unset variable. The daemon keeps them in memory for the connection only: never
+    persisted, logged or sent to anyone (the socket is loopback and token-authenticated, and
+    whoever holds the token can read the user's config file anyway)."""
+
+    provider: str = ""
+    """TETHER_PROVIDER."""
+    base_url: str = ""
+    """TETHER_BASE_URL."""
+    model: str = ""
+    """TETHER_MODEL."""
+    api_key: str = ""
+    """TETHER_API_KEY."""
+    openai_api_key: str = ""
+    """OPENAI_API_KEY."""
+    anthropic_api_key: str = ""
+    """ANTHROPIC_API_KEY."""
+
+
 class InitializeParams(Wire, frozen=True, kw_only=True):
     client_name: str
     client_version: str = ""
     protocol_version: int = 1
+    provider_env: ProviderEnvironment | None = None
+    """The client's provider variables; they replace the daemon's own for this connection's
+    turns, compactions and model listings (precedence: a session's chosen model, then these,
+    then the user's config file, then the defaults). None: the daemon's environment applies."""
 
 
 class InitializeResult(Wire, frozen=True, kw_only=True):
@@ -43,6 +68,14 @@ class InitializeResult(Wire, frozen=True, kw_only=True):
 # --- daemon -----------------------------------------------------------------------------------
 
 
+class SessionModel(Wire, frozen=True, kw_only=True):
+    """A loaded session that chose a model of its own."""
+
+    session_id: str
+    model: str
+    running: bool = False
+
+
 class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     pid: int
     workspace: str
@@ -53,6 +86,27 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     sessions_loaded: int
     running_turns: int
     idle_timeout: float
+    # The settings in effect for the asking client (its provider variables, the config file
+    # as it is now), and where the daemon keeps things.
+    provider: str = ""
+    model: str = ""
+    model_from: str = ""
+    """Where `model` comes from: `client` (the asking client's TETHER_MODEL), `daemon` (the
+    daemon's own TETHER_MODEL, for a client that sent no variables), `file`, `default`."""
+    base_url: str = ""
+    base_url_from: str = ""
+    """Where `base_url` comes from (as `model_from`)."""
+    config_file: str = ""
+    config_error: str = ""
+    """Why the config file cannot be used now (turns fail until it is fixed); empty: it can.
+    The other settings fields then show what the daemon started with."""
+    restart_needed: list[str] = []
+    """Settings changed in the config file (or environment) that the daemon reads only when
+    it starts (`permissions.mode`, `idle_timeout`, `lsp`); they apply after a restart."""
+    log_file: str = ""
+    uptime_seconds: float = 0.0
+    session_models: list[SessionModel] = []
+    """Loaded sessions that chose a model of their own."""
 
 
 # --- sessions ---------------------------------------------------------------------------------

@@ -15,6 +15,12 @@ from tether.protocol.events import (
 from tether.protocol.items import AnyItem
 
 SessionStatus = Literal["idle", "running"]
+SessionState = Literal[
+    "idle", "running", "awaiting_approval", "failed", "cancelled", "interrupted", "paused"
+]
+"""What a session is doing: `running` a turn, or running one that is `awaiting_approval`;
+otherwise how its last turn ended — `idle` when it completed (or there is none yet), else its
+status (`failed`, `cancelled`, `interrupted`, `paused`)."""
 Role = Literal["controller", "observer"]
 
 
@@ -29,6 +35,8 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     model: str = ""
     """The model this session's turns call, chosen for it (`session/configure`, or `model` at
     `session/create` / `turn/start`); empty: the daemon's configured model."""
+    state: SessionState = "idle"
+    """What it is doing, finer than `status` (see `SessionState`)."""
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ import msgspec
 import trio
 
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
@@ -70,15 +71,23 @@ def bare_session(store: Store, session_id: str = "s_1") -> Session:
 
 @asynccontextmanager
 async def running_sessions(
-    store: Store, workspace: Path, server: ModelServer, *, keep_idle: int = 4
+    store: Store,
+    workspace: Path,
+    server: ModelServer,
+    *,
+    keep_idle: int = 4,
+    models: ModelSource | None = None,
 ) -> AsyncGenerator[Sessions]:
     """`Sessions` over `store`, the default tools and the scripted model server, serving in
-    a nursery of its own; running turns are interrupted on the way out."""
+    a nursery of its own; running turns are interrupted on the way out. Its turns get their
+    settings and clients from `models` when given (the caller closes it), else they all call
+    the model server's `scripted` model (or the one a session chose)."""
     client = OpenAIChatClient(base_url=server.base_url, model="scripted")
     sessions = Sessions(
         store=store,
         workspace=workspace,
         model=client,
+        models=models,
         tools=ToolRegistry(default_tools()),
         keep_idle=keep_idle,
         model_named=client.with_model,

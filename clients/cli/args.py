@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
         " (longer while another controller is attached) before denying it (default 0: deny"
         " at once)",
     )
+    run.add_argument(
+        "--model",
+        default=None,
+        help="the model this session calls from now on (see `tether models`; '' for the"
+        " configured one)",
+    )
     run.set_defaults(handler="turns.cmd_run")
 
     approvals = sub.add_parser(
@@ -119,10 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.set_defaults(handler="turns.cmd_cancel")
 
     daemon = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
-    daemon.add_argument("action", choices=["start", "stop", "status"])
+    daemon.add_argument("action", choices=["start", "stop", "restart", "status"])
     daemon.add_argument("--json", action="store_true")
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     daemon.set_defaults(handler="daemon.cmd_daemon")
+
+    models = sub.add_parser(
+        "models", parents=[common], help="the models the model server offers (* = in use)"
+    )
+    models.add_argument("--json", action="store_true")
+    models.set_defaults(handler="models.cmd_models")
 
     doctor = sub.add_parser(
         "doctor",

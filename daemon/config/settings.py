@@ -20,12 +20,14 @@ for tether (in its file or variable) says more about this server than one found 
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from tether.daemon.config import paths
+from tether.daemon.config.problems import settings_problem, syntax_problem
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.protocol.events import PermissionMode
 
@@ -82,19 +84,53 @@ def config_file() -> Path:
     return paths.config_dir() / "config.toml"
 
 
-def load_config(env: dict[str, str] | None = None, path: Path | None = None) -> Config:
-    env = dict(os.environ) if env is None else env
-    path = path or config_file()
-    raw: dict[str, object] = {}
-    if path.exists():
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+def load_config(env: Mapping[str, str] | None = None, path: Path | None = None) -> Config:
+    """The user's settings: the file at `path` (default: `config_file()`), then `env`
+    (default: this process's environment). Raises `ConfigError`."""
+    return apply_environment(
+        read_config_file(path or config_file()), dict(os.environ) if env is None else env
+    )
+
+
+def read_config_file(path: Path) -> Config:
+    """The settings the file at `path` sets (defaults for the rest; all defaults when there
+    is no file). Raises `ConfigError` naming the file, the line and the setting."""
     try:
-        config = msgspec.convert(raw, Config)
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc}") from exc
+    return parse_config(path, text)
+
+
+def parse_config(path: Path, text: str) -> Config:
+    """The settings `text` (the contents of the file at `path`) sets; `ConfigError`."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(syntax_problem(path, exc)) from exc
+    try:
+        return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+        raise ConfigError(settings_problem(path, text, exc, Config)) from exc
+
+
+PROVIDER_VARIABLES = (
+    "TETHER_PROVIDER",
+    "TETHER_BASE_URL",
+    "TETHER_MODEL",
+    "TETHER_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+)
+"""The environment variables that choose the model server: a client's own values of these
+replace the daemon's (see `tether.daemon.config.live`)."""
+
+
+def apply_environment(config: Config, env: Mapping[str, str]) -> Config:
+    """`config` (as the file sets it) with the environment's settings over it: the provider
+    variables and `TETHER_PERMISSION_MODE`. Raises `ConfigError` for a bad value."""
     provider = config.provider
     kind: ProviderKind = provider.kind
     if value := env.get("TETHER_PROVIDER"):
@@ -123,7 +159,7 @@ KEY_VARIABLES: dict[ProviderKind, str] = {
 """Each provider kind's own API key variable (see the module docstring for the order)."""
 
 
-def _api_key(env: dict[str, str], file_provider: ProviderConfig, kind: ProviderKind) -> str:
+def _api_key(env: Mapping[str, str], file_provider: ProviderConfig, kind: ProviderKind) -> str:
     if key := env.get("TETHER_API_KEY"):
         return key
     if file_provider.api_key and file_provider.kind == kind:

@@ -107,6 +107,9 @@ class Connection:
         self.outbox = Outbox(queue_limit, queue_bytes)
         self.initialized = False
         self.client_name = ""
+        self.provider_env: dict[str, str] | None = None
+        """The client's provider variables from `initialize` (None: it sent none), by their
+        environment names; held for this connection only."""
         self.sessions: dict[str, Session] = {}
         self._slow_slots = trio.Semaphore(MAX_SLOW_REQUESTS)
 

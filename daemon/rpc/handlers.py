@@ -2,9 +2,12 @@
 registered with `on` so the type checker holds it to its method's params and result."""
 
 import os
+import time
 from pathlib import Path
 from typing import Protocol
 
+from tether.daemon.config import paths
+from tether.daemon.config.settings import ConfigError
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
@@ -158,6 +161,15 @@ class Handlers:
             )
         conn.initialized = True
         conn.client_name = p.client_name
+        if (env := p.provider_env) is not None:
+            conn.provider_env = {
+                "TETHER_PROVIDER": env.provider,
+                "TETHER_BASE_URL": env.base_url,
+                "TETHER_MODEL": env.model,
+                "TETHER_API_KEY": env.api_key,
+                "OPENAI_API_KEY": env.openai_api_key,
+                "ANTHROPIC_API_KEY": env.anthropic_api_key,
+            }
         return InitializeResult(
             protocol_version=PROTOCOL_VERSION,
             daemon_version=__version__,
@@ -167,6 +179,8 @@ class Handlers:
 
     async def daemon_status(self, conn: Connection, params: Empty) -> DaemonStatusResult:
         d = self.daemon
+        report = await self.sessions.models.report(conn.provider_env)
+        provider = report.config.provider
         return DaemonStatusResult(
             pid=os.getpid(),
             workspace=str(d.workspace),
@@ -177,6 +191,17 @@ class Handlers:
             sessions_loaded=self.sessions.loaded_count,
             running_turns=self.sessions.running_count,
             idle_timeout=d.idle_timeout,
+            provider=provider.kind,
+            model=provider.model,
+            model_from=report.sources.get("model", ""),
+            base_url=provider.base_url,
+            base_url_from=report.sources.get("base_url", ""),
+            config_file=report.config_file,
+            config_error=report.error,
+            restart_needed=report.restart_needed,
+            log_file=str(paths.log_path(str(d.workspace))),
+            uptime_seconds=round(max(0.0, time.time() - d.started_at), 1),
+            session_models=self.sessions.chosen_models(),
         )
 
     async def daemon_shutdown(self, conn: Connection, params: Empty) -> Empty:
@@ -238,6 +263,7 @@ class Handlers:
             permission_mode=p.permission_mode,
             model=p.model,
             turn_input=turn_input,
+            client_env=conn.provider_env,
         )
 
     async def session_configure(
@@ -268,15 +294,23 @@ class Handlers:
 
     async def session_compact(self, conn: Connection, p: SessionRef) -> SessionCompactResult:
         session = await self._controller_session(conn, p.session_id)
-        return await self.sessions.compact(session)
+        return await self.sessions.compact(session, conn.provider_env)
 
     async def tools_list(self, conn: Connection, params: Empty) -> ToolsListResult:
         return ToolsListResult(tools=self.sessions.tools.infos())
 
     async def models_list(self, conn: Connection, params: Empty) -> ModelsListResult:
-        model = self.sessions.model
+        models = self.sessions.models
         try:
-            ids = await model.list_models()
+            config = await models.settings(conn.provider_env)
+            async with models.lease(config.provider) as model:
+                ids = await model.list_models()
+        except ConfigError as exc:
+            raise RpcError(
+                ErrorCode.MODEL_UNAVAILABLE,
+                f"your tether settings are invalid: {exc}",
+                {"code": "config_invalid"},
+            ) from exc
         except ModelError as exc:
             raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from exc
         return ModelsListResult(

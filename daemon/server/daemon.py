@@ -27,7 +27,7 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import TypeVar, cast
@@ -36,10 +36,9 @@ import trio
 from wsproto.events import Request
 
 from tether.daemon.config import paths
-from tether.daemon.config.settings import Config, config_file
+from tether.daemon.config.live import UserSettings
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
-from tether.daemon.providers.base import ModelClient
 from tether.daemon.rpc.connection import Connection
 from tether.daemon.rpc.handlers import Handlers
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
@@ -47,6 +46,7 @@ from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.server.model_client import create_client
+from tether.daemon.sessions.models import ModelPool
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.schema import StoreOpenError
 from tether.daemon.sessions.store import Store
@@ -70,29 +70,28 @@ class Daemon:
     def __init__(
         self,
         workspace: Path,
-        config: Config,
+        settings: UserSettings,
         *,
         lock: WorkspaceLock,
         idle_timeout: float | None = None,
-        model: ModelClient | None = None,
         client_queue_limit: int = DEFAULT_LIMIT,
         client_queue_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
+        """`settings` are the user's, read again at every turn (see
+        `tether.daemon.config.live`); what only a start reads comes from `settings.started`."""
         self.client_queue_limit = client_queue_limit
         self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
-        self.config = config
+        config = self.config = settings.started
         self.idle_timeout = config.idle_timeout if idle_timeout is None else idle_timeout
         self.token = secrets.token_hex(32)
         self.started_at = time.time()
         self.port = 0
         self.store = Store(paths.database_path(str(workspace)))
-        provider = config.provider
-        model_named: Callable[[str], ModelClient] | None = None
-        if model is None:
-            client = create_client(provider, config_hint=str(config_file()))
-            model, model_named = client, client.with_model
-        self.model: ModelClient = model
+        hint = str(settings.path)
+        self.models = ModelPool(
+            settings, lambda provider: create_client(provider, config_hint=hint)
+        )
         self.connections: set[Connection] = set()
         self._activity = trio.Event()
         self.lsp = LspPool(
@@ -102,19 +101,17 @@ class Daemon:
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,
-            model=self.model,
+            models=self.models,
             tools=ToolRegistry(default_tools()),
-            max_steps=config.max_steps,
             permissions=config.permissions,
-            context_window=provider.context_window,
-            max_output_tokens=provider.max_output_tokens,
+            context_window=config.provider.context_window,
+            max_output_tokens=config.provider.max_output_tokens,
             services={PROCESSES_SERVICE: self.processes},
             change_tracker=lambda session, turn_id: TurnChanges(
                 self.store, workspace, session.id, turn_id
             ),
             lsp=self.lsp,
             on_turn_end=self._touch,
-            model_named=model_named,
         )
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()
@@ -158,7 +155,7 @@ class Daemon:
                     finally:
                         remove_discovery(self.discovery_path, os.getpid())
                         with trio.CancelScope(shield=True):
-                            await self.model.aclose()
+                            await self.models.aclose()
                             if self._store_open:
                                 await trio.to_thread.run_sync(self.store.close)
                         log.info("stopped")

@@ -10,23 +10,31 @@ Rules:
 - Cancelled (`turn/cancel`), the turn ends `cancelled` and nothing changes; interrupted by a
   daemon shutdown, SHUTTING_DOWN is raised.
 - A model error raises MODEL_UNAVAILABLE, an empty or unusable summary COMPACTION_FAILED: the
-  turn ends `failed`, with a notice and no compaction item.
+  turn ends `failed`, with a notice and no compaction item. So does an invalid user config
+  (MODEL_UNAVAILABLE, `data.code` = `config_invalid`).
+- The summary is written by the model the session's turns call (its own choice, else the
+  user's settings for the asking client, read now), within the budget those settings give.
 """
 
 import time
+from collections.abc import Mapping
 
+from tether.daemon.config.settings import ConfigError
 from tether.daemon.context.compact import CompactionError, SummaryNotShorter
 from tether.daemon.providers.base import ModelError
 from tether.daemon.sessions.context import compaction_item
 from tether.daemon.sessions.loaded import LoadedSession
-from tether.daemon.sessions.turns import Sink, Turns
+from tether.daemon.sessions.turns import Sink, Turns, provider_for
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import TurnCompleted, TurnError, TurnStatus
 from tether.protocol.methods import SessionCompactResult
 
 
-async def compact(turns: Turns, live: LoadedSession) -> SessionCompactResult:
-    """Summarise the session's older history now, as a turn (see the module rules)."""
+async def compact(
+    turns: Turns, live: LoadedSession, client_env: Mapping[str, str] | None = None
+) -> SessionCompactResult:
+    """Summarise the session's older history now, as a turn (see the module rules);
+    `client_env` is the asking client's provider variables."""
     turns.check_accepting()
     session = live.session
     if turns.running(session.id) is not None:
@@ -41,7 +49,7 @@ async def compact(turns: Turns, live: LoadedSession) -> SessionCompactResult:
             compacted=False,
             reason="the conversation is too short for a summary to make it smaller",
         )
-    running = turns.begin(session, compaction=True)
+    running = turns.begin(session, compaction=True, client_env=client_env)
     sink = Sink(live, running.turn_id)
     status: TurnStatus = "failed"
     error: TurnError | None = TurnError(
@@ -51,7 +59,14 @@ async def compact(turns: Turns, live: LoadedSession) -> SessionCompactResult:
     reason = ""
     try:
         with running.scope:
-            record = await live.context.compact_now(live.history)
+            config = await turns.models.settings(client_env)
+            async with turns.models.lease(provider_for(session, config)) as model:
+                live.context.configure(
+                    model=model,
+                    window=config.provider.context_window,
+                    max_output=config.provider.max_output_tokens,
+                )
+                record = await live.context.compact_now(live.history)
             if record is None:
                 reason = "there is nothing to summarise"
             else:
@@ -68,6 +83,10 @@ async def compact(turns: Turns, live: LoadedSession) -> SessionCompactResult:
     except ModelError as exc:
         error = TurnError(code=exc.code, message=exc.message)
         failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message, {"code": exc.code})
+    except ConfigError as exc:
+        message = f"Your tether settings are invalid: {exc}. Fix it and compact again."
+        error = TurnError(code="config_invalid", message=message)
+        failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, message, {"code": "config_invalid"})
     except CompactionError as exc:
         error = TurnError(code="compaction_failed", message=exc.message)
         failure = RpcError(ErrorCode.COMPACTION_FAILED, exc.message)

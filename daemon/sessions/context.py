@@ -31,23 +31,40 @@ def compaction_item(record: CompactionRecord) -> Compaction:
 
 
 class SessionContext:
-    """One session's meter and compaction, handed to each of its turns."""
+    """One session's meter and compaction, handed to each of its turns.
+
+    Summaries are written by the model the turn calls and the budget follows the user's
+    settings at the turn: each turn (and each `session/compact`) sets both with `configure`
+    before it runs."""
 
     def __init__(
         self,
         session: Session,
         history: History,
-        model: ModelClient,
+        model: ModelClient | None,
         tools: ToolSet,
         *,
         window: int,
         max_output: int,
     ) -> None:
         self.session = session
-        self.model = model
+        self._model = model
         self.meter = TokenMeter(
             history.messages, budget=context_budget(window, max_output), tools=tools
         )
+
+    def configure(self, *, model: ModelClient, window: int, max_output: int) -> None:
+        """Summarise with `model`, within the budget of a `window` and `max_output` tokens,
+        from now on."""
+        self._model = model
+        self.meter.budget = context_budget(window, max_output)
+
+    @property
+    def model(self) -> ModelClient:
+        """The model summaries are asked of (the one the session's turns call)."""
+        if self._model is None:
+            raise RuntimeError("SessionContext.configure was not called before compacting")
+        return self._model
 
     def publish(self) -> None:
         reading = ContextMeter(used=self.meter.used(), budget=self.meter.budget)

@@ -17,10 +17,11 @@ from memory first (so no new turn can start on it), detaches its subscribers wit
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 import trio
 
-from tether.daemon.config.settings import PermissionsConfig
+from tether.daemon.config.settings import Config, PermissionsConfig, ProviderConfig
 from tether.daemon.context.history import History
 from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool
@@ -30,8 +31,9 @@ from tether.daemon.sessions.compaction import compact
 from tether.daemon.sessions.context import SessionContext
 from tether.daemon.sessions.input import TurnInput, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
+from tether.daemon.sessions.models import FixedModel, ModelSource
 from tether.daemon.sessions.rows import SessionRow
-from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.sessions.session import Session, new_id, state_after
 from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
 from tether.daemon.tools.registry import ToolRegistry
@@ -42,6 +44,7 @@ from tether.protocol.methods import (
     EditorContext,
     SessionCompactResult,
     SessionDeletedParams,
+    SessionModel,
     TurnStartResult,
 )
 from tether.protocol.session import SessionInfo
@@ -56,8 +59,9 @@ class Sessions:
         *,
         store: Store,
         workspace: Path,
-        model: ModelClient,
         tools: ToolRegistry,
+        models: ModelSource | None = None,
+        model: ModelClient | None = None,
         max_steps: int = 60,
         permissions: PermissionsConfig | None = None,
         context_window: int = 65536,
@@ -69,9 +73,14 @@ class Sessions:
         on_turn_end: Callable[[], None] | None = None,
         model_named: Callable[[str], ModelClient] | None = None,
     ) -> None:
-        """`services` are handed to tools (the process table, …); `change_tracker` records
-        each turn's file changes (default: nothing); `lsp` reports diagnostics after edits
-        (None: no diagnostics); `on_turn_end` is called after every turn."""
+        """`models` gives each turn the user's settings and its model client; without it,
+        every turn calls `model` (and `model_named(name)` for a session's own model) with
+        `max_steps`, the permission rules of `permissions` and the budget of
+        `context_window` and `max_output_tokens` (tests bring their own client this way).
+        `permissions.mode` is the default mode of new sessions either way. `services` are
+        handed to tools (the process table, …); `change_tracker` records each turn's file
+        changes (default: nothing); `lsp` reports diagnostics after edits (None: no
+        diagnostics); `on_turn_end` is called after every turn."""
         if keep_idle < 1:
             raise ValueError("keep_idle must be at least 1: a session just looked up stays loaded")
         self.keep_idle = keep_idle
@@ -79,25 +88,33 @@ class Sessions:
         self.max_output_tokens = max_output_tokens
         self.store = store
         self.workspace = workspace
-        self.model = model
         self.tools = tools
         self.permissions = permissions or PermissionsConfig()
+        if models is None:
+            if model is None:
+                raise ValueError("Sessions needs `models` or a `model`")
+            fixed = Config(
+                provider=ProviderConfig(
+                    context_window=context_window, max_output_tokens=max_output_tokens
+                ),
+                permissions=self.permissions,
+                max_steps=max_steps,
+            )
+            models = FixedModel(model, fixed, model_named)
+        self.models: ModelSource = models
         self._live: dict[str, LoadedSession] = {}
         self._idle: dict[str, None] = {}
         """Loaded sessions that were idle when last settled, least recently used first."""
         self._loading: dict[str, trio.Event] = {}
         self._turns = Turns(
             workspace=workspace,
-            model=model,
+            models=models,
             tools=tools,
-            permissions=self.permissions,
             on_settle=self._settle,
-            max_steps=max_steps,
             services=services,
             change_tracker=change_tracker,
             lsp=lsp,
             on_turn_end=on_turn_end,
-            model_named=model_named,
         )
 
     def stop_accepting(self) -> None:
@@ -147,7 +164,7 @@ class Sessions:
         context = SessionContext(
             session,
             history,
-            self.model,
+            None,
             self.tools.toolset,
             window=self.context_window,
             max_output=self.max_output_tokens,
@@ -218,6 +235,18 @@ class Sessions:
         live = self._live.get(session_id)
         return None if live is None else live.session
 
+    def chosen_models(self) -> list[SessionModel]:
+        """The loaded sessions that chose a model of their own."""
+        return [
+            SessionModel(
+                session_id=live.session.id,
+                model=live.session.model,
+                running=self._turns.running(live.session.id) is not None,
+            )
+            for live in self._live.values()
+            if live.session.model
+        ]
+
     async def delete(self, session_id: str, *, by: str = "") -> None:
         """Delete the session and everything stored for it. SESSION_BUSY while a turn (or a
         compaction) runs, SESSION_NOT_FOUND when there is no such session; a store failure
@@ -251,6 +280,7 @@ class Sessions:
             if live is not None:
                 infos.append(live.session.info())
             else:
+                mode = row.permission_mode
                 infos.append(
                     SessionInfo(
                         id=row.id,
@@ -258,7 +288,9 @@ class Sessions:
                         created_at=row.created_at,
                         updated_at=row.updated_at,
                         turn_count=row.turn_count,
-                        permission_mode=self.permissions.mode,
+                        permission_mode=mode if _is_mode(mode) else self.permissions.mode,
+                        model=row.model,
+                        state=state_after(row.last_status),
                     )
                 )
         infos.sort(key=lambda info: info.updated_at, reverse=True)
@@ -289,11 +321,14 @@ class Sessions:
         only; `start_turn` decides what joins the history."""
         return await read_turn_input(self.workspace, editor=editor, mentions=mentions)
 
-    async def compact(self, session: Session) -> SessionCompactResult:
+    async def compact(
+        self, session: Session, client_env: Mapping[str, str] | None = None
+    ) -> SessionCompactResult:
         """Summarise the session's older history now (`session/compact`), as a turn of its
-        own (see `tether.daemon.sessions.compaction`)."""
+        own (see `tether.daemon.sessions.compaction`); `client_env` is the asking client's
+        provider variables."""
         self._turns.check_accepting()
-        return await compact(self._turns, self._live_of(session))
+        return await compact(self._turns, self._live_of(session), client_env)
 
     def start_turn(
         self,
@@ -304,10 +339,12 @@ class Sessions:
         permission_mode: PermissionMode | None = None,
         model: str | None = None,
         turn_input: TurnInput | None = None,
+        client_env: Mapping[str, str] | None = None,
     ) -> TurnStartResult:
         """Start a turn, or queue the message for the running one (see
         `tether.daemon.sessions.turns`). `turn_input` is what goes with it (None: nothing);
-        its problems are returned to the caller."""
+        its problems are returned to the caller. `client_env` is the sending client's
+        provider variables (None: it sent none)."""
         self._turns.check_accepting()
         return self._turns.start(
             self._live_of(session),
@@ -316,6 +353,7 @@ class Sessions:
             permission_mode=permission_mode,
             model=model,
             turn_input=turn_input,
+            client_env=client_env,
         )
 
     def _live_of(self, session: Session) -> LoadedSession:
@@ -337,3 +375,7 @@ class Sessions:
         """Return once the session runs no turn (at once if it runs none): how an in-process
         caller waits for a turn it started to end."""
         await self._turns.wait_idle(session_id)
+
+
+def _is_mode(text: str | None) -> TypeGuard[PermissionMode]:
+    return text in ("ask", "edits", "auto")

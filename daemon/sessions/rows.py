@@ -14,7 +14,17 @@ import sqlite3
 
 
 class SessionRow:
-    __slots__ = ("created_at", "id", "running_turn", "title", "turn_count", "updated_at")
+    __slots__ = (
+        "created_at",
+        "id",
+        "last_status",
+        "model",
+        "permission_mode",
+        "running_turn",
+        "title",
+        "turn_count",
+        "updated_at",
+    )
 
     def __init__(
         self,
@@ -24,6 +34,9 @@ class SessionRow:
         updated_at: float,
         turn_count: int,
         running_turn: str | None,
+        last_status: str | None = None,
+        model: str = "",
+        permission_mode: str | None = None,
     ) -> None:
         self.id = id
         self.title = title
@@ -31,6 +44,12 @@ class SessionRow:
         self.updated_at = updated_at
         self.turn_count = turn_count
         self.running_turn = running_turn
+        self.last_status = last_status
+        """The status of the session's last turn (None: it has had none)."""
+        self.model = model
+        """The model the session chose (empty: the configured one)."""
+        self.permission_mode = permission_mode
+        """The session's permission mode when it was last used (None: not recorded yet)."""
 
 
 class SnapshotRow:
@@ -89,11 +108,23 @@ def update_session(
     title: str,
     turn_count: int,
     running_turn: str | None,
+    last_status: str | None = None,
+    model: str = "",
+    permission_mode: str | None = None,
 ) -> None:
     conn.execute(
-        "UPDATE sessions SET updated_at = ?, title = ?, turn_count = ?, running_turn = ?"
-        " WHERE id = ?",
-        (updated_at, title, turn_count, running_turn, session_id),
+        "UPDATE sessions SET updated_at = ?, title = ?, turn_count = ?, running_turn = ?,"
+        " last_status = ?, model = ?, permission_mode = ? WHERE id = ?",
+        (
+            updated_at,
+            title,
+            turn_count,
+            running_turn,
+            last_status,
+            model,
+            permission_mode,
+            session_id,
+        ),
     )
 
 
@@ -122,7 +153,8 @@ def _select_sessions(
     conn: sqlite3.Connection, where: str = "", args: tuple[object, ...] = ()
 ) -> list[SessionRow]:
     cursor = conn.execute(
-        "SELECT id, title, created_at, updated_at, turn_count, running_turn FROM sessions "
+        "SELECT id, title, created_at, updated_at, turn_count, running_turn, last_status,"
+        " model, permission_mode FROM sessions "
         f"{where} ORDER BY updated_at DESC",
         args,
     )

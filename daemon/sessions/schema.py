@@ -30,7 +30,7 @@ from typing import Literal
 
 from tether.daemon.config.paths import private_dir, tighten
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema this tether writes. Bump it with a new entry in `_MIGRATIONS`."""
 
 _V1 = (
@@ -67,10 +67,36 @@ _V1 = (
 # workspace; `content`, `size` and `digest` are NULL when the file did not exist;
 # `after_digest` is the hash of what the turn last left there (NULL: no file).
 
+
+def _latest(kind: str, field: str) -> str:
+    """The `field` of the session's newest persisted event of `kind` that sets it (events are
+    JSON text in a BLOB column, hence the cast)."""
+    body = "CAST(body AS TEXT)"
+    return (
+        f"(SELECT json_extract({body}, '$.{field}') FROM events e"
+        f" WHERE e.session_id = sessions.id AND json_extract({body}, '$.type') = '{kind}'"
+        f" AND json_extract({body}, '$.{field}') IS NOT NULL ORDER BY e.seq DESC LIMIT 1)"
+    )
+
+
+_V2 = (
+    # What a session list shows of a session that is not loaded: how its last turn ended,
+    # the model it chose and its permission mode (kept up to date with the row from now on;
+    # filled in here from the events of existing sessions).
+    "ALTER TABLE sessions ADD COLUMN last_status TEXT",
+    "ALTER TABLE sessions ADD COLUMN model TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE sessions ADD COLUMN permission_mode TEXT",
+    f"UPDATE sessions SET last_status = {_latest('turn_completed', 'status')},"
+    f" model = coalesce({_latest('session_configured', 'model')}, ''),"
+    f" permission_mode = {_latest('session_configured', 'permissionMode')}",
+)
+
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the first schema. IF NOT EXISTS, so that a database written before the schema
     # had a version (the same tables, user_version 0) is adopted unchanged.
     _V1,
+    # 1 -> 2: the session list's columns (see `_V2`).
+    _V2,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 

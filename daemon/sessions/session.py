@@ -59,6 +59,7 @@ from tether.protocol.session import (
     Role,
     SessionInfo,
     SessionSnapshot,
+    SessionState,
     TurnSnapshot,
 )
 
@@ -66,6 +67,16 @@ _event_encoder = msgspec.json.Encoder()
 event_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
 
 INTERRUPTED_OUTPUT = "[interrupted: the daemon stopped before this tool call finished]"
+
+
+def state_after(last_turn: str | None) -> SessionState:
+    """The state of a session with no running turn whose last turn ended `last_turn` (a
+    `TurnStatus`; None: it has had none)."""
+    match last_turn:
+        case "failed" | "cancelled" | "interrupted" | "paused":
+            return last_turn
+        case _:
+            return "idle"
 
 
 def new_id(prefix: str) -> str:
@@ -243,7 +254,7 @@ class Session:
         self.ring.append(seq, frame)
         if not isinstance(event, EPHEMERAL_EVENTS):
             self.store.append_event_nowait(self.id, seq, _event_encoder.encode(event))
-            if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed):
+            if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed | SessionConfigured):
                 self.updated_at = time.time()
                 self.store.update_session_nowait(
                     self.id,
@@ -251,6 +262,9 @@ class Session:
                     title=self.title,
                     turn_count=len(self.turns),
                     running_turn=self.running_turn_id,
+                    last_status=self.turns[-1].status if self.turns else None,
+                    model=self.model,
+                    permission_mode=self.permission_mode,
                 )
         dropped: list[Subscriber] = []
         for subscriber in self.subscribers:
@@ -356,7 +370,14 @@ class Session:
             turn_count=len(self.turns),
             permission_mode=self.permission_mode,
             model=self.model,
+            state=self.state(),
         )
+
+    def state(self) -> SessionState:
+        """What the session is doing (see `SessionState`)."""
+        if self.running_turn_id is not None:
+            return "awaiting_approval" if self.pending_approvals else "running"
+        return state_after(self.turns[-1].status if self.turns else None)
 
     def snapshot(self) -> SessionSnapshot:
         return SessionSnapshot(

@@ -244,6 +244,9 @@ class Store:
         title: str,
         turn_count: int,
         running_turn: str | None,
+        last_status: str | None = None,
+        model: str = "",
+        permission_mode: str | None = None,
     ) -> None:
         self._put(
             lambda c: rows.update_session(
@@ -253,6 +256,9 @@ class Store:
                 title=title,
                 turn_count=turn_count,
                 running_turn=running_turn,
+                last_status=last_status,
+                model=model,
+                permission_mode=permission_mode,
             ),
             f"updating session {session_id}",
         )

@@ -25,13 +25,21 @@ from pathlib import Path
 import msgspec
 import trio
 
-from tether.daemon.config.settings import PermissionsConfig, WorkspaceRules, load_workspace_rules
+from tether.daemon.config.settings import (
+    Config,
+    ConfigError,
+    PermissionsConfig,
+    ProviderConfig,
+    WorkspaceRules,
+    load_workspace_rules,
+)
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
 from tether.daemon.sessions.input import TurnInput
 from tether.daemon.sessions.loaded import LoadedSession
+from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import ChangeTracker, NoChanges, ToolContext
 from tether.daemon.tools.registry import ToolRegistry
@@ -55,6 +63,7 @@ from tether.protocol.events import (
     TurnError,
     TurnStarted,
     TurnStatus,
+    Usage,
 )
 from tether.protocol.items import AnyItem, Notice, NoticeLevel, ToolCall, TurnSummary, UserMessage
 from tether.protocol.methods import TurnStartResult
@@ -113,10 +122,18 @@ class Sink:
 
 
 class RunningTurn:
-    def __init__(self, turn_id: str, *, compaction: bool = False) -> None:
+    def __init__(
+        self,
+        turn_id: str,
+        *,
+        compaction: bool = False,
+        client_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.turn_id = turn_id
         self.compaction = compaction
         """A `session/compact` turn, which takes no queued messages."""
+        self.client_env = client_env
+        """The provider variables of the client that started it (None: it sent none)."""
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.interrupted = False
@@ -145,36 +162,28 @@ class Turns:
         self,
         *,
         workspace: Path,
-        model: ModelClient,
+        models: ModelSource,
         tools: ToolRegistry,
-        permissions: PermissionsConfig,
         on_settle: Callable[[str], None],
-        max_steps: int = 60,
         services: Mapping[str, object] | None = None,
         change_tracker: ChangeTrackerFactory | None = None,
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
-        model_named: Callable[[str], ModelClient] | None = None,
     ) -> None:
-        """`model_named(name)` is the client for a session that chose model `name` (default:
-        `model` whatever the name); `on_settle(session_id)` is called whenever a session's
-        turn starts or ends;
+        """`models` gives each turn the user's settings as they are when it starts (the
+        model client, the permission rules, `max_steps`, the context window);
+        `on_settle(session_id)` is called whenever a session's turn starts or ends;
         `services` are handed to tools (the process table, …); `change_tracker` records a
         turn's file changes (default: nothing); `lsp` reports diagnostics after edits (None:
         no diagnostics); `on_turn_end` is called after every turn."""
         self.workspace = workspace
-        self.model = model
+        self.models = models
         self.tools = tools
-        self.permissions = permissions
-        self.max_steps = max_steps
         self.services: Mapping[str, object] = services or {}
         self.change_tracker: ChangeTrackerFactory = change_tracker or (
             lambda _session, _turn: NoChanges()
         )
         self.lsp = lsp
-        self._model_named: Callable[[str], ModelClient] = model_named or (lambda _name: model)
-        self._models: dict[str, ModelClient] = {}
-        """The clients of models sessions chose, kept for what they learn about the server."""
         self._on_settle = on_settle
         self._on_turn_end = on_turn_end or (lambda: None)
         self._running: dict[str, RunningTurn] = {}
@@ -200,10 +209,18 @@ class Turns:
         if not self.accepting or self._nursery is None:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
 
-    def begin(self, session: Session, *, compaction: bool = False) -> RunningTurn:
+    def begin(
+        self,
+        session: Session,
+        *,
+        compaction: bool = False,
+        client_env: Mapping[str, str] | None = None,
+    ) -> RunningTurn:
         """Mark a new turn of `session` as running and announce it (`turn_started`)."""
         turn_id = new_id("t")
-        running = self._running[session.id] = RunningTurn(turn_id, compaction=compaction)
+        running = self._running[session.id] = RunningTurn(
+            turn_id, compaction=compaction, client_env=client_env
+        )
         self._on_settle(session.id)
         session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
         return running
@@ -224,10 +241,13 @@ class Turns:
         permission_mode: PermissionMode | None = None,
         model: str | None = None,
         turn_input: TurnInput | None = None,
+        client_env: Mapping[str, str] | None = None,
     ) -> TurnStartResult:
         """Start a turn, or queue the message for the running one. `turn_input` is what goes
         with it (None: nothing); its problems are returned to the caller. `permission_mode`
-        and `model` change the session's settings first (see `Session.configure`)."""
+        and `model` change the session's settings first (see `Session.configure`);
+        `client_env` is the sending client's provider variables, which a new turn's settings
+        are read with (a queued message joins a turn that has its settings already)."""
         self.check_accepting()
         assert self._nursery is not None
         session = live.session
@@ -248,7 +268,7 @@ class Turns:
             return TurnStartResult(
                 turn_id=running.turn_id, queued=True, input_id=input_id, problems=problems
             )
-        running = self.begin(session)
+        running = self.begin(session, client_env=client_env)
         if not session.title:
             session.emit(SessionRenamed(title=_title_from(text)))
         context = live.with_instructions(sent.context)
@@ -282,16 +302,9 @@ class Turns:
         if running is not None:
             await running.done.wait()
 
-    def _model_of(self, session: Session) -> ModelClient:
-        if not session.model or session.model == self.model.model:
-            return self.model
-        client = self._models.get(session.model)
-        if client is None:
-            client = self._models[session.model] = self._model_named(session.model)
-        return client
-
-    def _policy(self, session: Session, workspace: WorkspaceRules) -> PermissionPolicy:
-        user = self.permissions
+    def _policy(
+        self, session: Session, workspace: WorkspaceRules, user: PermissionsConfig
+    ) -> PermissionPolicy:
         policy = PermissionPolicy(
             mode=session.permission_mode,
             allow=user.allow,
@@ -339,28 +352,38 @@ class Turns:
         rules = WorkspaceRules()
         with trio.CancelScope(shield=True):
             rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
-        gate = SessionGate(
-            session=session,
-            broker=live.broker,
-            policy=self._policy(session, rules),
-            tools=self.tools,
-            workspace=self.workspace,
-            turn_id=turn_id,
-            context=context,
-            prewarm=(lambda path: lsp.prewarm([path])) if (lsp := self.lsp) is not None else None,
-        )
-        loop = TurnLoop(
-            model=self._model_of(session),
-            tools=self.tools,
-            tool_context=context,
-            history=live.history,
-            sink=sink,
-            new_id=lambda: new_id("i"),
-            gate=gate,
-            compactor=live.context,
-            diagnose=diagnose,
-            max_steps=self.max_steps,
-        )
+
+        def make_loop(config: Config, model: ModelClient) -> TurnLoop:
+            gate = SessionGate(
+                session=session,
+                broker=live.broker,
+                policy=self._policy(session, rules, config.permissions),
+                tools=self.tools,
+                workspace=self.workspace,
+                turn_id=turn_id,
+                context=context,
+                prewarm=(lambda path: lsp.prewarm([path]))
+                if (lsp := self.lsp) is not None
+                else None,
+            )
+            live.context.configure(
+                model=model,
+                window=config.provider.context_window,
+                max_output=config.provider.max_output_tokens,
+            )
+            return TurnLoop(
+                model=model,
+                tools=self.tools,
+                tool_context=context,
+                history=live.history,
+                sink=sink,
+                new_id=lambda: new_id("i"),
+                gate=gate,
+                compactor=live.context,
+                diagnose=diagnose,
+                max_steps=config.max_steps,
+            )
+
         ignored = rules.ignored
         if ignored:
             sink.notice(
@@ -370,11 +393,19 @@ class Turns:
                 f"config may set: {', '.join(ignored)}.",
             )
         outcome: TurnOutcome | None = None
+        loop: TurnLoop | None = None
         status: TurnStatus = "interrupted"
         error: TurnError | None = None
         try:
             with running.scope:
-                outcome = await loop.run()
+                try:
+                    config = await self.models.settings(running.client_env)
+                except ConfigError as exc:
+                    outcome = config_failure(sink, exc)
+                else:
+                    async with self.models.lease(provider_for(session, config)) as model:
+                        loop = make_loop(config, model)
+                        outcome = await loop.run()
             if outcome is None:
                 status = running.ended_by_cancel()
             else:
@@ -408,15 +439,18 @@ class Turns:
                         reason=f"the turn ended ({status}) before taking them",
                     )
                 )
-            usage = outcome.usage if outcome is not None else loop.usage()
+            if outcome is not None:
+                usage = outcome.usage
+            else:
+                usage = loop.usage() if loop is not None else Usage()
             summary = TurnSummary(
                 id=new_id("i"),
                 stop_reason=status,
                 duration_seconds=round(time.monotonic() - running.started, 3),
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
-                tokens_estimated=loop.tokens_estimated,
-                model_calls=loop.model_calls,
+                tokens_estimated=loop is not None and loop.tokens_estimated,
+                model_calls=loop.model_calls if loop is not None else 0,
                 files_changed=changes.files_changed(),
             )
             sink.item_started(summary)
@@ -431,6 +465,23 @@ class Turns:
                 )
             )
             self.end(session, running)
+
+
+def provider_for(session: Session, config: Config) -> ProviderConfig:
+    """The provider settings a turn of `session` calls: the user's, with the session's own
+    model when it chose one."""
+    if not session.model:
+        return config.provider
+    return msgspec.structs.replace(config.provider, model=session.model)
+
+
+def config_failure(sink: Sink, exc: ConfigError) -> TurnOutcome:
+    """How a turn ends when the user's config cannot be read: failed, saying what to fix."""
+    message = f"Your tether settings are invalid: {exc}. Fix it and send again; nothing ran."
+    sink.notice("error", "config_invalid", message)
+    return TurnOutcome(
+        status="failed", usage=Usage(), error=TurnError(code="config_invalid", message=message)
+    )
 
 
 def _title_from(text: str) -> str:

@@ -223,7 +223,7 @@ def test_doctor_reports_a_sound_database(home: Home, workspace: Path) -> None:
     doctor = run_cli(home, "doctor", "--workspace", str(workspace))
     assert doctor.returncode == 0, doctor.stdout
     assert "integrity: ok" in doctor.stdout
-    assert "schema:    version 1" in doctor.stdout
+    assert "schema:    version 2" in doctor.stdout
     assert "permissions: owner-only" in doctor.stdout
 
 

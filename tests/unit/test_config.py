@@ -109,7 +109,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
         (None, {"TETHER_PERMISSION_MODE": "yolo"}, "TETHER_PERMISSION_MODE must be"),
         ('[provider]\nkind = "gemini"\n', {}, "config.toml"),
         ("[provider\n", {}, "config.toml"),
-        ("[provider]\nkey = 1\n", {}, "unknown field"),
+        ("[provider]\nkey = 1\n", {}, "unknown setting"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_problem(
@@ -120,3 +120,34 @@ def test_bad_values_are_config_errors_naming_the_problem(
         path.write_text(file)
     with pytest.raises(ConfigError, match=fragment):
         load_config(env=env, path=path)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # An unknown setting: its line, its full name and what its table takes.
+        (
+            '# mine\nmax_steps = 10\n\n[provider]\nmodel = "m"\nmodle = "x"\n',
+            ", line 6: provider.modle: unknown setting; provider takes kind, base_url, model,",
+        ),
+        # A value of the wrong type, set with a dotted key at the top level.
+        ("provider.model = 3\n", ", line 1: provider.model: Expected `str`, got `int`"),
+        ('[provider]\nkind = "gemini"\n', ", line 2: provider.kind: Invalid enum value 'gemini'"),
+        # The second of two [[lsp]] tables.
+        (
+            '[[lsp]]\nname = "a"\n[[lsp]]\nname = "b"\ncommand = "b-server"\n',
+            ", line 5: lsp[1].command: Expected `array`, got `str`",
+        ),
+        ("colour = 1\n", ", line 1: colour: unknown setting; the top level takes provider,"),
+        # A TOML syntax error keeps tomllib's own line and column.
+        ('[provider]\nmodel = "unclosed\n', ", line 2, column 18: Illegal character"),
+    ],
+)
+def test_a_bad_file_is_reported_with_its_line_and_setting(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(env={}, path=path)
+    assert str(caught.value).startswith(f"{path}{expected}"), str(caught.value)

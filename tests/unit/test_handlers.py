@@ -108,7 +108,8 @@ class Rig:
         self.table = Handlers(parts).table()
         self._sockets: list[trio.socket.SocketType] = []
 
-    async def client(self, name: str = "test") -> Client:
+    async def client(self, name: str = "test", **initialize: Any) -> Client:
+        """A connected, initialized client; `initialize` adds params (wire names)."""
         # A real websocket over one end of a socket pair; the handlers never touch it.
         ours, theirs = trio.socket.socketpair()
         self._sockets += [ours, theirs]
@@ -119,7 +120,7 @@ class Rig:
             max_message_size=1 << 20,
         )
         client = Client(Connection(ws, self.table), self.table)
-        result = await client.call("initialize", clientName=name)
+        result = await client.call("initialize", clientName=name, **initialize)
         assert isinstance(result, InitializeResult)
         return client
 

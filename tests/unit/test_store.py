@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -171,7 +172,7 @@ def test_a_new_database_has_the_current_schema_version(tmp_path: Path) -> None:
     store.open()
     store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
 
 
 def unversioned_database(path: Path) -> None:
@@ -192,7 +193,7 @@ def unversioned_database(path: Path) -> None:
     conn.close()
 
 
-async def test_an_unversioned_database_is_adopted_as_version_1(tmp_path: Path) -> None:
+async def test_an_unversioned_database_is_adopted_and_migrated(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     unversioned_database(path)
     store = Store(path)
@@ -204,7 +205,45 @@ async def test_an_unversioned_database_is_adopted_as_version_1(tmp_path: Path) -
             assert await store.load_events("s_old") == [(1, b"{}")]
             assert await store.last_snapshot_turn("s_old") is None  # the table was added
             version = await store.call(lambda c: c.execute("PRAGMA user_version").fetchone())
-            assert version[0] == 1
+            assert version[0] == SCHEMA_VERSION
+            assert (old.last_status, old.model, old.permission_mode) == (None, "", None)
+    finally:
+        store.close()
+
+
+async def test_a_version_1_database_gets_each_session_s_last_status_model_and_mode(
+    tmp_path: Path,
+) -> None:
+    """Migrating to 2 fills the session list's columns from the events already stored."""
+    path = tmp_path / "v1.sqlite3"
+    unversioned_database(path)
+
+    def event(seq: int, body: object) -> tuple[str, int, bytes]:
+        return ("s_old", seq, msgspec.json.encode(body))
+
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("DELETE FROM events")
+        conn.executemany(
+            "INSERT INTO events VALUES (?, ?, ?)",
+            [
+                event(1, {"type": "session_configured", "model": "first", "permissionMode": "ask"}),
+                event(2, {"type": "turn_completed", "turnId": "t_1", "status": "completed"}),
+                event(3, {"type": "session_configured", "model": "second"}),
+                event(4, {"type": "turn_completed", "turnId": "t_2", "status": "failed"}),
+            ],
+        )
+        conn.execute(
+            "INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('s_new', '', 3, 4)"
+        )
+    store = Store(path)
+    store.open()
+    try:
+        with trio.fail_after(10):
+            rows = {r.id: r for r in await store.list_sessions()}
+        old, new = rows["s_old"], rows["s_new"]
+        assert (old.last_status, old.model, old.permission_mode) == ("failed", "second", "ask")
+        assert (new.last_status, new.model, new.permission_mode) == (None, "", None)
     finally:
         store.close()
 

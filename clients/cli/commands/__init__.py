@@ -5,7 +5,8 @@ turns          run, attach, cancel
 approvals      approvals, approve, deny
 sessions       sessions (list, delete), undo, compact
 processes      processes (list, kill)
-daemon         daemon start/stop/status, doctor
+daemon         daemon start/stop/restart/status, doctor
+models         models
 scripted_model demo, dev model-server
 
 A command takes the parsed arguments and returns the exit code (see `exit_codes`), or raises

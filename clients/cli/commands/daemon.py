@@ -1,13 +1,15 @@
-"""Commands on the workspace's daemon: `tether daemon start|stop|status`, and `tether doctor`,
-which checks what the daemon keeps without it."""
+"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status`, and
+`tether doctor`, which checks what the daemon keeps without it."""
 
 import argparse
+import sys
 from pathlib import Path
 
 import msgspec
 
 from tether.clients.cli import doctor
 from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, CliError
+from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
 from tether.clients.discovery import (
     DaemonUnavailable,
@@ -19,27 +21,28 @@ from tether.clients.discovery import (
     wait_until_stopped,
 )
 from tether.clients.rpc import Client
-from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS
+from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     workspace = target_workspace(args)
     if args.action == "start":
-        located = locate(workspace, idle_timeout=args.idle_timeout)
-        info, started = located.info, located.started
-        fields = {
-            "running": True,
-            "started": started,
-            "pid": info.pid,
-            "port": info.port,
-            "workspace": info.workspace,
-            "version": info.daemon_version,
-        }
-        if args.json:
-            print(msgspec.json.encode(fields).decode())
+        return _start(args, workspace)
+    if args.action == "restart":
+        # Sessions are in the store and come back; a running turn ends interrupted.
+        pid = _stop(workspace)
+        if pid is not None and not args.json:
+            print(f"tether daemon stopped (pid {pid})")
+        return _start(args, workspace)
+    if args.action == "stop":
+        pid = _stop(workspace)
+        if pid is None:
+            if args.json:
+                print(msgspec.json.encode({"running": False, "workspace": str(workspace)}).decode())
+            else:
+                print(f"no tether daemon is running for {workspace}")
         else:
-            verb = "started" if started else "already running"
-            print(f"tether daemon {verb}: pid {info.pid}, port {info.port}, {info.workspace}")
+            print(f"tether daemon stopped (pid {pid})")
         return EXIT_OK
     try:
         info = locate(workspace, autostart=False).info
@@ -48,23 +51,64 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             print(msgspec.json.encode({"running": False, "workspace": str(workspace)}).decode())
         else:
             print(f"no tether daemon is running for {workspace}")
-        return EXIT_OK if args.action == "stop" else EXIT_FAILED
+        return EXIT_FAILED
+    return _print_status(args, workspace, info.port)
+
+
+def _start(args: argparse.Namespace, workspace: Path) -> int:
+    located = locate(workspace, idle_timeout=args.idle_timeout)
+    info, started = located.info, located.started
+    fields = {
+        "running": True,
+        "started": started,
+        "pid": info.pid,
+        "port": info.port,
+        "workspace": info.workspace,
+        "version": info.daemon_version,
+    }
+    if args.json:
+        print(msgspec.json.encode(fields).decode())
+    else:
+        verb = "started" if started else "already running"
+        print(f"tether daemon {verb}: pid {info.pid}, port {info.port}, {info.workspace}")
+    return EXIT_OK
+
+
+def _stop(workspace: Path) -> int | None:
+    """Stop the workspace's daemon and wait until it has; its pid, or None when none ran."""
+    try:
+        info = locate(workspace, autostart=False).info
+    except NotRunning:
+        return None
     except DaemonUnavailable as exc:
-        if args.action != "stop" or exc.holder is None:
+        if exc.holder is None:
             raise
         # It holds the workspace without serving it: no RPC reaches it, a signal does.
         terminate_holder(workspace, exc.holder)
         pid = exc.holder.pid
     else:
-        if args.action == "status":
-            return _print_status(args, workspace, info.port)
         with Client.connect(workspace, autostart=False) as client:
+            running = client.call(DAEMON_STATUS).running_turns
             client.call(DAEMON_SHUTDOWN)
+        if running:
+            print(
+                f"tether: {running} running turn(s) interrupted; send `continue` in their"
+                " session to resume",
+                file=sys.stderr,
+            )
         pid = info.pid
     if not wait_until_stopped(workspace):
         raise CliError(f"the daemon (pid {pid}) did not stop within 15 s")
-    print(f"tether daemon stopped (pid {pid})")
-    return EXIT_OK
+    return pid
+
+
+SOURCES = {
+    "client": "TETHER_{} of this shell",
+    "daemon": "TETHER_{} the daemon was started with",
+    "file": "config file",
+    "default": "default",
+}
+"""How a setting's origin (`DaemonStatusResult.model_from`) is said; {} is the variable."""
 
 
 def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
@@ -76,13 +120,53 @@ def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
         data["running"] = True
         data["port"] = port
         print(msgspec.json.encode(data).decode())
-    else:
-        print(
-            f"tether daemon running: pid {status.pid}, port {port}, {status.workspace}\n"
-            f"  clients {status.clients}, sessions loaded {status.sessions_loaded},"
-            f" running turns {status.running_turns}, version {status.daemon_version}"
-        )
+        return EXIT_OK
+    print("\n".join(status_lines(status, port)))
     return EXIT_OK
+
+
+def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
+    """`tether daemon status` in words."""
+
+    def origin(source: str, variable: str) -> str:
+        said = SOURCES.get(source, source).format(variable)
+        return f" ({said})" if said else ""
+
+    lines = [
+        f"tether daemon running: pid {status.pid}, port {port}, {status.workspace}",
+        f"  up {_duration(status.uptime_seconds)}, clients {status.clients}, sessions loaded"
+        f" {status.sessions_loaded}, running turns {status.running_turns},"
+        f" version {status.daemon_version}",
+        f"  model     {visible(status.model)}{origin(status.model_from, 'MODEL')},"
+        f" provider {status.provider}",
+        f"  base URL  {visible(status.base_url)}{origin(status.base_url_from, 'BASE_URL')}",
+        f"  config    {status.config_file}",
+        f"  log       {status.log_file}",
+    ]
+    for chosen in status.session_models:
+        running = ", running" if chosen.running else ""
+        lines.append(f"  session {chosen.session_id} calls {visible(chosen.model)}{running}")
+    if status.config_error:
+        lines.append(
+            f"  the config file is invalid, turns fail until it is fixed: {status.config_error}"
+        )
+    if status.restart_needed:
+        lines.append(
+            f"  changed since the daemon started: {', '.join(status.restart_needed)}; the"
+            " daemon reads these only when it starts and still uses the old values: run"
+            " `tether daemon restart` to apply them"
+        )
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    shown = [f"{value}{unit}" for value, unit in parts if value] or ["0s"]
+    return " ".join(shown[:2])
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

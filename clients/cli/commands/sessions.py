@@ -38,8 +38,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     now = time.time()
     for s in sessions:
         age = _age(now - s.updated_at)
-        print(f"{s.id}  {s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {visible(s.title)}")
+        state = STATE_LABELS.get(s.state, s.state)
+        model = visible(s.model) if s.model else "-"
+        print(
+            f"{s.id}  {state:<16}  {s.turn_count:>3} turns  {age:>8}  {model:<16}"
+            f"  {visible(s.title)}"
+        )
     return EXIT_OK
+
+
+STATE_LABELS = {"awaiting_approval": "needs approval"}
+"""How `tether sessions` words a session's state where the wire's name is not plain English
+(`-` in the model column: the configured model)."""
 
 
 def _age(seconds: float) -> str:

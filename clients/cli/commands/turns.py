@@ -53,6 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 session_id=session.id,
                 text=prompt,
                 permission_mode=args.permission_mode,
+                model=args.model,
                 mentions=parse_cli_mentions(prompt),
             ),
         )

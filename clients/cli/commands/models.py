@@ -1,0 +1,26 @@
+"""`tether models`: the models the model server offers, the one this shell's turns call
+marked."""
+
+import argparse
+
+import msgspec
+
+from tether.clients.cli.exit_codes import EXIT_OK
+from tether.clients.cli.render import visible
+from tether.clients.cli.targets import connect
+from tether.protocol.methods import MODELS_LIST
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        listed = client.call(MODELS_LIST)
+    if args.json:
+        print(msgspec.json.encode(listed).decode())
+        return EXIT_OK
+    ids = [model.id for model in listed.models]
+    for model_id in ids:
+        mark = "*" if model_id == listed.current else " "
+        print(f"{mark} {visible(model_id)}")
+    if listed.current not in ids:
+        print(f"* {visible(listed.current)} (in use, but the server does not list it)")
+    return EXIT_OK
