@@ -1,10 +1,11 @@
 """The `tether` command's exit codes, and the refusal a command raises to end with one.
 
 0 the turn completed (or the command succeeded); 1 the turn failed or the command was refused;
-2 bad usage or no daemon; 3 the turn was cancelled or interrupted; 4 the turn paused at its step
-budget.
+2 bad usage, no daemon, or nothing to act on (no session, no running turn, no pending approval,
+nothing to undo); 3 the turn was cancelled or interrupted; 4 the turn paused at its step budget.
 """
 
+from tether.protocol.errors import ErrorCode
 from tether.protocol.events import TurnStatus
 
 EXIT_OK = 0
@@ -22,6 +23,24 @@ STATUS_EXIT: dict[TurnStatus, int] = {
     "running": EXIT_FAILED,
 }
 """The exit code of a command that followed a turn, by the status the turn ended with."""
+
+NOTHING_TO_ACT_ON = frozenset(
+    {
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.TURN_NOT_FOUND,
+        ErrorCode.NO_RUNNING_TURN,
+        ErrorCode.APPROVAL_NOT_FOUND,
+        ErrorCode.NOTHING_TO_UNDO,
+        ErrorCode.PROCESS_NOT_FOUND,
+    }
+)
+"""The daemon's errors that mean what a command names does not exist (`EXIT_USAGE`), as
+opposed to a refusal or a failure (`EXIT_FAILED`)."""
+
+
+def call_error_exit(code: int) -> int:
+    """The exit code for a daemon's error response with JSON-RPC error `code`."""
+    return EXIT_USAGE if code in NOTHING_TO_ACT_ON else EXIT_FAILED
 
 
 class CliError(Exception):

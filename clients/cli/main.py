@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from tether.clients.cli import commands
 from tether.clients.cli.args import build_parser
-from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_USAGE, CliError
+from tether.clients.cli.exit_codes import EXIT_USAGE, CliError, call_error_exit
 from tether.clients.discovery import DaemonUnavailable
 from tether.clients.rpc import CallError
 from tether.clients.websocket import WebSocketError
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     except DaemonUnavailable as exc:
         _die(str(exc), EXIT_USAGE)
     except CallError as exc:
-        _die(exc.message, EXIT_FAILED)
+        _die(exc.message, call_error_exit(exc.code))
     except (WebSocketError, ConnectionError) as exc:
         _die(f"lost the connection to the daemon: {exc}", EXIT_USAGE)
     except KeyboardInterrupt:

@@ -220,7 +220,9 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
         await self._controller_session(conn, p.session_id)
-        turn_input = await self.sessions.turn_input(editor=p.editor, mentions=p.mentions)
+        turn_input = await self.sessions.turn_input(
+            editor=p.editor, mentions=p.mentions, attachments=p.attachments
+        )
         # Looked up again after the await: an idle session may have been unloaded meanwhile.
         session = await self._controller_session(conn, p.session_id)
         return self.sessions.start_turn(

@@ -39,6 +39,7 @@ from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import ContextMeter, PermissionMode, SessionConfigured
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
+    Attachment,
     EditorContext,
     SessionCompactResult,
     SessionDeletedParams,
@@ -268,11 +269,17 @@ class Sessions:
     # --- turns ----------------------------------------------------------------------------
 
     async def turn_input(
-        self, *, editor: EditorContext | None, mentions: Sequence[str]
+        self,
+        *,
+        editor: EditorContext | None,
+        mentions: Sequence[str],
+        attachments: Sequence[Attachment] = (),
     ) -> TurnInput:
         """Read what goes with a user's message (`tether.daemon.sessions.input`). Reads files
         only; `start_turn` decides what joins the history."""
-        return await read_turn_input(self.workspace, editor=editor, mentions=mentions)
+        return await read_turn_input(
+            self.workspace, editor=editor, mentions=mentions, attachments=attachments
+        )
 
     async def compact(self, session: Session) -> SessionCompactResult:
         """Summarise the session's older history now (`session/compact`), as a turn of its

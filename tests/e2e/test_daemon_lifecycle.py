@@ -393,11 +393,12 @@ def test_cli_run_starts_a_daemon_when_none_runs(
         assert not home.discovery_path(workspace).exists()
 
 
-def test_cli_commands_without_autostart_do_not_start_one(home: Home, workspace: Path) -> None:
+def test_daemon_status_and_stop_do_not_start_one(home: Home, workspace: Path) -> None:
+    # Every other command starts the daemon (tests/e2e/test_cli_first_contact.py).
     with _cleanup_daemon(home, workspace):
-        cancel = run_cli(home, "cancel", "-w", str(workspace))
-        assert cancel.returncode == 2
-        assert "no daemon is running" in cancel.stderr
+        stop = run_cli(home, "daemon", "stop", "-w", str(workspace))
+        assert stop.returncode == 0
+        assert "no tether daemon is running" in stop.stdout
         status = run_cli(home, "daemon", "status", "-w", str(workspace))
         assert status.returncode == 1
         assert home.read_discovery(workspace) is None

@@ -2,7 +2,7 @@
 
 import argparse
 
-from tether.clients.cli.exit_codes import EXIT_OK, CliError
+from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import describe_subject, visible
 from tether.clients.cli.targets import connect, resolve_session
 from tether.clients.rpc import Client
@@ -22,16 +22,17 @@ def _pick_approval(client: Client, args: argparse.Namespace) -> tuple[str, Appro
     if args.approval:
         pending = [a for a in pending if a.id.startswith(args.approval)]
     if not pending:
-        raise CliError(f"no pending approval in session {session.id}")
+        what = f"matching {args.approval!r} " if args.approval else ""
+        raise CliError(f"no approval {what}is pending in session {session.id}", EXIT_USAGE)
     if len(pending) > 1:
         listing = "\n".join(f"  {a.id}  {visible(a.tool)}: {describe_subject(a)}" for a in pending)
-        raise CliError(f"several approvals are pending; name one:\n{listing}")
+        raise CliError(f"several approvals are pending; name one:\n{listing}", EXIT_USAGE)
     return session.id, pending[0]
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     decision: Decision = "allow" if args.command == "approve" else "deny"
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         session_id, approval = _pick_approval(client, args)
         client.call(
             APPROVAL_RESPOND,

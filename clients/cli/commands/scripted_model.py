@@ -54,5 +54,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    argv = [sys.executable, "-m", "tether.testing", *args.rest]
-    os.execv(sys.executable, argv)
+    from tether.testing.__main__ import main as serve
+
+    argv = ["--script", args.script, "--port", str(args.port), "--host", args.host]
+    if args.port_file:
+        argv += ["--port-file", args.port_file]
+    return serve(argv, prog="tether dev model-server", hint=True)
