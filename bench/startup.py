@@ -17,11 +17,13 @@ Usage: python bench/startup.py [--runs N]
 """
 
 import argparse
+import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from _harness import (
     BenchHome,
@@ -34,6 +36,7 @@ from _harness import (
     model_server,
     ms,
     percentile,
+    proc_cpu_s,
     row,
     run_cli,
     run_measured,
@@ -48,35 +51,48 @@ DEMO_TARGET_S = 2.0
 SCRIPT = {"loop": True, "steps": [{"text": "done"}]}
 
 
-def time_to_first_request(home: BenchHome, server: ModelServer, env: Mapping[str, str]) -> float:
-    """Seconds from spawning `tether run go` to the model server's first request; the run is
-    then left to finish (and must succeed)."""
+@dataclass(frozen=True)
+class FirstRequest:
+    wall_s: float
+    """From spawning `tether run go` to the model server's first request."""
+    cli_cpu_s: float
+    """CPU time the CLI used in all (user + system, from wait4)."""
+    daemon_cpu_s: float
+    """CPU time the daemon had used when the request arrived (its whole life so far)."""
+
+
+def first_request(home: BenchHome, server: ModelServer, env: Mapping[str, str]) -> FirstRequest:
+    """Run `tether run go` (it must succeed) and time the model server's first request."""
     server.set_script(SCRIPT)
-    arrived: list[float] = []
+    arrived: list[tuple[float, float]] = []
 
     def wait() -> None:
         server.wait_for_requests(1, timeout=30)
-        arrived.append(time.perf_counter())
+        at = time.perf_counter()
+        info = home.read_discovery(home.workspace)
+        arrived.append((at, proc_cpu_s(info.pid) if info is not None else 0.0))
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
     start = time.perf_counter()
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [*cli_command(), "run", "--workspace", str(home.workspace), "go"],
         env=dict(env),
         cwd=home.workspace,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     waiter.join(30)
-    if proc.returncode != 0 or proc.stdout.strip() != "done" or not arrived:
-        raise RuntimeError(
-            f"tether run failed ({proc.returncode}): {proc.stdout!r} {proc.stderr!r}"
-        )
-    return arrived[0] - start
+    if proc.returncode != 0 or not arrived:
+        raise RuntimeError(f"tether run failed ({proc.returncode})")
+    return FirstRequest(arrived[0][0] - start, usage.ru_utime + usage.ru_stime, arrived[0][1])
+
+
+def cpu(results: Sequence[FirstRequest], side: str) -> list[float]:
+    return [r.cli_cpu_s if side == "cli" else r.daemon_cpu_s for r in results]
 
 
 def stop_daemon(home: BenchHome) -> None:
@@ -151,17 +167,18 @@ def main() -> int:
     load = load_line()
 
     with model_server(SCRIPT) as server, bench_home(server.base_url) as home:
-        cold: list[float] = []
+        cold: list[FirstRequest] = []
+        warm: list[FirstRequest] = []
         try:
             for i in range(runs + 2):
-                first = time_to_first_request(home, server, home.env)
+                first = first_request(home, server, home.env)
                 stop_daemon(home)
-                if i >= 2:
+                if i >= 2:  # the first two are warm-up
                     cold.append(first)
         finally:
             run_cli(home, "daemon", "stop", "--workspace", str(home.workspace))
         with running_daemon(home):
-            warm = [time_to_first_request(home, server, home.env) for _ in range(runs + 2)][2:]
+            warm = [first_request(home, server, home.env) for _ in range(runs + 2)][2:]
         cli_count, _ = imported_modules(
             ["-c", "import tether.clients.cli.main, tether.clients.cli.commands.turns"], home.env
         )
@@ -173,7 +190,8 @@ def main() -> int:
 
     print(f"startup: time from `tether run go` to the model's first request, {runs} runs each")
     print(f"  ({machine_line()}; at start: {load})")
-    for label, walls, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
+    for label, runs_of, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
+        walls = [r.wall_s for r in runs_of]
         row(
             f"{label}: to first model request, median",
             ms(median(walls)),
@@ -181,6 +199,11 @@ def main() -> int:
             verdict(median(walls), target + 1e-9),
         )
         row(f"{label}: p90 / min", f"{ms(percentile(walls, 90))} / {ms(min(walls))}")
+        row(f"{label}: CLI CPU, median", ms(median(cpu(runs_of, "cli"))))
+        if label == "cold":
+            row(
+                f"{label}: daemon CPU up to the request, median", ms(median(cpu(runs_of, "daemon")))
+            )
     demo_wall = median([result.wall_s for result in demo])
     row(
         "tether demo wall, median of 3",

@@ -5,8 +5,12 @@
 nothing to undo); 3 the turn was cancelled or interrupted; 4 the turn paused at its step budget.
 """
 
+from typing import TYPE_CHECKING
+
 from tether.protocol.errors import ErrorCode
-from tether.protocol.events import TurnStatus
+
+if TYPE_CHECKING:  # the events' module and msgspec are not needed before a command runs
+    from tether.protocol.events import TurnStatus
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -14,7 +18,7 @@ EXIT_USAGE = 2
 EXIT_CANCELLED = 3
 EXIT_PAUSED = 4
 
-STATUS_EXIT: dict[TurnStatus, int] = {
+STATUS_EXIT: "dict[TurnStatus, int]" = {
     "completed": EXIT_OK,
     "failed": EXIT_FAILED,
     "cancelled": EXIT_CANCELLED,

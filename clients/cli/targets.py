@@ -2,12 +2,14 @@
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
 from tether.clients.discovery import find_workspace
-from tether.clients.rpc import Client
-from tether.protocol.methods import SESSION_LIST
-from tether.protocol.session import SessionInfo
+
+if TYPE_CHECKING:  # `main` resolves the workspace before the client's imports are needed
+    from tether.clients.rpc import Client
+    from tether.protocol.session import SessionInfo
 
 
 def workspace(args: argparse.Namespace) -> Path:
@@ -21,14 +23,18 @@ def workspace(args: argparse.Namespace) -> Path:
     return find_workspace()
 
 
-def connect(args: argparse.Namespace) -> Client:
+def connect(args: argparse.Namespace) -> "Client":
     """A client of the daemon of the command's workspace, starting one when none runs (every
     command that talks to the daemon does, as the README says)."""
+    from tether.clients.rpc import Client
+
     return Client.connect(workspace(args))
 
 
-def resolve_session(client: Client, ref: str | None) -> SessionInfo:
+def resolve_session(client: "Client", ref: str | None) -> "SessionInfo":
     """The session `ref` names by id or unique id prefix; the latest when `ref` is None."""
+    from tether.protocol.methods import SESSION_LIST
+
     sessions = client.call(SESSION_LIST).sessions
     if not sessions:
         raise CliError(

@@ -110,10 +110,14 @@ def test_run_continue_without_a_session_says_so(home: Home, workspace: Path) -> 
 
 
 def test_run_without_any_prompt_explains_how_to_give_one(home: Home, workspace: Path) -> None:
-    result = run_cli(home, "run", "-w", str(workspace), stdin="   \n")
+    result = run_cli(home, "run", "-w", str(workspace))  # stdin is /dev/null
     assert result.returncode == EXIT_USAGE
     assert "give the prompt" in result.stderr
-    assert home.read_discovery(workspace) is None
+    assert home.read_discovery(workspace) is None  # nothing could be asked: no daemon started
+    blank = run_cli(home, "run", "-w", str(workspace), stdin="   \n")
+    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    assert blank.returncode == EXIT_USAGE
+    assert "give the prompt" in blank.stderr
 
 
 @pytest.mark.parametrize(

@@ -28,23 +28,23 @@ def pipe_of(data: bytes) -> Generator[BinaryIO]:
     writer.join()
 
 
-def test_a_terminal_or_no_stdin_is_not_read() -> None:
+def test_stdin_that_cannot_hold_text_is_not_read() -> None:
     with pipe_of(b"ignored") as stream:
-        assert read_piped(stream, is_terminal=True) is None
+        assert read_piped(stream, may_hold_text=False) is None
         stream.read()
-    assert read_piped(None, is_terminal=False) is None
+    assert read_piped(None, may_hold_text=True) is None
 
 
 def test_piped_text_is_read_whole_and_decoded() -> None:
     text = "naïve café\n" * 1000
     with pipe_of(text.encode()) as stream:
-        assert read_piped(stream, is_terminal=False) == text
+        assert read_piped(stream, may_hold_text=True) == text
 
 
 def test_a_long_pipe_keeps_its_head_and_tail_and_marks_the_cut() -> None:
     data = b"h" * PIPED_HEAD + b"m" * 3_000_000 + b"t" * PIPED_TAIL
     with pipe_of(data) as stream:
-        text = read_piped(stream, is_terminal=False)
+        text = read_piped(stream, may_hold_text=True)
     assert text == "h" * PIPED_HEAD + "\n[… 3,000,000 bytes of piped input left out …]\n" + (
         "t" * PIPED_TAIL
     )
@@ -52,5 +52,5 @@ def test_a_long_pipe_keeps_its_head_and_tail_and_marks_the_cut() -> None:
 
 def test_binary_input_is_refused() -> None:
     with pipe_of(b"\x89PNG\r\n\x1a\n\0\0\0") as stream, pytest.raises(CliError) as refused:
-        read_piped(stream, is_terminal=False)
+        read_piped(stream, may_hold_text=True)
     assert refused.value.code == EXIT_USAGE

@@ -7,7 +7,7 @@ import sys
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, STATUS_EXIT, CliError
 from tether.clients.cli.follow import Follower
 from tether.clients.cli.mentions import parse_cli_mentions
-from tether.clients.cli.piped import read_piped
+from tether.clients.cli.piped import read_piped, stdin_may_hold_text
 from tether.clients.cli.render import Renderer
 from tether.clients.cli.targets import connect, resolve_session
 from tether.protocol.methods import (
@@ -25,7 +25,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     prompt = " ".join(args.prompt).strip()
     stdin = sys.stdin
     terminal = stdin is not None and stdin.isatty()
-    piped = read_piped(stdin.buffer if stdin is not None else None, is_terminal=terminal)
+    piped = read_piped(
+        stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
+    )
     attachments: list[Attachment] = []
     if not prompt:
         prompt = (piped or "").strip()
