@@ -29,17 +29,19 @@ waits for that daemon instead of spawning another.
 
 import fcntl
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from tether.clients.places import discovery_path, lock_path, log_path
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo, LockRecord
+
+if TYPE_CHECKING:  # spawning is imported only by a client that starts a daemon
+    import subprocess
 
 START_TIMEOUT = 15.0
 POLL_INTERVAL = 0.005
@@ -218,7 +220,9 @@ def _holder_message(workspace: Path, held: Held, reason: str) -> str:
 
 def _spawn(
     workspace: Path, log: Path, idle_timeout: float | None, env: dict[str, str] | None
-) -> subprocess.Popen[bytes]:
+) -> "subprocess.Popen[bytes]":
+    import subprocess
+
     args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
@@ -263,4 +267,6 @@ def terminate_holder(workspace: Path, record: LockRecord) -> None:
         raise NotRunning(f"no daemon is running for {workspace}")
     if held.record != record:
         raise DaemonUnavailable(f"the daemon for {workspace} changed while being stopped")
+    import signal
+
     os.kill(record.pid, signal.SIGTERM)

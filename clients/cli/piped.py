@@ -1,9 +1,9 @@
 """Text piped into `tether run`: the prompt itself when no prompt argument is given, else an
 attachment to the message (`cat build.log | tether run "why does this fail?"`).
 
-Stdin is read only when it is a pipe, a file or a socket. What is read is kept whole up to about 1 MB;
-beyond that its head and tail are kept, the cut marked (the daemon cuts it further, within the
-budget the message's attachments share). Text holding a NUL in its first 8 KiB is binary,
+Stdin is read only when it is a pipe, a file or a socket. What is read is kept whole up to
+about 1 MB; beyond that its head and tail are kept, the cut marked (the daemon cuts it further,
+within the budget the message's attachments share). Text holding a NUL in its first 8 KiB is binary,
 which no model can read: the command refuses it before anything is sent.
 """
 

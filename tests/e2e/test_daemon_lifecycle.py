@@ -20,7 +20,6 @@ from pathlib import Path
 import msgspec
 import platformdirs
 import pytest
-from wsproto.events import TextMessage
 
 from tests.support import (
     DaemonProcess,
@@ -536,7 +535,9 @@ def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> No
 
         # 3. The client dies halfway through sending a frame.
         half = _initialized_raw(daemon)
-        frame = half._ws.send(TextMessage(data=request_frame("x", "daemon/status", {}).decode()))
+        payload = request_frame("x", "daemon/status", {})
+        # A final text frame, masked with a zero key (the payload goes as is).
+        frame = struct.pack("!BB", 0x81, 0x80 | len(payload)) + bytes(4) + payload
         half._sock.sendall(frame[: len(frame) // 2])
         assert _client_count(observer) == 2
         _reset(half)
