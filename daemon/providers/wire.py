@@ -24,7 +24,6 @@ import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
-from email.utils import parsedate_to_datetime
 from typing import cast
 
 import httpx
@@ -73,6 +72,8 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime  # only for a dated Retry-After, rarely
+
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -11,7 +11,6 @@ from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
     APPROVAL_RESPOND,
@@ -282,6 +281,9 @@ class Handlers:
         return Empty()
 
     async def session_undo(self, conn: Connection, p: SessionUndoParams) -> SessionUndoResult:
+        # Imported on first use: undo is rare, and a first turn does without it.
+        from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
+
         session = await self._controller_session(conn, p.session_id)
         store = self.sessions.store
         turn_id = p.turn_id or await last_turn_with_changes(store, session.id)

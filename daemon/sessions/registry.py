@@ -26,7 +26,6 @@ from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import ApprovalBroker
-from tether.daemon.sessions.compaction import compact
 from tether.daemon.sessions.context import SessionContext
 from tether.daemon.sessions.input import TurnInput, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
@@ -285,6 +284,9 @@ class Sessions:
         """Summarise the session's older history now (`session/compact`), as a turn of its
         own (see `tether.daemon.sessions.compaction`)."""
         self._turns.check_accepting()
+        # Imported on first use: manual compaction is rare, and a first turn does without it.
+        from tether.daemon.sessions.compaction import compact
+
         return await compact(self._turns, self._live_of(session))
 
     def start_turn(
