@@ -146,6 +146,9 @@ def assess(
 
 _early: dict[Path, "subprocess.Popen[bytes]"] = {}
 """Daemons `start_early` spawned, by workspace, until a `locate` takes them over."""
+_spawned: list["subprocess.Popen[bytes]"] = []
+"""Every daemon this process spawned: a daemon outlives the client that started it, and a
+dropped handle of a running child would be reported as a leak when collected."""
 
 
 def start_early(
@@ -229,7 +232,7 @@ def _spawn(
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with open(fd, "ab") as out:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -238,6 +241,8 @@ def _spawn(
             cwd=workspace,
             env=env,
         )
+    _spawned.append(child)
+    return child
 
 
 def _last_line(log: Path) -> str:

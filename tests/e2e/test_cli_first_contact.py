@@ -165,3 +165,19 @@ def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
         result = run_cli(home, *command, "-w", str(workspace))
         assert result.returncode == EXIT_USAGE, (command, result.stderr)
         assert says in result.stderr, (command, result.stderr)
+
+
+def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, workspace: Path) -> None:
+    from tether.clients import discovery
+
+    with home.activated():
+        discovery.start_early(workspace)
+        discovery.start_early(workspace)  # already starting: nothing more is spawned
+        located = discovery.locate(workspace)
+        try:
+            assert located.started
+            assert discovery.locate(workspace, autostart=False).info == located.info
+        finally:
+            run_cli(home, "daemon", "stop", "-w", str(workspace))
+    # No second daemon lost a race for the lock (it would have said so in the log).
+    assert "another daemon already serves" not in home.log_path(workspace).read_text()
