@@ -262,7 +262,7 @@ def _session(project: Path, renderer: Renderer) -> list[TurnStatus]:
         attached = follower.attach(cursor)
         say(f"re-attached from event {cursor.seq}: the daemon sends the rest ({attached.mode})")
         statuses.append(follower.follow(explain))
-        say(f"caught up: events {cursor.seq + 1}-{follower.cursor.seq}, none lost or doubled")
+        say(f"caught up: events {cursor.seq + 1}-{follower.cursor.seq}, each once, in order")
 
         say("\n» tether undo --turn <the edit>   (restores the files a turn changed)")
         undone = client.call(SESSION_UNDO, SessionUndoParams(session_id=session.id, turn_id=edit))
