@@ -21,23 +21,31 @@ shared `flock`: if it is granted, no daemon runs and any discovery file is stale
                                     else wait briefly
 
 A discovery file naming another pid than the lock's holder is a dead daemon's and is ignored.
+
+`start_early` spawns the daemon without waiting for it, so that a command can go on with its
+own start (its imports) while the daemon starts on the other core; the `locate` that follows
+waits for that daemon instead of spawning another.
 """
 
 import fcntl
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from tether.clients.places import discovery_path, lock_path, log_path
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo, LockRecord
 
+if TYPE_CHECKING:  # spawning is imported only by a client that starts a daemon
+    import subprocess
+
 START_TIMEOUT = 15.0
+POLL_INTERVAL = 0.005
+"""Seconds between two looks at the lock and the discovery file while a daemon starts."""
 REWRITE_GRACE = 3 * DISCOVERY_CHECK_INTERVAL
 """How long a serving daemon may go without a discovery file before clients give up on it."""
 EXIT_ALREADY_RUNNING = 3
@@ -136,6 +144,23 @@ def assess(
     return f"has been starting for {age:.0f} s without serving"
 
 
+_early: dict[Path, "subprocess.Popen[bytes]"] = {}
+"""Daemons `start_early` spawned, by workspace, until a `locate` takes them over."""
+_spawned: list["subprocess.Popen[bytes]"] = []
+"""Every daemon this process spawned: a daemon outlives the client that started it, and a
+dropped handle of a running child would be reported as a leak when collected."""
+
+
+def start_early(
+    workspace: Path, *, idle_timeout: float | None = None, env: dict[str, str] | None = None
+) -> None:
+    """Spawn the workspace's daemon now when no process holds its lock, and return at once;
+    the next `locate` of `workspace` waits for it. Does nothing when one holds the lock."""
+    if workspace in _early or probe_lock(lock_path(workspace)) is not None:
+        return
+    _early[workspace] = _spawn(workspace, log_path(workspace), idle_timeout, env)
+
+
 def locate(
     workspace: Path,
     *,
@@ -149,12 +174,12 @@ def locate(
     lock = lock_path(workspace)
     log = log_path(workspace)
     began = time.monotonic()
-    child: subprocess.Popen[bytes] | None = None
+    child = _early.pop(workspace, None)
     while True:
         waited = time.monotonic() - began
         held = probe_lock(lock)
         if held is None:
-            if not autostart:
+            if not autostart and child is None:
                 raise NotRunning(f"no daemon is running for {workspace}")
             code = None if child is None else child.poll()
             if code is not None and code != EXIT_ALREADY_RUNNING:
@@ -180,7 +205,7 @@ def locate(
                 reason = f"did not serve within {START_TIMEOUT:g} s"
                 raise DaemonUnavailable(_holder_message(workspace, held, reason), held.record)
             raise DaemonUnavailable(f"the daemon for {workspace} did not start in time; see {log}")
-        time.sleep(0.02)
+        time.sleep(POLL_INTERVAL)
 
 
 def wait_until_stopped(workspace: Path, timeout: float = START_TIMEOUT) -> bool:
@@ -201,14 +226,16 @@ def _holder_message(workspace: Path, held: Held, reason: str) -> str:
 
 def _spawn(
     workspace: Path, log: Path, idle_timeout: float | None, env: dict[str, str] | None
-) -> subprocess.Popen[bytes]:
+) -> "subprocess.Popen[bytes]":
+    import subprocess
+
     args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with open(fd, "ab") as out:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -217,6 +244,8 @@ def _spawn(
             cwd=workspace,
             env=env,
         )
+    _spawned.append(child)
+    return child
 
 
 def _daemon_said(log: Path) -> tuple[str, bool]:
@@ -246,4 +275,6 @@ def terminate_holder(workspace: Path, record: LockRecord) -> None:
         raise NotRunning(f"no daemon is running for {workspace}")
     if held.record != record:
         raise DaemonUnavailable(f"the daemon for {workspace} changed while being stopped")
+    import signal
+
     os.kill(record.pid, signal.SIGTERM)

@@ -1,7 +1,9 @@
 """A small synchronous websocket client for the thin CLI.
 
-It speaks RFC 6455 through ``wsproto`` (sans-IO) over a plain blocking ``socket``. Only the
-standard library and ``wsproto`` are imported, so ``tether`` starts fast.
+It speaks RFC 6455 itself over a plain blocking ``socket``, importing only the standard
+library: the client side of the protocol is small (an HTTP upgrade, masked frames out,
+unmasked frames in), and a sans-IO library with an HTTP parser behind it was most of what
+``tether`` imported before its first byte reached the daemon.
 
 Usage::
 
@@ -13,28 +15,23 @@ Usage::
 between calls: a ``TimeoutError`` never drops a partial message, and several messages that
 arrive in one read are queued and returned one by one. Pings are answered automatically while
 reading. Not thread-safe: use one ``WebSocket`` from one thread.
+
+What the server sends is checked as RFC 6455 asks of a client: frames must be unmasked, with no
+reserved bits (no extension is offered), known opcodes, control frames whole and short,
+continuations only inside a fragmented message, text valid UTF-8. A frame that breaks a rule
+is answered with a close frame (1002 protocol error, 1007 invalid text) and ends the
+connection; ``ConnectionClosed.reason`` starts ``protocol error:``.
 """
 
+import base64
+import hashlib
+import os
 import socket
+import struct
 import time
 from collections import deque
 from types import TracebackType
-from typing import Self
-
-from wsproto import ConnectionType, WSConnection
-from wsproto.connection import ConnectionState
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Event,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
-from wsproto.utilities import RemoteProtocolError
+from typing import Literal, Self
 
 __all__ = ["ConnectionClosed", "HandshakeRejected", "WebSocket", "WebSocketError"]
 
@@ -44,9 +41,17 @@ _CHUNK = 64 * 1024
 CLOSE_TIMEOUT = 2.0
 """Seconds ``close()`` waits for the peer to answer the close frame."""
 
-# Close codes that never travel in a close frame; they mean "no code was received".
-_NO_STATUS_RCVD = 1005
-_ABNORMAL_CLOSURE = 1006
+MAX_RESPONSE_HEAD = 64 * 1024
+"""Bytes of the server's handshake response (status line and headers) read at most."""
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+_PROTOCOL_ERROR = 1002
+_INVALID_DATA = 1007
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+State = Literal["open", "closing", "closed"]
+"""``closing``: we sent a close frame and wait for the peer's."""
 
 
 class WebSocketError(Exception):
@@ -77,18 +82,70 @@ class ConnectionClosed(WebSocketError):
         super().__init__(f"websocket closed (code={code}){': ' + reason if reason else ''}")
 
 
+class _ProtocolError(Exception):
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def _mask(key: bytes, data: bytes) -> bytes:
+    """`data` XORed with the 4-byte `key` repeated, computed on whole integers (fast in
+    CPython even for megabytes)."""
+    size = len(data)
+    if not size:
+        return b""
+    repeated = (key * (size // 4 + 1))[:size]
+    return (int.from_bytes(data, "little") ^ int.from_bytes(repeated, "little")).to_bytes(
+        size, "little"
+    )
+
+
+def _frame(opcode: int, payload: bytes) -> bytes:
+    """One final, masked client frame."""
+    size = len(payload)
+    if size < 126:
+        header = struct.pack("!BB", 0x80 | opcode, 0x80 | size)
+    elif size < 1 << 16:
+        header = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, size)
+    else:
+        header = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, size)
+    key = os.urandom(4)
+    return header + key + _mask(key, payload)
+
+
+def _close_payload(code: int | None, reason: str) -> bytes:
+    if code is None:
+        return b""
+    return struct.pack("!H", code) + reason.encode("utf-8")[:123]
+
+
+def _valid_close_code(code: int) -> bool:
+    # RFC 6455 7.4: 1000-1003, 1007-1014 are defined; 3000-4999 are for applications.
+    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
+def _check_header(name: str, value: str) -> None:
+    if not name or not set(name.encode("ascii", "replace")) <= _TOKEN:
+        raise ValueError(f"invalid header name {name!r}")
+    if any(ch in value for ch in "\r\n\0"):
+        raise ValueError(f"invalid value for header {name!r}")
+
+
 class WebSocket:
     """A connected client websocket. Create one with :meth:`connect`."""
 
-    def __init__(self, sock: socket.socket, ws: WSConnection, send_timeout: float) -> None:
-        # Use connect(); this constructor takes an already-upgraded (or upgrading) connection.
+    def __init__(self, sock: socket.socket, send_timeout: float) -> None:
+        # Use connect(); this constructor takes a socket whose upgrade is under way.
         self._sock = sock
-        self._ws = ws
         self._send_timeout = send_timeout
+        self._state: State = "open"
+        self._buffer = bytearray()
+        """Bytes read and not yet parsed into frames."""
         self._messages: deque[bytes] = deque()
-        self._text_parts: list[str] = []
-        self._bytes_parts: list[bytes | bytearray] = []
-        self._eof = False
+        self._fragments: list[bytes] = []
+        self._fragmented: int | None = None
+        """The opcode of the fragmented message being received, if any."""
         self._eof_detail = ""
         self._closed: ConnectionClosed | None = None  # set once the connection is over
         self._sock_open = True
@@ -110,58 +167,84 @@ class WebSocket:
         ``timeout`` bounds the TCP connect plus the handshake, and later each ``send()``.
         Raises ``HandshakeRejected`` when the server refuses the upgrade, ``TimeoutError`` when
         it does not answer in time, ``OSError`` (e.g. ``ConnectionRefusedError``) when the TCP
-        connection fails and ``WebSocketError`` for a malformed handshake response.
+        connection fails, ``WebSocketError`` for a malformed handshake response and
+        ``ValueError`` for a header that cannot be sent (before any connection is made).
         """
         deadline = time.monotonic() + timeout
-        extra = [
-            (name.encode("ascii"), value.encode("latin-1"))
-            for name, value in (headers or {}).items()
-        ]
         authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        ws = WSConnection(ConnectionType.CLIENT)
-        # Build the request before opening the socket: invalid headers fail without a leak.
-        request = ws.send(Request(host=authority, target=path, extra_headers=extra))
+        key = base64.b64encode(os.urandom(16))
+        lines = [
+            f"GET {path} HTTP/1.1",
+            f"Host: {authority}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key.decode('ascii')}",
+            "Sec-WebSocket-Version: 13",
+        ]
+        for name, value in (headers or {}).items():
+            _check_header(name, value)
+            lines.append(f"{name}: {value}")
+        # Built before the socket opens: invalid headers fail without a leak.
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         sock = socket.create_connection((host, port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(request)
-            conn = cls(sock, ws, timeout)
-            conn._handshake(deadline)
+            conn = cls(sock, timeout)
+            conn._handshake(key, deadline)
         except BaseException:
             sock.close()
             raise
         return conn
 
-    def _handshake(self, deadline: float) -> None:
-        reject: RejectConnection | None = None
-        body = bytearray()
-        while True:
+    def _handshake(self, key: bytes, deadline: float) -> None:
+        while (end := self._buffer.find(b"\r\n\r\n")) < 0:
+            if len(self._buffer) > MAX_RESPONSE_HEAD:
+                raise WebSocketError("invalid websocket handshake response: headers too long")
             data = self._recv_chunk(deadline)
-            try:
-                self._ws.receive_data(data or None)
-            except RemoteProtocolError as exc:
-                raise WebSocketError(f"invalid websocket handshake response: {exc}") from exc
-            accepted = False
-            for event in self._ws.events():
-                if isinstance(event, AcceptConnection):
-                    accepted = True
-                elif isinstance(event, RejectConnection):
-                    reject = event
-                    if not event.has_body:
-                        raise HandshakeRejected(event.status_code, b"")
-                elif isinstance(event, RejectData):
-                    body += event.data
-                    if event.body_finished and reject is not None:
-                        raise HandshakeRejected(reject.status_code, bytes(body))
-                else:
-                    # Frames the server sent right behind its 101 response.
-                    self._handle_event(event)
-            if accepted:
-                return
             if not data:
-                if reject is not None:
-                    raise HandshakeRejected(reject.status_code, bytes(body))
                 raise WebSocketError("connection closed during the websocket handshake")
+            self._buffer += data
+        head = bytes(self._buffer[:end]).decode("latin-1")
+        del self._buffer[: end + 4]
+        status_line, *header_lines = head.split("\r\n")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise WebSocketError(f"invalid websocket handshake response: {status_line[:80]!r}")
+        status = int(parts[1])
+        fields: dict[str, str] = {}
+        for line in header_lines:
+            name, colon, value = line.partition(":")
+            if not colon:
+                raise WebSocketError(f"invalid websocket handshake response header: {line[:80]!r}")
+            name = name.strip().lower()
+            value = value.strip()
+            fields[name] = f"{fields[name]}, {value}" if name in fields else value
+        if status != 101:
+            raise HandshakeRejected(status, self._rejection_body(fields, deadline))
+        expected = base64.b64encode(hashlib.sha1(key + _GUID).digest()).decode("ascii")
+        connection = {token.strip().lower() for token in fields.get("connection", "").split(",")}
+        if (
+            fields.get("upgrade", "").lower() != "websocket"
+            or "upgrade" not in connection
+            or fields.get("sec-websocket-accept") != expected
+        ):
+            raise WebSocketError("invalid websocket handshake response: not a websocket upgrade")
+        if "sec-websocket-extensions" in fields or "sec-websocket-protocol" in fields:
+            raise WebSocketError("invalid websocket handshake response: unrequested extension")
+        # Frames the server sent right behind its 101 response.
+        self._parse_frames()
+
+    def _rejection_body(self, fields: dict[str, str], deadline: float) -> bytes:
+        """The body of a refusal: as long as its Content-Length says, else up to EOF."""
+        length = fields.get("content-length", "")
+        want = int(length) if length.isdigit() else None
+        while want is None or len(self._buffer) < want:
+            data = self._recv_chunk(deadline)
+            if not data:
+                break
+            self._buffer += data
+        return bytes(self._buffer if want is None else self._buffer[:want])
 
     # --------------------------------------------------------------- public API
 
@@ -183,12 +266,14 @@ class WebSocket:
         Raises ``ConnectionClosed`` if the connection is (or becomes) closed; a send that does not
         complete within the connect timeout aborts the connection the same way.
         """
-        text = message.decode("utf-8") if isinstance(message, bytes) else message
+        data = message.encode("utf-8") if isinstance(message, str) else message
+        if isinstance(message, bytes):
+            message.decode("utf-8")  # a UnicodeDecodeError here, not a 1007 from the peer
         if self._closed is not None:
             raise self._closed_error()
-        if self._ws.state is not ConnectionState.OPEN:
+        if self._state != "open":
             raise ConnectionClosed(None, "close handshake in progress")
-        self._send_raw(self._ws.send(TextMessage(data=text)))
+        self._send_raw(_frame(_TEXT, data))
         if self._closed is not None:
             raise self._closed_error()
 
@@ -203,8 +288,7 @@ class WebSocket:
         while not self._messages:
             if self._closed is not None:
                 raise self._closed_error()
-            data = self._recv_chunk(deadline)
-            self._feed(data)
+            self._feed(self._recv_chunk(deadline))
         return self._messages.popleft()
 
     def close(self, code: int = 1000, reason: str = "") -> None:
@@ -215,8 +299,9 @@ class WebSocket:
         if not self._sock_open:
             return
         try:
-            if self._ws.state is ConnectionState.OPEN:
-                self._send_raw(self._ws.send(CloseConnection(code=code, reason=reason or None)))
+            if self._state == "open":
+                self._state = "closing"
+                self._send_raw(_frame(_CLOSE, _close_payload(code, reason)))
                 deadline = time.monotonic() + CLOSE_TIMEOUT
                 # The peer's close reply (or EOF) ends in _finish(), which closes the socket.
                 while self._sock_open:
@@ -238,7 +323,7 @@ class WebSocket:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed is not None else self._ws.state.name.lower()
+        state = "closed" if self._closed is not None else self._state
         return f"<WebSocket fd={self.fileno()} {state}>"
 
     # ---------------------------------------------------------------- internals
@@ -263,52 +348,99 @@ class WebSocket:
             return b""
 
     def _feed(self, data: bytes) -> None:
-        """Hand bytes (``b""`` = EOF) to wsproto and act on the resulting events."""
+        """Take bytes read from the socket (``b""`` = EOF) and act on the frames they end."""
         if not data:
-            self._eof = True
-            self._ws.receive_data(None)  # yields CloseConnection(1006)
-        else:
-            self._ws.receive_data(data)
-        for event in self._ws.events():
-            self._handle_event(event)
+            self._finish(None, self._eof_detail or "connection lost")
+            return
+        self._buffer += data
+        self._parse_frames()
 
-    def _handle_event(self, event: Event) -> None:
-        if isinstance(event, TextMessage):
-            self._text_parts.append(event.data)
-            if event.message_finished:
-                self._messages.append("".join(self._text_parts).encode("utf-8"))
-                self._text_parts.clear()
-        elif isinstance(event, BytesMessage):
-            self._bytes_parts.append(event.data)
-            if event.message_finished:
-                self._messages.append(b"".join(self._bytes_parts))
-                self._bytes_parts.clear()
-        elif isinstance(event, Ping):
-            if self._ws.state is ConnectionState.OPEN:
-                self._send_raw(self._ws.send(event.response()))
-        elif isinstance(event, CloseConnection):
-            self._handle_close(event)
-        # Pong (we never ping) and anything else: nothing to do.
+    def _parse_frames(self) -> None:
+        try:
+            while self._closed is None and (frame := self._next_frame()) is not None:
+                self._on_frame(*frame)
+        except _ProtocolError as error:
+            if self._state == "open":
+                self._send_raw(_frame(_CLOSE, _close_payload(error.code, error.reason)))
+            self._finish(error.code, f"protocol error: {error.reason}")
 
-    def _handle_close(self, event: CloseConnection) -> None:
-        state = self._ws.state
-        code: int | None = int(event.code)
-        reason = event.reason or ""
-        if code in (_NO_STATUS_RCVD, _ABNORMAL_CLOSURE):
-            code = None
-        if self._eof and code is None:
-            reason = reason or self._eof_detail or "connection lost"
-        if state is ConnectionState.REMOTE_CLOSING:
+    def _next_frame(self) -> tuple[bool, int, bytes] | None:
+        """(final, opcode, payload) of the next whole frame in the buffer, removed from it."""
+        buffer = self._buffer
+        if len(buffer) < 2:
+            return None
+        first, second = buffer[0], buffer[1]
+        final, opcode, size = bool(first & 0x80), first & 0x0F, second & 0x7F
+        if first & 0x70:
+            raise _ProtocolError(_PROTOCOL_ERROR, "reserved bits set without an extension")
+        if second & 0x80:
+            raise _ProtocolError(_PROTOCOL_ERROR, "the server masked a frame")
+        if opcode >= _CLOSE and (not final or size > 125):
+            raise _ProtocolError(_PROTOCOL_ERROR, "a fragmented or long control frame")
+        start = 2
+        if size == 126:
+            if len(buffer) < 4:
+                return None
+            size, start = struct.unpack_from("!H", buffer, 2)[0], 4
+        elif size == 127:
+            if len(buffer) < 10:
+                return None
+            size, start = struct.unpack_from("!Q", buffer, 2)[0], 10
+            if size >> 63:
+                raise _ProtocolError(_PROTOCOL_ERROR, "a frame length over 2**63")
+        if len(buffer) < start + size:
+            return None
+        payload = bytes(buffer[start : start + size])
+        del buffer[: start + size]
+        return final, opcode, payload
+
+    def _on_frame(self, final: bool, opcode: int, payload: bytes) -> None:
+        if opcode in (_TEXT, _BINARY, _CONTINUATION):
+            if opcode == _CONTINUATION:
+                if self._fragmented is None:
+                    raise _ProtocolError(_PROTOCOL_ERROR, "a continuation of no message")
+                opcode = self._fragmented
+            elif self._fragmented is not None:
+                raise _ProtocolError(_PROTOCOL_ERROR, "a new message inside a fragmented one")
+            self._fragments.append(payload)
+            self._fragmented = None if final else opcode
+            if final:
+                message = b"".join(self._fragments)
+                self._fragments.clear()
+                if opcode == _TEXT:
+                    try:
+                        message.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise _ProtocolError(_INVALID_DATA, "text that is not UTF-8") from exc
+                self._messages.append(message)
+        elif opcode == _PING:
+            if self._state == "open":
+                self._send_raw(_frame(_PONG, payload))
+        elif opcode == _CLOSE:
+            self._on_close(payload)
+        elif opcode != _PONG:  # we never ping; a pong is ignored
+            raise _ProtocolError(_PROTOCOL_ERROR, f"unknown opcode {opcode:#x}")
+
+    def _on_close(self, payload: bytes) -> None:
+        code: int | None = None
+        reason = ""
+        if len(payload) == 1:
+            raise _ProtocolError(_PROTOCOL_ERROR, "a close frame of one byte")
+        if payload:
+            code = struct.unpack_from("!H", payload)[0]
+            if not _valid_close_code(code):
+                raise _ProtocolError(_PROTOCOL_ERROR, f"invalid close code {code}")
+            try:
+                reason = payload[2:].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _ProtocolError(_INVALID_DATA, "a close reason that is not UTF-8") from exc
+        if self._state == "open":
             # The peer started the close: echo its code, as RFC 6455 asks.
-            self._send_raw(self._ws.send(event.response()))
-        elif state is ConnectionState.OPEN:
-            # wsproto could not parse the peer's frames: tell it why, then give up.
-            self._send_raw(self._ws.send(CloseConnection(code=int(event.code), reason=reason)))
-            code = int(event.code)
-            reason = f"protocol error: {reason}"
+            self._state = "closing"
+            self._send_raw(_frame(_CLOSE, _close_payload(code, "")))
         self._finish(code, reason)
 
-    def _send_raw(self, data: bytes | bytearray) -> None:
+    def _send_raw(self, data: bytes) -> None:
         if not self._sock_open:
             return
         self._sock.settimeout(self._send_timeout)
@@ -325,6 +457,7 @@ class WebSocket:
 
     def _finish(self, code: int | None, reason: str) -> None:
         """Record why the connection is over (first reason wins) and close the socket."""
+        self._state = "closed"
         if self._closed is None:
             self._closed = ConnectionClosed(code, reason)
         if self._sock_open:

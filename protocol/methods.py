@@ -189,6 +189,15 @@ class EditorContext(Wire, frozen=True, kw_only=True):
     """Capped at 6,000 characters."""
 
 
+class Attachment(Wire, frozen=True, kw_only=True):
+    """Text the client attaches to a message itself (what was piped into `tether run`)."""
+
+    name: str
+    """What the text is, as the model sees it named (`stdin`)."""
+    text: str
+    """Middle-truncated within the same 40,000 characters as the mentioned files."""
+
+
 class TurnStartParams(Wire, frozen=True, kw_only=True):
     """Start a turn, or, while one runs, queue the text to join it at its next step."""
 
@@ -198,6 +207,8 @@ class TurnStartParams(Wire, frozen=True, kw_only=True):
     mentions: list[str] = []
     """Files or folders to attach (files middle-truncated within 40,000 characters in all,
     folders as a listing of their first 100 entries)."""
+    attachments: list[Attachment] = []
+    """Texts to attach, sharing the mentioned files' 40,000 characters."""
     permission_mode: PermissionMode | None = None
     """Switch the session's permission mode from now on (a user's choice, as a CLI flag)."""
     model: str | None = None

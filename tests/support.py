@@ -183,8 +183,26 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) 
 
 
 def run_cli(
-    home: Home, *args: str, cwd: Path | None = None, timeout: float = 30.0
+    home: Home,
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 30.0,
+    stdin: str | bytes | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess of `home`; `stdin` is piped into it (else it reads /dev/null)."""
+    if isinstance(stdin, bytes):
+        done = subprocess.run(
+            [sys.executable, "-m", "tether.clients.cli.main", *args],
+            env=home.env,
+            cwd=cwd,
+            capture_output=True,
+            timeout=timeout,
+            input=stdin,
+            check=False,
+        )
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+        )
     return subprocess.run(
         [sys.executable, "-m", "tether.clients.cli.main", *args],
         env=home.env,
@@ -192,7 +210,8 @@ def run_cli(
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
         check=False,
     )
 

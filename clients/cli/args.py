@@ -7,6 +7,8 @@ command.
 
 import argparse
 
+from tether.protocol.version import __version__
+
 
 def _seconds(text: str) -> float:
     try:
@@ -32,11 +34,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
     )
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", parents=[common], help="run the agent on a prompt")
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run the agent on a prompt",
+        description="Run the agent on a prompt. Without a prompt argument, the prompt is read"
+        " from stdin when stdin is not a terminal; with one, piped stdin is attached to the"
+        " message as context (`cat build.log | tether run 'why does this fail?'`).",
+    )
     run.add_argument("prompt", nargs="*", help="what to do")
-    run.add_argument("--session", "-s", help="continue this session (id or prefix)")
+    resume = run.add_mutually_exclusive_group()
+    resume.add_argument("--session", "-s", help="continue this session (id or prefix)")
+    resume.add_argument(
+        "--continue",
+        "-c",
+        dest="continue_latest",
+        action="store_true",
+        help="continue the latest session",
+    )
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
     run.add_argument(
@@ -152,11 +170,19 @@ def build_parser() -> argparse.ArgumentParser:
     model_server = dev_sub.add_parser(
         "model-server",
         help="serve a scripted fake model (OpenAI chat completions and Anthropic Messages)",
-        add_help=False,
-        # No option of its own: with "-" a prefix, argparse would take a leading `--script`
-        # for an unknown option of this parser instead of handing it on with the rest.
-        prefix_chars="\0",
+        description="Serve a scripted fake model on 127.0.0.1 until Ctrl-C; point a daemon at"
+        " it with TETHER_BASE_URL=<the printed URL> TETHER_MODEL=scripted. The script format"
+        " is in docs/model-server.md.",
     )
-    model_server.add_argument("rest", nargs=argparse.REMAINDER)
+    model_server.add_argument("--script", required=True, metavar="FILE", help="the JSON script")
+    model_server.add_argument(
+        "--port", type=int, default=0, help="port to listen on (default: any free port)"
+    )
+    model_server.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    model_server.add_argument(
+        "--port-file", metavar="PATH", help="write the port to this file once listening"
+    )
     model_server.set_defaults(handler="scripted_model.cmd_dev")
     return parser

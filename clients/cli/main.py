@@ -5,17 +5,23 @@ separate process when none is running), so that `tether run` against a warm daem
 more than a Python start. This module parses the arguments (`args`), runs the one command they
 name (`commands`, loaded on demand) and turns what went wrong into a message and an exit code
 (`exit_codes`).
+
+A command that talks to the daemon finds the workspace and, when no daemon holds it, starts one
+before the command's own modules are imported: the daemon's start, the longest part of a first
+`tether run`, then overlaps with the rest of the CLI's.
 """
 
+import argparse
 import sys
 from typing import NoReturn
 
 from tether.clients.cli import commands
 from tether.clients.cli.args import build_parser
-from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, CliError
-from tether.clients.discovery import DaemonUnavailable
-from tether.clients.rpc import CallError
-from tether.clients.websocket import WebSocketError
+from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
+from tether.clients.discovery import DaemonUnavailable, start_early
+
+TALK_TO_THE_DAEMON = frozenset({"turns", "approvals", "sessions", "processes"})
+"""The command modules whose every command connects to the workspace's daemon."""
 
 
 def _die(message: str, code: int) -> NoReturn:
@@ -23,21 +29,40 @@ def _die(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+def _start_daemon_early(args: argparse.Namespace) -> None:
+    if args.handler.partition(".")[0] not in TALK_TO_THE_DAEMON:
+        return
+    if args.handler == "turns.cmd_run" and not args.prompt:
+        from tether.clients.cli.piped import stdin_may_hold_text
+
+        if not stdin_may_hold_text():
+            return  # no prompt anywhere: the command only says how to give one
+    from tether.clients.cli.targets import workspace
+
+    start_early(workspace(args))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = commands.load(args.handler)
     try:
-        return int(command(args))
+        _start_daemon_early(args)
+        return int(commands.load(args.handler)(args))
     except CliError as exc:
         _die(str(exc), exc.code)
     except DaemonUnavailable as exc:
         _die(str(exc), EXIT_USAGE)
-    except CallError as exc:
-        _die(exc.message, EXIT_FAILED)
-    except (WebSocketError, ConnectionError) as exc:
-        _die(f"lost the connection to the daemon: {exc}", EXIT_USAGE)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        # A command that got this far has imported the client; `main` itself does not.
+        from tether.clients.rpc import CallError
+        from tether.clients.websocket import WebSocketError
+
+        if isinstance(exc, CallError):
+            _die(exc.message, call_error_exit(exc.code))
+        if isinstance(exc, WebSocketError | ConnectionError):
+            _die(f"lost the connection to the daemon: {exc}", EXIT_USAGE)
+        raise
 
 
 if __name__ == "__main__":

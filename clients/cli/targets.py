@@ -2,12 +2,14 @@
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
 from tether.clients.discovery import find_workspace
-from tether.clients.rpc import Client
-from tether.protocol.methods import SESSION_LIST
-from tether.protocol.session import SessionInfo
+
+if TYPE_CHECKING:  # `main` resolves the workspace before the client's imports are needed
+    from tether.clients.rpc import Client
+    from tether.protocol.session import SessionInfo
 
 
 def workspace(args: argparse.Namespace) -> Path:
@@ -21,21 +23,28 @@ def workspace(args: argparse.Namespace) -> Path:
     return find_workspace()
 
 
-def connect(args: argparse.Namespace, *, autostart: bool = True) -> Client:
-    """A client of the daemon of the command's workspace, starting one if `autostart`."""
-    return Client.connect(workspace(args), autostart=autostart)
+def connect(args: argparse.Namespace) -> "Client":
+    """A client of the daemon of the command's workspace, starting one when none runs (every
+    command that talks to the daemon does, as the README says)."""
+    from tether.clients.rpc import Client
+
+    return Client.connect(workspace(args))
 
 
-def resolve_session(client: Client, ref: str | None) -> SessionInfo:
+def resolve_session(client: "Client", ref: str | None) -> "SessionInfo":
     """The session `ref` names by id or unique id prefix; the latest when `ref` is None."""
+    from tether.protocol.methods import SESSION_LIST
+
     sessions = client.call(SESSION_LIST).sessions
     if not sessions:
-        raise CliError("this workspace has no sessions yet; start one with `tether run`")
+        raise CliError(
+            "this workspace has no sessions yet; start one with `tether run`", EXIT_USAGE
+        )
     if ref is None:
         return sessions[0]
     matches = [s for s in sessions if s.id == ref] or [s for s in sessions if s.id.startswith(ref)]
-    if len(matches) != 1:
-        raise CliError(
-            f"no session matches {ref!r}" if not matches else f"{ref!r} matches several sessions"
-        )
+    if not matches:
+        raise CliError(f"no session matches {ref!r}", EXIT_USAGE)
+    if len(matches) > 1:
+        raise CliError(f"{ref!r} matches several sessions", EXIT_USAGE)
     return matches[0]

@@ -9,6 +9,9 @@ Rules:
   attached whole, a longer one middle-truncated (head and tail kept, the cut marked). Shares are
   fair: small files take what they need and the rest is split evenly among the larger ones.
   Files over 1 MiB are read only at both ends, and their length is counted in bytes.
+- Attachments (texts the client sends itself, such as what was piped into the CLI) share the
+  files' budget and are cut the same way; one whose first 8 KiB hold a NUL is binary and
+  reported instead.
 - A mentioned folder is attached as a listing of its first 100 entries (sorted, folders ending
   in '/'), with the total count.
 - A path outside the workspace (symlinks followed), a missing path, or a binary, special or
@@ -163,6 +166,7 @@ def render_context(
     cursor: tuple[int, int] | None = None,
     selection: str | None = None,
     mentions: Sequence[str] = (),
+    attachments: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, list[str]]:
     """The block of context to put before the user's message ("" when there is none) and the
     problems to report to the client (one line per path that could not be attached)."""
@@ -193,6 +197,12 @@ def render_context(
     elif selection and selection.strip():
         parts.append(f"<selection>\n{cap_result(selection, SELECTION_CAP)}\n</selection>")
 
+    texts: list[_FileText] = []
+    for name, text in attachments:
+        if "\0" in text[:8192]:
+            report(name, "binary")
+        else:
+            texts.append(_FileText(name, text, "", len(text)))
     files: list[_FileText] = []
     folders: list[str] = []
     seen: set[Path] = set()
@@ -210,12 +220,13 @@ def render_context(
         except _Problem as problem:
             report(mention, problem.reason)
 
-    shares = file_shares([f.length for f in files], FILES_BUDGET)
-    for file, share in zip(files, shares, strict=True):
-        attrs = f'path="{_attr(file.display)}" characters="{file.length}"'
+    shares = file_shares([f.length for f in (*texts, *files)], FILES_BUDGET)
+    for index, (file, share) in enumerate(zip((*texts, *files), shares, strict=True)):
+        tag, key = ("attachment", "name") if index < len(texts) else ("file", "path")
+        attrs = f'{key}="{_attr(file.display)}" characters="{file.length}"'
         if share < file.length:
             attrs += ' truncated="true"'
-        parts.append(f"<file {attrs}>\n{file.within(share)}\n</file>")
+        parts.append(f"<{tag} {attrs}>\n{file.within(share)}\n</{tag}>")
     parts.extend(folders)
     if missing:
         parts.append("Mentioned by the user but not attached: " + "; ".join(missing) + ".")

@@ -368,7 +368,9 @@ class AnthropicMessagesClient:
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._http = http_client(headers, silence_timeout=silence_timeout, transport=transport)
+        self._http = http_client(
+            headers, base_url=self.base_url, silence_timeout=silence_timeout, transport=transport
+        )
 
     provider = "anthropic"
 

@@ -249,7 +249,9 @@ class OpenAIChatClient:
         self._config_hint = config_hint
         self._silence_timeout = silence_timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = http_client(headers, silence_timeout=silence_timeout, transport=transport)
+        self._http = http_client(
+            headers, base_url=self.base_url, silence_timeout=silence_timeout, transport=transport
+        )
 
     provider = "openai"
 

@@ -20,10 +20,10 @@ stream that does not finish, or in which nothing could be read, fails instead.
 """
 
 import re
+import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
-from email.utils import parsedate_to_datetime
 from typing import cast
 
 import httpx
@@ -72,6 +72,8 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    from email.utils import parsedate_to_datetime  # only for a dated Retry-After, rarely
+
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
@@ -290,16 +292,26 @@ class StreamFaults:
 def http_client(
     headers: Mapping[str, str],
     *,
+    base_url: str,
     silence_timeout: float,
     transport: httpx.AsyncBaseTransport | None,
 ) -> httpx.AsyncClient:
     """The client a dialect talks through: `silence_timeout` bounds the wait for each read of a
-    stream; proxies from the environment are not used (the servers are configured directly)."""
+    stream; proxies from the environment are not used (the servers are configured directly).
+
+    Only an `https` base URL gets the CA bundle: loading it costs more than the rest of the
+    client, and a plain-HTTP server (a local model) never needs it. Any other URL gets a TLS
+    context that verifies as strictly but trusts no certificate at all, so TLS to anything
+    else fails rather than go unverified (redirects are not followed)."""
+    verify: ssl.SSLContext | bool = True
+    if not base_url.lower().startswith("https:"):
+        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return httpx.AsyncClient(
         headers=dict(headers),
         timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
         transport=transport,
         trust_env=False,
+        verify=verify,
     )
 
 

@@ -14,7 +14,6 @@ from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
-from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
     APPROVAL_LIST,
@@ -253,7 +252,9 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
         await self._controller_session(conn, p.session_id)
-        turn_input = await self.sessions.turn_input(editor=p.editor, mentions=p.mentions)
+        turn_input = await self.sessions.turn_input(
+            editor=p.editor, mentions=p.mentions, attachments=p.attachments
+        )
         # Looked up again after the await: an idle session may have been unloaded meanwhile.
         session = await self._controller_session(conn, p.session_id)
         return self.sessions.start_turn(
@@ -346,6 +347,9 @@ class Handlers:
         )
 
     async def session_undo(self, conn: Connection, p: SessionUndoParams) -> SessionUndoResult:
+        # Imported on first use: undo is rare, and a first turn does without it.
+        from tether.daemon.sessions.undo import NothingToUndo, last_turn_with_changes, undo_turn
+
         session = await self._controller_session(conn, p.session_id)
         store = self.sessions.store
         turn_id = p.turn_id or await last_turn_with_changes(store, session.id)

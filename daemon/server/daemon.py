@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import trio
 from wsproto.events import Request
@@ -50,7 +50,6 @@ from tether.daemon.sessions.models import ModelPool
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.schema import StoreOpenError
 from tether.daemon.sessions.store import Store
-from tether.daemon.sessions.undo import TurnChanges
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
@@ -58,6 +57,10 @@ from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import DaemonEventParams
 from tether.protocol.version import PROTOCOL_VERSION, __version__
+
+if TYPE_CHECKING:
+    from tether.daemon.sessions.session import Session
+    from tether.daemon.sessions.undo import TurnChanges
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +110,7 @@ class Daemon:
             context_window=config.provider.context_window,
             max_output_tokens=config.provider.max_output_tokens,
             services={PROCESSES_SERVICE: self.processes},
-            change_tracker=lambda session, turn_id: TurnChanges(
-                self.store, workspace, session.id, turn_id
-            ),
+            change_tracker=self._change_tracker,
             lsp=self.lsp,
             on_turn_end=self._touch,
         )
@@ -121,6 +122,13 @@ class Daemon:
         self._store_open = False
         self.discovery_path = paths.discovery_path(str(workspace))
         self.lock = lock
+
+    def _change_tracker(self, session: "Session", turn_id: str) -> "TurnChanges":
+        """What records the files a turn changes, for undo and the turn's summary (imported
+        on a turn's first change: a turn that changes nothing does without it)."""
+        from tether.daemon.sessions.undo import TurnChanges
+
+        return TurnChanges(self.store, self.workspace, session.id, turn_id)
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():

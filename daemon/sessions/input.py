@@ -1,6 +1,6 @@
-"""What goes with a user's message: the repository's instructions, the editor's state and the
-files the message mentions, read when the message is sent (so a queued message keeps what was
-true then).
+"""What goes with a user's message: the repository's instructions, the editor's state, the
+files the message mentions and the texts the client attached, read when the message is sent
+(so a queued message keeps what was true then).
 
 Reading touches files only, in worker threads; what joins the history, and when the
 instructions count as sent, is the turn's business (`tether.daemon.sessions.loaded`).
@@ -14,7 +14,7 @@ import trio
 
 from tether.daemon.context.instructions import load_project_instructions
 from tether.daemon.context.mentions import render_context
-from tether.protocol.methods import EditorContext
+from tether.protocol.methods import Attachment, EditorContext
 
 
 class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,13 +29,18 @@ class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def read_turn_input(
-    workspace: Path, *, editor: EditorContext | None, mentions: Sequence[str]
+    workspace: Path,
+    *,
+    editor: EditorContext | None,
+    mentions: Sequence[str],
+    attachments: Sequence[Attachment] = (),
 ) -> TurnInput:
-    """Read the repository's instructions, the editor state and the mentioned files."""
+    """Read the repository's instructions, the editor state and the mentioned files, and
+    render them with the attached texts."""
     instructions = await trio.to_thread.run_sync(load_project_instructions, workspace)
     block = ""
     problems: Sequence[str] = ()
-    if editor is not None or mentions:
+    if editor is not None or mentions or attachments:
         cursor = (editor.cursor.line, editor.cursor.column) if editor and editor.cursor else None
         block, problems = await trio.to_thread.run_sync(
             lambda: render_context(
@@ -44,6 +49,7 @@ async def read_turn_input(
                 cursor=cursor,
                 selection=editor.selection if editor else None,
                 mentions=mentions,
+                attachments=[(a.name, a.text) for a in attachments],
             )
         )
     return TurnInput(instructions=instructions, context=block, problems=problems)

@@ -27,7 +27,6 @@ from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import ApprovalBroker
-from tether.daemon.sessions.compaction import compact
 from tether.daemon.sessions.context import SessionContext
 from tether.daemon.sessions.input import TurnInput, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
@@ -41,6 +40,7 @@ from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import ApprovalRequest, ContextMeter, PermissionMode
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
+    Attachment,
     EditorContext,
     SessionCompactResult,
     SessionDeletedParams,
@@ -315,11 +315,17 @@ class Sessions:
     # --- turns ----------------------------------------------------------------------------
 
     async def turn_input(
-        self, *, editor: EditorContext | None, mentions: Sequence[str]
+        self,
+        *,
+        editor: EditorContext | None,
+        mentions: Sequence[str],
+        attachments: Sequence[Attachment] = (),
     ) -> TurnInput:
         """Read what goes with a user's message (`tether.daemon.sessions.input`). Reads files
         only; `start_turn` decides what joins the history."""
-        return await read_turn_input(self.workspace, editor=editor, mentions=mentions)
+        return await read_turn_input(
+            self.workspace, editor=editor, mentions=mentions, attachments=attachments
+        )
 
     async def compact(
         self, session: Session, client_env: Mapping[str, str] | None = None
@@ -328,6 +334,9 @@ class Sessions:
         own (see `tether.daemon.sessions.compaction`); `client_env` is the asking client's
         provider variables."""
         self._turns.check_accepting()
+        # Imported on first use: manual compaction is rare, and a first turn does without it.
+        from tether.daemon.sessions.compaction import compact
+
         return await compact(self._turns, self._live_of(session), client_env)
 
     def start_turn(

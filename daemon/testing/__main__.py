@@ -3,7 +3,8 @@
     python -m tether.testing --script FILE [--host H] [--port P] [--port-file PATH]
 
 prints ``tether model server listening on http://HOST:PORT/v1`` once ready and serves until
-SIGTERM or SIGINT.
+SIGTERM or SIGINT. As ``tether dev model-server`` it also says on stderr how to point tether at
+that URL.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ def _write_port_file(path: str, port: int) -> None:
     tmp.replace(target)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, *, prog: str = "python -m tether.testing", hint: bool = False
+) -> int:
+    """Serve the script `argv` names until SIGTERM or SIGINT; the exit code. With `hint`, a
+    second line on stderr shows the environment that points tether at the server."""
     parser = argparse.ArgumentParser(
-        prog="python -m tether.testing",
+        prog=prog,
         description="Serve a scripted fake model (OpenAI chat completions, Anthropic Messages).",
     )
     parser.add_argument("--script", required=True, help="path of the JSON script")
@@ -46,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         script = load_script(script_path)
     except (OSError, ValueError) as exc:
-        print(f"model_server: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
 
     stop = threading.Event()
@@ -64,11 +69,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             server.start()
         except OSError as exc:
-            print(f"model_server: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+            print(f"{prog}: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
             return 1
         if port_file:
             _write_port_file(port_file, server.port)
         print(f"tether model server listening on {server.base_url}", flush=True)
+        if hint:
+            print(
+                f"point tether at it: TETHER_BASE_URL={server.base_url} TETHER_MODEL=scripted"
+                " (Ctrl-C stops it)",
+                file=sys.stderr,
+                flush=True,
+            )
         while not stop.wait(0.5):
             pass
         return 0

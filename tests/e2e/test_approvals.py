@@ -282,8 +282,8 @@ def test_approve_from_another_terminal(
         assert approved.returncode == 0, approved.stderr
         assert "allowed run_command: echo elsewhere" in approved.stdout
         again = run_cli(home, "approve", "-w", str(workspace), session_id)
-        assert again.returncode == 1
-        assert "no pending approval" in again.stderr
+        assert again.returncode == 2  # nothing to act on
+        assert f"no pending approval in session {session_id}" in again.stderr
     followed = subprocess.run(
         [sys.executable, "-m", "tether.clients.cli.main", "attach", "-w", str(workspace)],
         env=home.env,

@@ -20,7 +20,6 @@ from pathlib import Path
 import msgspec
 import platformdirs
 import pytest
-from wsproto.events import TextMessage
 
 from tests.support import (
     DaemonProcess,
@@ -393,11 +392,12 @@ def test_cli_run_starts_a_daemon_when_none_runs(
         assert not home.discovery_path(workspace).exists()
 
 
-def test_cli_commands_without_autostart_do_not_start_one(home: Home, workspace: Path) -> None:
+def test_daemon_status_and_stop_do_not_start_one(home: Home, workspace: Path) -> None:
+    # Every other command starts the daemon (tests/e2e/test_cli_first_contact.py).
     with _cleanup_daemon(home, workspace):
-        cancel = run_cli(home, "cancel", "-w", str(workspace))
-        assert cancel.returncode == 2
-        assert "no daemon is running" in cancel.stderr
+        stop = run_cli(home, "daemon", "stop", "-w", str(workspace))
+        assert stop.returncode == 0
+        assert "no tether daemon is running" in stop.stdout
         status = run_cli(home, "daemon", "status", "-w", str(workspace))
         assert status.returncode == 1
         assert home.read_discovery(workspace) is None
@@ -535,7 +535,9 @@ def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> No
 
         # 3. The client dies halfway through sending a frame.
         half = _initialized_raw(daemon)
-        frame = half._ws.send(TextMessage(data=request_frame("x", "daemon/status", {}).decode()))
+        payload = request_frame("x", "daemon/status", {})
+        # A final text frame, masked with a zero key (the payload goes as is).
+        frame = struct.pack("!BB", 0x81, 0x80 | len(payload)) + bytes(4) + payload
         half._sock.sendall(frame[: len(frame) // 2])
         assert _client_count(observer) == 2
         _reset(half)

@@ -56,12 +56,15 @@ def test_the_model_server_imports_from_any_folder(tmp_path: Path) -> None:
 
 
 def test_cli_import_stays_thin() -> None:
-    """The CLI's hot path must not pull in the daemon, trio or httpx (they cost ~0.25 s), nor
-    rich, which only a terminal's renderer loads."""
+    """The CLI's hot path must not pull in the daemon, trio, httpx or an HTTP parser (they
+    cost ~0.25 s), nor subprocess, which only starting a daemon needs, nor rich, which only a
+    terminal's renderer loads."""
     code = (
-        "import sys, tether.clients.cli.main, tether.clients.cli.render\n"
+        "import sys, tether.clients.cli.main, tether.clients.cli.commands.turns\n"
+        "import tether.clients.cli.render\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
-        " ('trio', 'httpx', 'anyio', 'rich', 'pygments', 'markdown_it')"
+        " ('trio', 'httpx', 'anyio', 'wsproto', 'h11', 'subprocess', 'rich', 'pygments',"
+        " 'markdown_it')"
         " or m.startswith('tether.daemon'))\n"
         "print(','.join(heavy))\n"
     )

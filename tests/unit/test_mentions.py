@@ -229,3 +229,31 @@ def test_paths_are_shown_relative_to_the_workspace_however_they_were_given(
     assert '<folder path="./"' in block
     assert '<folder path="src/"' in block
     assert set(attached(block)) == {"README.md"}
+
+
+ATTACHMENT = re.compile(
+    r'<attachment name="([^"]+)" characters="(\d+)"( truncated="true")?>\n(.*?)\n</attachment>',
+    re.S,
+)
+
+
+def test_attachments_share_the_files_budget(workspace: Path) -> None:
+    (workspace / "big.txt").write_text("f" * 30_000)
+    piped = "log line\n" * 5_000  # 45,000 characters
+    block, problems = render_context(
+        workspace, mentions=["big.txt"], attachments=[("stdin", piped)]
+    )
+    assert problems == []
+    [(name, length, truncated, text)] = ATTACHMENT.findall(block)
+    assert (name, int(length), truncated) == ("stdin", len(piped), ' truncated="true"')
+    assert text == cap_result(piped, FILES_BUDGET // 2)
+    assert attached(block)["big.txt"] == cap_result("f" * 30_000, FILES_BUDGET // 2)
+
+
+def test_a_small_attachment_is_whole_and_a_binary_one_reported(workspace: Path) -> None:
+    block, problems = render_context(
+        workspace, attachments=[("stdin", "a & b\n"), ("blob", "\x7fELF\0\0")]
+    )
+    assert ATTACHMENT.findall(block) == [("stdin", "6", "", "a & b\n")]
+    assert problems == ["blob: binary; not attached"]
+    assert "blob (binary)" in block

@@ -3,6 +3,7 @@
 import json
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -563,21 +564,29 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     assert errors == ""
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx.Client) -> None:
-    """The CLI's `dev model-server` hands its arguments to `python -m tether.testing`."""
+    """`tether dev model-server --script FILE --port N` listens on that port, says which URL
+    to give TETHER_BASE_URL, and answers from the script until SIGTERM."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"model": "dev-model", "steps": [{"text": "from tether dev"}]}))
+    port = _free_port()
     command = [
         sys.executable,
         *("-m", "tether.clients.cli.main", "dev", "model-server"),
-        *("--script", str(script), "--port", "0"),
+        *("--script", str(script), "--port", str(port)),
     ]
     with _serving(command) as (process, line):
-        prefix = "tether model server listening on "
-        assert line.startswith(prefix), line
-        base_url = line.removeprefix(prefix).strip()
-        assert base_url.startswith("http://127.0.0.1:")
-        assert base_url.endswith("/v1")
+        base_url = f"http://127.0.0.1:{port}/v1"
+        assert line == f"tether model server listening on {base_url}\n"
+        assert process.stderr is not None
+        hint = _read_line(process.stderr, timeout=10)
+        assert f"TETHER_BASE_URL={base_url} TETHER_MODEL=scripted" in hint
         reply = client.post(f"{base_url}/chat/completions", json={"messages": USER})
         assert reply.status_code == 200
         assert reply.json()["model"] == "dev-model"
@@ -585,6 +594,31 @@ def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx
         process.send_signal(signal.SIGTERM)
         returncode = process.wait(timeout=5)
     assert returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ([], "the following arguments are required: --script"),
+        (["--script", "missing.json"], "missing.json"),
+        (["--script", "s.json", "--port", "many"], "invalid int value: 'many'"),
+    ],
+)
+def test_tether_dev_model_server_explains_bad_arguments(
+    tmp_path: Path, arguments: list[str], expected: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tether.clients.cli.main", "dev", "model-server", *arguments],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "tether dev model-server" in done.stderr
+    assert expected in done.stderr
 
 
 # --- reasoning, models without tools, Anthropic Messages ------------------------------------

@@ -480,3 +480,70 @@ async def test_silent_server_makes_connect_time_out() -> None:
         waited = await run_against_raw_server(handler, client)
 
     assert 0.29 <= waited < 5
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "why"),
+    [
+        (
+            b"\x81\x85abcd" + bytes(c ^ k for c, k in zip(b"hello", b"abcda", strict=True)),
+            1002,
+            "masked",
+        ),
+        (b"\x81\x02\xff\xfe", 1007, "UTF-8"),
+        (b"\xc1\x01x", 1002, "reserved bits"),
+        (b"\x80\x01x", 1002, "continuation of no message"),
+        (b"\x09\x01x", 1002, "fragmented or long control frame"),
+        (b"\x83\x00", 1002, "unknown opcode"),
+    ],
+)
+async def test_a_frame_breaking_the_protocol_closes_with_the_reason(
+    raw: bytes, code: int, why: str
+) -> None:
+    answered: list[CloseConnection] = []
+
+    async def handler(peer: RawPeer) -> None:
+        await peer.accept()
+        await peer.stream.send_all(raw)
+        event = await peer.next_event()
+        assert isinstance(event, CloseConnection)
+        answered.append(event)
+        await peer.stream.aclose()
+
+    def client(port: int) -> ConnectionClosed:
+        with WebSocket.connect(HOST, port) as ws, pytest.raises(ConnectionClosed) as info:
+            ws.recv(timeout=5)
+        return info.value
+
+    with trio.fail_after(10):
+        error = await run_against_raw_server(handler, client)
+
+    assert error.code == code
+    assert error.reason.startswith("protocol error:")
+    assert why in error.reason
+    assert [event.code for event in answered] == [code]
+
+
+async def test_a_forged_upgrade_answer_is_refused() -> None:
+    async def handler(peer: RawPeer) -> None:
+        await peer.next_event()
+        await peer.stream.send_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: not-the-hash\r\n\r\n"
+        )
+        while await peer.stream.receive_some(1024):
+            pass
+
+    def client(port: int) -> WebSocketError:
+        with pytest.raises(WebSocketError) as info:
+            WebSocket.connect(HOST, port, timeout=5)
+        return info.value
+
+    with trio.fail_after(10):
+        error = await run_against_raw_server(handler, client)
+    assert "not a websocket upgrade" in str(error)
+
+
+def test_a_header_that_would_split_the_request_is_refused_before_connecting() -> None:
+    with pytest.raises(ValueError, match="Authorization"):
+        WebSocket.connect(HOST, 9, headers={"Authorization": "Bearer x\r\nX-Injected: 1"})

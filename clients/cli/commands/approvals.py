@@ -48,7 +48,7 @@ def listing(pending: list[PendingApproval], *, numbered: bool = False) -> str:
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         pending = client.call(APPROVAL_LIST).approvals
     if args.json:
         print(msgspec.json.encode(pending).decode())
@@ -83,7 +83,7 @@ def _pick(client: Client, args: argparse.Namespace, verb: str) -> PendingApprova
         pending = [p for p in pending if p.approval.id.startswith(args.approval)]
         where = f"{where} matching '{visible(args.approval)}'"
     if not pending:
-        raise CliError(f"no pending approval in {where}")
+        raise CliError(f"no pending approval in {where}", EXIT_USAGE)
     if len(pending) == 1:
         return pending[0]
     if sys.stdin.isatty():
@@ -97,7 +97,7 @@ def _pick(client: Client, args: argparse.Namespace, verb: str) -> PendingApprova
 
 def cmd_answer(args: argparse.Namespace) -> int:
     decision: Decision = "allow" if args.command == "approve" else "deny"
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         picked = _pick(client, args, args.command)
         approval = picked.approval
         always = getattr(args, "always", False)

@@ -11,7 +11,7 @@ from tether.protocol.methods import PROCESS_KILL, PROCESS_LIST, ProcessKillParam
 
 
 def cmd_processes(args: argparse.Namespace) -> int:
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         if args.kill:
             client.call(PROCESS_KILL, ProcessKillParams(process_id=args.kill))
             print(f"stopped {args.kill}")

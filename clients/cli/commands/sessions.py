@@ -60,7 +60,7 @@ def _age(seconds: float) -> str:
 
 
 def cmd_undo(args: argparse.Namespace) -> int:
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         session = resolve_session(client, args.session)
 
         def undo(force: bool) -> SessionUndoResult:
@@ -94,7 +94,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         session = resolve_session(client, args.session)
         result = client.call(SESSION_COMPACT, SessionRef(session_id=session.id))
     if result.compacted:

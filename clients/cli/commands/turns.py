@@ -13,6 +13,7 @@ from tether.clients.cli.exit_codes import (
 )
 from tether.clients.cli.follow import Detached, Follower
 from tether.clients.cli.mentions import parse_cli_mentions
+from tether.clients.cli.piped import read_piped, stdin_may_hold_text
 from tether.clients.cli.render import Renderer
 from tether.clients.cli.targets import connect, resolve_session
 from tether.protocol.events import TurnStatus
@@ -20,6 +21,7 @@ from tether.protocol.methods import (
     SESSION_CREATE,
     TURN_CANCEL,
     TURN_START,
+    Attachment,
     SessionCreateParams,
     TurnCancelParams,
     TurnStartParams,
@@ -28,12 +30,23 @@ from tether.protocol.methods import (
 
 def cmd_run(args: argparse.Namespace) -> int:
     prompt = " ".join(args.prompt).strip()
+    stdin = sys.stdin
+    terminal = stdin is not None and stdin.isatty()
+    piped = read_piped(
+        stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
+    )
+    attachments: list[Attachment] = []
+    if not prompt:
+        prompt = (piped or "").strip()
+    elif piped and piped.strip():
+        attachments.append(Attachment(name="stdin", text=piped))
     if not prompt:
         raise CliError(
-            "give the prompt as arguments: tether run 'what does main.py do?'", EXIT_USAGE
+            "give the prompt as arguments (tether run 'what does main.py do?') or on stdin",
+            EXIT_USAGE,
         )
     with connect(args) as client:
-        if args.session:
+        if args.session or args.continue_latest:
             session = resolve_session(client, args.session)
         else:
             session = client.call(SESSION_CREATE, SessionCreateParams()).session
@@ -42,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             client,
             session.id,
             renderer,
-            interactive=sys.stdin.isatty() and not args.json,
+            interactive=terminal and not args.json,
             approval_timeout=args.approval_timeout,
         )
         if not args.detach:
@@ -55,6 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 permission_mode=args.permission_mode,
                 model=args.model,
                 mentions=parse_cli_mentions(prompt),
+                attachments=attachments,
             ),
         )
         turn_id = started.turn_id
@@ -121,7 +135,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    with connect(args, autostart=False) as client:
+    with connect(args) as client:
         session = resolve_session(client, args.session)
         result = client.call(TURN_CANCEL, TurnCancelParams(session_id=session.id))
     print(f"cancelled turn {result.turn_id} of session {session.id}")

@@ -1,0 +1,183 @@
+"""What a new user meets first: `--version`, the prompt on stdin, piped context, continuing
+the latest session, and commands that start the daemon themselves and say plainly when there
+is nothing for them to act on."""
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import DaemonProcess, Home, alive, run_cli, wait_until
+from tether.protocol.version import __version__
+from tether.testing import ModelServer
+
+EXIT_USAGE = 2
+
+
+def user_texts(request: dict[str, Any]) -> list[str]:
+    """The text of every user message of a chat-completions request body."""
+    texts: list[str] = []
+    for message in request["messages"]:
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts.append("".join(part.get("text", "") for part in content))
+    return texts
+
+
+def test_version_names_the_release(tmp_path: Path) -> None:
+    result = run_cli(Home(tmp_path / "user"), "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"tether {__version__}\n"
+
+
+@pytest.mark.shared_daemon
+def test_the_prompt_is_read_from_stdin_without_a_prompt_argument(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "answered from stdin"}]})
+    result = run_cli(home, "run", "-w", str(workspace), stdin="what does app.py do?\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "answered from stdin"
+    assert user_texts(model_server.requests[0])[-1].endswith("what does app.py do?")
+
+
+@pytest.mark.shared_daemon
+def test_piped_text_reaches_the_model_as_context_of_the_prompt(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    log = "step 1 ok\nstep 2 FAILED: ImportError: no module named 'greeter'\n"
+    result = run_cli(home, "run", "-w", str(workspace), "why does this fail?", stdin=log)
+    assert result.returncode == 0, result.stderr
+    sent = user_texts(model_server.requests[0])[-1]
+    assert f'<attachment name="stdin" characters="{len(log)}">\n{log}\n</attachment>' in sent
+    assert sent.endswith("why does this fail?")
+
+
+@pytest.mark.shared_daemon
+def test_a_long_pipe_is_cut_within_the_attachment_budget(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    # 3 MB of log lines: the CLI keeps head and tail, the daemon cuts to its budget; the
+    # last line, where the error is, still reaches the model.
+    lines = [f"line {i:07d} fine" for i in range(150_000)] + ["FATAL: disk full"]
+    result = run_cli(home, "run", "-w", str(workspace), "what broke?", stdin="\n".join(lines))
+    assert result.returncode == 0, result.stderr
+    sent = user_texts(model_server.requests[0])[-1]
+    attachment = re.search(r'<attachment name="stdin" characters="(\d+)" truncated="true">', sent)
+    assert attachment is not None, sent[:300]
+    assert len(sent) < 45_000
+    assert "line 0000000 fine" in sent
+    assert "FATAL: disk full" in sent
+
+
+@pytest.mark.shared_daemon
+def test_binary_stdin_is_refused_before_anything_is_sent(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    result = run_cli(home, "run", "-w", str(workspace), "what is this?", stdin=b"\x7fELF\0\0\1")
+    assert result.returncode == EXIT_USAGE
+    assert "binary" in result.stderr
+    assert model_server.requests == []
+
+
+def test_run_continue_joins_the_latest_session(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "one"}, {"text": "two"}, {"text": "three"}]})
+    assert run_cli(home, "run", "-w", str(workspace), "first").returncode == 0
+    assert run_cli(home, "run", "-w", str(workspace), "second").returncode == 0
+    result = run_cli(home, "run", "-w", str(workspace), "-c", "and then?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "three"
+    # The third request continues the second session: its history, not the first's.
+    assert user_texts(model_server.requests[2])[-2:] == ["second", "and then?"]
+    listed = run_cli(home, "sessions", "-w", str(workspace))
+    assert len(listed.stdout.splitlines()) == 2
+    assert "2 turns" in listed.stdout.splitlines()[0]
+    run_cli(home, "daemon", "stop", "-w", str(workspace))
+
+
+def test_run_continue_without_a_session_says_so(home: Home, workspace: Path) -> None:
+    result = run_cli(home, "run", "-w", str(workspace), "--continue", "go on")
+    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    assert result.returncode == EXIT_USAGE
+    assert "no sessions yet" in result.stderr
+
+
+def test_run_without_any_prompt_explains_how_to_give_one(home: Home, workspace: Path) -> None:
+    result = run_cli(home, "run", "-w", str(workspace))  # stdin is /dev/null
+    assert result.returncode == EXIT_USAGE
+    assert "give the prompt" in result.stderr
+    assert home.read_discovery(workspace) is None  # nothing could be asked: no daemon started
+    blank = run_cli(home, "run", "-w", str(workspace), stdin="   \n")
+    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    assert blank.returncode == EXIT_USAGE
+    assert "give the prompt" in blank.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "says"),
+    [
+        (["cancel"], EXIT_USAGE, "no sessions yet"),
+        (["approve"], EXIT_USAGE, "no pending approval in the workspace"),
+        (["deny"], EXIT_USAGE, "no pending approval in the workspace"),
+        (["undo"], EXIT_USAGE, "no sessions yet"),
+        (["compact"], EXIT_USAGE, "no sessions yet"),
+        (["processes"], 0, "no background processes"),
+        (["processes", "--kill", "p_none"], EXIT_USAGE, "no background process 'p_none'"),
+    ],
+)
+def test_every_command_starts_the_daemon_it_needs(
+    home: Home, workspace: Path, command: list[str], code: int, says: str
+) -> None:
+    assert home.read_discovery(workspace) is None
+    result = run_cli(home, *command, "-w", str(workspace))
+    info = home.read_discovery(workspace)
+    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    assert result.returncode == code, result.stderr
+    assert says in result.stdout + result.stderr
+    assert "no daemon" not in result.stderr
+    assert info is not None, "the command did not start the daemon"
+    wait_until(lambda: not alive(info.pid), "the daemon stopped")
+
+
+@pytest.mark.shared_daemon
+def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "done"}]})
+    run = run_cli(home, "run", "-w", str(workspace), "--detach", "hello")
+    session_id = run.stdout.strip()
+    # Attaching follows the running turn to its end.
+    assert run_cli(home, "attach", session_id, "-w", str(workspace)).returncode == 0
+    for command, says in (
+        (["cancel", session_id], f"session {session_id} has no running turn"),
+        (["approve", session_id], f"no pending approval in session {session_id}"),
+        (["deny", session_id, "a_x"], "matching 'a_x'"),
+        (["undo", session_id], f"no turn of {session_id} changed files"),
+        (["attach", "s_no_such"], "no session matches 's_no_such'"),
+    ):
+        result = run_cli(home, *command, "-w", str(workspace))
+        assert result.returncode == EXIT_USAGE, (command, result.stderr)
+        assert says in result.stderr, (command, result.stderr)
+
+
+def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, workspace: Path) -> None:
+    from tether.clients import discovery
+
+    with home.activated():
+        discovery.start_early(workspace)
+        discovery.start_early(workspace)  # already starting: nothing more is spawned
+        located = discovery.locate(workspace)
+        try:
+            assert located.started
+            assert discovery.locate(workspace, autostart=False).info == located.info
+        finally:
+            run_cli(home, "daemon", "stop", "-w", str(workspace))
+    # No second daemon lost a race for the lock (it would have said so in the log).
+    assert "another daemon already serves" not in home.log_path(workspace).read_text()
