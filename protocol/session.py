@@ -29,6 +29,9 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     model: str = ""
     """The model this session's turns call, chosen for it (`session/configure`, or `model` at
     `session/create` / `turn/start`); empty: the daemon's configured model."""
+    clients: int = 0
+    """Connections attached to the session now, controllers and observers (an attaching
+    client counts itself in its snapshot); 0 for a session the daemon has not loaded."""
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):

@@ -356,6 +356,7 @@ class Session:
             turn_count=len(self.turns),
             permission_mode=self.permission_mode,
             model=self.model,
+            clients=len(self.subscribers),
         )
 
     def snapshot(self) -> SessionSnapshot:
@@ -391,6 +392,8 @@ class Session:
             and (after.epoch == self.epoch or (after.epoch is None and after.seq == 0))
         ):
             replay = self.ring.since(after.seq)
+        # Subscribed before the snapshot is taken, so that its count of clients includes this one.
+        self.subscribers[subscriber] = role
         if replay is None:
             result = SessionAttachResult(
                 epoch=self.epoch, mode="snapshot", from_seq=self.seq, snapshot=self.snapshot()
@@ -398,7 +401,6 @@ class Session:
         else:
             assert after is not None
             result = SessionAttachResult(epoch=self.epoch, mode="replay", from_seq=after.seq)
-        self.subscribers[subscriber] = role
         self.on_subscribers()
         return result, replay or []
 
