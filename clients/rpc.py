@@ -8,7 +8,7 @@ waiting for a response are kept, in order, for `next_notification`.
 import time
 from collections import deque
 from pathlib import Path
-from typing import TypeVar, overload
+from typing import Self, TypeVar, overload
 
 import msgspec
 
@@ -65,7 +65,7 @@ class Client:
         client_name: str = "tether-cli",
         autostart: bool = True,
         idle_timeout: float | None = None,
-    ) -> "Client":
+    ) -> Self:
         """Connect to the workspace's daemon (starting it when allowed) and initialize."""
         deadline = time.monotonic() + START_TIMEOUT
         while True:

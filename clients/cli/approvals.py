@@ -5,11 +5,28 @@ and the terminal's line is then ignored."""
 import queue
 import sys
 import threading
+from typing import Protocol
 
 from tether.clients.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest, Decision, DecisionScope
 from tether.protocol.methods import APPROVAL_RESPOND, ApprovalRespondParams
+
+
+class AnswerPrompt(Protocol):
+    """Where an approval question is put to a person and their answer line comes back."""
+
+    def ask(self, prompt: str) -> None:
+        """Put the question; the answer comes later from `answer`."""
+        ...
+
+    def discard(self) -> None:
+        """The question was answered elsewhere: drop it (an answer already given is ignored)."""
+        ...
+
+    def answer(self) -> str | None:
+        """The person's answer line, once (None while there is none)."""
+        ...
 
 
 class TerminalPrompt:
@@ -49,19 +66,34 @@ class TerminalPrompt:
             return line
 
 
+QUESTION = "allow? [y]es / [a]lways / [n]o: "
+
+
 class ApprovalAnswerer:
     """Answers one session's approval requests as they arrive: on a `TerminalPrompt` when
     `interactive`, otherwise by denying them; not at all when `enabled` is false (another
     client answers). At most one question is on the terminal at a time."""
 
     def __init__(
-        self, client: Client, session_id: str, *, interactive: bool, enabled: bool = True
+        self,
+        client: Client,
+        session_id: str,
+        *,
+        interactive: bool,
+        enabled: bool = True,
+        prompt: AnswerPrompt | None = None,
     ) -> None:
+        """`prompt`: where to ask when `interactive` (default: a `TerminalPrompt`)."""
         self.client = client
         self.session_id = session_id
         self.enabled = enabled
-        self._prompt = TerminalPrompt() if interactive else None
+        self._prompt = (prompt or TerminalPrompt()) if interactive else None
         self._asking: ApprovalRequest | None = None
+
+    @property
+    def asking(self) -> ApprovalRequest | None:
+        """The approval whose question is on the terminal."""
+        return self._asking
 
     @property
     def waiting(self) -> bool:
@@ -81,7 +113,7 @@ class ApprovalAnswerer:
             )
             return
         self._asking = approval
-        self._prompt.ask("allow? [y]es / [a]lways / [n]o: ")
+        self._prompt.ask(QUESTION)
 
     def resolved(self, approval_id: str) -> None:
         """The approval was answered; when it is the one being asked, drop the question."""

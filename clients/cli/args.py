@@ -37,6 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler="turns.cmd_run")
 
+    chat = sub.add_parser(
+        "chat", parents=[common], help="an interactive session (also `tether` alone)"
+    )
+    which = chat.add_mutually_exclusive_group()
+    which.add_argument("--session", "-s", help="attach to this session (id or prefix)")
+    which.add_argument(
+        "--continue", "-c", dest="resume", action="store_true", help="the latest session"
+    )
+    chat.add_argument("--permission-mode", choices=["ask", "edits", "auto"], default=None)
+    chat.set_defaults(handler="chat.cmd_chat")
+
     for verb in ("approve", "deny"):
         answer = sub.add_parser(
             verb, parents=[common], help=f"{verb} a pending approval from any terminal"

@@ -23,7 +23,18 @@ def _die(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+def _interactive(argv: list[str]) -> bool:
+    """`tether` alone, or with only `--workspace`: the interactive session (`tether chat`)."""
+    rest = [a for a in argv if not a.startswith("--workspace=")]
+    while rest[:1] in (["-w"], ["--workspace"]):
+        rest = rest[2:]
+    return not rest
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if _interactive(argv):
+        argv = [*argv, "chat"]
     args = build_parser().parse_args(argv)
     command = commands.load(args.handler)
     try:

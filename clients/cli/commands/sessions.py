@@ -19,6 +19,7 @@ from tether.protocol.methods import (
     SessionUndoParams,
     SessionUndoResult,
 )
+from tether.protocol.session import SessionInfo
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -37,9 +38,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print("no sessions yet")
     now = time.time()
     for s in sessions:
-        age = _age(now - s.updated_at)
-        print(f"{s.id}  {s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {visible(s.title)}")
+        print(f"{s.id}  {describe_session(s, now)}")
     return EXIT_OK
+
+
+def describe_session(s: SessionInfo, now: float) -> str:
+    """A session's status, turns, age and title on one line (its id not included)."""
+    age = _age(now - s.updated_at)
+    return f"{s.status:<7}  {s.turn_count:>3} turns  {age:>8}  {visible(s.title)}"
 
 
 def _age(seconds: float) -> str:
