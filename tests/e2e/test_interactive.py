@@ -16,10 +16,11 @@ from tests.support import (
     create_session,
     read_events,
     read_snapshot,
+    run_cli,
     start_turn,
     wait_until,
 )
-from tests.terminal import CTRL_D, ENTER, ESC, TAB, Terminal
+from tests.terminal import CTRL_C, CTRL_D, ENTER, ESC, TAB, Terminal
 from tether.protocol.events import ApprovalRequested
 from tether.protocol.methods import SESSION_LIST
 from tether.testing import ModelServer
@@ -215,3 +216,29 @@ def test_slash_commands_complete(
     terminal.send(ENTER)
     terminal.expect("/processes")  # the help it printed
     terminal.expect("Ctrl-D leaves")
+
+
+def test_alt_enter_adds_a_line_and_ctrl_c_twice_leaves(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [{"text": "two lines read"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send(f"line one{ESC}{ENTER}line two{ENTER}")
+    terminal.expect("two lines read")
+    users = [m for m in model_server.requests[0]["messages"] if m["role"] == "user"]
+    assert "line one\nline two" in str(users[-1]["content"])
+    terminal.send(f"a draft{CTRL_C}")
+    terminal.expect("Ctrl-C again to leave")
+    terminal.send(CTRL_C)
+    assert terminal.wait() == 0
+
+
+def test_chat_without_a_terminal_says_how_to_run_instead(home: Home, workspace: Path) -> None:
+    done = run_cli(home, "chat", "-w", str(workspace))
+    assert done.returncode == 2
+    assert "needs a terminal" in done.stderr
+    assert "tether run" in done.stderr

@@ -83,6 +83,12 @@ HISTORY_TURNS = 3
 CLIENTS_REFRESH_S = 5.0
 """How often the status line's count of attached clients is read again."""
 
+TAKES_THE_TERMINAL = frozenset({"/sessions"})
+"""Commands that draw an application of their own: run between two prompts."""
+
+CTRL_C_AGAIN_S = 3.0
+"""A second Ctrl-C within this many seconds (nothing typed between) leaves."""
+
 TICK_S = 0.1
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 DIM, BOLD, RESET = "\x1b[2m", "\x1b[1m", "\x1b[0m"
@@ -152,6 +158,8 @@ class Chat:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._prompt: PromptSession[str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._inputs: asyncio.Queue[str] = asyncio.Queue()
+        """Lines typed, waiting for the ones before them to be sent (`_sender`)."""
 
     # --- output ---------------------------------------------------------------------------
 
@@ -160,8 +168,20 @@ class Chat:
         return Renderer(out=self.lines, err=self.lines, live=True, terminal_size=lambda: (80, 0))
 
     def _emit(self, text: str) -> None:
+        """Write lines above the prompt: erase it, write, draw it again below. Unlike
+        prompt_toolkit's `run_in_terminal`, the terminal stays in raw mode meanwhile, so that
+        keys typed while the agent streams keep their meaning (Enter sends, Ctrl-C is a key)."""
+        app = self._prompt.app if self._prompt is not None else None
+        if app is None or not app.is_running:
+            self._out.write(text)
+            self._out.flush()
+            return
+        app.renderer.erase()
         self._out.write(text)
         self._out.flush()
+        app.renderer.reset()
+        app.renderer.request_absolute_cursor_position()
+        app.invalidate()
 
     def note(self, text: str) -> None:
         """Print one of the interactive mode's own lines above the prompt."""
@@ -403,7 +423,7 @@ class Chat:
         return ANSI("".join(parts))
 
     def _toolbar(self) -> str:
-        if time.monotonic() - self._ctrl_c_at < 3.0:
+        if time.monotonic() - self._ctrl_c_at < CTRL_C_AGAIN_S:
             return " Ctrl-C again to leave "
         return f" {visible(self.state.status_line())} "
 
@@ -450,7 +470,8 @@ class Chat:
 
         @kb.add("c-c")
         def _(event: KeyPressEvent) -> None:
-            if event.is_repeat:
+            # "In a row": nothing typed since the last one (`_typed` forgets it), and soon.
+            if time.monotonic() - self._ctrl_c_at < CTRL_C_AGAIN_S:
                 self.leave()
                 return
             event.current_buffer.reset()
@@ -477,10 +498,14 @@ class Chat:
             key_bindings=self._bindings(),
             erase_when_done=True,
         )
+        session.default_buffer.on_text_changed += self._typed
         # Esc alone must not wait long to be told from Alt-Enter (which arrives in one read).
         session.app.ttimeoutlen = 0.05
         session.app.timeoutlen = 0.2
         return session
+
+    def _typed(self, _buffer: object) -> None:
+        self._ctrl_c_at = 0.0
 
     def _arguments(self, command: str) -> list[str]:
         if command == "/model":
@@ -548,6 +573,24 @@ class Chat:
                     self.state.clients = max(info.clients, 1)
             self.invalidate()
 
+    async def _sender(self) -> None:
+        """Send what was typed, in order. The prompt is back at once: typed while a call is
+        in flight, keys would otherwise reach a terminal not in raw mode (Enter a newline)."""
+        while True:
+            text = await self._inputs.get()
+            try:
+                await self._submit_reporting(text)
+            finally:
+                self._inputs.task_done()
+
+    async def _submit_reporting(self, text: str) -> None:
+        try:
+            await self.submit(text)
+        except CallError as exc:
+            self.note(f"tether: {visible(exc.message)}")
+        except (WebSocketError, OSError) as exc:
+            self._report(exc)
+
     async def _ticker(self) -> None:
         """While a turn runs, redraw the spinner and let the renderer animate (`tick`)."""
         while True:
@@ -563,8 +606,9 @@ class Chat:
         """Attach to `session_id` (None: a new session, created with the first message) and
         read input until the person leaves."""
         self._loop = asyncio.get_running_loop()
+        self._out = sys.stdout
+        # Anything else that prints (a library's warning) still goes above the prompt.
         with patch_stdout(raw=True):
-            self._out = sys.stdout
             self.client.on_notification = self._wake
             self._prompt = self._make_prompt()
             if session_id is not None:
@@ -573,15 +617,18 @@ class Chat:
             self.note(f"{DIM}tether · {self.workspace} · /help for commands{RESET}")
             self._spawn(self._background())
             self._spawn(self._ticker())
+            self._spawn(self._sender())
             while not self._leaving:
                 try:
                     text = await self._prompt.prompt_async()
                 except (EOFError, KeyboardInterrupt):
                     break
-                try:
-                    await self.submit(text)
-                except CallError as exc:
-                    self.note(f"tether: {visible(exc.message)}")
+                if text.strip() in TAKES_THE_TERMINAL:
+                    await self._inputs.join()
+                    await self._submit_reporting(text)
+                else:
+                    self._inputs.put_nowait(text)
+            await self._inputs.join()  # what was typed before leaving is still sent
             for task in list(self._tasks):
                 task.cancel()
             self.lines.flush()
