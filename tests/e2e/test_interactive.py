@@ -242,3 +242,31 @@ def test_chat_without_a_terminal_says_how_to_run_instead(home: Home, workspace: 
     assert done.returncode == 2
     assert "needs a terminal" in done.stderr
     assert "tether run" in done.stderr
+
+
+def test_slash_commands_answer_from_the_daemon(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    terminals: list[Terminal],
+) -> None:
+    terminal = open_chat(home, workspace, terminals)
+    for typed, shown in (
+        ("/processes", "no background processes"),
+        ("/todos", "no todos"),
+        ("/mode auto", "permission mode: auto"),
+        ("/context", "context: "),
+        ("/attach s_nothing_like_it", "no session matches 's_nothing_like_it'"),
+        ("/frobnicate", "no command /frobnicate; /help lists them"),
+    ):
+        terminal.send(f"{typed}{ENTER}")
+        terminal.expect(shown)
+    with daemon.client() as client:
+        [mine] = [s for s in client.call(SESSION_LIST).sessions if s.clients == 1]
+    assert mine.permission_mode == "auto"
+    terminal.send(f"/sessions{ENTER}")
+    terminal.expect("choose a session")
+    terminal.expect("(this one)")
+    terminal.send(ESC)
+    terminal.send(f"/todos{ENTER}")
+    terminal.expect("no todos")

@@ -132,9 +132,13 @@ async def _mode(chat: "Chat", argument: str) -> None:
         return
     mode = cast("PermissionMode", argument)
     chat.permission_mode = mode
-    session_id = await chat.ensure_session()
+    if chat.state.session_id is None:  # created in that mode: no change to announce
+        await chat.ensure_session()
+        chat.note(f"tether: permission mode: {mode}")
+        return
     await chat.call(
-        SESSION_CONFIGURE, SessionConfigureParams(session_id=session_id, permission_mode=mode)
+        SESSION_CONFIGURE,
+        SessionConfigureParams(session_id=chat.state.session_id, permission_mode=mode),
     )
 
 
