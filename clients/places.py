@@ -40,3 +40,12 @@ def lock_path(workspace: str | Path) -> Path:
 def log_path(workspace: str | Path) -> Path:
     """The daemon's log for `workspace` (clients name it when the daemon fails them)."""
     return log_dir() / f"daemon-{workspace_key(str(workspace))}.log"
+
+
+def state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP))
+
+
+def history_path(workspace: str | Path) -> Path:
+    """The interactive prompt's input history for `workspace` (one file per workspace)."""
+    return state_dir() / "history" / f"{workspace_key(str(workspace))}.txt"

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar, overload
+from typing import Self, TypeVar, overload
 
 import msgspec
 
@@ -82,7 +82,7 @@ class Client:
         autostart: bool = True,
         idle_timeout: float | None = None,
         send_environment: bool = True,
-    ) -> "Client":
+    ) -> Self:
         """Connect to the workspace's daemon (starting it when allowed) and initialize,
         sending this process's provider variables unless `send_environment` is false (the
         daemon's own then apply to this connection)."""

@@ -37,6 +37,9 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     `session/create` / `turn/start`); empty: the daemon's configured model."""
     state: SessionState = "idle"
     """What it is doing, finer than `status` (see `SessionState`)."""
+    clients: int = 0
+    """Connections attached to the session now, controllers and observers (an attaching
+    client counts itself in its snapshot); 0 for a session the daemon has not loaded."""
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):

@@ -17,7 +17,7 @@ import queue
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from tether.clients.cli.render import describe_approval, visible
 from tether.clients.rpc import CallError, Client
@@ -47,6 +47,23 @@ def answer_commands(session_id: str, approval_id: str) -> str:
     return (
         f"`tether approve {session_id} {approval_id}` or `tether deny {session_id} {approval_id}`"
     )
+
+
+class AnswerPrompt(Protocol):
+    """Where an approval question is put to a person and their answer line comes back."""
+
+    def ask(self, prompt: str) -> None:
+        """Put the question; the answer comes later from `answer`."""
+        ...
+
+    def withdraw(self, note: str) -> None:
+        """The question was answered elsewhere: take it back, saying `note` (a line already
+        typed for it answers nothing)."""
+        ...
+
+    def answer(self) -> str | None:
+        """The person's answer line, once (None while there is none)."""
+        ...
 
 
 class TerminalPrompt:
@@ -125,8 +142,9 @@ class ApprovalAnswerer:
         interactive: bool,
         enabled: bool = True,
         wait_seconds: float = 0.0,
-        prompt: TerminalPrompt | None = None,
+        prompt: AnswerPrompt | None = None,
     ) -> None:
+        """`prompt`: where to ask when `interactive` (default: a `TerminalPrompt`)."""
         self.client = client
         self.session_id = session_id
         self.enabled = enabled
@@ -139,6 +157,11 @@ class ApprovalAnswerer:
         self._deadlines: dict[str, tuple[ApprovalRequest, float]] = {}
         """Approvals left for another client, with when to look again."""
         self._told_attached: set[str] = set()
+
+    @property
+    def asking(self) -> ApprovalRequest | None:
+        """The approval whose question is on the terminal."""
+        return self._asking
 
     @property
     def waiting(self) -> bool:

@@ -86,6 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
     approvals.add_argument("--json", action="store_true")
     approvals.set_defaults(handler="approvals.cmd_approvals")
 
+    chat = sub.add_parser(
+        "chat", parents=[common], help="an interactive session (also `tether` alone)"
+    )
+    which = chat.add_mutually_exclusive_group()
+    which.add_argument("--session", "-s", help="attach to this session (id or prefix)")
+    which.add_argument(
+        "--continue", "-c", dest="resume", action="store_true", help="the latest session"
+    )
+    chat.add_argument("--permission-mode", choices=["ask", "edits", "auto"], default=None)
+    chat.set_defaults(handler="chat.cmd_chat")
+
     for verb in ("approve", "deny"):
         answer = sub.add_parser(
             verb, parents=[common], help=f"{verb} a pending approval from any terminal"

@@ -20,7 +20,7 @@ from tether.clients.cli.args import build_parser
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
 from tether.clients.discovery import DaemonUnavailable, start_early
 
-TALK_TO_THE_DAEMON = frozenset({"turns", "approvals", "sessions", "processes"})
+TALK_TO_THE_DAEMON = frozenset({"turns", "chat", "approvals", "sessions", "processes"})
 """The command modules whose every command connects to the workspace's daemon."""
 
 
@@ -42,7 +42,18 @@ def _start_daemon_early(args: argparse.Namespace) -> None:
     start_early(workspace(args))
 
 
+def _interactive(argv: list[str]) -> bool:
+    """`tether` alone, or with only `--workspace`: the interactive session (`tether chat`)."""
+    rest = [a for a in argv if not a.startswith("--workspace=")]
+    while rest[:1] in (["-w"], ["--workspace"]):
+        rest = rest[2:]
+    return not rest
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if _interactive(argv):
+        argv = [*argv, "chat"]
     args = build_parser().parse_args(argv)
     try:
         _start_daemon_early(args)

@@ -371,6 +371,7 @@ class Session:
             permission_mode=self.permission_mode,
             model=self.model,
             state=self.state(),
+            clients=len(self.subscribers),
         )
 
     def state(self) -> SessionState:
@@ -412,6 +413,8 @@ class Session:
             and (after.epoch == self.epoch or (after.epoch is None and after.seq == 0))
         ):
             replay = self.ring.since(after.seq)
+        # Subscribed before the snapshot is taken, so that its count of clients includes this one.
+        self.subscribers[subscriber] = role
         if replay is None:
             result = SessionAttachResult(
                 epoch=self.epoch, mode="snapshot", from_seq=self.seq, snapshot=self.snapshot()
@@ -419,7 +422,6 @@ class Session:
         else:
             assert after is not None
             result = SessionAttachResult(epoch=self.epoch, mode="replay", from_seq=after.seq)
-        self.subscribers[subscriber] = role
         self.on_subscribers()
         return result, replay or []
 

@@ -182,7 +182,9 @@ async def test_a_created_session_is_listed_read_and_attached(rig: Rig) -> None:
     attached = await client.call("session/attach", sessionId=first)
     assert isinstance(attached, SessionAttachResult)
     assert attached.mode == "snapshot"
-    assert attached.snapshot == read.snapshot
+    # The same, but for the client counting itself among those attached.
+    attached_info = msgspec.structs.replace(info, clients=1)
+    assert attached.snapshot == msgspec.structs.replace(read.snapshot, session=attached_info)
     assert client.conn.role_in(session) == "controller"
     assert await client.call("session/detach", sessionId=first) is not None
     assert client.conn.role_in(session) is None
@@ -240,6 +242,28 @@ async def test_daemon_status_counts_what_is_loaded_and_shutdown_is_requested(rig
 
 
 # --- turns and approvals ---------------------------------------------------------------------
+
+
+async def test_a_session_counts_the_clients_attached_to_it(rig: Rig) -> None:
+    first, second = await rig.client(), await rig.client()
+    session_id = await created(first)
+
+    async def clients_listed() -> int:
+        listed = await first.call("session/list")
+        assert isinstance(listed, SessionListResult)
+        [info] = [s for s in listed.sessions if s.id == session_id]
+        return info.clients
+
+    assert await clients_listed() == 0
+    await first.call("session/attach", sessionId=session_id)
+    attached = await second.call("session/attach", sessionId=session_id, role="observer")
+    assert isinstance(attached, SessionAttachResult)
+    assert attached.snapshot is not None
+    assert attached.snapshot.session.clients == 2
+    await first.call("session/attach", sessionId=session_id)  # again: still one client
+    assert await clients_listed() == 2
+    await second.call("session/detach", sessionId=session_id)
+    assert await clients_listed() == 1
 
 
 async def test_a_turn_runs_to_its_answer(rig: Rig) -> None:

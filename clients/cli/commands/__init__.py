@@ -2,6 +2,7 @@
 its commands runs (so that `tether run` does not pay for the others' imports):
 
 turns          run, attach, cancel
+chat           chat (and `tether` alone): the interactive session
 approvals      approvals, approve, deny
 sessions       sessions (list, delete), undo, compact
 processes      processes (list, kill)

@@ -19,6 +19,7 @@ from tether.protocol.methods import (
     SessionUndoParams,
     SessionUndoResult,
 )
+from tether.protocol.session import SessionInfo
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -37,19 +38,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print("no sessions yet")
     now = time.time()
     for s in sessions:
-        age = _age(now - s.updated_at)
-        state = STATE_LABELS.get(s.state, s.state)
-        model = visible(s.model) if s.model else "-"
-        print(
-            f"{s.id}  {state:<16}  {s.turn_count:>3} turns  {age:>8}  {model:<16}"
-            f"  {visible(s.title)}"
-        )
+        print(f"{s.id}  {describe_session(s, now)}")
     return EXIT_OK
 
 
 STATE_LABELS = {"awaiting_approval": "needs approval"}
 """How `tether sessions` words a session's state where the wire's name is not plain English
 (`-` in the model column: the configured model)."""
+
+
+def describe_session(s: SessionInfo, now: float) -> str:
+    """A session's state, turns, age, model and title on one line (its id not included)."""
+    age = _age(now - s.updated_at)
+    state = STATE_LABELS.get(s.state, s.state)
+    model = visible(s.model) if s.model else "-"
+    return f"{state:<16}  {s.turn_count:>3} turns  {age:>8}  {model:<16}  {visible(s.title)}"
 
 
 def _age(seconds: float) -> str:

@@ -1,0 +1,13 @@
+"""The CLI's interactive mode (`tether`, `tether chat`): an inline session in the terminal.
+
+run         `run_chat`, the way in
+chat        the session: prompt, events above it, status line, approvals, leaving
+actions     what each slash command does; slash: their table
+channel     a client that threads share while a reader thread receives
+output      the renderer's stream: whole lines to the scrollback, the partial one held
+completion  slash commands, their arguments, `@path`
+picker      an inline list to choose a session from
+state       what is known of the session, and the status line
+
+Only `commands/chat.py` imports this package: it brings prompt_toolkit and asyncio.
+"""

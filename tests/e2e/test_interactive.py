@@ -1,0 +1,272 @@
+"""`tether` (interactive mode) on a real pseudo-terminal, against the real daemon and the
+scripted model server: answers, approvals, Esc, messages typed during a turn, detaching, /model
+and completion."""
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.screen import CTRL_C, CTRL_D, ENTER, ESC, TAB, Terminal
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    command_step,
+    create_session,
+    read_events,
+    read_snapshot,
+    run_cli,
+    start_turn,
+    wait_until,
+)
+from tether.protocol.events import ApprovalRequested
+from tether.protocol.methods import SESSION_LIST
+from tether.testing import ModelServer
+
+pytestmark = pytest.mark.shared_daemon
+
+READY = "/help for commands"
+"""The banner, printed just before the prompt starts."""
+STATUS = " · context "
+"""Part of the status line: drawn once the prompt reads keys (sent earlier, the terminal
+would still turn Enter into a newline)."""
+
+WAIT_FOR_GO = command_step("while [ ! -e go ]; do sleep 0.02; done; echo went")
+"""A command that runs until the test creates `go` in the workspace."""
+
+
+@pytest.fixture
+def terminals(home: Home, workspace: Path) -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()
+    (workspace / "go").unlink(missing_ok=True)
+
+
+def open_chat(home: Home, workspace: Path, terminals: list[Terminal], *args: str) -> Terminal:
+    argv = [sys.executable, "-m", "tether.clients.cli.main", *args, "-w", str(workspace)]
+    terminal = Terminal(argv, env=home.env)
+    terminals.append(terminal)
+    terminal.expect(READY)
+    terminal.expect(STATUS)
+    return terminal
+
+
+def last_turn_status(daemon: DaemonProcess, session_id: str) -> str:
+    with daemon.client() as client:
+        return read_snapshot(client, session_id).turns[-1].status
+
+
+def running_session(daemon: DaemonProcess) -> str:
+    """The one session of the daemon that runs a turn."""
+    with daemon.client() as client:
+        [session] = [s for s in client.call(SESSION_LIST).sessions if s.status == "running"]
+    return session.id
+
+
+def test_tether_alone_answers_and_shows_the_status_line(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [{"text": "The answer is 42.", "chunks": 4}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send(f"what is it?{ENTER}")
+    terminal.expect("» what is it?")
+    terminal.expect("The answer is 42.")
+    terminal.expect("1 model call")
+    terminal.expect("mode edits")
+    assert "context" in terminal.text
+    terminal.send(CTRL_D)
+    assert terminal.wait() == 0
+    assert "tether chat -s s_" in terminal.text
+
+
+def test_an_approval_is_asked_inline_and_answered(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [command_step("echo approved-run"), {"text": "done"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send(f"run it{ENTER}")
+    terminal.expect("approval needed")
+    terminal.expect("allow? [y]es / [a]lways / [n]o")
+    terminal.send("y")
+    terminal.expect("allowed by")
+    terminal.expect("done")
+    assert "approved-run" in model_server.requests[1]["messages"][-1]["content"]
+
+
+def test_a_pending_approval_is_asked_at_once_on_attach(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [command_step("echo never-run"), {"text": "refused"}]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        attach(client, session_id)
+        start_turn(client, session_id, "run it")
+        read_events(
+            client, session_id, lambda es: any(isinstance(e.event, ApprovalRequested) for e in es)
+        )
+    terminal = open_chat(home, workspace, terminals, "chat", "--session", session_id)
+    terminal.expect("allow? [y]es / [a]lways / [n]o", anywhere=True)
+    assert "approval needed" in terminal.text
+    terminal.send("n")
+    terminal.expect("refused")
+    assert "denied at the terminal" in model_server.requests[1]["messages"][-1]["content"]
+
+
+def test_esc_cancels_the_running_turn(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "never"}]})
+    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
+    terminal.send(f"wait{ENTER}")
+    terminal.expect("→ run_command")
+    session_id = running_session(daemon)
+    terminal.send(ESC)
+    terminal.expect("cancelled")
+    wait_until(lambda: last_turn_status(daemon, session_id) == "cancelled", "turn cancelled")
+    assert len(model_server.requests) == 1
+
+
+def test_a_message_typed_during_a_turn_joins_its_next_step(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "both done"}]})
+    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
+    terminal.send(f"first{ENTER}")
+    terminal.expect("→ run_command")
+    terminal.send(f"and also this{ENTER}")
+    terminal.expect("joins at the next step")
+    (workspace / "go").touch()
+    terminal.expect("both done")
+    second = model_server.wait_for_requests(2)[1]
+    users = [m["content"] for m in second["messages"] if m["role"] == "user"]
+    assert any("and also this" in str(content) for content in users)
+
+
+def test_ctrl_d_detaches_and_the_turn_completes_in_the_daemon(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "finished alone"}]})
+    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
+    terminal.send(f"go on without me{ENTER}")
+    terminal.expect("→ run_command")
+    session_id = running_session(daemon)
+    terminal.send(CTRL_D)
+    assert terminal.wait() == 0
+    assert "the turn keeps running in the daemon" in terminal.text
+    assert last_turn_status(daemon, session_id) == "running"
+    (workspace / "go").touch()
+    wait_until(lambda: last_turn_status(daemon, session_id) == "completed", "turn completed")
+    assert len(model_server.wait_for_requests(2)) == 2
+
+
+def test_slash_model_switches_the_model_the_next_request_names(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [{"text": "switched"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send(f"/model other-model{ENTER}")
+    terminal.expect("model: other-model")
+    terminal.send(f"hello{ENTER}")
+    terminal.expect("switched")
+    assert model_server.wait_for_requests(1)[0]["model"] == "other-model"
+
+
+def test_slash_commands_complete(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    terminals: list[Terminal],
+) -> None:
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send("/hel")
+    terminal.expect("this list")  # the completion menu, offering /help
+    terminal.send(TAB)
+    terminal.send(ENTER)
+    terminal.expect("/processes")  # the help it printed
+    terminal.expect("Ctrl-D leaves")
+
+
+def test_alt_enter_adds_a_line_and_ctrl_c_twice_leaves(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    model_server.set_script({"steps": [{"text": "two lines read"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send(f"line one{ESC}{ENTER}line two{ENTER}")
+    terminal.expect("two lines read")
+    users = [m for m in model_server.requests[0]["messages"] if m["role"] == "user"]
+    assert "line one\nline two" in str(users[-1]["content"])
+    terminal.send(f"a draft{CTRL_C}")
+    terminal.expect("Ctrl-C again to leave")
+    terminal.send(CTRL_C)
+    assert terminal.wait() == 0
+
+
+def test_chat_without_a_terminal_says_how_to_run_instead(home: Home, workspace: Path) -> None:
+    done = run_cli(home, "chat", "-w", str(workspace))
+    assert done.returncode == 2
+    assert "needs a terminal" in done.stderr
+    assert "tether run" in done.stderr
+
+
+def test_slash_commands_answer_from_the_daemon(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    terminals: list[Terminal],
+) -> None:
+    terminal = open_chat(home, workspace, terminals)
+    for typed, shown in (
+        ("/processes", "no background processes"),
+        ("/todos", "no todos"),
+        ("/mode auto", "permission mode: auto"),
+        ("/context", "context: "),
+        ("/attach s_nothing_like_it", "no session matches 's_nothing_like_it'"),
+        ("/frobnicate", "no command /frobnicate; /help lists them"),
+    ):
+        terminal.send(f"{typed}{ENTER}")
+        terminal.expect(shown)
+    with daemon.client() as client:
+        [mine] = [s for s in client.call(SESSION_LIST).sessions if s.clients == 1]
+    assert mine.permission_mode == "auto"
+    terminal.send(f"/sessions{ENTER}")
+    terminal.expect("choose a session")
+    terminal.expect("(this one)")
+    terminal.send(ESC)
+    terminal.send(f"/todos{ENTER}")
+    terminal.expect("no todos")
