@@ -45,6 +45,7 @@ from tether.daemon.rpc.handlers import Handlers
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
+from tether.daemon.server.idle import IdleTimer
 from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.server.model_client import create_client
 from tether.daemon.sessions.registry import Sessions
@@ -90,7 +91,7 @@ class Daemon:
         provider = config.provider
         self.model: ModelClient = model or create_client(provider, config_hint=str(config_file()))
         self.connections: set[Connection] = set()
-        self._activity = trio.Event()
+        self.idle = IdleTimer(self.idle_timeout, self._idle)
         self.lsp = LspPool(
             workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
         )
@@ -130,8 +131,7 @@ class Daemon:
                 self._starting.cancel()
 
     def _touch(self) -> None:
-        self._activity.set()
-        self._activity = trio.Event()
+        self.idle.touch()
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until shut down. The lock must already be held (`lock.acquire()`). A first
@@ -259,16 +259,8 @@ class Daemon:
         return not self.connections and self.sessions.running_count == 0
 
     async def _watch_idle(self) -> None:
-        while True:
-            while not self._idle():
-                await self._activity.wait()
-            deadline = trio.current_time() + self.idle_timeout
-            while self._idle() and trio.current_time() < deadline:
-                with trio.move_on_at(deadline):
-                    await self._activity.wait()
-            if self._idle():
-                self.request_shutdown(f"idle for {self.idle_timeout:g} s")
-                return
+        await self.idle.wait_idle()
+        self.request_shutdown(f"idle for {self.idle_timeout:g} s")
 
 
 _E = TypeVar("_E", bound=BaseException)
