@@ -21,6 +21,7 @@ import trio
 
 from tether.daemon.config import paths
 from tether.daemon.config.settings import ConfigError, load_config
+from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
 
@@ -49,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_MAX_BYTES,
         help="bytes held for one client (responses, replays, events); a client that lets more"
         " pile up is told to resync or, for responses, disconnected",
+    )
+    parser.add_argument(
+        "--kill-grace",
+        type=float,
+        default=KILL_GRACE,
+        help="seconds a stopped command's processes get between SIGTERM and SIGKILL",
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
@@ -91,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             idle_timeout=args.idle_timeout,
             client_queue_limit=args.client_queue_limit,
             client_queue_bytes=args.client_queue_bytes,
+            kill_grace=args.kill_grace,
         )
         try:
             trio.run(daemon.run)

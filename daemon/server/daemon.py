@@ -38,6 +38,7 @@ from wsproto.events import Request
 from tether.daemon.config import paths
 from tether.daemon.config.settings import Config, config_file
 from tether.daemon.lsp.pool import LspPool
+from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.rpc.connection import Connection
@@ -78,7 +79,10 @@ class Daemon:
         model: ModelClient | None = None,
         client_queue_limit: int = DEFAULT_LIMIT,
         client_queue_bytes: int = DEFAULT_MAX_BYTES,
+        kill_grace: float = KILL_GRACE,
     ) -> None:
+        """`kill_grace`: seconds the processes of commands get between SIGTERM and SIGKILL when
+        they are stopped (a cancelled turn, a timeout, the daemon stopping)."""
         self.client_queue_limit = client_queue_limit
         self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
@@ -95,12 +99,14 @@ class Daemon:
         self.lsp = LspPool(
             workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
         )
-        self.processes = ProcessTable(record=paths.process_record_path(str(workspace)))
+        self.processes = ProcessTable(
+            grace=kill_grace, record=paths.process_record_path(str(workspace))
+        )
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,
             model=self.model,
-            tools=ToolRegistry(default_tools()),
+            tools=ToolRegistry(default_tools(kill_grace=kill_grace)),
             max_steps=config.max_steps,
             permissions=config.permissions,
             context_window=provider.context_window,
