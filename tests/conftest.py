@@ -26,7 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 def pytest_configure(config: pytest.Config) -> None:
     """Cache tether's own bytecode before the suite starts its hundreds of daemons and CLIs:
     where PYTHONDONTWRITEBYTECODE is set, each of them would otherwise compile every module it
-    imports again (the installed packages are compiled by `uv sync`, see pyproject)."""
+    imports again (the installed packages are compiled by `uv sync`, see pyproject). Done once,
+    by the process that starts pytest-xdist's workers (or the only one)."""
+    if hasattr(config, "workerinput"):
+        return
     for package in ("protocol", "daemon", "clients"):
         compileall.compile_dir(REPO / package, quiet=1, workers=1)
 
