@@ -46,9 +46,13 @@ pass its own `--kill-grace` after it."""
 
 
 class Home:
-    """An isolated user: HOME and XDG folders under one temporary directory."""
+    """An isolated user: HOME and XDG folders under one temporary directory. Its daemons run no
+    language servers (`TETHER_LSP=off`: starting basedpyright costs more CPU than most tests)
+    unless `language_servers` is set."""
 
-    def __init__(self, root: Path, model_url: str | None = None) -> None:
+    def __init__(
+        self, root: Path, model_url: str | None = None, *, language_servers: bool = False
+    ) -> None:
         self.root = root
         self.runtime = root / "run"
         self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -66,6 +70,8 @@ class Home:
         }
         if model_url is not None:
             self.env["TETHER_BASE_URL"] = model_url
+        if not language_servers:
+            self.env["TETHER_LSP"] = "off"
 
     def discovery_path(self, workspace: Path) -> Path:
         return self.runtime / "tether" / discovery_name(str(workspace.resolve()))

@@ -29,7 +29,7 @@ from tether.testing import ModelServer
 TYPE_ERROR = "def double(value: int) -> int:\n    return value * 2\n\n\nresult: str = double(2)\n"
 
 
-@pytest.mark.shared_daemon
+@pytest.mark.language_servers
 def test_a_type_error_from_an_edit_reaches_the_model_in_the_same_step(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
