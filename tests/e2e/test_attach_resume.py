@@ -40,9 +40,9 @@ from tether.testing import ModelServer
 _encode = msgspec.json.Encoder().encode
 
 
-def slow_text(count: int = 100, delay_ms: int = 8) -> dict[str, Any]:
-    """A streamed answer of `count` deltas, `delay_ms` apart (100 x 8 ms: after the first ten,
-    over half a second left for a second client to join or leave mid-stream)."""
+def slow_text(count: int = 100, delay_ms: int = 12) -> dict[str, Any]:
+    """A streamed answer of `count` deltas, `delay_ms` apart (100 x 12 ms: after the first ten,
+    a second left for a second client to join or leave mid-stream)."""
     return {"text": numbered(count), "chunks": count, "chunk_delay_ms": delay_ms}
 
 
