@@ -56,7 +56,7 @@ from tether.daemon.sessions.undo import TurnChanges
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
-from tether.protocol.discovery import DiscoveryInfo
+from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import DaemonEventParams
 from tether.protocol.version import PROTOCOL_VERSION, __version__
@@ -80,9 +80,13 @@ class Daemon:
         client_queue_limit: int = DEFAULT_LIMIT,
         client_queue_bytes: int = DEFAULT_MAX_BYTES,
         kill_grace: float = KILL_GRACE,
+        discovery_interval: float = DISCOVERY_CHECK_INTERVAL,
     ) -> None:
         """`kill_grace`: seconds the processes of commands get between SIGTERM and SIGKILL when
-        they are stopped (a cancelled turn, a timeout, the daemon stopping)."""
+        they are stopped (a cancelled turn, a timeout, the daemon stopping).
+        `discovery_interval`: how often a missing or replaced discovery file is put back (at
+        most `DISCOVERY_CHECK_INTERVAL`, which clients count on)."""
+        self.discovery_interval = min(discovery_interval, DISCOVERY_CHECK_INTERVAL)
         self.client_queue_limit = client_queue_limit
         self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
@@ -200,7 +204,14 @@ class Daemon:
                     workspace=str(self.workspace),
                     started_at=self.started_at,
                 )
-                await nursery.start(partial(keep_discovery, self.discovery_path, info))
+                await nursery.start(
+                    partial(
+                        keep_discovery,
+                        self.discovery_path,
+                        info,
+                        interval=self.discovery_interval,
+                    )
+                )
                 self._serving = True
                 self.lock.record("serving")
                 log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)

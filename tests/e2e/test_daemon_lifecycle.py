@@ -671,21 +671,29 @@ def test_a_stale_discovery_file_naming_a_live_process_is_ignored(
 
 
 def test_a_daemon_whose_discovery_file_is_deleted_is_still_reached_and_stopped(
-    daemon: DaemonProcess, home: Home, workspace: Path
+    home: Home, workspace: Path
 ) -> None:
-    path = home.discovery_path(workspace)
-    path.unlink()
-    listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
-    assert listed.returncode == 0, listed.stderr
-    # The daemon put its file back (the CLI reached it through it, and started no other).
-    assert home.read_discovery(workspace) == daemon.info
-    assert daemon.proc.poll() is None
+    # It looks every 0.1 s instead of every second: the CLI waits for it either way.
+    daemon = start_daemon(
+        home, workspace, "--idle-timeout", "0", "--discovery-check-interval", "0.1"
+    )
+    try:
+        path = home.discovery_path(workspace)
+        path.unlink()
+        listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+        assert listed.returncode == 0, listed.stderr
+        # The daemon put its file back (the CLI reached it through it, and started no other).
+        assert home.read_discovery(workspace) == daemon.info
+        assert daemon.proc.poll() is None
 
-    path.unlink()
-    code, stdout, stderr = _stop_with_cli(daemon, home, workspace)
-    assert (code, stderr) == (0, "")
-    assert f"stopped (pid {daemon.proc.pid})" in stdout
-    assert not path.exists()
+        path.unlink()
+        code, stdout, stderr = _stop_with_cli(daemon, home, workspace)
+        assert (code, stderr) == (0, "")
+        assert f"stopped (pid {daemon.proc.pid})" in stdout
+        assert not path.exists()
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
 
 
 def test_five_clients_starting_at_once_share_one_daemon(home: Home, workspace: Path) -> None:
