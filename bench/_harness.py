@@ -56,7 +56,7 @@ class BenchHome(Home):
     bytecode cache of its own."""
 
     def __init__(self, root: Path, model_url: str) -> None:
-        super().__init__(root, model_url)
+        super().__init__(root, model_url, language_servers=True)
         os.chmod(self.runtime, 0o700)
         for name in ("home", "data", "config", "state", "cache"):
             (root / name).mkdir(exist_ok=True)

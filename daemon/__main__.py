@@ -22,8 +22,10 @@ import trio
 from tether.daemon.config import paths
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.settings import ConfigError, config_file
+from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
+from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL
 
 EXIT_ALREADY_RUNNING = 3
 EXIT_DATA_UNUSABLE = 4
@@ -50,6 +52,18 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_MAX_BYTES,
         help="bytes held for one client (responses, replays, events); a client that lets more"
         " pile up is told to resync or, for responses, disconnected",
+    )
+    parser.add_argument(
+        "--kill-grace",
+        type=float,
+        default=KILL_GRACE,
+        help="seconds a stopped command's processes get between SIGTERM and SIGKILL",
+    )
+    parser.add_argument(
+        "--discovery-check-interval",
+        type=float,
+        default=DISCOVERY_CHECK_INTERVAL,
+        help="seconds between checks that the discovery file is in place (at most the default)",
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
@@ -92,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             idle_timeout=args.idle_timeout,
             client_queue_limit=args.client_queue_limit,
             client_queue_bytes=args.client_queue_bytes,
+            kill_grace=args.kill_grace,
+            discovery_interval=args.discovery_check_interval,
         )
         try:
             trio.run(daemon.run)

@@ -1,6 +1,8 @@
 """Fixtures: an isolated home, a scripted model server, a workspace, the real daemon, and the
 real store for in-process tests.
 
+Daemons run no language servers unless the test is marked `language_servers`.
+
 A test marked `shared_daemon` (or in a module whose `pytestmark` has it) gets the daemon its
 module shares instead of a fresh one, saving a daemon start: its `daemon`, `home` and
 `workspace` are that daemon's, and `model_server` is the module's server with the default
@@ -30,7 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """Cache the bytecode of tether and of the packages its daemon and CLI import, before the
     suite starts its hundreds of daemons and CLIs: where PYTHONDONTWRITEBYTECODE is set (and
     uv installs without compiling), each of them would otherwise compile every module it
-    imports again, 0.65 s instead of 0.23 s to a daemon's discovery file."""
+    imports again, 0.65 s instead of 0.23 s to a daemon's discovery file. Done once, by the
+    process that starts pytest-xdist's workers (or the only one)."""
+    if hasattr(config, "workerinput"):
+        return
     importlib.import_module("tether.clients.cli.main")
     importlib.import_module("tether.daemon.server.daemon")
 
@@ -105,7 +110,8 @@ def home(request: pytest.FixtureRequest, tmp_path: Path, model_server: ModelServ
     shared = _shared_daemon_of(request)
     if shared is not None:
         return shared.home
-    return Home(tmp_path / "user", model_server.base_url)
+    servers = request.node.get_closest_marker("language_servers") is not None
+    return Home(tmp_path / "user", model_server.base_url, language_servers=servers)
 
 
 @pytest.fixture

@@ -11,14 +11,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Generator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from tether.clients.rpc import Client
-from tether.clients.websocket import WebSocket
+from tether.clients.websocket import ConnectionClosed, WebSocket
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, lock_name, workspace_key
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AnyItem, ToolCall
@@ -39,11 +39,20 @@ from tether.protocol.methods import (
 )
 from tether.protocol.session import Cursor, SessionSnapshot
 
+KILL_GRACE = 0.3
+"""What `start_daemon` gives the daemon's commands between SIGTERM and SIGKILL (2 s by default):
+the trees tests stop ignore SIGTERM on purpose, and each would cost the whole grace. A test may
+pass its own `--kill-grace` after it."""
+
 
 class Home:
-    """An isolated user: HOME and XDG folders under one temporary directory."""
+    """An isolated user: HOME and XDG folders under one temporary directory. Its daemons run no
+    language servers (`TETHER_LSP=off`: starting basedpyright costs more CPU than most tests)
+    unless `language_servers` is set."""
 
-    def __init__(self, root: Path, model_url: str | None = None) -> None:
+    def __init__(
+        self, root: Path, model_url: str | None = None, *, language_servers: bool = False
+    ) -> None:
         self.root = root
         self.runtime = root / "run"
         self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -61,6 +70,8 @@ class Home:
         }
         if model_url is not None:
             self.env["TETHER_BASE_URL"] = model_url
+        if not language_servers:
+            self.env["TETHER_LSP"] = "off"
 
     def discovery_path(self, workspace: Path) -> Path:
         return self.runtime / "tether" / discovery_name(str(workspace.resolve()))
@@ -134,17 +145,38 @@ class DaemonProcess:
         self.proc.kill()
         self.proc.wait(timeout=10)
 
+    def stop_attached(self, *clients: Client, timeout: float = 15.0) -> int:
+        """SIGTERM the daemon while `clients` are connected, reading each until the daemon
+        closes it: a client that answers the close frame at once spares the daemon its wait
+        for one that does not read. Returns the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        for client in clients:
+            with suppress(ConnectionClosed):
+                while True:
+                    client.next_notification(timeout=timeout)
+        return self.proc.wait(timeout=timeout)
+
 
 def start_daemon(
     home: Home, workspace: Path, *extra: str, timeout: float = 15.0, cwd: Path | None = None
 ) -> DaemonProcess:
     """The daemon for `workspace` as a subprocess of `home`, once its discovery file names it;
-    killed again if it exits, stalls or this is interrupted before then."""
+    killed again if it exits, stalls or this is interrupted before then. Its commands get
+    `KILL_GRACE` after SIGTERM, unless `extra` says otherwise."""
     log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     discovery = home.discovery_path(workspace)
     old = discovery.read_bytes() if discovery.exists() else None
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace), *extra],
+        [
+            sys.executable,
+            "-m",
+            "tether.daemon",
+            "--workspace",
+            str(workspace),
+            "--kill-grace",
+            str(KILL_GRACE),
+            *extra,
+        ],
         env=home.env,
         cwd=cwd,
         stdin=subprocess.DEVNULL,

@@ -28,7 +28,7 @@ import msgspec
 
 from tether.daemon.config import paths
 from tether.daemon.config.problems import settings_problem, syntax_problem
-from tether.daemon.lsp.servers import LspServerConfig
+from tether.daemon.lsp.servers import BUILTIN_SERVERS, LspServerConfig
 from tether.protocol.events import PermissionMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -149,7 +149,13 @@ def apply_environment(config: Config, env: Mapping[str, str]) -> Config:
         if mode not in ("ask", "edits", "auto"):
             raise ConfigError(f"TETHER_PERMISSION_MODE must be ask, edits or auto, not {mode!r}")
         permissions = msgspec.structs.replace(permissions, mode=mode)
-    return msgspec.structs.replace(config, provider=provider, permissions=permissions)
+    lsp = config.lsp
+    if value := env.get("TETHER_LSP"):
+        if value != "off":
+            raise ConfigError(f"TETHER_LSP may only be off (no language servers), not {value!r}")
+        names = dict.fromkeys([*(s.name for s in BUILTIN_SERVERS), *(s.name for s in lsp)])
+        lsp = [*lsp, *(LspServerConfig(name=name, enabled=False) for name in names)]
+    return msgspec.structs.replace(config, provider=provider, permissions=permissions, lsp=lsp)
 
 
 KEY_VARIABLES: dict[ProviderKind, str] = {

@@ -20,12 +20,13 @@ Rules:
   `idle_timeout` or the pool stops; then it is asked to `shutdown` and `exit`, and its process
   group is killed.
 - A crash is reported at once, never silently: `on_event("server_crashed", ServerEvent)`. The
-  server is restarted on its next use, after a backoff counted from the crash: 1 s, then 2, 4,
-  … up to `max_backoff` while it keeps failing (a run of `HEALTHY_RUN` seconds starts the count
-  again). A server that crashed after a good start, for the first time in a row, is
-  restarted within the call that needs it (which waits out that first second); one that fails
-  again, or fails while starting, is skipped by calls made before its next attempt is due, so
-  a broken server does not slow down every edit.
+  server is restarted on its next use, after a backoff counted from the crash: `backoff` (1 s),
+  then twice that, four times, … up to `max_backoff` while it keeps failing (a run of
+  `HEALTHY_RUN` seconds starts the count again). A server that crashed after a good start,
+  for the first time in a row, is restarted within the call that needs it (which waits out
+  that first backoff); one that fails again, or fails while starting, is skipped by calls made
+  before its next attempt is due, so a broken server does not slow down every edit. A call
+  waiting for diagnostics is done with a server as soon as it ends.
 - Every wait is bounded: a start by `initialize_timeout`, a diagnostics wait by `wait`, the
   pool's shutdown by `shutdown_timeout` plus the kill grace (servers stop in parallel). No
   language-server failure raises out of the pool; a hung server only costs the bounded wait.
@@ -75,6 +76,8 @@ EventKind = Literal[
 ]
 
 IDLE_TIMEOUT = 30 * 60.0
+BACKOFF = 1.0
+"""The wait before restarting a server after its first crash in a row."""
 MAX_BACKOFF = 30.0
 HEALTHY_RUN = 60.0
 """A server that ran this long before crashing gets the shortest backoff again."""
@@ -159,6 +162,7 @@ class LspPool:
         request_timeout: float = REQUEST_TIMEOUT,
         shutdown_timeout: float = SHUTDOWN_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
+        backoff: float = BACKOFF,
         max_backoff: float = MAX_BACKOFF,
         max_open_documents: int = MAX_OPEN_DOCUMENTS,
         log_dir: Path | None = None,
@@ -176,6 +180,7 @@ class LspPool:
         self.request_timeout = request_timeout
         self.shutdown_timeout = shutdown_timeout
         self.idle_timeout = idle_timeout
+        self.backoff = backoff
         self.max_backoff = max_backoff
         self.max_open_documents = max_open_documents
         self.log_dir = log_dir
@@ -256,7 +261,7 @@ class LspPool:
 
         Takes at most `wait` seconds after the files are sent, plus, for servers that are not
         running yet, the time to start them (at most `initialize_timeout`, once; `prewarm`
-        hides it) and up to the first backoff second after a crash. Never raises for a server's
+        hides it) and up to the first backoff after a crash. Never raises for a server's
         failure: that server's diagnostics are just missing (its crash is reported through
         `on_event`). Cancellation propagates; requests in flight are cancelled and a server
         being started for this call is stopped (it starts again on the next use)."""
@@ -398,6 +403,9 @@ class LspPool:
             await client.serve(task_status=task_status)
         finally:
             self._ended(entry, client)
+            # A call waiting for this server's diagnostics is done with it now, not at its
+            # deadline.
+            self._reports.wake()
 
     def _ended(self, entry: _Entry, client: LspClient) -> None:
         if entry.client is not client:
@@ -418,7 +426,7 @@ class LspPool:
         ran = now - client.started_at if client.started_at is not None else 0.0
         entry.failures = 1 if ran >= HEALTHY_RUN else entry.failures + 1
         entry.crashed_running = client.started_at is not None
-        delay = min(self.max_backoff, 2.0 ** (entry.failures - 1))
+        delay = min(self.max_backoff, self.backoff * 2.0 ** (entry.failures - 1))
         entry.retry_at = now + delay
         entry.state = "crashed"
         entry.last_error = client.failure or "stopped unexpectedly"

@@ -11,7 +11,8 @@ Errors (one hierarchy, mapped from httpx at the provider's edge):
 
 `retryable` marks the failures worth retrying (busy server, dropped stream); `retry_after`
 carries the server's own hint in seconds when it gave one. A `ModelTimeout` is retryable, but
-has already cost a whole silence timeout, so the loop tries it once more only.
+has already cost a whole silence timeout, so the loop tries it once more only; a
+`ModelUnreachable` is retryable too, and the loop tries it once more only, 0.25 s later.
 """
 
 from typing import Literal, Protocol

@@ -4,7 +4,8 @@ the edge, reading `data:` lines of a server-sent-event stream, and splicing pre-
 Which failures are retryable (the loop retries those; see `ModelError.retryable`):
 
     HTTP 408 425 429 500 502 503 504 (and 529, Anthropic's "overloaded")   yes, with Retry-After
-    connection refused / DNS / TLS (ModelUnreachable)                      yes
+    connection refused / DNS / TLS (ModelUnreachable)                      yes, but the loop
+                                                                            tries once more only
     a stream that broke off, or ended cleanly before the model finished    yes
     a server silent for the silence timeout (ModelTimeout)                 yes, but the loop
                                                                             tries once more only

@@ -38,12 +38,14 @@ from wsproto.events import Request
 from tether.daemon.config import paths
 from tether.daemon.config.live import UserSettings
 from tether.daemon.lsp.pool import LspPool
+from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.rpc.connection import Connection
 from tether.daemon.rpc.handlers import Handlers
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
+from tether.daemon.server.idle import IdleTimer
 from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.server.model_client import create_client
 from tether.daemon.sessions.models import ModelPool
@@ -53,7 +55,7 @@ from tether.daemon.sessions.store import Store
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
-from tether.protocol.discovery import DiscoveryInfo
+from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import DaemonEventParams
 from tether.protocol.version import PROTOCOL_VERSION, __version__
@@ -79,9 +81,16 @@ class Daemon:
         idle_timeout: float | None = None,
         client_queue_limit: int = DEFAULT_LIMIT,
         client_queue_bytes: int = DEFAULT_MAX_BYTES,
+        kill_grace: float = KILL_GRACE,
+        discovery_interval: float = DISCOVERY_CHECK_INTERVAL,
     ) -> None:
         """`settings` are the user's, read again at every turn (see
-        `tether.daemon.config.live`); what only a start reads comes from `settings.started`."""
+        `tether.daemon.config.live`); what only a start reads comes from `settings.started`.
+        `kill_grace`: seconds the processes of commands get between SIGTERM and SIGKILL when
+        they are stopped (a cancelled turn, a timeout, the daemon stopping).
+        `discovery_interval`: how often a missing or replaced discovery file is put back (at
+        most `DISCOVERY_CHECK_INTERVAL`, which clients count on)."""
+        self.discovery_interval = min(discovery_interval, DISCOVERY_CHECK_INTERVAL)
         self.client_queue_limit = client_queue_limit
         self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
@@ -96,16 +105,18 @@ class Daemon:
             settings, lambda provider: create_client(provider, config_hint=hint)
         )
         self.connections: set[Connection] = set()
-        self._activity = trio.Event()
+        self.idle = IdleTimer(self.idle_timeout, self._idle)
         self.lsp = LspPool(
             workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
         )
-        self.processes = ProcessTable(record=paths.process_record_path(str(workspace)))
+        self.processes = ProcessTable(
+            grace=kill_grace, record=paths.process_record_path(str(workspace))
+        )
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,
             models=self.models,
-            tools=ToolRegistry(default_tools()),
+            tools=ToolRegistry(default_tools(kill_grace=kill_grace)),
             permissions=config.permissions,
             context_window=config.provider.context_window,
             max_output_tokens=config.provider.max_output_tokens,
@@ -140,8 +151,7 @@ class Daemon:
                 self._starting.cancel()
 
     def _touch(self) -> None:
-        self._activity.set()
-        self._activity = trio.Event()
+        self.idle.touch()
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until shut down. The lock must already be held (`lock.acquire()`). A first
@@ -204,7 +214,14 @@ class Daemon:
                     workspace=str(self.workspace),
                     started_at=self.started_at,
                 )
-                await nursery.start(partial(keep_discovery, self.discovery_path, info))
+                await nursery.start(
+                    partial(
+                        keep_discovery,
+                        self.discovery_path,
+                        info,
+                        interval=self.discovery_interval,
+                    )
+                )
                 self._serving = True
                 self.lock.record("serving")
                 log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)
@@ -269,16 +286,8 @@ class Daemon:
         return not self.connections and self.sessions.running_count == 0
 
     async def _watch_idle(self) -> None:
-        while True:
-            while not self._idle():
-                await self._activity.wait()
-            deadline = trio.current_time() + self.idle_timeout
-            while self._idle() and trio.current_time() < deadline:
-                with trio.move_on_at(deadline):
-                    await self._activity.wait()
-            if self._idle():
-                self.request_shutdown(f"idle for {self.idle_timeout:g} s")
-                return
+        await self.idle.wait_idle()
+        self.request_shutdown(f"idle for {self.idle_timeout:g} s")
 
 
 _E = TypeVar("_E", bound=BaseException)

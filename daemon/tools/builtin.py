@@ -3,6 +3,7 @@
 The one module that knows every tool; the registry takes whichever tools it is given.
 """
 
+from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.tools.base import Tool
 from tether.daemon.tools.command_kill import CommandKill
 from tether.daemon.tools.command_output import CommandOutput
@@ -16,8 +17,9 @@ from tether.daemon.tools.todo_write import TodoWrite
 from tether.daemon.tools.write_file import WriteFile
 
 
-def default_tools() -> list[Tool]:
-    """A fresh instance of every built-in tool."""
+def default_tools(*, kill_grace: float = KILL_GRACE) -> list[Tool]:
+    """A fresh instance of every built-in tool. `kill_grace`: seconds a command's processes get
+    between SIGTERM and SIGKILL."""
     return [
         ReadFile(),
         ListDir(),
@@ -25,7 +27,7 @@ def default_tools() -> list[Tool]:
         Grep(),
         EditFile(),
         WriteFile(),
-        RunCommand(),
+        RunCommand(grace=kill_grace),
         CommandOutput(),
         CommandKill(),
         TodoWrite(),

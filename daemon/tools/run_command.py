@@ -86,11 +86,19 @@ class RunCommand:
     kind: ClassVar[ToolKind] = "command"
     params: ClassVar[type[ToolParams]] = RunCommandParams
 
-    def __init__(self, *, env: Mapping[str, str] | None = None, grace: float = KILL_GRACE) -> None:
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        grace: float = KILL_GRACE,
+        stream_limit: int = STREAM_LIMIT,
+    ) -> None:
         """`env`: the environment commands start from (default: the daemon's), before secrets
-        are removed; `grace`: seconds between SIGTERM and SIGKILL."""
+        are removed; `grace`: seconds between SIGTERM and SIGKILL; `stream_limit`: characters
+        of a command's output streamed live to clients (the model gets its result anyway)."""
         self.base_env = env
         self.grace = grace
+        self.stream_limit = stream_limit
 
     def command_line(self, params: ToolParams) -> str:
         assert isinstance(params, RunCommandParams)
@@ -121,7 +129,7 @@ class RunCommand:
             cwd=cwd,
             env=env,
             time_limit=params.timeout_seconds,
-            on_output=_LimitedStream(ctx.output, STREAM_LIMIT),
+            on_output=_LimitedStream(ctx.output, self.stream_limit),
             head=HEAD_CHARS,
             tail=TAIL_CHARS,
             grace=self.grace,

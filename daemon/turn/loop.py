@@ -13,12 +13,15 @@ failed.
 Rules:
 - Scheduling: consecutive read-only calls run concurrently; any other call runs alone, in the
   order the model asked; results join the history in the original order.
-- Retries: a retryable model error (busy server, dropped stream, connection refused) is retried
-  up to 3 times after ~1, 2, 4 s (±25% jitter); the server's Retry-After wins, and one over
-  60 s fails the turn instead. A server silent for the whole silence timeout is retried once
-  only (a second silence fails the turn), so a hung server costs two timeouts, not four.
-  Each wait is announced and cancellable. What the failed attempt had streamed is completed
-  as `superseded`: the retry's reply replaces it, and it never joins the history.
+- Retries: a retryable model error (busy server, dropped stream) is retried up to 3 times
+  after ~1, 2, 4 s (±25% jitter); the server's Retry-After wins, and one over 60 s fails the
+  turn instead. A server silent for the whole silence timeout is retried once only (a second
+  silence fails the turn), so a hung server costs two timeouts, not four. Each of those waits
+  is announced and cancellable. A server that cannot be reached (connection refused, DNS,
+  TLS) is tried once more after 0.25 s, unannounced, then fails the turn with its one message:
+  nothing listening now is rarely listening a few seconds later, and the message says what to
+  fix. What a failed attempt had streamed is completed as `superseded`: the retry's reply
+  replaces it, and it never joins the history.
 - A reply cut off at the output limit, with no tool calls, is continued at most twice.
 - The third identical call with an identical result gets one note asking for another approach
   (once per turn).
@@ -42,6 +45,7 @@ from tether.daemon.providers.base import (
     ModelRequest,
     ModelResponse,
     ModelTimeout,
+    ModelUnreachable,
     ToolCallRequest,
 )
 from tether.daemon.tools.base import ToolContext, ToolParams
@@ -66,6 +70,9 @@ RETRY_BASE_SECONDS = 1.0
 MAX_RETRY_AFTER = 60.0
 MAX_SILENCES = 2
 """Silence timeouts one model call may meet before the turn fails (each costs a whole timeout)."""
+MAX_UNREACHABLE = 2
+"""Attempts at a model server that cannot be reached before the turn fails."""
+UNREACHABLE_RETRY_SECONDS = 0.25
 MAX_CONTINUATIONS = 2
 REPEAT_THRESHOLD = 3
 
@@ -242,6 +249,7 @@ class TurnLoop:
                 self.sink.item_completed(item)
         attempt = 0
         silences = 0
+        unreachable = 0
         while True:
             stream = self._stream = _StreamToItems(self.sink, self.new_id, self.model_calls)
             request = ModelRequest(messages=self.history.messages, tools=self.tools.toolset)
@@ -250,7 +258,8 @@ class TurnLoop:
             except ModelError as exc:
                 self._stream = None
                 silences += isinstance(exc, ModelTimeout)
-                delay = self._retry_delay(exc, attempt, silences)
+                unreachable += isinstance(exc, ModelUnreachable)
+                delay = self._retry_delay(exc, attempt, silences, unreachable)
                 if delay is None:
                     stream.finish()
                     message = exc.message
@@ -264,10 +273,11 @@ class TurnLoop:
                     )
                 stream.finish(superseded=True)
                 attempt += 1
-                reason = exc.message
-                if isinstance(exc, ModelTimeout):
-                    reason += " Retrying once: if it stays silent again, the turn fails."
-                self.sink.retrying(attempt, MAX_RETRIES, delay, reason)
+                if not isinstance(exc, ModelUnreachable):
+                    reason = exc.message
+                    if isinstance(exc, ModelTimeout):
+                        reason += " Retrying once: if it stays silent again, the turn fails."
+                    self.sink.retrying(attempt, MAX_RETRIES, delay, reason)
                 await trio.sleep(delay)
                 continue
             stream.finish()
@@ -282,11 +292,16 @@ class TurnLoop:
             return response
 
     @staticmethod
-    def _retry_delay(exc: ModelError, attempt: int, silences: int = 0) -> float | None:
-        """Seconds to wait before the next try, or None to give up. `silences`: the silence
-        timeouts met so far in this model call, `exc` included."""
+    def _retry_delay(
+        exc: ModelError, attempt: int, silences: int = 0, unreachable: int = 0
+    ) -> float | None:
+        """Seconds to wait before the next try, or None to give up. `silences` and
+        `unreachable`: the silence timeouts and the failures to reach the server met so far in
+        this model call, `exc` included."""
         if not exc.retryable or attempt >= MAX_RETRIES or silences >= MAX_SILENCES:
             return None
+        if isinstance(exc, ModelUnreachable):
+            return UNREACHABLE_RETRY_SECONDS if unreachable < MAX_UNREACHABLE else None
         if exc.retry_after is not None:
             return exc.retry_after if exc.retry_after <= MAX_RETRY_AFTER else None
         return RETRY_BASE_SECONDS * 2**attempt * random.uniform(0.75, 1.25)

@@ -21,6 +21,7 @@ from tests.support import (
     start_daemon,
     start_turn,
     tool_calls,
+    wait_until,
 )
 from tether.clients.rpc import Client
 from tether.protocol.events import (
@@ -31,6 +32,7 @@ from tether.protocol.events import (
 from tether.protocol.items import Notice
 from tether.protocol.methods import (
     APPROVAL_RESPOND,
+    DAEMON_STATUS,
     SESSION_READ,
     ApprovalRespondParams,
     SessionEventParams,
@@ -95,8 +97,10 @@ def test_approval_waits_with_nobody_attached_and_shows_in_a_late_snapshot(
         attach(starter, session_id)
         start_turn(starter, session_id, "go")
         wait_for_approval(starter, session_id)
-    time.sleep(1.0)  # nobody attached: the turn must simply wait
     with daemon.client("late") as late:
+        # Nobody attached is no answer: once the daemon has let the starter go, the turn still
+        # waits for one.
+        wait_until(lambda: late.call(DAEMON_STATUS).clients == 1, "the starter is still counted")
         result = attach(late, session_id)
         snapshot = result.snapshot
         assert snapshot is not None

@@ -40,8 +40,9 @@ from tether.testing import ModelServer
 _encode = msgspec.json.Encoder().encode
 
 
-def slow_text(count: int = 100, delay_ms: int = 20) -> dict[str, Any]:
-    """A streamed answer of `count` deltas, `delay_ms` apart (100 x 20 ms = about 2 s)."""
+def slow_text(count: int = 100, delay_ms: int = 12) -> dict[str, Any]:
+    """A streamed answer of `count` deltas, `delay_ms` apart (100 x 12 ms: after the first ten,
+    a second left for a second client to join or leave mid-stream)."""
     return {"text": numbered(count), "chunks": count, "chunk_delay_ms": delay_ms}
 
 
@@ -352,19 +353,17 @@ def test_slow_client_is_dropped_told_to_resync_and_catches_up(
             # `slow` reads nothing while the turn floods it; `fast` reads as fast as it can. With
             # a 50-frame queue even `fast` can be told to resync (the daemon emits a whole socket
             # read of model chunks between two writer turns), so it follows resyncs as the CLI
-            # does; what matters is that the turn never waits for `slow`.
-            started = time.monotonic()
+            # does; what matters is that the turn never waits for `slow`: it completes while
+            # `slow` has read nothing at all.
             start_turn(fast, session_id, "flood")
             full, _ = follow_turn(
                 fast, session_id, Cursor(epoch=fast_attached.epoch, seq=fast_attached.from_seq)
             )
-            elapsed = time.monotonic() - started
             assert_gap_free(full, 1)
             assert sum(isinstance(e.event, ItemDelta) for e in full) == FLOOD_DELTAS
             last = full[-1].event
             assert isinstance(last, TurnCompleted)
             assert last.status == "completed"
-            assert elapsed < 15, f"the turn took {elapsed:.1f} s with a stalled client attached"
 
             # Now `slow` reads: a gap-free prefix of the stream, then the resync notice.
             prefix: list[SessionEventParams] = []

@@ -163,7 +163,7 @@ def test_sigterm_mid_command_persists_a_closed_call_and_the_session_goes_on(
     with daemon.client() as client:
         session_id, _ = run_tree(client)
         pids = tree_pids(workspace)
-        assert daemon.stop(signal.SIGTERM) == 0
+        assert daemon.stop_attached(client) == 0
     assert not any(alive(pid) for pid in pids)
     assert_nothing_left_open(home, workspace, session_id)
     events = [event for _, event in persisted_events(home, workspace, session_id)]

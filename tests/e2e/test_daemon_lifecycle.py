@@ -28,6 +28,7 @@ from tests.support import (
     attach,
     collect_until_turn_end,
     create_session,
+    persisted_events,
     raw_call,
     run_cli,
     start_daemon,
@@ -128,10 +129,8 @@ def test_discovery_file_is_private_complete_and_removed_on_sigterm(
     # The port and token in the file are the ones that work.
     assert _status(daemon).pid == daemon.proc.pid
 
-    start = time.monotonic()
     daemon.proc.send_signal(signal.SIGTERM)
     assert daemon.proc.wait(timeout=10) == 0
-    assert time.monotonic() - start < 5
     assert not path.exists()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", data["port"]), timeout=2).close()
@@ -223,7 +222,6 @@ def test_second_daemon_for_same_workspace_exits_3(
     daemon: DaemonProcess, home: Home, workspace: Path
 ) -> None:
     before = home.discovery_path(workspace).read_bytes()
-    start = time.monotonic()
     second = subprocess.run(
         [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
         env=home.env,
@@ -234,7 +232,6 @@ def test_second_daemon_for_same_workspace_exits_3(
         check=False,
     )
     assert second.returncode == 3, second.stderr
-    assert time.monotonic() - start < 10  # it did not serve, just started and gave up
     assert "already serves" in second.stderr
     # The first daemon is untouched: same discovery file, still serving.
     assert home.discovery_path(workspace).read_bytes() == before
@@ -407,19 +404,16 @@ def test_daemon_status_and_stop_do_not_start_one(home: Home, workspace: Path) ->
 
 
 def test_idle_daemon_exits_after_its_last_client_leaves(home: Home, workspace: Path) -> None:
-    daemon = start_daemon(home, workspace, "--idle-timeout", "1")
+    # When the timer fires, and that a connected client holds it off, is tests/unit/test_idle.py
+    # (in virtual time); this is the daemon acting on it: a clean exit, saying why.
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0.2")
     try:
         with daemon.client("holder") as client:
             status = client.call(DAEMON_STATUS)
-            assert status.idle_timeout == 1
-            time.sleep(1.5)
-            assert daemon.proc.poll() is None, "exited while a client was connected"
-            assert client.call(DAEMON_STATUS).clients == 1
-        left = time.monotonic()
-        assert daemon.proc.wait(timeout=5) == 0
-        took = time.monotonic() - left
-        assert took >= 0.9, f"exited {took:.2f} s after the client left; the timeout is 1 s"
+            assert (status.idle_timeout, status.clients) == (0.2, 1)
+        assert daemon.proc.wait(timeout=10) == 0
         assert not home.discovery_path(workspace).exists()
+        assert "shutting down: idle for 0.2 s" in home.log_path(workspace).read_text()
     finally:
         if daemon.proc.poll() is None:
             daemon.kill()
@@ -428,27 +422,21 @@ def test_idle_daemon_exits_after_its_last_client_leaves(home: Home, workspace: P
 def test_idle_timer_waits_for_a_running_turn(
     home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
-    # A turn that outlives the idle timeout with no client attached keeps the daemon up.
-    model_server.set_script({"steps": [{"text": "slow answer", "delay_ms": 2000}]})
-    daemon = start_daemon(home, workspace, "--idle-timeout", "1")
+    # A turn that outlives the idle timeout with no client attached keeps the daemon up: had
+    # the daemon left while it ran, the turn would be persisted as interrupted.
+    model_server.set_script({"steps": [{"text": "slow answer", "delay_ms": 600}]})
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0.2")
     try:
         with daemon.client("starter") as client:
             session_id = create_session(client)
-            start_turn(client, session_id, "take your time")
-        time.sleep(1.5)
-        assert daemon.proc.poll() is None, "exited with a turn running"
-        with daemon.client("checker") as client:
-            attached = attach(client, session_id)
-            assert attached.snapshot is not None
-            turns = attached.snapshot.turns
-            if turns[-1].status == "running":
-                events = collect_until_turn_end(client, session_id, timeout=10)
-                last = events[-1].event
-                assert isinstance(last, TurnCompleted)
-                assert last.status == "completed"
-            else:
-                assert turns[-1].status == "completed"
-        assert daemon.proc.wait(timeout=5) == 0
+            turn_id = start_turn(client, session_id, "take your time")
+        assert daemon.proc.wait(timeout=10) == 0
+        ends = [
+            (e.turn_id, e.status)
+            for _, e in persisted_events(home, workspace, session_id)
+            if isinstance(e, TurnCompleted)
+        ]
+        assert ends == [(turn_id, "completed")]
     finally:
         if daemon.proc.poll() is None:
             daemon.kill()
@@ -560,7 +548,7 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
 ) -> None:
     # A real client process killed with SIGKILL while its turn runs: the daemon drops the
     # connection, keeps serving, and (closing never cancels a turn) finishes the turn.
-    model_server.set_script({"steps": [{"text": "finished anyway", "delay_ms": 800}]})
+    model_server.set_script({"steps": [{"text": "finished anyway", "delay_ms": 600}]})
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -685,21 +673,29 @@ def test_a_stale_discovery_file_naming_a_live_process_is_ignored(
 
 
 def test_a_daemon_whose_discovery_file_is_deleted_is_still_reached_and_stopped(
-    daemon: DaemonProcess, home: Home, workspace: Path
+    home: Home, workspace: Path
 ) -> None:
-    path = home.discovery_path(workspace)
-    path.unlink()
-    listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
-    assert listed.returncode == 0, listed.stderr
-    # The daemon put its file back (the CLI reached it through it, and started no other).
-    assert home.read_discovery(workspace) == daemon.info
-    assert daemon.proc.poll() is None
+    # It looks every 0.1 s instead of every second: the CLI waits for it either way.
+    daemon = start_daemon(
+        home, workspace, "--idle-timeout", "0", "--discovery-check-interval", "0.1"
+    )
+    try:
+        path = home.discovery_path(workspace)
+        path.unlink()
+        listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+        assert listed.returncode == 0, listed.stderr
+        # The daemon put its file back (the CLI reached it through it, and started no other).
+        assert home.read_discovery(workspace) == daemon.info
+        assert daemon.proc.poll() is None
 
-    path.unlink()
-    code, stdout, stderr = _stop_with_cli(daemon, home, workspace)
-    assert (code, stderr) == (0, "")
-    assert f"stopped (pid {daemon.proc.pid})" in stdout
-    assert not path.exists()
+        path.unlink()
+        code, stdout, stderr = _stop_with_cli(daemon, home, workspace)
+        assert (code, stderr) == (0, "")
+        assert f"stopped (pid {daemon.proc.pid})" in stdout
+        assert not path.exists()
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.kill()
 
 
 def test_five_clients_starting_at_once_share_one_daemon(home: Home, workspace: Path) -> None:

@@ -23,6 +23,8 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.rpc import CallError, Client
+from tether.daemon.sessions.rows import SessionRow
+from tether.daemon.sessions.store import Store
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequested
 from tether.protocol.methods import (
@@ -178,7 +180,21 @@ def spawn(home: Home, workspace: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def write_database(home: Home, workspace: Path) -> Path:
+    """The workspace's database with 40 sessions, written by the store in this process (what
+    is tested is the start that refuses it)."""
+    path = home.database_path(workspace)
+    path.parent.mkdir(mode=0o700, parents=True)
+    store = Store(path)
+    store.open()
+    for n in range(40):
+        store.create_session_nowait(SessionRow(f"s_{n}", "", 0.0, 0.0, 0, None))
+    store.close()
+    return path
+
+
 def make_database(home: Home, workspace: Path) -> Path:
+    """The workspace's database, made by a daemon: its folders' and files' modes too."""
     proc = start_daemon(home, workspace, "--idle-timeout", "0")
     with proc.client() as client:
         for _ in range(40):
@@ -191,7 +207,7 @@ def make_database(home: Home, workspace: Path) -> Path:
 def test_a_damaged_database_stops_the_start_untouched_and_doctor_says_how_to_recover(
     home: Home, workspace: Path, keep: int
 ) -> None:
-    database = make_database(home, workspace)
+    database = write_database(home, workspace)
     data = database.read_bytes()
     damaged = data[:keep] + os.urandom(len(data) - keep)
     database.write_bytes(damaged)
@@ -239,7 +255,7 @@ def test_a_read_only_data_folder_is_named_at_start(home: Home, workspace: Path) 
 
 
 def test_a_read_only_database_folder_is_named_at_start(home: Home, workspace: Path) -> None:
-    database = make_database(home, workspace)
+    database = write_database(home, workspace)
     before = database.read_bytes()
     with read_only_folder(database.parent):
         done = spawn(home, workspace)

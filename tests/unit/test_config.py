@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tether.daemon.config.settings import ConfigError, load_config
+from tether.daemon.lsp.servers import BUILTIN_SERVERS, merge_specs
 
 OPENAI_FILE = '[provider]\nkind = "openai"\napi_key = "file-openai"\n'
 ANTHROPIC_FILE = '[provider]\nkind = "anthropic"\napi_key = "file-anthropic"\n'
@@ -102,10 +103,22 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert config.permissions.mode == "auto"
 
 
+def test_tether_lsp_off_turns_off_every_language_server(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[[lsp]]\nname = "zls"\ncommand = ["zls"]\nextensions = [".zig"]\n')
+    assert [s.name for s in merge_specs(load_config(env={}, path=path).lsp)] == [
+        *(s.name for s in BUILTIN_SERVERS),
+        "zls",
+    ]
+    config = load_config(env={"TETHER_LSP": "off"}, path=path)
+    assert merge_specs(config.lsp) == []
+
+
 @pytest.mark.parametrize(
     ("file", "env", "fragment"),
     [
         (None, {"TETHER_PROVIDER": "gemini"}, "TETHER_PROVIDER must be openai or anthropic"),
+        (None, {"TETHER_LSP": "on"}, "TETHER_LSP may only be off"),
         (None, {"TETHER_PERMISSION_MODE": "yolo"}, "TETHER_PERMISSION_MODE must be"),
         ('[provider]\nkind = "gemini"\n', {}, "config.toml"),
         ("[provider\n", {}, "config.toml"),

@@ -74,7 +74,7 @@ def test_cli_import_stays_thin() -> None:
     assert out == ""
 
 
-def test_readme_config_example_is_valid() -> None:
+def test_readme_config_example_is_valid(tmp_path: Path) -> None:
     import re
 
     from tether.daemon.config.settings import load_config
@@ -82,8 +82,7 @@ def test_readme_config_example_is_valid() -> None:
     readme = (ROOT / "README.md").read_text()
     match = re.search(r"```toml\n(.*?)```", readme, re.S)
     assert match is not None
-    path = ROOT / "build" / "readme-config.toml"
-    path.parent.mkdir(exist_ok=True)
+    path = tmp_path / "readme-config.toml"
     path.write_text(match.group(1))
     config = load_config(env={}, path=path)
     assert config.permissions.deny == ["run_command(git push *)"]

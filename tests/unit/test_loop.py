@@ -63,25 +63,50 @@ class SleepParams(ToolParams, frozen=True, kw_only=True):
 
 
 class SlowTool:
-    """Records when each call starts and ends, to observe scheduling."""
+    """Logs when each call starts and ends, to observe scheduling. Between the two it lets
+    every other task run; a call named in `meet` also waits until all of `meet` have started,
+    which calls that never overlap would wait for forever."""
 
     name: ClassVar[str] = "slow_read"
     description: ClassVar[str] = "test tool"
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = SleepParams
-    spans: ClassVar[list[tuple[str, float, float]]] = []
+    log: ClassVar[list[str]] = []
+    meet: ClassVar[set[str]] = set()
+    all_met: ClassVar[trio.Event] = trio.Event()
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, SleepParams)
-        start = trio.current_time()
-        await trio.sleep(0.2)
-        self.spans.append((params.name, start, trio.current_time()))
+        self.log.append(f"start {params.name}")
+        if params.name in self.meet:
+            if self.meet <= {entry.split()[1] for entry in self.log}:
+                self.all_met.set()
+            await self.all_met.wait()
+        for _ in range(3):
+            await trio.lowlevel.checkpoint()
+        self.log.append(f"end {params.name}")
         return f"slept {params.name}"
 
 
 class SlowWrite(SlowTool):
     name: ClassVar[str] = "slow_write"
     kind: ClassVar[ToolKind] = "edit"
+
+
+class BlockingWrite:
+    """An edit that runs until it is cancelled; `started` is set once it runs."""
+
+    name: ClassVar[str] = "blocking_write"
+    description: ClassVar[str] = "test tool"
+    kind: ClassVar[ToolKind] = "edit"
+    params: ClassVar[type[ToolParams]] = SleepParams
+
+    def __init__(self) -> None:
+        self.started = trio.Event()
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+        self.started.set()
+        await trio.sleep_forever()
 
 
 @pytest.fixture
@@ -197,17 +222,18 @@ async def test_read_only_calls_overlap_and_others_run_alone_in_order(
         {"name": "slow_read", "arguments": {"name": "r3"}},
     ]
     server.set_script({"steps": [{"tool_calls": calls}, {"text": "done"}]})
-    SlowTool.spans.clear()
+    SlowTool.log.clear()
+    SlowTool.meet = {"r1", "r2"}  # r1 and r2 each finish only once both have started
+    SlowTool.all_met = trio.Event()
     sink = RecordingSink()
     registry = ToolRegistry([SlowTool(), SlowWrite()])
     with trio.fail_after(10):
         outcome = await make_loop(client, tmp_path, sink, tools=registry).run()
     assert outcome.status == "completed"
-    spans = {name: (start, end) for name, start, end in SlowTool.spans}
-    r1, r2, w1, w2, r3 = (spans[n] for n in ("r1", "r2", "w1", "w2", "r3"))
-    assert r1[0] < r2[1], "consecutive reads should overlap"
-    assert r2[0] < r1[1], "consecutive reads should overlap"
-    assert max(r1[1], r2[1]) <= w1[0] <= w1[1] <= w2[0] <= w2[1] <= r3[0]
+    log = SlowTool.log
+    assert sorted(log[:2]) == ["start r1", "start r2"], "consecutive reads should overlap"
+    assert sorted(log[2:4]) == ["end r1", "end r2"]
+    assert log[4:] == ["start w1", "end w1", "start w2", "end w2", "start r3", "end r3"]
     results = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in results] == [f"slept {n}" for n in ("r1", "r2", "w1", "w2", "r3")]
 
@@ -262,12 +288,16 @@ async def test_cancel_closes_open_calls_and_keeps_history_valid(
 ) -> None:
     server, client = model
     server.set_script(
-        {"steps": [{"tool_calls": [{"name": "slow_write", "arguments": {"name": "w"}}]}]}
+        {"steps": [{"tool_calls": [{"name": "blocking_write", "arguments": {"name": "w"}}]}]}
     )
     sink = RecordingSink()
-    loop = make_loop(client, tmp_path, sink, tools=ToolRegistry([SlowWrite()]))
-    with trio.move_on_after(0.1):
-        await loop.run()
+    blocking = BlockingWrite()
+    loop = make_loop(client, tmp_path, sink, tools=ToolRegistry([blocking]))
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(loop.run)
+            await blocking.started.wait()
+            nursery.cancel_scope.cancel()
     calls = [i for i in sink.completed() if isinstance(i, ToolCall)]
     assert [(c.status, c.output) for c in calls] == [("cancelled", CANCELLED_RESULT)]
     last = loop.history.messages[-1]

@@ -18,7 +18,7 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
-from tether.daemon.turn.loop import MAX_RETRIES, TurnLoop
+from tether.daemon.turn.loop import MAX_RETRIES, UNREACHABLE_RETRY_SECONDS, TurnLoop
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, UserMessage
 from tether.protocol.session import QueuedInput
 
@@ -241,6 +241,77 @@ async def test_a_reply_that_fails_for_good_keeps_its_partial_text(
     assert outcome.status == "failed"
     messages = [i for i in sink.completed if isinstance(i, AgentMessage)]
     assert [m.superseded for m in messages] == [True] * MAX_RETRIES + [False]
+
+
+# --- a server that cannot be reached -------------------------------------------------------
+
+
+class Refusing:
+    """Refuses the first `refusals` connections the way httpx reports it, then answers with
+    `reply`; notes the (virtual) time of each attempt."""
+
+    def __init__(self, refusals: int, reply: httpx.Response | None = None) -> None:
+        self.refusals = refusals
+        self.reply = reply
+        self.times: list[float] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.times.append(trio.current_time())
+        if len(self.times) <= self.refusals or self.reply is None:
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        return self.reply
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_a_refused_connection_is_tried_once_more_then_fails_with_one_notice(
+    dialect: str, tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    refusing = Refusing(refusals=10)
+    client = client_for(dialect, transport=httpx.MockTransport(refusing))
+    sink = Sink()
+    outcome = await loop_over(client, tmp_path, sink).run()
+    await client.aclose()
+
+    assert outcome.status == "failed"
+    assert outcome.error is not None
+    assert outcome.error.code == "model_unreachable"
+    assert refusing.times == pytest.approx([0, UNREACHABLE_RETRY_SECONDS])
+    assert sink.retries == []  # nothing to announce: the one message is the failure's
+    (notice,) = [i for i in sink.completed if isinstance(i, Notice)]
+    assert (notice.level, notice.code) == ("error", "model_unreachable")
+    assert notice.message == outcome.error.message
+    assert "Could not reach the model server" in notice.message
+    assert [i for i in sink.completed if isinstance(i, AgentMessage)] == []
+
+
+async def test_a_server_that_answers_the_second_try_completes_the_turn(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    refusing = Refusing(refusals=1, reply=sse(openai_stream("back up")))
+    client = client_for("openai", transport=httpx.MockTransport(refusing))
+    sink = Sink()
+    outcome = await loop_over(client, tmp_path, sink).run()
+    await client.aclose()
+
+    assert outcome.status == "completed"
+    assert refusing.times == pytest.approx([0, UNREACHABLE_RETRY_SECONDS])
+    assert sink.retries == []
+    assert [i.text for i in sink.completed if isinstance(i, AgentMessage)] == ["back up"]
+
+
+async def test_a_busy_server_is_still_retried_three_times(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    busy = httpx.Response(503, json={"error": {"message": "overloaded"}})
+    replies = Replies(*([busy] * MAX_RETRIES), sse(openai_stream("made it")))
+    client = client_for("openai", transport=httpx.MockTransport(replies))
+    sink = Sink()
+    outcome = await loop_over(client, tmp_path, sink).run()
+    await client.aclose()
+
+    assert outcome.status == "completed"
+    assert [(a, m) for a, m, _, _ in sink.retries] == [(n, MAX_RETRIES) for n in (1, 2, 3)]
+    assert len(replies.times) == MAX_RETRIES + 1
 
 
 # --- what cannot succeed is not retried ----------------------------------------------------

@@ -140,11 +140,14 @@ def fake_server(tmp_path: Path) -> Path:
     return script
 
 
-def fake(script: Path, mode: str, log: Path, name: str = "fake") -> LspServerConfig:
+def fake(
+    script: Path, mode: str, log: Path, name: str = "fake", root_markers: list[str] | None = None
+) -> LspServerConfig:
     return LspServerConfig(
         name=name,
         command=[sys.executable, str(script), mode, str(log)],
         extensions=[".py"],
+        root_markers=root_markers or [],
         settings={"fake": {"level": "strict"}},
     )
 
@@ -214,10 +217,10 @@ async def test_syntax_error_appears_and_goes(
             assert broken, "a syntax error is an error for every server"
             assert all(d.severity == "error" and d.path == str(app) for d in broken)
             assert broken[0].line == 1
-            # Checked again unchanged: the answer the server gave for this text, at once.
-            started = trio.current_time()
-            assert await pool.diagnostics_after_edit([app], wait=5) == broken
-            assert trio.current_time() - started < 1
+            # Checked again unchanged: the answer the server gave for this text (pushed
+            # servers) or gives again at once (pulled ones). The call ends on that answer, not
+            # at its deadline, which the test's own limit would never let it reach.
+            assert await pool.diagnostics_after_edit([app], wait=3600) == broken
             app.write_text(FIXED)
             assert await pool.diagnostics_after_edit([app], wait=5) == []
 
@@ -270,28 +273,29 @@ async def test_basedpyright_type_error_after_edit_then_fixed(workspace: Path) ->
             assert await pool.diagnostics_after_edit([app]) == []
 
 
-async def test_warm_server_is_reused(workspace: Path) -> None:
+async def test_warm_server_is_reused(workspace: Path, fake_server: Path, tmp_path: Path) -> None:
     events = Recorder()
-    pool = LspPool(workspace, builtin=["ruff", "basedpyright"], on_event=events)
+    pushing = fake(fake_server, "push", tmp_path / "log")
+    pool = LspPool(workspace, [pushing], builtin=["ruff"], on_event=events)
     app = workspace / "app.py"
     with trio.fail_after(30):
         async with serving(pool):
-            app.write_text("print(nope)\n")
+            app.write_text("print(nope)\ndef f(:\n")
             first = await pool.diagnostics_after_edit([app], wait=10)
             pids = {s.name: s.pid for s in pool.status()}
-            app.write_text("print(nope2)\n")
+            app.write_text("print(nope2)\ndef g(:\n")
             second = await pool.diagnostics_after_edit([app])
             assert {s.name: s.pid for s in pool.status()} == pids
-    assert {d.source for d in first} == {d.source for d in second} == {"Ruff", "basedpyright"}
+    assert {d.source for d in first} == {d.source for d in second} == {"Ruff", "fake"}
     assert events.kinds().count("server_started") == 2
-    assert sorted(s.name for s in pool.status()) == ["basedpyright", "ruff"]
+    assert sorted(s.name for s in pool.status()) == ["fake", "ruff"]
 
 
 async def test_killed_server_is_reported_and_restarted(workspace: Path) -> None:
     events = Recorder()
-    pool = LspPool(workspace, builtin=["basedpyright"], on_event=events)
+    pool = LspPool(workspace, builtin=["ruff"], on_event=events, backoff=0.05)
     app = workspace / "app.py"
-    app.write_text('x: int = "s"\n')
+    app.write_text("print(undefined_name)\n")
     with trio.fail_after(40):
         async with serving(pool):
             assert await pool.diagnostics_after_edit([app], wait=10)
@@ -299,17 +303,18 @@ async def test_killed_server_is_reported_and_restarted(workspace: Path) -> None:
             assert before.state == "running"
             assert before.pid is not None
             os.killpg(before.pid, signal.SIGKILL)
-            await wait_for_state(pool, "basedpyright", "crashed")
+            await wait_for_state(pool, "ruff", "crashed")
             (crashed,) = pool.status()
             assert crashed.pid is None
             assert "signal 9" in crashed.last_error
             (report,) = events.server_events("server_crashed")
-            assert "basedpyright" in report.message
+            assert "ruff" in report.message
+            assert report.message.endswith("(in 0.05 s at the earliest)")
             assert report.pid == before.pid
 
-            app.write_text("y: str = 1\n")
+            app.write_text("print(other_name)\n")
             errors = await pool.diagnostics_after_edit([app], wait=10)
-            assert errors_in(errors) == [(1, "basedpyright", "reportAssignmentType")]
+            assert errors_in(errors) == [(1, "Ruff", "F821")]
             (after,) = pool.status()
             assert after.state == "running"
             assert after.restarts == 1
@@ -318,9 +323,12 @@ async def test_killed_server_is_reported_and_restarted(workspace: Path) -> None:
     assert events.server_events("server_restarted")[0].restarts == 1
 
 
-async def test_stopping_the_pool_stops_every_server(workspace: Path) -> None:
+async def test_stopping_the_pool_stops_every_server(
+    workspace: Path, fake_server: Path, tmp_path: Path
+) -> None:
     events = Recorder()
-    pool = LspPool(workspace, builtin=["ruff", "basedpyright"], on_event=events)
+    per_project = fake(fake_server, "push", tmp_path / "log", root_markers=["pyproject.toml"])
+    pool = LspPool(workspace, [per_project], builtin=["ruff"], on_event=events)
     (workspace / "pkg").mkdir()
     (workspace / "pkg" / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
     files = [workspace / "a.py", workspace / "pkg" / "b.py"]
@@ -330,10 +338,10 @@ async def test_stopping_the_pool_stops_every_server(workspace: Path) -> None:
         async with serving(pool):
             await pool.diagnostics_after_edit(files, wait=10)
             running = pool.status()
-            # One ruff for the workspace; basedpyright per project root.
+            # One ruff for the workspace; the other server per project root.
             assert sorted((s.name, Path(s.root).name) for s in running) == [
-                ("basedpyright", "pkg"),
-                ("basedpyright", "ws"),
+                ("fake", "pkg"),
+                ("fake", "ws"),
                 ("ruff", "ws"),
             ]
             pids = [s.pid for s in running]
@@ -392,23 +400,22 @@ async def test_server_that_never_answers_initialize(
         workspace,
         [fake(fake_server, "hang", tmp_path / "log")],
         builtin=False,
-        initialize_timeout=2.0,
+        initialize_timeout=0.3,
         on_event=events,
     )
     app = workspace / "app.py"
     app.write_text(BROKEN)
     with trio.fail_after(20):
         async with serving(pool):
-            started = trio.current_time()
             assert await pool.diagnostics_after_edit([app]) == []
-            assert trio.current_time() - started < 12
             (status,) = pool.status()
             assert status.state == "crashed"
-            assert status.last_error == "did not answer initialize within 2 s"
-            # A server that keeps failing is not waited for: the next call returns at once.
-            started = trio.current_time()
+            assert status.last_error == "did not answer initialize within 0.3 s"
+            # A server that failed while starting is not waited for: the next call, made
+            # before its backoff is over, leaves it crashed and starts nothing.
             assert await pool.diagnostics_after_edit([app]) == []
-            assert trio.current_time() - started < 1.5
+            (status,) = pool.status()
+            assert (status.state, status.restarts) == ("crashed", 0)
     assert events.kinds() == ["server_crashed", "diagnostics", "diagnostics"]
 
 
@@ -420,18 +427,18 @@ async def test_server_that_hangs_after_initialize(
         workspace,
         [fake(fake_server, "hang-after-init", tmp_path / "log")],
         builtin=False,
-        shutdown_timeout=0.5,
+        shutdown_timeout=0.2,
     )
     app = workspace / "app.py"
     app.write_text(BROKEN)
     with trio.fail_after(20):
         async with serving(pool):
-            await pool.diagnostics_after_edit([app], wait=0.5)  # started: cold
-            started = trio.current_time()
-            assert await pool.diagnostics_after_edit([app], wait=0.5) == []
-            assert trio.current_time() - started < 1.5
+            await pool.diagnostics_after_edit([app], wait=0.2)  # started: cold
+            # Warm, asked and never answered: the call gives up at its wait, with nothing,
+            # and the server is not taken for crashed.
+            assert await pool.diagnostics_after_edit([app], wait=0.2) == []
             (status,) = pool.status()
-            assert status.state == "running"
+            assert (status.state, status.restarts) == ("running", 0)
         # It never answers `shutdown` either: the pool kills it.
         assert pool.status()[0].state == "stopped"
 
@@ -443,27 +450,30 @@ async def test_crash_loop_backs_off(workspace: Path, fake_server: Path, tmp_path
         [fake(fake_server, "crash-on-edit", tmp_path / "log")],
         builtin=False,
         on_event=events,
+        backoff=0.25,
     )
     app = workspace / "app.py"
     app.write_text(BROKEN)
     with trio.fail_after(20):
         async with serving(pool):
-            assert await pool.diagnostics_after_edit([app]) == []
-            await wait_for_state(pool, "fake", "crashed")
-            # The first crash after a good start: restarted within the call, once its 1 s
+            # The server dies on the edit: the call is done with it then, not at a deadline
+            # the test's own limit would never let it reach.
+            assert await pool.diagnostics_after_edit([app], wait=3600) == []
+            assert pool.status()[0].state == "crashed"
+            # The first crash after a good start: restarted within the call, once its first
             # backoff has passed (the events below say when each attempt may come).
             assert await pool.diagnostics_after_edit([app], wait=1.5) == []
             await wait_for_state(pool, "fake", "crashed")
             assert pool.status()[0].restarts == 1
-            # Crashing again: the next attempt is 2 s away, so this call skips the server
-            # (no restart, it stays crashed) rather than waiting past its own 1.5 s.
+            # Crashing again, it is skipped (no restart, it stays crashed) until its next
+            # attempt is due, however long the call would wait.
             assert await pool.diagnostics_after_edit([app], wait=1.5) == []
             assert pool.status()[0].state == "crashed"
             assert pool.status()[0].restarts == 1
     first, second = events.server_events("server_crashed")
     assert "exited with status 3" in first.message
-    assert first.message.endswith("in 1 s at the earliest)")
-    assert second.message.endswith("in 2 s at the earliest)")
+    assert first.message.endswith("in 0.25 s at the earliest)")
+    assert second.message.endswith("in 0.5 s at the earliest)")
 
 
 async def test_idle_server_stops_and_starts_again(

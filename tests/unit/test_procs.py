@@ -51,6 +51,10 @@ async def test_serve_cancellation_stops_every_tree(tmp_path: Path) -> None:
         await table.start("true", tmp_path, command_env())
 
 
+# Cleans up for a moment when asked to stop, then exits 0; it says when it starts cleaning.
+CLEANS_UP = "trap 'echo cleaning > cleaning; sleep 0.1; exit 0' TERM; sleep 300 & wait"
+
+
 async def test_shutdown_stops_everything_and_kill_escalates(tmp_path: Path) -> None:
     table = ProcessTable(grace=GRACE)
     with trio.fail_after(20):
@@ -58,12 +62,16 @@ async def test_shutdown_stops_everything_and_kill_escalates(tmp_path: Path) -> N
             await nursery.start(table.serve)
             stubborn = await table.start(IGNORES_TERM, tmp_path, command_env())
             polite = await table.start("sleep 300", tmp_path, command_env())
+            tidy = await table.start(CLEANS_UP, tmp_path, command_env())
             await wait_members(stubborn.pid, 3)
-            started = trio.current_time()
+            await wait_members(tidy.pid, 2)
             await table.shutdown()
-            took = trio.current_time() - started
-            assert GRACE <= took < GRACE + 3
-            assert [info.status for info in table.list()] == ["killed", "killed"]
+            assert [info.status for info in table.list()] == ["killed"] * 3
+            # SIGTERM first, and the grace to act on it: the tidy shell finished cleaning up
+            # and exited by itself; only what ignored SIGTERM met SIGKILL.
+            assert (tmp_path / "cleaning").exists()
+            exits = {info.id: info.exit_code for info in table.list()}
+            assert (exits[tidy.id], exits[polite.id], exits[stubborn.id]) == (0, -15, -9)
             assert group_survivors(stubborn.pid) == []
             assert not alive(polite.pid)
             with pytest.raises(KeyError):
