@@ -317,6 +317,20 @@ class ProcessKillParams(Wire, frozen=True, kw_only=True):
     process_id: str
 
 
+class ProcessOutputParams(Wire, frozen=True, kw_only=True):
+    process_id: str
+    max_chars: int = 4000
+    """How much of the end of its output to return (at most the 16,000 characters kept)."""
+
+
+class ProcessOutputResult(Wire, frozen=True, kw_only=True):
+    process: ProcessInfo
+    text: str
+    """The end of what it printed (stdout and stderr as they came), read by the model or not."""
+    truncated: bool = False
+    """It printed more than `text` before it."""
+
+
 class TurnCancelParams(Wire, frozen=True, kw_only=True):
     session_id: str
     turn_id: str | None = None
@@ -522,6 +536,12 @@ LSP_STATUS = _declare("lsp/status", Empty, LspStatusResult, "The language server
 MODELS_LIST = _declare("models/list", Empty, ModelsListResult, "The models the provider serves.")
 PROCESS_LIST = _declare(
     "process/list", Empty, ProcessListResult, "Background processes the daemon owns."
+)
+PROCESS_OUTPUT = _declare(
+    "process/output",
+    ProcessOutputParams,
+    ProcessOutputResult,
+    "The end of a background process's output, without taking it from the model.",
 )
 PROCESS_KILL = _declare(
     "process/kill", ProcessKillParams, Empty, "Stop a background process and its tree."

@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
         "processes", parents=[common], help="background processes the daemon owns"
     )
     processes.add_argument("--kill", metavar="ID", help="stop one (its whole process tree)")
+    processes.add_argument(
+        "--output", metavar="ID", help="the end of what one printed (the model's reads aside)"
+    )
     processes.add_argument("--json", action="store_true")
     processes.set_defaults(handler="processes.cmd_processes")
 

@@ -34,6 +34,9 @@ from tether.protocol.methods import ProcessInfo
 log = logging.getLogger(__name__)
 
 MAX_UNREAD = 200_000
+MAX_TAIL = 16_000
+"""Characters of a process's latest output kept for clients (`process/output`), whether or not
+the model has read them."""
 """Unread output kept per background process; older output is dropped (and counted)."""
 MAX_FINISHED = 50
 """Finished background processes kept in the table (oldest dropped first)."""
@@ -66,6 +69,8 @@ class ManagedProcess:
         self._unread: list[str] = []
         self._unread_len = 0
         self._dropped = 0
+        self._tail = ""
+        self._total = 0
 
     def info(self) -> ProcessInfo:
         return ProcessInfo(
@@ -80,6 +85,8 @@ class ManagedProcess:
         )
 
     def append_output(self, text: str) -> None:
+        self._total += len(text)
+        self._tail = (self._tail + text)[-MAX_TAIL:]
         self._unread.append(text)
         self._unread_len += len(text)
         while self._unread_len - len(self._unread[0]) >= MAX_UNREAD:
@@ -91,6 +98,13 @@ class ManagedProcess:
             self._unread[0] = self._unread[0][extra:]
             self._unread_len -= extra
             self._dropped += extra
+
+    def tail(self, max_chars: int) -> tuple[str, bool]:
+        """The last `max_chars` characters it printed (at most `MAX_TAIL`), read or not, and
+        whether there was more before them. Reading the tail leaves what the model is yet to
+        read (`read_new_output`) alone."""
+        text = self._tail[-max_chars:] if max_chars > 0 else ""
+        return text, self._total > len(text)
 
     def read_new_output(self) -> str:
         """The output since the last call (older unread output beyond 200,000 characters was

@@ -26,6 +26,7 @@ from tether.protocol.methods import (
     MODELS_LIST,
     PROCESS_KILL,
     PROCESS_LIST,
+    PROCESS_OUTPUT,
     SESSION_ATTACH,
     SESSION_COMPACT,
     SESSION_CONFIGURE,
@@ -51,6 +52,8 @@ from tether.protocol.methods import (
     PendingApproval,
     ProcessKillParams,
     ProcessListResult,
+    ProcessOutputParams,
+    ProcessOutputResult,
     SessionAttachParams,
     SessionAttachResult,
     SessionCompactResult,
@@ -138,6 +141,7 @@ class Handlers:
             on(SESSION_UNDO, self.session_undo),
             on(PROCESS_LIST, self.process_list),
             on(PROCESS_KILL, self.process_kill),
+            on(PROCESS_OUTPUT, self.process_output),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -365,6 +369,16 @@ class Handlers:
 
     async def process_list(self, conn: Connection, params: Empty) -> ProcessListResult:
         return ProcessListResult(processes=self.daemon.processes.list())
+
+    async def process_output(self, conn: Connection, p: ProcessOutputParams) -> ProcessOutputResult:
+        try:
+            managed = self.daemon.processes.get(p.process_id)
+        except KeyError as exc:
+            raise RpcError(
+                ErrorCode.PROCESS_NOT_FOUND, f"no background process {p.process_id!r}"
+            ) from exc
+        text, truncated = managed.tail(p.max_chars)
+        return ProcessOutputResult(process=managed.info(), text=text, truncated=truncated)
 
     async def process_kill(self, conn: Connection, p: ProcessKillParams) -> Empty:
         try:

@@ -202,6 +202,12 @@ def test_background_processes_are_owned_by_the_daemon(
             assert alive(pid)
             shown = run_cli(home, "processes", "-w", str(workspace))
             assert listed[0].id in shown.stdout
+            output = run_cli(home, "processes", "--output", listed[0].id, "-w", str(workspace))
+            assert output.returncode == 0, output.stderr
+            assert output.stdout.splitlines()[1:] == ["serving"]
+            unknown = run_cli(home, "processes", "--output", "p_none", "-w", str(workspace))
+            assert unknown.returncode == 2
+            assert "no background process 'p_none'" in unknown.stderr
             client.call(PROCESS_KILL, ProcessKillParams(process_id=listed[0].id))
             deadline = time.monotonic() + 5
             while alive(pid) and time.monotonic() < deadline:

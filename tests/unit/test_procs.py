@@ -15,7 +15,7 @@ from tether.daemon.procs.output import (
     collapse_carriage_returns,
     strip_ansi,
 )
-from tether.daemon.procs.table import MAX_UNREAD, ProcessTable, ProcessTableClosed
+from tether.daemon.procs.table import MAX_TAIL, MAX_UNREAD, ProcessTable, ProcessTableClosed
 from tether.daemon.truncate import cut_marker
 
 GRACE = 0.5
@@ -95,6 +95,30 @@ async def test_unread_output_is_bounded(tmp_path: Path) -> None:
             assert text.endswith("END")
             assert len(text.split("\n", 1)[1]) == MAX_UNREAD
             assert table.read_new_output(managed.id) == ""
+            nursery.cancel_scope.cancel()
+
+
+async def test_the_tail_for_clients_leaves_the_model_s_unread_output_alone(tmp_path: Path) -> None:
+    table = ProcessTable(grace=GRACE)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(table.serve)
+            managed = await table.start("printf 'one\\ntwo\\n'", tmp_path, command_env())
+            await managed.done.wait()
+            assert managed.tail(4000) == ("one\ntwo\n", False)
+            assert managed.tail(4) == ("two\n", True)
+            assert managed.tail(0) == ("", True)
+            assert table.read_new_output(managed.id) == "one\ntwo\n"  # still all unread
+            assert managed.tail(4000) == ("one\ntwo\n", False)  # the model's read took none
+
+            big = await table.start(
+                f"head -c {MAX_TAIL + 10} /dev/zero | tr '\\0' y; printf END",
+                tmp_path,
+                command_env(),
+            )
+            await big.done.wait()
+            text, truncated = big.tail(10**6)
+            assert (len(text), truncated, text[-3:]) == (MAX_TAIL, True, "END")
             nursery.cancel_scope.cancel()
 
 

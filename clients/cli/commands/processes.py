@@ -1,4 +1,5 @@
-"""`tether processes`: list the background processes the daemon owns, or stop one."""
+"""`tether processes`: list the background processes the daemon owns, show the end of one's
+output, or stop one."""
 
 import argparse
 
@@ -7,7 +8,19 @@ import msgspec
 from tether.clients.cli.exit_codes import EXIT_OK
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
-from tether.protocol.methods import PROCESS_KILL, PROCESS_LIST, ProcessKillParams
+from tether.protocol.methods import (
+    PROCESS_KILL,
+    PROCESS_LIST,
+    PROCESS_OUTPUT,
+    ProcessInfo,
+    ProcessKillParams,
+    ProcessOutputParams,
+)
+
+
+def describe_process(p: ProcessInfo) -> str:
+    code = "" if p.exit_code is None else f" ({p.exit_code})"
+    return f"{p.id}  pid {p.pid:<7} {p.status}{code}  {visible(p.command)}"
 
 
 def cmd_processes(args: argparse.Namespace) -> int:
@@ -16,6 +29,17 @@ def cmd_processes(args: argparse.Namespace) -> int:
             client.call(PROCESS_KILL, ProcessKillParams(process_id=args.kill))
             print(f"stopped {args.kill}")
             return EXIT_OK
+        if args.output:
+            result = client.call(PROCESS_OUTPUT, ProcessOutputParams(process_id=args.output))
+            if args.json:
+                print(msgspec.json.encode(result).decode())
+                return EXIT_OK
+            print(describe_process(result.process))
+            if result.truncated:
+                print("[… earlier output not shown]")
+            text = visible(result.text, multiline=True)
+            print(text, end="" if text.endswith("\n") or not text else "\n")
+            return EXIT_OK
         processes = client.call(PROCESS_LIST).processes
     if args.json:
         print(msgspec.json.encode(processes).decode())
@@ -23,6 +47,5 @@ def cmd_processes(args: argparse.Namespace) -> int:
     if not processes:
         print("no background processes")
     for p in processes:
-        code = "" if p.exit_code is None else f" ({p.exit_code})"
-        print(f"{p.id}  pid {p.pid:<7} {p.status}{code}  {visible(p.command)}")
+        print(describe_process(p))
     return EXIT_OK
