@@ -55,6 +55,11 @@ class Terminal:
         """Where the next `expect` starts looking in `text`."""
 
     @property
+    def raw(self) -> str:
+        """Everything the program wrote, escape sequences included."""
+        return self._raw.decode("utf-8", "replace")
+
+    @property
     def text(self) -> str:
         decoded = self._raw.decode("utf-8", "replace")
         # A renderer may move the cursor forward instead of writing spaces.
