@@ -6,20 +6,14 @@ driver: `\\x03` becomes SIGINT for the CLI (and only the CLI), a line is deliver
 input is echoed.
 """
 
-import fcntl
-import os
-import pty
 import shutil
-import struct
-import subprocess
 import sys
-import termios
-import threading
 from pathlib import Path
 from types import TracebackType
 
 import pytest
 
+from tests.screen import PtyProgram
 from tests.support import Home
 
 
@@ -30,75 +24,40 @@ class TerminalCli:
         setsid = shutil.which("setsid")
         if setsid is None:
             pytest.skip("setsid (util-linux) is needed to give the CLI a controlling terminal")
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-        try:
-            self.proc = subprocess.Popen(
-                # -w: should setsid have to fork, its exit status is still the CLI's.
-                [setsid, "-w", "-c", sys.executable, "-m", "tether.clients.cli.main", *args],
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                env=home.env,
-                cwd=cwd,
-            )
-        finally:
-            os.close(slave)
-        self._master = master
-        self._shown = ""
+        self.program = PtyProgram(
+            # -w: should setsid have to fork, its exit status is still the CLI's.
+            [setsid, "-w", "-c", sys.executable, "-m", "tether.clients.cli.main", *args],
+            env=home.env,
+            cwd=cwd,
+            rows=50,
+            columns=columns,
+        )
+        self.proc = self.program.proc
         self._seen = 0
-        self._ended = False
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                chunk = os.read(self._master, 4096)
-            except OSError:  # EIO: every slave end is closed
-                chunk = b""
-            with self._changed:
-                if not chunk:
-                    self._ended = True
-                    self._changed.notify_all()
-                    return
-                self._shown += chunk.decode("utf-8", "replace").replace("\r\n", "\n")
-                self._changed.notify_all()
 
     @property
     def shown(self) -> str:
         """Everything the terminal showed so far (newlines as `\\n`)."""
-        with self._changed:
-            return self._shown
+        return self.program.raw.decode("utf-8", "replace").replace("\r\n", "\n")
 
     def expect(self, text: str, timeout: float = 20.0) -> str:
         """Wait until `text` is shown after what earlier `expect`s matched; return what was
         shown up to the end of it."""
-        with self._changed:
-            found = self._changed.wait_for(
-                lambda: text in self._shown[self._seen :] or self._ended, timeout
-            )
-            at = self._shown.find(text, self._seen)
-            if not found or at < 0:
-                raise AssertionError(f"{text!r} not shown; the terminal shows:\n{self._shown}")
-            before, self._seen = self._shown[self._seen : at + len(text)], at + len(text)
-            return before
+        if not self.program.wait_for(lambda: text in self.shown[self._seen :], timeout):
+            raise AssertionError(f"{text!r} not shown; the terminal shows:\n{self.shown}")
+        shown = self.shown
+        at = shown.find(text, self._seen)
+        before, self._seen = shown[self._seen : at + len(text)], at + len(text)
+        return before
 
     def send(self, text: str) -> None:
-        os.write(self._master, text.encode())
+        self.program.send(text)
 
     def wait(self, timeout: float = 20.0) -> int:
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(timeout=5)
-        return code
+        return self.program.wait(timeout)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self._reader.join(timeout=5)
-        os.close(self._master)
+        self.program.close()
 
     def __enter__(self) -> "TerminalCli":
         return self

@@ -17,6 +17,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from tether.clients.cli.render import describe_approval, visible
@@ -143,8 +144,12 @@ class ApprovalAnswerer:
         enabled: bool = True,
         wait_seconds: float = 0.0,
         prompt: AnswerPrompt | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
-        """`prompt`: where to ask when `interactive` (default: a `TerminalPrompt`)."""
+        """`prompt`: where to ask when `interactive` (default: a `TerminalPrompt`). `say`:
+        where the answerer's own lines go (an approval described, what to answer it with), one
+        or more lines without the final newline (default: stderr); a host that draws the
+        terminal itself passes its own output."""
         self.client = client
         self.session_id = session_id
         self.enabled = enabled
@@ -157,6 +162,7 @@ class ApprovalAnswerer:
         self._deadlines: dict[str, tuple[ApprovalRequest, float]] = {}
         """Approvals left for another client, with when to look again."""
         self._told_attached: set[str] = set()
+        self._write = say or _to_stderr
 
     @property
     def asking(self) -> ApprovalRequest | None:
@@ -197,8 +203,7 @@ class ApprovalAnswerer:
             return
         self._requested[approval.id] = approval
         if describe:
-            sys.stderr.write(describe_approval(approval))
-            sys.stderr.flush()
+            self._write(describe_approval(approval).rstrip("\n"))
         if not self.enabled:
             self._say(f"answer it with {answer_commands(self.session_id, approval.id)}")
             return
@@ -240,7 +245,7 @@ class ApprovalAnswerer:
         assert self._prompt is not None
         self._asking = approval
         if describe:
-            sys.stderr.write(describe_approval(approval))
+            self._write(describe_approval(approval).rstrip("\n"))
         self._prompt.ask(question(approval))
 
     def _ask_next(self) -> None:
@@ -294,8 +299,7 @@ class ApprovalAnswerer:
                 )
 
     def _say(self, line: str) -> None:
-        sys.stderr.write(f"tether: {line}\n")
-        sys.stderr.flush()
+        self._write(f"tether: {line}")
 
     def _respond(
         self, approval: ApprovalRequest, decision: Decision, scope: DecisionScope, message: str = ""
@@ -315,3 +319,8 @@ class ApprovalAnswerer:
             # Answered elsewhere first, or its turn ended: the resolution says so.
             if exc.code not in (ErrorCode.APPROVAL_RESOLVED, ErrorCode.APPROVAL_NOT_FOUND):
                 raise
+
+
+def _to_stderr(text: str) -> None:
+    sys.stderr.write(f"{text}\n")
+    sys.stderr.flush()

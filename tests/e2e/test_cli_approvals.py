@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from tests.e2e.test_approvals import respond, wait_for_approval
 from tests.support import (
@@ -24,6 +25,8 @@ from tests.support import (
     start_turn,
 )
 from tests.terminal import TerminalCli
+from tether.clients.cli.approvals import ApprovalAnswerer
+from tether.clients.cli.render import describe_approval
 from tether.protocol.events import ApprovalRequest
 from tether.protocol.methods import PendingApproval
 from tether.testing import ModelServer
@@ -266,3 +269,52 @@ def test_approve_always_refuses_an_approval_without_a_rule(
     assert "offers no rule to allow always" in result.stderr
     with daemon.client() as client:
         assert read_snapshot(client, session_id).pending_approvals
+
+
+class AnsweredPrompt:
+    """An `AnswerPrompt` that records what it is asked; nothing is ever answered on it."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.withdrawn: list[str] = []
+
+    def ask(self, prompt: str) -> None:
+        self.asked.append(prompt)
+
+    def withdraw(self, note: str) -> None:
+        self.withdrawn.append(note)
+
+    def answer(self) -> str | None:
+        return None
+
+
+def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
+    daemon: DaemonProcess, capfd: pytest.CaptureFixture[str]
+) -> None:
+    first, second = (
+        ApprovalRequest(
+            id=f"a_{n}",
+            turn_id="t_1",
+            item_id=f"c_{n}",
+            tool="run_command",
+            arguments="{}",
+            kind="command",
+            reason="commands ask first",
+            command=f"echo {n}",
+            requested_at=float(n),
+        )
+        for n in (1, 2)
+    )
+    said: list[str] = []
+    prompt = AnsweredPrompt()
+    with daemon.client() as client:
+        answerer = ApprovalAnswerer(client, "s_1", interactive=True, prompt=prompt, say=said.append)
+        answerer.requested(first, describe=True)  # pending when the client attached
+        answerer.requested(second)  # described by the renderer; waits behind the first
+        assert said == [describe_approval(first).rstrip("\n")]
+        assert len(prompt.asked) == 1
+        answerer.resolved(first.id)  # answered elsewhere: the second is asked, described again
+    assert said == [describe_approval(first).rstrip("\n"), describe_approval(second).rstrip("\n")]
+    assert prompt.withdrawn == ["(answered elsewhere)"]
+    assert len(prompt.asked) == 2
+    assert capfd.readouterr().err == ""

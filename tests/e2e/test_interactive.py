@@ -33,6 +33,9 @@ STATUS = " · context "
 """Part of the status line: drawn once the prompt reads keys (sent earlier, the terminal
 would still turn Enter into a newline)."""
 
+RUNNING = "run_command(command='while"
+"""The line above the prompt while `WAIT_FOR_GO` runs (the call is printed when it ends)."""
+
 WAIT_FOR_GO = command_step("while [ ! -e go ]; do sleep 0.02; done; echo went")
 """A command that runs until the test creates `go` in the workspace."""
 
@@ -87,6 +90,41 @@ def test_tether_alone_answers_and_shows_the_status_line(
     assert "tether chat -s s_" in terminal.text
 
 
+def test_a_failing_command_an_edit_and_markdown_reach_the_scrollback_rendered(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    fail = {"command": "echo boom; exit 3", "description": "fail"}
+    write = {"path": "chat-shown.txt", "content": "hello\n"}
+    model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "run_command", "arguments": fail}]},
+                {"tool_calls": [{"name": "write_file", "arguments": write}]},
+                {"text": "The **answer** is ready.\n\n- one\n- two", "chunks": 5},
+            ]
+        }
+    )
+    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
+    terminal.send(f"go{ENTER}")
+    terminal.expect("✗ run_command(command='echo boom; exit 3', description='fail') exit 3")
+    terminal.expect("  │ boom")
+    terminal.expect("✓ write_file(path='chat-shown.txt'")
+    terminal.expect("+hello")
+    terminal.expect("answer is ready.")
+    terminal.expect("3 model calls")
+    raw = terminal.raw
+    assert "\x1b[1;31m✗ \x1b[0m" in raw  # the mark, in red
+    assert "\x1b[32m+hello\x1b[0m" in raw  # the diff, coloured
+    assert "\x1b[1manswer\x1b[0m is ready." in raw  # Markdown, rendered
+    assert "**answer**" not in raw
+    assert "• one" in terminal.text  # the list too
+    assert (workspace / "chat-shown.txt").read_text() == "hello\n"
+
+
 def test_an_approval_is_asked_inline_and_answered(
     daemon: DaemonProcess,
     home: Home,
@@ -98,7 +136,7 @@ def test_an_approval_is_asked_inline_and_answered(
     terminal = open_chat(home, workspace, terminals)
     terminal.send(f"run it{ENTER}")
     terminal.expect("approval needed")
-    terminal.expect("allow? [y]es / [a]lways / [n]o")
+    terminal.expect("allow? [y]es / [a]lways run_command(")
     terminal.send("y")
     terminal.expect("allowed by")
     terminal.expect("done")
@@ -121,7 +159,7 @@ def test_a_pending_approval_is_asked_at_once_on_attach(
             client, session_id, lambda es: any(isinstance(e.event, ApprovalRequested) for e in es)
         )
     terminal = open_chat(home, workspace, terminals, "chat", "--session", session_id)
-    terminal.expect("allow? [y]es / [a]lways / [n]o", anywhere=True)
+    terminal.expect("allow? [y]es / [a]lways run_command(", anywhere=True)
     assert "approval needed" in terminal.text
     terminal.send("n")
     terminal.expect("refused")
@@ -138,7 +176,7 @@ def test_esc_cancels_the_running_turn(
     model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "never"}]})
     terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
     terminal.send(f"wait{ENTER}")
-    terminal.expect("→ run_command")
+    terminal.expect(RUNNING)
     session_id = running_session(daemon)
     terminal.send(ESC)
     terminal.expect("cancelled")
@@ -156,7 +194,7 @@ def test_a_message_typed_during_a_turn_joins_its_next_step(
     model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "both done"}]})
     terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
     terminal.send(f"first{ENTER}")
-    terminal.expect("→ run_command")
+    terminal.expect(RUNNING)
     terminal.send(f"and also this{ENTER}")
     terminal.expect("joins at the next step")
     (workspace / "go").touch()
@@ -176,7 +214,7 @@ def test_ctrl_d_detaches_and_the_turn_completes_in_the_daemon(
     model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "finished alone"}]})
     terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
     terminal.send(f"go on without me{ENTER}")
-    terminal.expect("→ run_command")
+    terminal.expect(RUNNING)
     session_id = running_session(daemon)
     terminal.send(CTRL_D)
     assert terminal.wait() == 0

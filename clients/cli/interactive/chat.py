@@ -8,14 +8,20 @@ the loop (`_drain`); calls to the daemon run in worker threads (`_call`) so that
 the loop holds the session's events back (`_holding`), so that the snapshot is drawn before
 the events that follow it.
 
+Output: the renderer runs without a live region (`Renderer(region=False)`), so it writes only
+whole lines, once, which `_emit` puts above the prompt; what moves (the running call, its
+spinner and time, "thinking…", a retry's countdown) is `Renderer.activity`, drawn on the line
+above the prompt, which prompt_toolkit redraws. Everything else that would print (the
+approval answerer's lines) goes through `note`.
+
 Leaving (Ctrl-D, `/exit`, Ctrl-C twice) detaches: the daemon keeps a running turn running.
 """
 
 import asyncio
 import contextlib
+import shutil
 import sys
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -26,6 +32,7 @@ from prompt_toolkit.formatted_text import ANSI
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.utils import get_cwidth
 
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.interactive.channel import SharedClient
@@ -35,7 +42,7 @@ from tether.clients.cli.interactive.picker import pick
 from tether.clients.cli.interactive.slash import BY_NAME
 from tether.clients.cli.interactive.state import ChatState
 from tether.clients.cli.mentions import parse_cli_mentions
-from tether.clients.cli.render import Renderer, describe_approval, visible
+from tether.clients.cli.render import Renderer, visible
 from tether.clients.places import history_path
 from tether.clients.rpc import CallError
 from tether.clients.websocket import WebSocketError
@@ -151,7 +158,6 @@ class Chat:
         self.renderer = self._new_renderer()
         self.question = InlineQuestion(self.invalidate, self.note)
         self.answerer: ApprovalAnswerer | None = None
-        self._waiting: deque[ApprovalRequest] = deque()
         self._holding = False
         self._leaving = False
         self._ctrl_c_at = 0.0
@@ -164,8 +170,22 @@ class Chat:
     # --- output ---------------------------------------------------------------------------
 
     def _new_renderer(self) -> Renderer:
-        # No lines: nothing printed is ever erased (it is in the scrollback already).
-        return Renderer(out=self.lines, err=self.lines, live=True, terminal_size=lambda: (80, 0))
+        return Renderer(
+            out=self.lines,
+            err=self.lines,
+            live=True,
+            status_live=True,
+            terminal_size=self._terminal_size,
+            region=False,
+        )
+
+    def _terminal_size(self) -> tuple[int, int]:
+        app = self._prompt.app if self._prompt is not None else None
+        if app is not None and app.is_running:
+            size = app.output.get_size()
+            return size.columns, size.rows
+        columns, rows = shutil.get_terminal_size()
+        return columns, rows
 
     def _emit(self, text: str) -> None:
         """Write lines above the prompt: erase it, write, draw it again below. Unlike
@@ -258,29 +278,19 @@ class Chat:
             case ApprovalRequested(approval=approval):
                 self._ask(approval)
             case ApprovalResolved(approval_id=approval_id):
-                self._waiting = deque(a for a in self._waiting if a.id != approval_id)
                 if self.answerer is not None:
                     self.answerer.resolved(approval_id)
-                self._ask_next()
             case _:
                 pass
         self.invalidate()
 
     # --- approvals --------------------------------------------------------------------------
 
-    def _ask(self, approval: ApprovalRequest) -> None:
-        if self.answerer is None:
-            return
-        if self.answerer.waiting:
-            self._waiting.append(approval)
-        else:
-            self.answerer.requested(approval)
-
-    def _ask_next(self) -> None:
-        if self.answerer is not None and not self.answerer.waiting and self._waiting:
-            approval = self._waiting.popleft()
-            self.note(describe_approval(approval).rstrip("\n"))
-            self.answerer.requested(approval)
+    def _ask(self, approval: ApprovalRequest, *, describe: bool = False) -> None:
+        """Ask `approval` now, or after those asked before it (the answerer keeps the order
+        and describes one again when its turn comes)."""
+        if self.answerer is not None:
+            self.answerer.requested(approval, describe=describe)
 
     def answer_question(self, line: str) -> None:
         if self.answerer is None:
@@ -290,7 +300,6 @@ class Chat:
             self.answerer.poll()
         except CallError as exc:
             self.note(f"tether: {visible(exc.message)}")
-        self._ask_next()
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -313,12 +322,10 @@ class Chat:
                     self.renderer.snapshot(snapshot, last_turns=HISTORY_TURNS)
                 self.state.from_snapshot(snapshot, time.monotonic())
                 self.answerer = ApprovalAnswerer(
-                    self.client, session_id, interactive=True, prompt=self.question
+                    self.client, session_id, interactive=True, prompt=self.question, say=self.note
                 )
-                self._waiting.clear()
                 for approval in snapshot.pending_approvals:
-                    self.note(describe_approval(approval).rstrip("\n"))
-                    self._ask(approval)
+                    self._ask(approval, describe=True)
         finally:
             self._holding = False
         self._drain()
@@ -336,7 +343,6 @@ class Chat:
         self.lines.flush()
         self.state.reset()
         self.answerer = None
-        self._waiting.clear()
         self.question.question = None
         self.renderer = self._new_renderer()
 
@@ -411,16 +417,29 @@ class Chat:
         parts: list[str] = []
         if self.lines.tail:
             parts.append(self.lines.tail + "\n")
-        started = self.state.turn_started_at
-        if self.state.running_turn is not None and started is not None:
-            elapsed = time.monotonic() - started
-            frame = SPINNER[int(elapsed * 10) % len(SPINNER)]
-            parts.append(f"{DIM}{frame} working · {elapsed:.0f} s · Esc cancels{RESET}\n")
+        working = self._working()
+        if working is not None:
+            parts.append(f"{DIM}{working}{RESET}\n")
         if self.question.question is not None:
             parts.append(f"{BOLD}{self.question.question}{RESET}")
         else:
             parts.append(f"{BOLD}›{RESET} ")  # noqa: RUF001
         return ANSI("".join(parts))
+
+    def _working(self) -> str | None:
+        """The line above the prompt while a turn runs: what is under way (the renderer's
+        `activity`), else how long the turn has run; cut to the terminal's width."""
+        now = time.monotonic()
+        shown = self.renderer.activity(now)
+        started = self.state.turn_started_at
+        if shown is None and self.state.running_turn is not None and started is not None:
+            frame = SPINNER[int((now - started) * 10) % len(SPINNER)]
+            shown = f"{frame} working · {now - started:.0f} s"
+        if shown is None:
+            return None
+        if self.state.running_turn is not None:
+            shown += " · Esc cancels"
+        return _cut(shown, self._terminal_size()[0] - 1)
 
     def _toolbar(self) -> str:
         if time.monotonic() - self._ctrl_c_at < CTRL_C_AGAIN_S:
@@ -592,14 +611,10 @@ class Chat:
             self._report(exc)
 
     async def _ticker(self) -> None:
-        """While a turn runs, redraw the spinner and let the renderer animate (`tick`)."""
+        """While something is under way, redraw the line that shows it (spinner, times)."""
         while True:
             await asyncio.sleep(TICK_S)
-            tick = getattr(self.renderer, "tick", None)
-            if callable(tick):
-                tick(time.monotonic())
-                self.lines.flush()
-            if self.state.running_turn is not None:
+            if self.state.running_turn is not None or self.renderer.activity() is not None:
                 self.invalidate()
 
     async def run(self, session_id: str | None) -> None:
@@ -645,3 +660,17 @@ class Chat:
             )
         else:
             self.note(f"tether: left session {session_id} (`tether chat -s {session_id}` resumes)")
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` cut to `width` terminal cells, an ellipsis at the cut."""
+    if get_cwidth(text) <= width:
+        return text
+    kept: list[str] = []
+    used = 1
+    for ch in text:
+        used += get_cwidth(ch)
+        if used > width:
+            break
+        kept.append(ch)
+    return "".join(kept) + "…"

@@ -18,6 +18,14 @@ How, for each stream:
   diff and a failed command's tail below it); `out` streams text as it arrives when `live`
   (a terminal with NO_COLOR), else each reply is written whole when it completes.
 
+A host that owns the bottom of the screen itself (the interactive mode's prompt) builds the
+renderer with `region=False`: then nothing is ever redrawn, erased or moved over. Output is
+whole lines, each written once: Markdown styled block by block as each block completes (an
+open block waits for its end), a tool call once it completes, reasoning as its one dim line,
+a retry as one line; plain text a whole line at a time. What moves is the host's to draw, from
+`activity`: one line saying what is under way (the running call with its spinner, elapsed
+time and last output line, "thinking… 3 s", a retry's countdown).
+
 The live region is redrawn by `event` and by `tick`, which the caller calls about ten times a
 second while it waits (the renderer never starts a thread and never reads the terminal).
 While an approval is pending the region is hidden, so the question stays the last thing on
@@ -144,13 +152,16 @@ class Renderer:
         status_live: bool | None = None,
         color: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        region: bool = True,
     ) -> None:
         """`live`: `out` is a terminal (default: when it is a tty): stream text as it
         arrives, else write each reply when it completes. `status_live`: the same for `err`
         (spinners, the live region). `color`: escape sequences allowed (default: unless
         `NO_COLOR` or TERM=dumb); without it both streams get plain text. `terminal_size`
         gives (columns, lines) of the terminal; `clock` the time events arrive at (the
-        timebase of `tick`)."""
+        timebase of `tick` and `activity`). `region`: keep a live region at the bottom of the
+        terminal; False for a host that draws the bottom itself (see the module's rules):
+        whole lines only, no cursor movement, and `activity` for what moves."""
         self.json_mode = json_mode
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -164,8 +175,15 @@ class Renderer:
             from tether.clients.cli.render import styled  # rich: only for a terminal
 
             self._painter = styled.Painter()
+        self.region = region
         self._region_stream: TextIO | None = (
-            self.err if self.styled_err else self.out if self.styled_out else None
+            None
+            if not region
+            else self.err
+            if self.styled_err
+            else self.out
+            if self.styled_out
+            else None
         )
         self._region: list[str] = []
         """The live region as drawn: lines at the bottom of the screen, cursor below them."""
@@ -226,7 +244,37 @@ class Renderer:
         drawn (the caller should `tick`)."""
         moving = bool(self._calls or self._reasoning) or self._waiting_since is not None
         moving = (moving or self._retry is not None) and not self._hidden
-        return bool(self.styled_err and (self._hold or moving))
+        return bool(self.region and self.styled_err and (self._hold or moving))
+
+    def activity(self, now: float | None = None) -> str | None:
+        """What is under way, as one line of plain text (relayed parts escaped, no escape
+        sequences), for a host that draws it itself (`region=False`); None when nothing is,
+        or while an approval is asked. In order of precedence: a retry's countdown, the call
+        started last (spinner, elapsed time, its output's last line, how many others run),
+        reasoning and for how long, a reply being written, "thinking… 3 s" until a model
+        call's first token. `now` is on the renderer's clock (default: the clock's now)."""
+        now = self._clock() if now is None else now
+        if self._hidden or self.json_mode:
+            return None
+        frame = SPINNER[int(now * 10) % len(SPINNER)]
+        if self._retry is not None:
+            until, reason = self._retry
+            return f"↻ retrying in {max(0, math.ceil(until - now))} s {reason}"
+        if self._calls:
+            call = list(self._calls.values())[-1]
+            parts = [f"{frame} {describe_call(call.item)}", f"{max(0.0, now - call.started):.1f} s"]
+            parts += output_tail(call.output, 1)
+            if len(self._calls) > 1:
+                parts.append(f"{len(self._calls) - 1} more running")
+            return " · ".join(parts)
+        if self._reasoning:
+            started, _ = list(self._reasoning.values())[-1]
+            return f"✻ reasoning… {max(0.0, now - started):.0f} s"
+        if self._messages:
+            return f"{frame} replying…"
+        if self._waiting_since is not None and not self._approvals:
+            return f"{frame} thinking… {max(0.0, now - self._waiting_since):.0f} s"
+        return None
 
     def say(self, line: str, level: str = "info") -> None:
         """Print one line of tether's own on stderr (prefixed `tether: `), above the live
@@ -386,9 +434,8 @@ class Renderer:
                 self._say(visible(f"({len(ids)} queued message(s) dropped: {reason})"))
             case ModelRetry(attempt=attempt, max_attempts=most, delay_seconds=delay, reason=why):
                 self._waiting_since = self._now + delay
-                if self._err_painter() is not None:
-                    self._retry = (self._now + delay, visible(f"({attempt}/{most}): {why}"))
-                else:
+                self._retry = (self._now + delay, visible(f"({attempt}/{most}): {why}"))
+                if not (self.region and self._err_painter() is not None):
                     self._say(visible(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}"))
             case _:
                 pass
@@ -399,6 +446,8 @@ class Renderer:
             message.text += delta
             if self.styled_out:
                 self._advance(message)
+            elif self.live and not self.region:
+                self._plain_lines(message)
             elif self.live:
                 self.out.write(visible(delta, multiline=True))
                 self._mid_line = not delta.endswith("\n")
@@ -418,6 +467,8 @@ class Renderer:
         cut = open_block_start(message.text, message.done)
         if cut > message.done:
             self._print_rows(message, cut)
+        if not self.region:
+            return  # the open block is printed when it closes
         assert self._painter is not None
         columns, rows = self._size()
         status = self._status_lines(self._painter, columns) if self.styled_err else []
@@ -445,6 +496,16 @@ class Renderer:
         if erasable:
             self._erasable = message.id
 
+    def _plain_lines(self, message: _Message, *, final: bool = False) -> None:
+        """Without a region, plain: write a streamed message's complete lines not written
+        yet (`final`: all the rest, ended with a newline); `done` counts what was written."""
+        end = len(message.text) if final else message.text.rfind("\n") + 1
+        if end <= message.done:
+            return
+        text = message.text[message.done : end]
+        self.out.write(visible(text, multiline=True) + ("" if text.endswith("\n") else "\n"))
+        message.done = end
+
     def _agent_message(self, item: AgentMessage) -> None:
         message = self._messages.pop(item.id, None)
         if self.styled_out:
@@ -452,7 +513,8 @@ class Renderer:
             return
         shown = self.live and message is not None
         if item.superseded:
-            if shown:  # plain text cannot be taken back
+            written = self.region or (message is not None and message.done > 0)
+            if shown and written:  # plain text cannot be taken back
                 self._newline()
                 self._say("(the reply above broke off; the retried reply replaces it)")
             return
@@ -460,6 +522,10 @@ class Renderer:
             self._newline()
             self.out.write(visible(item.text, multiline=True))
             self._mid_line = not item.text.endswith("\n")
+        elif not self.region:
+            assert message is not None
+            message.text = item.text
+            self._plain_lines(message, final=True)
         self._erasable = None
         self._newline()
 
@@ -479,6 +545,8 @@ class Renderer:
         """Take a styled message's printed rows off the screen; False when they cannot all be
         reached (something was printed after them, or they scrolled away)."""
         _, lines = self._size()
+        if not self.region:
+            return False  # nothing printed is taken back
         if self._erasable != message.id or message.rows + len(self._region) > lines - 1:
             return False
         self._clear_region()
@@ -545,6 +613,8 @@ class Renderer:
         for message in list(self._messages.values()):  # replies the turn ended without
             if self.styled_out:
                 self._print_rows(message, len(message.text))
+            elif self.live and not self.region:
+                self._plain_lines(message, final=True)
             elif not self.live and message.text:
                 self._newline()
                 self.out.write(visible(message.text, multiline=True))
@@ -605,6 +675,8 @@ class Renderer:
         if self.styled_out:
             self._erasable = item.id
             self._advance(message)
+        elif self.live and not self.region:
+            self._plain_lines(message)
         elif self.live:
             self._newline()
             self.out.write(visible(item.text, multiline=True))
