@@ -20,12 +20,13 @@ failing would throw it away for a fault that repeating the request is unlikely t
 stream that does not finish, or in which nothing could be read, fails instead.
 """
 
+import copy
 import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
-from typing import cast
+from typing import ClassVar, Self, cast
 
 import httpx
 import msgspec
@@ -439,3 +440,101 @@ def finish_response(
         usage=usage,
         warnings=warnings,
     )
+
+
+class DialectClient:
+    """What the clients of both dialects share: the settings, the connection pool (shared with
+    `with_model` twins), the model list, and the streamed POST of a request.
+
+    A dialect names its `provider`, the paths of its model list and of its streamed requests,
+    and supplies the words of its errors (`_unreachable_hint`, `_http_error`, `_stream_fix`)
+    and the reading of its stream (`_read_stream`)."""
+
+    provider: ClassVar[str]
+    models_path: ClassVar[str]
+    """The model list's path below `base_url`."""
+    models_params: ClassVar[Mapping[str, int] | None] = None
+    stream_path: ClassVar[str]
+    """The path below `base_url` that requests are POSTed to."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        headers: Mapping[str, str],
+        silence_timeout: float,
+        tool_mode: ToolMode,
+        config_hint: str,
+        transport: httpx.AsyncBaseTransport | None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.tool_mode: ToolMode = tool_mode
+        self.text_tools = tool_mode == "text"
+        """True once tools go as text: configured, or switched to by `auto`."""
+        self._config_hint = config_hint
+        self._silence_timeout = silence_timeout
+        self._http = http_client(
+            headers, base_url=base_url, silence_timeout=silence_timeout, transport=transport
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def with_model(self, model: str) -> Self:
+        """This client calling `model` instead: the same server, key and connection pool
+        (closing this client closes them for both)."""
+        twin = copy.copy(self)
+        twin.model = model
+        return twin
+
+    async def list_models(self) -> list[str]:
+        return await fetch_model_ids(
+            self._http,
+            f"{self.base_url}{self.models_path}",
+            params=self.models_params,
+            base_url=self.base_url,
+            unreachable_hint=self._unreachable_hint(),
+            http_error=lambda response: self._http_error(
+                response, what=f"model list ({self.models_path})"
+            ),
+        )
+
+    async def _post(
+        self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
+    ) -> ModelResponse:
+        """POST `body` and read the reply's stream; raises `Rejected` for an error status."""
+        with transport_errors(
+            self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
+        ):
+            async with self._http.stream(
+                "POST",
+                f"{self.base_url}{self.stream_path}",
+                content=body,
+                headers={"content-type": "application/json"},
+            ) as response:
+                await accept_stream(response, base_url=self.base_url, fix=self._stream_fix())
+                return await self._read_stream(response, callbacks, len(body), text_mode)
+
+    def _unreachable_hint(self) -> str:
+        """What to check when nothing answers at `base_url`."""
+        raise NotImplementedError
+
+    def _stream_fix(self) -> str:
+        """What to check when a 2xx answer is not an event stream."""
+        raise NotImplementedError
+
+    def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
+        """The error for an HTTP error status; `what` names the resource asked for (empty: the
+        model)."""
+        raise NotImplementedError
+
+    async def _read_stream(
+        self,
+        response: httpx.Response,
+        callbacks: StreamCallbacks,
+        request_bytes: int,
+        text_mode: bool,
+    ) -> ModelResponse:
+        raise NotImplementedError
