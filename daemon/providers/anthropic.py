@@ -30,6 +30,7 @@ cache key of text-mode encodings.
 import re
 from collections.abc import Sequence
 from contextlib import aclosing
+from typing import Unpack
 
 import httpx
 import msgspec
@@ -45,10 +46,11 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
     ToolSet,
 )
-from tether.daemon.providers.texttools import TextToolCalls, ToolMode
+from tether.daemon.providers.texttools import TextToolCalls
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
     DialectClient,
+    DialectOptions,
     Received,
     Rejected,
     StreamFaults,
@@ -349,28 +351,22 @@ class AnthropicMessagesClient(DialectClient):
     def __init__(
         self,
         *,
-        base_url: str = DEFAULT_BASE_URL,
         model: str,
-        api_key: str = "",
+        base_url: str = DEFAULT_BASE_URL,
         max_output_tokens: int = 8192,
-        silence_timeout: float = 300.0,
-        tool_mode: ToolMode = "auto",
-        config_hint: str = "config.toml",
-        transport: httpx.AsyncBaseTransport | None = None,
+        **options: Unpack[DialectOptions],
     ) -> None:
+        super().__init__(base_url=base_url, model=model, **options)
+        self.max_output_tokens = max_output_tokens
+
+    _api_root = staticmethod(api_root)
+
+    @staticmethod
+    def _headers(api_key: str) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        super().__init__(
-            base_url=api_root(base_url),
-            model=model,
-            headers=headers,
-            silence_timeout=silence_timeout,
-            tool_mode=tool_mode,
-            config_hint=config_hint,
-            transport=transport,
-        )
-        self.max_output_tokens = max_output_tokens
+        return headers
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         """Stream one reply. Cancelling it closes the HTTP stream at once.

@@ -35,7 +35,7 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
     ToolSet,
 )
-from tether.daemon.providers.texttools import TextToolCalls, ToolMode
+from tether.daemon.providers.texttools import TextToolCalls
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
     DialectClient,
@@ -228,28 +228,9 @@ class OpenAIChatClient(DialectClient):
     models_path = "/models"
     stream_path = "/chat/completions"
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str = "",
-        silence_timeout: float = 300.0,
-        tool_mode: ToolMode = "auto",
-        config_hint: str = "config.toml",
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        super().__init__(
-            base_url=base_url.rstrip("/"),
-            model=model,
-            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
-            silence_timeout=silence_timeout,
-            tool_mode=tool_mode,
-            config_hint=config_hint,
-            transport=transport,
-        )
-        self.stream_usage: bool | None = None
-        """Whether the server takes `stream_options.include_usage`: None until it is known."""
+    stream_usage: bool | None = None
+    """Whether the server takes `stream_options.include_usage`: None until it is known (then
+    set on the client)."""
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         """Stream one completion. Cancelling it closes the HTTP stream at once.

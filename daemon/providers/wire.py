@@ -1,5 +1,6 @@
-"""What the HTTP dialects share: mapping httpx failures and error statuses to `ModelError`s at
-the edge, reading `data:` lines of a server-sent-event stream, and splicing pre-encoded JSON.
+"""What the HTTP dialects share: their clients' base class (`DialectClient`), mapping httpx
+failures and error statuses to `ModelError`s at the edge, reading `data:` lines of a
+server-sent-event stream, and splicing pre-encoded JSON.
 
 Which failures are retryable (the loop retries those; see `ModelError.retryable`):
 
@@ -24,9 +25,9 @@ import copy
 import re
 import ssl
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
-from typing import ClassVar, Self, cast
+from typing import ClassVar, Self, TypedDict, cast
 
 import httpx
 import msgspec
@@ -442,13 +443,22 @@ def finish_response(
     )
 
 
+class DialectOptions(TypedDict, total=False):
+    """`DialectClient`'s optional settings, for a dialect's own constructor to pass on."""
+
+    api_key: str
+    silence_timeout: float
+    tool_mode: ToolMode
+    config_hint: str
+    transport: httpx.AsyncBaseTransport | None
+
+
 class DialectClient:
     """What the clients of both dialects share: the settings, the connection pool (shared with
     `with_model` twins), the model list, and the streamed POST of a request.
 
     A dialect names its `provider`, the paths of its model list and of its streamed requests,
-    and supplies the words of its errors (`_unreachable_hint`, `_http_error`, `_stream_fix`)
-    and the reading of its stream (`_read_stream`)."""
+    and supplies the words of its errors (`_unreachable_hint`, `_http_error`, `_stream_fix`)."""
 
     provider: ClassVar[str]
     models_path: ClassVar[str]
@@ -462,22 +472,35 @@ class DialectClient:
         *,
         base_url: str,
         model: str,
-        headers: Mapping[str, str],
-        silence_timeout: float,
-        tool_mode: ToolMode,
-        config_hint: str,
-        transport: httpx.AsyncBaseTransport | None,
+        api_key: str = "",
+        silence_timeout: float = 300.0,
+        tool_mode: ToolMode = "auto",
+        config_hint: str = "config.toml",
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.model = model
-        self.base_url = base_url
+        self.base_url = self._api_root(base_url)
         self.tool_mode: ToolMode = tool_mode
         self.text_tools = tool_mode == "text"
         """True once tools go as text: configured, or switched to by `auto`."""
         self._config_hint = config_hint
         self._silence_timeout = silence_timeout
         self._http = http_client(
-            headers, base_url=base_url, silence_timeout=silence_timeout, transport=transport
+            self._headers(api_key),
+            base_url=self.base_url,
+            silence_timeout=silence_timeout,
+            transport=transport,
         )
+
+    @staticmethod
+    def _api_root(base_url: str) -> str:
+        """The root that the paths hang off, for a configured base URL."""
+        return base_url.rstrip("/")
+
+    @staticmethod
+    def _headers(api_key: str) -> dict[str, str]:
+        """The headers of every request, carrying `api_key` (empty: none)."""
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -500,6 +523,10 @@ class DialectClient:
                 response, what=f"model list ({self.models_path})"
             ),
         )
+
+    _read_stream: Callable[[httpx.Response, StreamCallbacks, int, bool], Awaitable[ModelResponse]]
+    """The dialect's reading of a reply's stream: `(response, callbacks, request_bytes,
+    text_mode)`."""
 
     async def _post(
         self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
@@ -528,13 +555,4 @@ class DialectClient:
     def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
         """The error for an HTTP error status; `what` names the resource asked for (empty: the
         model)."""
-        raise NotImplementedError
-
-    async def _read_stream(
-        self,
-        response: httpx.Response,
-        callbacks: StreamCallbacks,
-        request_bytes: int,
-        text_mode: bool,
-    ) -> ModelResponse:
         raise NotImplementedError
