@@ -27,10 +27,10 @@ to the OpenAI words the loop uses: end_turn → stop, tool_use → tool_calls, m
 cache key of text-mode encodings.
 """
 
-import copy
 import re
 from collections.abc import Sequence
 from contextlib import aclosing
+from typing import Unpack
 
 import httpx
 import msgspec
@@ -46,23 +46,21 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
     ToolSet,
 )
-from tether.daemon.providers.texttools import TextToolCalls, ToolMode
+from tether.daemon.providers.texttools import TextToolCalls
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
+    DialectClient,
+    DialectOptions,
     Received,
     Rejected,
     StreamFaults,
-    accept_stream,
     error_detail,
-    fetch_model_ids,
     finish_response,
-    http_client,
     join_json_arrays,
     join_json_strings,
     sse_data,
     status_error,
     switches_to_text_tools,
-    transport_errors,
 )
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -344,55 +342,31 @@ def api_root(base_url: str) -> str:
     return base_url.rstrip("/").removesuffix("/v1")
 
 
-class AnthropicMessagesClient:
+class AnthropicMessagesClient(DialectClient):
+    provider = "anthropic"
+    models_path = "/v1/models"
+    models_params = {"limit": 1000}
+    stream_path = "/v1/messages"
+
     def __init__(
         self,
         *,
-        base_url: str = DEFAULT_BASE_URL,
         model: str,
-        api_key: str = "",
+        base_url: str = DEFAULT_BASE_URL,
         max_output_tokens: int = 8192,
-        silence_timeout: float = 300.0,
-        tool_mode: ToolMode = "auto",
-        config_hint: str = "config.toml",
-        transport: httpx.AsyncBaseTransport | None = None,
+        **options: Unpack[DialectOptions],
     ) -> None:
-        self.model = model
-        self.base_url = api_root(base_url)
+        super().__init__(base_url=base_url, model=model, **options)
         self.max_output_tokens = max_output_tokens
-        self.tool_mode: ToolMode = tool_mode
-        self.text_tools = tool_mode == "text"
-        """True once tools go as text: configured, or switched to by `auto`."""
-        self._config_hint = config_hint
-        self._silence_timeout = silence_timeout
+
+    _api_root = staticmethod(api_root)
+
+    @staticmethod
+    def _headers(api_key: str) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._http = http_client(
-            headers, base_url=self.base_url, silence_timeout=silence_timeout, transport=transport
-        )
-
-    provider = "anthropic"
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    def with_model(self, model: str) -> "AnthropicMessagesClient":
-        """This client calling `model` instead: the same server, key and connection pool
-        (closing this client closes them for both)."""
-        twin = copy.copy(self)
-        twin.model = model
-        return twin
-
-    async def list_models(self) -> list[str]:
-        return await fetch_model_ids(
-            self._http,
-            f"{self.base_url}/v1/models",
-            params={"limit": 1000},
-            base_url=self.base_url,
-            unreachable_hint=self._unreachable_hint(),
-            http_error=lambda response: self._http_error(response, what="model list (/v1/models)"),
-        )
+        return headers
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         """Stream one reply. Cancelling it closes the HTTP stream at once.
@@ -432,26 +406,11 @@ class AnthropicMessagesClient:
             )
         )
 
-    async def _post(
-        self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
-    ) -> ModelResponse:
-        with transport_errors(
-            self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
-        ):
-            async with self._http.stream(
-                "POST",
-                f"{self.base_url}/v1/messages",
-                content=body,
-                headers={"content-type": "application/json"},
-            ) as response:
-                await accept_stream(
-                    response,
-                    base_url=self.base_url,
-                    fix="Check that TETHER_BASE_URL (or `base_url` in"
-                    f" {self._config_hint}) is the root of a server that speaks the Anthropic"
-                    " Messages API (https://api.anthropic.com).",
-                )
-                return await self._read_stream(response, callbacks, len(body), text_mode)
+    def _stream_fix(self) -> str:
+        return (
+            f"Check that TETHER_BASE_URL (or `base_url` in {self._config_hint}) is the root of"
+            " a server that speaks the Anthropic Messages API (https://api.anthropic.com)."
+        )
 
     def _unreachable_hint(self) -> str:
         return (

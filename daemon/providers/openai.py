@@ -17,7 +17,6 @@ Servers differ; the client adapts once and remembers, per client:
   when the server answers that the model does not support tools, retrying that request once.
 """
 
-import copy
 from collections.abc import Sequence
 from contextlib import aclosing
 
@@ -36,22 +35,19 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
     ToolSet,
 )
-from tether.daemon.providers.texttools import TextToolCalls, ToolMode
+from tether.daemon.providers.texttools import TextToolCalls
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
+    DialectClient,
     Received,
     Rejected,
     StreamFaults,
-    accept_stream,
     error_detail,
-    fetch_model_ids,
     finish_response,
-    http_client,
     join_json_strings,
     sse_data,
     status_error,
     switches_to_text_tools,
-    transport_errors,
 )
 
 
@@ -227,52 +223,14 @@ class _ToolCallBuilder:
         self.arguments: list[str] = []
 
 
-class OpenAIChatClient:
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str = "",
-        silence_timeout: float = 300.0,
-        tool_mode: ToolMode = "auto",
-        config_hint: str = "config.toml",
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.model = model
-        self.base_url = base_url.rstrip("/")
-        self.tool_mode: ToolMode = tool_mode
-        self.text_tools = tool_mode == "text"
-        """True once tools go as text: configured, or switched to by `auto`."""
-        self.stream_usage: bool | None = None
-        """Whether the server takes `stream_options.include_usage`: None until it is known."""
-        self._config_hint = config_hint
-        self._silence_timeout = silence_timeout
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = http_client(
-            headers, base_url=self.base_url, silence_timeout=silence_timeout, transport=transport
-        )
-
+class OpenAIChatClient(DialectClient):
     provider = "openai"
+    models_path = "/models"
+    stream_path = "/chat/completions"
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    def with_model(self, model: str) -> "OpenAIChatClient":
-        """This client calling `model` instead: the same server, key and connection pool
-        (closing this client closes them for both)."""
-        twin = copy.copy(self)
-        twin.model = model
-        return twin
-
-    async def list_models(self) -> list[str]:
-        return await fetch_model_ids(
-            self._http,
-            f"{self.base_url}/models",
-            base_url=self.base_url,
-            unreachable_hint=self._unreachable_hint(),
-            http_error=lambda response: self._http_error(response, what="model list (/models)"),
-        )
+    stream_usage: bool | None = None
+    """Whether the server takes `stream_options.include_usage`: None until it is known (then
+    set on the client)."""
 
     async def complete(self, request: ModelRequest, callbacks: StreamCallbacks) -> ModelResponse:
         """Stream one completion. Cancelling it closes the HTTP stream at once.
@@ -323,24 +281,11 @@ class OpenAIChatClient:
             )
         )
 
-    async def _post(
-        self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
-    ) -> ModelResponse:
-        url = f"{self.base_url}/chat/completions"
-        with transport_errors(
-            self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
-        ):
-            async with self._http.stream(
-                "POST", url, content=body, headers={"Content-Type": "application/json"}
-            ) as response:
-                await accept_stream(
-                    response,
-                    base_url=self.base_url,
-                    fix="Check that TETHER_BASE_URL (or `base_url` in"
-                    f" {self._config_hint}) is the API root of an OpenAI-compatible server,"
-                    " usually ending in /v1.",
-                )
-                return await self._read_stream(response, callbacks, len(body), text_mode)
+    def _stream_fix(self) -> str:
+        return (
+            f"Check that TETHER_BASE_URL (or `base_url` in {self._config_hint}) is the API root"
+            " of an OpenAI-compatible server, usually ending in /v1."
+        )
 
     def _unreachable_hint(self) -> str:
         return (

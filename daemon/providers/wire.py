@@ -1,5 +1,6 @@
-"""What the HTTP dialects share: mapping httpx failures and error statuses to `ModelError`s at
-the edge, reading `data:` lines of a server-sent-event stream, and splicing pre-encoded JSON.
+"""What the HTTP dialects share: their clients' base class (`DialectClient`), mapping httpx
+failures and error statuses to `ModelError`s at the edge, reading `data:` lines of a
+server-sent-event stream, and splicing pre-encoded JSON.
 
 Which failures are retryable (the loop retries those; see `ModelError.retryable`):
 
@@ -20,12 +21,13 @@ failing would throw it away for a fault that repeating the request is unlikely t
 stream that does not finish, or in which nothing could be read, fails instead.
 """
 
+import copy
 import re
 import ssl
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
-from typing import cast
+from typing import ClassVar, Self, TypedDict, cast
 
 import httpx
 import msgspec
@@ -439,3 +441,118 @@ def finish_response(
         usage=usage,
         warnings=warnings,
     )
+
+
+class DialectOptions(TypedDict, total=False):
+    """`DialectClient`'s optional settings, for a dialect's own constructor to pass on."""
+
+    api_key: str
+    silence_timeout: float
+    tool_mode: ToolMode
+    config_hint: str
+    transport: httpx.AsyncBaseTransport | None
+
+
+class DialectClient:
+    """What the clients of both dialects share: the settings, the connection pool (shared with
+    `with_model` twins), the model list, and the streamed POST of a request.
+
+    A dialect names its `provider`, the paths of its model list and of its streamed requests,
+    and supplies the words of its errors (`_unreachable_hint`, `_http_error`, `_stream_fix`)."""
+
+    provider: ClassVar[str]
+    models_path: ClassVar[str]
+    """The model list's path below `base_url`."""
+    models_params: ClassVar[Mapping[str, int] | None] = None
+    stream_path: ClassVar[str]
+    """The path below `base_url` that requests are POSTed to."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        silence_timeout: float = 300.0,
+        tool_mode: ToolMode = "auto",
+        config_hint: str = "config.toml",
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = self._api_root(base_url)
+        self.tool_mode: ToolMode = tool_mode
+        self.text_tools = tool_mode == "text"
+        """True once tools go as text: configured, or switched to by `auto`."""
+        self._config_hint = config_hint
+        self._silence_timeout = silence_timeout
+        self._http = http_client(
+            self._headers(api_key),
+            base_url=self.base_url,
+            silence_timeout=silence_timeout,
+            transport=transport,
+        )
+
+    @staticmethod
+    def _api_root(base_url: str) -> str:
+        """The root that the paths hang off, for a configured base URL."""
+        return base_url.rstrip("/")
+
+    @staticmethod
+    def _headers(api_key: str) -> dict[str, str]:
+        """The headers of every request, carrying `api_key` (empty: none)."""
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def with_model(self, model: str) -> Self:
+        """This client calling `model` instead: the same server, key and connection pool
+        (closing this client closes them for both)."""
+        twin = copy.copy(self)
+        twin.model = model
+        return twin
+
+    async def list_models(self) -> list[str]:
+        return await fetch_model_ids(
+            self._http,
+            f"{self.base_url}{self.models_path}",
+            params=self.models_params,
+            base_url=self.base_url,
+            unreachable_hint=self._unreachable_hint(),
+            http_error=lambda response: self._http_error(
+                response, what=f"model list ({self.models_path})"
+            ),
+        )
+
+    _read_stream: Callable[[httpx.Response, StreamCallbacks, int, bool], Awaitable[ModelResponse]]
+    """The dialect's reading of a reply's stream: `(response, callbacks, request_bytes,
+    text_mode)`."""
+
+    async def _post(
+        self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
+    ) -> ModelResponse:
+        """POST `body` and read the reply's stream; raises `Rejected` for an error status."""
+        with transport_errors(
+            self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
+        ):
+            async with self._http.stream(
+                "POST",
+                f"{self.base_url}{self.stream_path}",
+                content=body,
+                headers={"content-type": "application/json"},
+            ) as response:
+                await accept_stream(response, base_url=self.base_url, fix=self._stream_fix())
+                return await self._read_stream(response, callbacks, len(body), text_mode)
+
+    def _unreachable_hint(self) -> str:
+        """What to check when nothing answers at `base_url`."""
+        raise NotImplementedError
+
+    def _stream_fix(self) -> str:
+        """What to check when a 2xx answer is not an event stream."""
+        raise NotImplementedError
+
+    def _http_error(self, response: httpx.Response, what: str = "") -> ModelHTTPError:
+        """The error for an HTTP error status; `what` names the resource asked for (empty: the
+        model)."""
+        raise NotImplementedError

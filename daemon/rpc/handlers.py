@@ -12,6 +12,7 @@ from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
+from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.protocol.errors import ErrorCode, RpcError
@@ -263,12 +264,14 @@ class Handlers:
         session = await self._controller_session(conn, p.session_id)
         return self.sessions.start_turn(
             session,
-            p.text,
-            by=conn.client_name,
-            permission_mode=p.permission_mode,
-            model=p.model,
-            turn_input=turn_input,
-            client_env=conn.provider_env,
+            TurnRequest(
+                text=p.text,
+                by=conn.client_name,
+                permission_mode=p.permission_mode,
+                model=p.model,
+                turn_input=turn_input,
+                client_env=conn.provider_env,
+            ),
         )
 
     async def session_configure(

@@ -1,5 +1,7 @@
 """Which model client a daemon uses, from the (protected) provider settings."""
 
+from functools import partial
+
 from tether.daemon.config.settings import DEFAULT_BASE_URL, ProviderConfig
 from tether.daemon.providers import anthropic
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
@@ -11,21 +13,15 @@ def create_client(
 ) -> OpenAIChatClient | AnthropicMessagesClient:
     """The client for `provider.kind`. For `anthropic`, the untouched default base URL (the
     local Ollama one) means api.anthropic.com."""
+    base_url = provider.base_url
     if provider.kind == "anthropic":
-        base_url = provider.base_url
         if base_url == DEFAULT_BASE_URL:
             base_url = anthropic.DEFAULT_BASE_URL
-        return AnthropicMessagesClient(
-            base_url=base_url,
-            model=provider.model,
-            api_key=provider.api_key,
-            max_output_tokens=provider.max_output_tokens,
-            silence_timeout=provider.request_timeout,
-            tool_mode=provider.tool_mode,
-            config_hint=config_hint,
-        )
-    return OpenAIChatClient(
-        base_url=provider.base_url,
+        make = partial(AnthropicMessagesClient, max_output_tokens=provider.max_output_tokens)
+    else:
+        make = OpenAIChatClient
+    return make(
+        base_url=base_url,
         model=provider.model,
         api_key=provider.api_key,
         silence_timeout=provider.request_timeout,

@@ -6,7 +6,7 @@ Reading touches files only, in worker threads; what joins the history, and when 
 instructions count as sent, is the turn's business (`tether.daemon.sessions.loaded`).
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -14,6 +14,7 @@ import trio
 
 from tether.daemon.context.instructions import load_project_instructions
 from tether.daemon.context.mentions import render_context
+from tether.protocol.events import PermissionMode
 from tether.protocol.methods import Attachment, EditorContext
 
 
@@ -26,6 +27,22 @@ class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
     """Editor state and mentioned files, rendered for the model."""
     problems: Sequence[str] = ()
     """Paths that could not be attached, and why, for the client that sent them."""
+
+
+class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A user's message to a session, as `turn/start` brings it."""
+
+    text: str
+    by: str = ""
+    """The client that sent it (empty: unnamed)."""
+    permission_mode: PermissionMode | None = None
+    """The session's permission mode from now on (None: unchanged)."""
+    model: str | None = None
+    """The session's model from now on (None: unchanged)."""
+    turn_input: TurnInput | None = None
+    """What goes with it (None: nothing)."""
+    client_env: Mapping[str, str] | None = None
+    """The sending client's provider variables (None: it sent none)."""
 
 
 async def read_turn_input(

@@ -28,7 +28,7 @@ from tether.daemon.lsp.pool import LspPool
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import ApprovalBroker
 from tether.daemon.sessions.context import SessionContext
-from tether.daemon.sessions.input import TurnInput, read_turn_input
+from tether.daemon.sessions.input import TurnInput, TurnRequest, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import FixedModel, ModelSource
 from tether.daemon.sessions.rows import SessionRow
@@ -339,31 +339,12 @@ class Sessions:
 
         return await compact(self._turns, self._live_of(session), client_env)
 
-    def start_turn(
-        self,
-        session: Session,
-        text: str,
-        *,
-        by: str = "",
-        permission_mode: PermissionMode | None = None,
-        model: str | None = None,
-        turn_input: TurnInput | None = None,
-        client_env: Mapping[str, str] | None = None,
-    ) -> TurnStartResult:
+    def start_turn(self, session: Session, request: TurnRequest) -> TurnStartResult:
         """Start a turn, or queue the message for the running one (see
-        `tether.daemon.sessions.turns`). `turn_input` is what goes with it (None: nothing);
-        its problems are returned to the caller. `client_env` is the sending client's
-        provider variables (None: it sent none)."""
+        `tether.daemon.sessions.turns`); problems with what goes with it are returned to the
+        caller."""
         self._turns.check_accepting()
-        return self._turns.start(
-            self._live_of(session),
-            text,
-            by=by,
-            permission_mode=permission_mode,
-            model=model,
-            turn_input=turn_input,
-            client_env=client_env,
-        )
+        return self._turns.start(self._live_of(session), request)
 
     def _live_of(self, session: Session) -> LoadedSession:
         live = self._live.get(session.id)

@@ -100,30 +100,20 @@ def insert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
     )
 
 
-def update_session(
-    conn: sqlite3.Connection,
-    session_id: str,
-    *,
-    updated_at: float,
-    title: str,
-    turn_count: int,
-    running_turn: str | None,
-    last_status: str | None = None,
-    model: str = "",
-    permission_mode: str | None = None,
-) -> None:
+def update_session(conn: sqlite3.Connection, row: SessionRow) -> None:
+    """Save what changes of a session (everything but `id` and `created_at`)."""
     conn.execute(
         "UPDATE sessions SET updated_at = ?, title = ?, turn_count = ?, running_turn = ?,"
         " last_status = ?, model = ?, permission_mode = ? WHERE id = ?",
         (
-            updated_at,
-            title,
-            turn_count,
-            running_turn,
-            last_status,
-            model,
-            permission_mode,
-            session_id,
+            row.updated_at,
+            row.title,
+            row.turn_count,
+            row.running_turn,
+            row.last_status,
+            row.model,
+            row.permission_mode,
+            row.id,
         ),
     )
 

@@ -257,14 +257,17 @@ class Session:
             if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed | SessionConfigured):
                 self.updated_at = time.time()
                 self.store.update_session_nowait(
-                    self.id,
-                    updated_at=self.updated_at,
-                    title=self.title,
-                    turn_count=len(self.turns),
-                    running_turn=self.running_turn_id,
-                    last_status=self.turns[-1].status if self.turns else None,
-                    model=self.model,
-                    permission_mode=self.permission_mode,
+                    SessionRow(
+                        id=self.id,
+                        title=self.title,
+                        created_at=self.created_at,
+                        updated_at=self.updated_at,
+                        turn_count=len(self.turns),
+                        running_turn=self.running_turn_id,
+                        last_status=self.turns[-1].status if self.turns else None,
+                        model=self.model,
+                        permission_mode=self.permission_mode,
+                    )
                 )
         dropped: list[Subscriber] = []
         for subscriber in self.subscribers:

@@ -236,32 +236,8 @@ class Store:
             f"saving event {seq} of session {session_id}",
         )
 
-    def update_session_nowait(
-        self,
-        session_id: str,
-        *,
-        updated_at: float,
-        title: str,
-        turn_count: int,
-        running_turn: str | None,
-        last_status: str | None = None,
-        model: str = "",
-        permission_mode: str | None = None,
-    ) -> None:
-        self._put(
-            lambda c: rows.update_session(
-                c,
-                session_id,
-                updated_at=updated_at,
-                title=title,
-                turn_count=turn_count,
-                running_turn=running_turn,
-                last_status=last_status,
-                model=model,
-                permission_mode=permission_mode,
-            ),
-            f"updating session {session_id}",
-        )
+    def update_session_nowait(self, row: SessionRow) -> None:
+        self._put(lambda c: rows.update_session(c, row), f"updating session {row.id}")
 
     def save_snapshot_nowait(self, row: SnapshotRow) -> None:
         """Keep a file's content from before a turn wrote it; a path's first snapshot in a

@@ -37,7 +37,7 @@ from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
-from tether.daemon.sessions.input import TurnInput
+from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.session import Session, new_id
@@ -55,7 +55,6 @@ from tether.protocol.events import (
     ItemDelta,
     ItemStarted,
     ModelRetry,
-    PermissionMode,
     SessionRenamed,
     TodoEntry,
     TodosUpdated,
@@ -232,22 +231,12 @@ class Turns:
         self._on_turn_end()
         self._on_settle(session.id)
 
-    def start(
-        self,
-        live: LoadedSession,
-        text: str,
-        *,
-        by: str = "",
-        permission_mode: PermissionMode | None = None,
-        model: str | None = None,
-        turn_input: TurnInput | None = None,
-        client_env: Mapping[str, str] | None = None,
-    ) -> TurnStartResult:
-        """Start a turn, or queue the message for the running one. `turn_input` is what goes
-        with it (None: nothing); its problems are returned to the caller. `permission_mode`
-        and `model` change the session's settings first (see `Session.configure`);
-        `client_env` is the sending client's provider variables, which a new turn's settings
-        are read with (a queued message joins a turn that has its settings already)."""
+    def start(self, live: LoadedSession, request: TurnRequest) -> TurnStartResult:
+        """Start a turn, or queue the message for the running one. Problems with what goes with
+        it are returned to the caller. `request.permission_mode` and `.model` change the
+        session's settings first (see `Session.configure`); `request.client_env` is what a new
+        turn's settings are read with (a queued message joins a turn that has its settings
+        already)."""
         self.check_accepting()
         assert self._nursery is not None
         session = live.session
@@ -257,18 +246,21 @@ class Turns:
             raise RpcError(
                 ErrorCode.SESSION_BUSY, "the session is being compacted; send it again after"
             )
-        sent = turn_input or TurnInput()
-        if turn_input is not None:
-            live.read_instructions = turn_input.instructions
-        session.configure(permission_mode=permission_mode, model=model)
+        text = request.text
+        sent = request.turn_input or TurnInput()
+        if request.turn_input is not None:
+            live.read_instructions = request.turn_input.instructions
+        session.configure(permission_mode=request.permission_mode, model=request.model)
         problems = list(sent.problems)
         if running is not None:
             input_id = new_id("i")
-            session.emit(InputQueued(input_id=input_id, text=text, by=by, context=sent.context))
+            session.emit(
+                InputQueued(input_id=input_id, text=text, by=request.by, context=sent.context)
+            )
             return TurnStartResult(
                 turn_id=running.turn_id, queued=True, input_id=input_id, problems=problems
             )
-        running = self.begin(session, client_env=client_env)
+        running = self.begin(session, client_env=request.client_env)
         if not session.title:
             session.emit(SessionRenamed(title=_title_from(text)))
         context = live.with_instructions(sent.context)

@@ -22,21 +22,19 @@ from tether.daemon.tools.base import (
     ToolKind,
     ToolOutput,
     ToolParams,
-    resolve_in_workspace,
 )
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.edits import (
-    change_diff,
     check_guard,
     decode,
     encode,
     line_delta,
     plural,
+    target,
     unified_diff,
     write_guarded,
 )
 from tether.daemon.tools.read_file import split_lines
-from tether.daemon.workspace import display_path
 
 MAX_HINTS = 5
 FUZZY_CUTOFF = 0.8
@@ -93,8 +91,8 @@ class EditFile:
     async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
         assert isinstance(params, EditFileParams)
         path, shown, plan = await self._plan(params, ctx)
-        await write_guarded(ctx, path, shown, plan.before, plan.after)
-        return ToolOutput(text=plan.summary, diff=change_diff(shown, plan.before, plan.after))
+        diff = await write_guarded(ctx, path, shown, plan.before, plan.after)
+        return ToolOutput(text=plan.summary, diff=diff)
 
     async def _plan(self, params: EditFileParams, ctx: ToolContext) -> tuple[Path, str, _Plan]:
         if params.old_string == "":
@@ -106,8 +104,7 @@ class EditFile:
             raise ToolFailure(
                 "old_string and new_string are identical; there is nothing to change."
             )
-        path = resolve_in_workspace(ctx.workspace, params.path)
-        shown = display_path(ctx.workspace, path)
+        path, shown = target(ctx, params.path)
         seen = ctx.versions.get(path)
         plan = await trio.to_thread.run_sync(_plan_edit, path, shown, params, seen)
         return path, shown, plan

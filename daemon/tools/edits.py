@@ -17,7 +17,8 @@ from pathlib import Path
 import trio
 
 from tether.daemon.tools.atomic_write import atomic_write
-from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure
+from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure, resolve_in_workspace
+from tether.daemon.workspace import display_path
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -62,15 +63,24 @@ def _write_checked(path: Path, shown: str, expected: bytes | None, after: bytes)
         raise ToolFailure(f"Could not write {shown}: {exc}. The file {unchanged}.") from exc
 
 
+def target(ctx: ToolContext, path: str) -> tuple[Path, str]:
+    """The file a tool's `path` names, resolved in the workspace (see `resolve_in_workspace`),
+    and its name as shown."""
+    resolved = resolve_in_workspace(ctx.workspace, path)
+    return resolved, display_path(ctx.workspace, resolved)
+
+
 async def write_guarded(
     ctx: ToolContext, path: Path, shown: str, before: bytes | None, after: bytes
-) -> None:
+) -> str:
     """Write `after` to `path` (creating folders), provided it still holds `before` (None: no
-    file); snapshot it for undo first, report the change and record the new version."""
+    file); snapshot it for undo first, report the change and record the new version. Returns
+    the change's diff for the result (`change_diff`)."""
     await ctx.changes.before_write(path)
     await trio.to_thread.run_sync(_write_checked, path, shown, before, after)
     ctx.changes.after_write(path, before, after)
     ctx.versions.record(path, await trio.to_thread.run_sync(FileVersion.of, path, after))
+    return change_diff(shown, before, after)
 
 
 def unified_diff(shown: str, before: bytes | None, after: bytes) -> str:

@@ -13,19 +13,17 @@ from tether.daemon.tools.base import (
     ToolKind,
     ToolOutput,
     ToolParams,
-    resolve_in_workspace,
 )
 from tether.daemon.tools.edits import (
-    change_diff,
     check_guard,
     decode,
     encode,
     line_delta,
     plural,
+    target,
     unified_diff,
     write_guarded,
 )
-from tether.daemon.workspace import display_path
 
 
 class WriteFileParams(ToolParams, frozen=True, kw_only=True):
@@ -49,19 +47,16 @@ class WriteFile:
 
     async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
         assert isinstance(params, WriteFileParams)
-        path = resolve_in_workspace(ctx.workspace, params.path)
-        shown = display_path(ctx.workspace, path)
+        path, shown = target(ctx, params.path)
         before = await trio.to_thread.run_sync(_current, path, shown, ctx.versions.get(path))
         return unified_diff(shown, before, encode(params.content))
 
     async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
         assert isinstance(params, WriteFileParams)
-        path = resolve_in_workspace(ctx.workspace, params.path)
-        shown = display_path(ctx.workspace, path)
+        path, shown = target(ctx, params.path)
         before = await trio.to_thread.run_sync(_current, path, shown, ctx.versions.get(path))
         after = encode(params.content)
-        await write_guarded(ctx, path, shown, before, after)
-        diff = change_diff(shown, before, after)
+        diff = await write_guarded(ctx, path, shown, before, after)
         lines = plural(len(params.content.splitlines()), "line")
         if before is None:
             return ToolOutput(text=f"Created {shown} ({lines}).", diff=diff)

@@ -9,6 +9,7 @@ import trio
 from tests.inprocess import running_sessions
 from tether.daemon.context.history import History
 from tether.daemon.providers.base import Message, ToolCallRequest
+from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.store import Store
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall, UserMessage
 from tether.testing import ModelServer
@@ -64,11 +65,11 @@ async def test_a_rebuilt_history_is_the_live_one_after_tools_and_a_compaction(
         async with running_sessions(sqlite_store, workspace, model_server) as sessions:
             session = await sessions.create()
             for text in ("remember this: " + background, "what is the code?"):
-                sessions.start_turn(session, text)
+                sessions.start_turn(session, TurnRequest(text=text))
                 await sessions.wait_idle(session.id)
             compacted = await sessions.compact(session)
             assert compacted.compacted, compacted.reason
-            sessions.start_turn(session, "and now?")
+            sessions.start_turn(session, TurnRequest(text="and now?"))
             await sessions.wait_idle(session.id)
 
             live = sessions._live[session.id].history.messages  # pyright: ignore[reportPrivateUsage]

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
@@ -93,7 +94,7 @@ class Rig:
     async def turn(self, session: Session, text: str, *mentions: str) -> None:
         """Send a message the way `turn/start` does, and wait for the turn to end."""
         turn_input = await self.sessions.turn_input(editor=None, mentions=mentions)
-        self.sessions.start_turn(session, text, turn_input=turn_input)
+        self.sessions.start_turn(session, TurnRequest(text=text, turn_input=turn_input))
         await self.sessions.wait_idle(session.id)
 
 
@@ -202,7 +203,7 @@ async def test_a_session_with_a_running_turn_stays_loaded(rig: Rig) -> None:
     watcher = Watcher()
     session = await sessions.create()
     session.attach(watcher, "controller", None)
-    sessions.start_turn(session, "go")
+    sessions.start_turn(session, TurnRequest(text="go"))
     request = await watcher.wait_for(lambda e: isinstance(e, ApprovalRequested))
     assert isinstance(request, ApprovalRequested)
     session.detach(watcher)
@@ -268,12 +269,14 @@ async def test_a_message_queued_mid_turn_joins_with_its_mentions(rig: Rig) -> No
     watcher = Watcher()
     session = await sessions.create()
     session.attach(watcher, "controller", None)
-    sessions.start_turn(session, "go")
+    sessions.start_turn(session, TurnRequest(text="go"))
     request = await watcher.wait_for(lambda e: isinstance(e, ApprovalRequested))
     assert isinstance(request, ApprovalRequested)
 
     turn_input = await sessions.turn_input(editor=None, mentions=["notes.txt", "missing.txt"])
-    queued = sessions.start_turn(session, "also read @notes.txt", turn_input=turn_input)
+    queued = sessions.start_turn(
+        session, TurnRequest(text="also read @notes.txt", turn_input=turn_input)
+    )
     assert queued.queued
     [problem] = queued.problems
     assert problem.startswith("missing.txt: ")
@@ -302,14 +305,14 @@ async def test_instructions_count_as_sent_only_once_they_join(rig: Rig) -> None:
     session = await sessions.create()
     session.attach(watcher, "controller", None)
     first = await sessions.turn_input(editor=None, mentions=[])
-    sessions.start_turn(session, "go", turn_input=first)
+    sessions.start_turn(session, TurnRequest(text="go", turn_input=first))
     await watcher.wait_for(lambda e: isinstance(e, ApprovalRequested))
 
     # Queued with changed instructions, then dropped when the turn is cancelled: the next
     # message must carry them.
     agents.write_text("Use spaces.\n")
     dropped = await sessions.turn_input(editor=None, mentions=[])
-    sessions.start_turn(session, "never joins", turn_input=dropped)
+    sessions.start_turn(session, TurnRequest(text="never joins", turn_input=dropped))
     sessions.cancel_turn(session, None)
     await sessions.wait_idle(session.id)
     assert not session.queued_inputs
@@ -429,7 +432,7 @@ async def test_a_cancelled_compaction_changes_nothing(rig: Rig) -> None:
         await trio.testing.wait_all_tasks_blocked()
         # A message sent meanwhile is refused, not queued for a turn that never takes it.
         with pytest.raises(RpcError) as busy:
-            rig.sessions.start_turn(session, "hello?")
+            rig.sessions.start_turn(session, TurnRequest(text="hello?"))
         assert busy.value.code == ErrorCode.SESSION_BUSY
         assert not session.queued_inputs
         rig.sessions.cancel_turn(session, None)
@@ -509,7 +512,7 @@ async def test_services_tracker_and_turn_end_are_handed_in_at_construction(
                 async with trio.open_nursery() as nursery:
                     await nursery.start(sessions.serve)
                     session = await sessions.create()
-                    started = sessions.start_turn(session, "go")
+                    started = sessions.start_turn(session, TurnRequest(text="go"))
                     await sessions.wait_idle(session.id)
                     nursery.cancel_scope.cancel()
         finally:

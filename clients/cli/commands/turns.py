@@ -86,11 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_OK
         status = follower.follow(turn_id)
         if not args.json and status != "completed":
-            print(
-                f"tether: turn {status} (session {session.id}){_why(status)}; to go on:"
-                f" `tether run -s {session.id} continue`",
-                file=sys.stderr,
-            )
+            _say_go_on(f"turn {status} (session {session.id}){_why(status)}", session.id)
         return STATUS_EXIT[status]
 
 
@@ -98,6 +94,11 @@ _WHY: dict[TurnStatus, str] = {
     "interrupted": ": the daemon stopped while it ran",
     "paused": ": it reached its step budget",
 }
+
+
+def _say_go_on(what: str, session_id: str) -> None:
+    """Tell the user on stderr that `what` happened, and how to continue the session."""
+    print(f"tether: {what}; to go on: `tether run -s {session_id} continue`", file=sys.stderr)
 
 
 def _why(status: TurnStatus) -> str:
@@ -126,11 +127,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
         else:
             status = turns[-1].status
         if not args.json and status != "completed":
-            print(
-                f"tether: the last turn of session {session.id} {status}{_why(status)}; to go"
-                f" on: `tether run -s {session.id} continue`",
-                file=sys.stderr,
-            )
+            _say_go_on(f"the last turn of session {session.id} {status}{_why(status)}", session.id)
         return STATUS_EXIT[status]
 
 
