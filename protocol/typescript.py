@@ -109,8 +109,9 @@ class _Emitter:
         if "const" in node:
             return json.dumps(node["const"])
         kind = node.get("type")
-        if isinstance(kind, list):
-            return " | ".join(self.type_of({**node, "type": k}) for k in _as_list(kind))
+        kinds = _as_list(kind)
+        if kinds:
+            return " | ".join(self.type_of({**node, "type": k}) for k in kinds)
         match kind:
             case "string":
                 return "string"
@@ -126,8 +127,8 @@ class _Emitter:
             case "object":
                 if "properties" in node:
                     return self.inline_object(node)
-                extra = node.get("additionalProperties")
-                value = self.type_of(_as_json(extra)) if isinstance(extra, dict) else "unknown"
+                extra = _as_json(node.get("additionalProperties"))
+                value = self.type_of(extra) if extra else "unknown"
                 return f"Record<string, {value}>"
             case _:
                 return "unknown"

@@ -115,4 +115,213 @@ describe("against the daemon", () => {
       code: "UNAUTHORIZED",
     });
   });
+
+  test("re-attaches with its cursor after the socket is killed mid-turn: no gap, no duplicate", async () => {
+    await home.model.setScript({ steps: [{ text: "word ".repeat(60), chunks: 60, chunk_delay_ms: 10 }] });
+    const sockets: NodeSocket[] = [];
+    const base = daemonConnector(home.options());
+    const connector: Connector = async (handlers) => {
+      const socket = (await base(handlers)) as NodeSocket;
+      sockets.push(socket);
+      return socket;
+    };
+    const client = await connect({ ...home.options(), connector });
+    try {
+      const session = await client.createSession();
+      const seen = record(session);
+      const firstDelta = new Promise<void>((resolve) =>
+        session.on("event", (p) => p.event.type === "item_delta" && resolve()),
+      );
+      const { turnId } = await session.startTurn("talk");
+      await firstDelta;
+      sockets[0]!.terminate();
+      const turn = await session.waitForTurn(turnId);
+      assert.equal(turn.status, "completed");
+      assert.equal(client.connections, 2);
+      assert.equal(session.stats.reconnects, 1);
+      assert.equal(session.stats.replays, 1, "caught up by a replay from its cursor");
+      assert.equal(session.stats.snapshots, 1, "only the first attach took a snapshot");
+      assertGapFree(seen);
+      const reply = [...turn.items.values()].find((i) => i.type === "agent_message");
+      assert.ok(reply?.type === "agent_message" && reply.text === "word ".repeat(60));
+      assert.deepEqual(state(session.view.snapshot()), await daemonState(client, session.id));
+    } finally {
+      client.close();
+    }
+  });
+
+  test("two library clients and the CLI on one session see the same final state", async () => {
+    await home.model.setScript({
+      steps: [
+        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+        { text: "Read it.", chunks: 4 },
+      ],
+    });
+    const one = await connect({ ...home.options(), clientName: "one" });
+    const two = await connect({ ...home.options(), clientName: "two" });
+    try {
+      const controller = await one.createSession({ title: "shared" });
+      const observer = await two.attach(controller.id, { role: "observer" });
+      const ended = [controller, observer].map(
+        (s) => new Promise<string>((resolve) => s.once("turnCompleted", (t) => resolve(t.id))),
+      );
+      const cli = await home.cli("run", "--session", controller.id, "--json", "look at the readme");
+      assert.equal(cli.code, 0, cli.stderr);
+      const [turnOne, turnTwo] = await Promise.all(ended);
+      assert.equal(turnOne, turnTwo);
+      const fromCli = cli.stdout
+        .split("\n")
+        .filter((line) => line.trim())
+        .map((line) => JSON.parse(line) as Partial<SessionEventParams>)
+        .filter((p) => p.event?.type === "item_completed");
+      const cliItems = fromCli.map((p) => (p.event as { item: unknown }).item);
+      const daemon = await daemonState(one, controller.id);
+      assert.deepEqual(state(controller.view.snapshot()), daemon);
+      assert.deepEqual(state(observer.view.snapshot()), daemon);
+      assert.deepEqual([...controller.view.turn(turnOne!)!.items.values()], cliItems);
+    } finally {
+      one.close();
+      two.close();
+    }
+  });
+
+  test("an unknown event type, item type or field is ignored", async () => {
+    await home.model.setScript({ steps: [{ text: "abcdefghij", chunks: 5 }] });
+    let rewritten = 0;
+    const base = daemonConnector(home.options());
+    // A newer daemon, played by rewriting the real one's frames: the first two deltas become
+    // an event of an unknown type and an unknown item, and every event and started item
+    // gains a field this library does not know.
+    const connector: Connector = (handlers) =>
+      base({
+        closed: handlers.closed,
+        message: (text) => {
+          const frame = JSON.parse(text) as { method?: string; params?: { event: Record<string, unknown> } };
+          const params = frame.params;
+          if (frame.method === "session/event" && params) {
+            const event = params.event;
+            if (event.type === "item_delta" && rewritten < 2) {
+              params.event =
+                rewritten === 0
+                  ? { type: "hologram_projected", turnId: event.turnId, beam: { width: 3 } }
+                  : { type: "item_started", turnId: event.turnId, item: { type: "hologram", id: "h1" } };
+              rewritten += 1;
+            }
+            params.event.futureField = { nested: true };
+            const item = params.event.item as Record<string, unknown> | undefined;
+            if (params.event.type === "item_started" && item) item.futureField = 1;
+          }
+          handlers.message(JSON.stringify(frame));
+        },
+      });
+    const client = await connect({ ...home.options(), connector });
+    try {
+      const session = await client.createSession();
+      const kinds: Array<[string, boolean]> = [];
+      session.on("event", (p, known) => kinds.push([p.event.type, known]));
+      const { turnId } = await session.startTurn("go");
+      const turn = await session.waitForTurn(turnId);
+      assert.equal(rewritten, 2);
+      assert.equal(turn.status, "completed");
+      assert.ok(kinds.some(([type, known]) => type === "hologram_projected" && !known));
+      assert.equal(session.stats.unknownEvents, 1);
+      assert.equal(session.stats.gaps, 0);
+      assert.ok(![...turn.items.values()].some((i) => (i.type as string) === "hologram"));
+      assert.deepEqual(state(session.view.snapshot()), await daemonState(client, session.id));
+    } finally {
+      client.close();
+    }
+  });
+
+  test("answers approvals, and a second answer is told who answered first", async () => {
+    await home.model.setScript({
+      steps: [
+        { tool_calls: [{ name: "write_file", arguments: { path: "new.txt", content: "hi\n" } }] },
+        { text: "Wrote it." },
+      ],
+    });
+    const client = await connect({ ...home.options(), clientName: "approver" });
+    try {
+      const session = await client.createSession({ permissionMode: "ask" });
+      const asked = new Promise<string>((resolve) => session.on("approval", (request) => resolve(request.id)));
+      const { turnId } = await session.startTurn("write a file");
+      const approvalId = await asked;
+      assert.equal(session.view.pendingApprovals.get(approvalId)?.tool, "write_file");
+      assert.equal(session.view.snapshot().session.state, "awaiting_approval");
+      await session.respond(approvalId, "allow");
+      await assert.rejects(session.respond(approvalId, "deny"), { code: ErrorCode.APPROVAL_RESOLVED });
+      const turn = await session.waitForTurn(turnId);
+      assert.equal(turn.status, "completed");
+      assert.equal(session.view.pendingApprovals.size, 0);
+      const call = [...turn.items.values()].find((i) => i.type === "tool_call");
+      assert.ok(call?.type === "tool_call" && call.status === "completed");
+    } finally {
+      client.close();
+    }
+  });
+
+  test("a failed turn carries its error", async () => {
+    await home.model.setScript({ steps: [{ error: { status: 404, message: "no such model" } }] });
+    const client = await connect(home.options());
+    try {
+      const session = await client.createSession();
+      const { turnId } = await session.startTurn("hi");
+      const turn = await session.waitForTurn(turnId);
+      assert.equal(turn.status, "failed");
+      assert.match(turn.error?.message ?? "", /TETHER_MODEL/);
+      assert.equal(session.view.snapshot().session.state, "failed");
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe("a client that falls behind", () => {
+  let home: Home;
+  before(async () => {
+    // About 1 MB of frames: far beyond 50 queued frames plus what the sockets buffer.
+    home = await Home.create({ steps: [{ text: "y".repeat(60000), chunks: 6000 }] });
+    await home.startDaemon("--idle-timeout", "0", "--client-queue-limit", "50");
+  });
+  after(async () => {
+    await home?.close();
+  });
+
+  test("is told to resync and catches up without the caller noticing", async () => {
+    let paused: NodeSocket | null = null;
+    const base = daemonConnector(home.options());
+    const connector: Connector = async (handlers) => {
+      const socket = (await base(handlers)) as NodeSocket;
+      paused ??= socket;
+      return socket;
+    };
+    const slow = await connect({ ...home.options(), connector, clientName: "slow" });
+    const fast = await connect({ ...home.options(), clientName: "fast" });
+    try {
+      const session = await slow.attach((await fast.call("session/create", {})).session.id);
+      const watcher = await fast.attach(session.id);
+      let resets = 0;
+      session.on("reset", () => (resets += 1));
+      // `slow` stops reading until the turn is over, as a busy UI might.
+      paused!.ws.pause();
+      const { turnId } = await watcher.startTurn("flood");
+      await watcher.waitForTurn(turnId);
+      paused!.ws.resume();
+      const seen: SessionEventParams[] = [];
+      for await (const params of session.events()) {
+        seen.push(params);
+        if (params.event.type === "turn_completed") break;
+      }
+      assert.ok(session.stats.resyncs >= 1, "the daemon told it to resync");
+      assert.equal(resets, 0);
+      assert.equal(session.stats.snapshots, 1, "it caught up by replays, not snapshots");
+      assertGapFree(seen);
+      assert.equal(seen[0]?.seq, 1, "from the first event on");
+      assert.equal(seen.filter((p) => p.event.type === "item_delta").length, 6000);
+      assert.deepEqual(state(session.view.snapshot()), await daemonState(fast, session.id));
+    } finally {
+      slow.close();
+      fast.close();
+    }
+  });
 });
