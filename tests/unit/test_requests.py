@@ -16,7 +16,7 @@ from trio_websocket import WebSocketConnection, open_websocket
 from wsproto.events import Request
 
 from tests.inprocess import running_sessions
-from tests.unit.test_handlers import PAUSE, DaemonParts
+from tests.unit.test_handlers import DaemonParts
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.rpc.connection import Connection
 from tether.daemon.rpc.handlers import Handlers
@@ -32,6 +32,13 @@ TOKEN = "t" * 64
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode())]
 NEVER = 600_000
 """A model step's delay that no test waits out (the server ends it when it stops)."""
+ASK_TWICE = {
+    "tool_calls": [
+        {"name": "run_command", "arguments": {"command": f"echo {n}", "description": "say it"}}
+        for n in (1, 2)
+    ]
+}
+"""A step of two calls that each ask for approval (mode `edits`), one after the other."""
 LONG_REQUEST = "please look into the greeting; " + "here is some background. " * 80
 """A first message long enough for `session/compact` to have something to summarise."""
 
@@ -132,9 +139,8 @@ async def test_approvals_and_cancels_are_answered_while_a_compaction_waits_then_
         {
             "steps": [
                 {"text": "sure"},  # the turn of session B that gives it history
-                PAUSE,  # session A's turn asks for approval
+                ASK_TWICE,  # session A's turn asks for approval twice
                 {"text": "## summary", "delay_ms": NEVER},  # B's compaction: never answered
-                {"text": "never", "delay_ms": NEVER},  # A, after the denial: still running
             ]
         }
     )
@@ -159,6 +165,7 @@ async def test_approvals_and_cancels_are_answered_while_a_compaction_waits_then_
                 decision="deny",
             )
             assert denied == {"jsonrpc": "2.0", "id": "deny", "result": {}}
+            await client.event(a, "approval_requested")
             cancelled = await client.call("cancel", "turn/cancel", sessionId=a)
             assert cancelled["result"]["turnId"] == started["result"]["turnId"]
             assert (await client.event(a, "turn_completed"))["status"] == "cancelled"
