@@ -2,6 +2,7 @@
 
     JSON-RPC            -32700 parse error, -32600 invalid request, -32601 method not found,
                         -32602 invalid params, -32603 internal error
+    LSP                 -32800 request cancelled (by the client's `$/cancelRequest`)
     tether (-32000..)   the daemon's own conditions, listed in `ErrorCode`; the message says what
                         happened and the optional `data` carries structured detail.
 
@@ -18,6 +19,7 @@ class ErrorCode(enum.IntEnum):
     METHOD_NOT_FOUND = -32601
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
+    REQUEST_CANCELLED = -32800
 
     NOT_INITIALIZED = -32002
     ALREADY_INITIALIZED = -32003
@@ -43,6 +45,9 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.METHOD_NOT_FOUND: "No such method.",
     ErrorCode.INVALID_PARAMS: "The params do not fit the method; the message names the field.",
     ErrorCode.INTERNAL_ERROR: "The daemon failed unexpectedly; the daemon log has the details.",
+    ErrorCode.REQUEST_CANCELLED: (
+        "The client cancelled the request (`$/cancelRequest`) before it was done."
+    ),
     ErrorCode.NOT_INITIALIZED: "`initialize` must be the first request on a connection.",
     ErrorCode.ALREADY_INITIALIZED: "`initialize` was already sent on this connection.",
     ErrorCode.UNSUPPORTED_PROTOCOL: "The client's protocol version is newer than the daemon's.",

@@ -48,6 +48,37 @@ class ProviderEnvironment(Wire, frozen=True, kw_only=True):
     """ANTHROPIC_API_KEY."""
 
 
+class ClientCapabilities(Wire, frozen=True, kw_only=True):
+    """What the client asks of the daemon for this connection. A field the client leaves out
+    keeps its default (what a client that sends no capabilities gets), and a field this daemon
+    does not know (from a newer client) is ignored."""
+
+    item_deltas: bool = True
+    """Send `item_delta` events (streamed text, reasoning, command output). False, for a
+    client that renders only whole items: the daemon sends it no `item_delta`, live or
+    replayed, and everything else as usual (`item_started`, `item_completed` with the whole
+    text, …). The seqs of the skipped deltas are simply absent from what it receives: its
+    seqs increase but jump, a jump is not a gap, and its cursor (the last seq it received)
+    resumes it exactly. "Gap-free" is a promise to clients that take every event; a client
+    that falls behind is told so with `session/resync` whatever it takes."""
+
+
+class CancelRequestParams(Wire, frozen=True, kw_only=True):
+    """`$/cancelRequest`, a client notification (no `id`, never answered), as in LSP: cancel
+    the request `id` this connection sent, if it still runs. That request is then answered
+    with REQUEST_CANCELLED, or with its result if it had already done its work (an undo
+    that has begun restoring files finishes). An id that is unknown or already answered is
+    ignored, as is `$/cancelRequest` before `initialize`."""
+
+    id: str | int
+
+
+CANCEL_REQUEST = "$/cancelRequest"
+
+CLIENT_NOTIFICATIONS: dict[str, type[Wire]] = {CANCEL_REQUEST: CancelRequestParams}
+"""The notifications a client may send the daemon, by method."""
+
+
 class InitializeParams(Wire, frozen=True, kw_only=True):
     client_name: str
     client_version: str = ""
@@ -56,6 +87,39 @@ class InitializeParams(Wire, frozen=True, kw_only=True):
     """The client's provider variables; they replace the daemon's own for this connection's
     turns, compactions and model listings (precedence: a session's chosen model, then these,
     then the user's config file, then the defaults). None: the daemon's environment applies."""
+    capabilities: ClientCapabilities = msgspec.field(default_factory=ClientCapabilities)
+
+
+class DaemonLimits(Wire, frozen=True, kw_only=True):
+    """The daemon's limits for this connection."""
+
+    max_message_bytes: int
+    """The largest frame the daemon reads; a larger one closes the connection with 1009."""
+    replay_buffer_bytes: int
+    """The recent events a session keeps for `session/attach` with a cursor; a cursor older
+    than they reach back is answered with a snapshot."""
+    client_queue_bytes: int
+    """What the daemon holds for this client before it is told to resync (events) or
+    disconnected with 1008 (responses)."""
+    max_requests_in_flight: int
+    """Requests of this connection that run at once; the daemon reads no more frames from the
+    client until one of them is answered."""
+    ping_interval: float
+    """Seconds between the daemon's websocket pings."""
+    ping_timeout: float
+    """Seconds a pong may take before the daemon closes the connection with 1011."""
+
+
+class DaemonCapabilities(Wire, frozen=True, kw_only=True):
+    """What the daemon serves. Empty in an answer from a daemon older than capabilities."""
+
+    methods: list[str] = []
+    """Every request method it answers."""
+    notifications: list[str] = []
+    """The notifications it sends (`session/event`, …)."""
+    client_notifications: list[str] = []
+    """The notifications it reads from clients (`$/cancelRequest`)."""
+    limits: DaemonLimits | None = None
 
 
 class InitializeResult(Wire, frozen=True, kw_only=True):
@@ -63,6 +127,7 @@ class InitializeResult(Wire, frozen=True, kw_only=True):
     daemon_version: str
     workspace: str
     pid: int
+    capabilities: DaemonCapabilities = msgspec.field(default_factory=DaemonCapabilities)
 
 
 # --- daemon -----------------------------------------------------------------------------------

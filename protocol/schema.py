@@ -12,7 +12,7 @@ import msgspec
 
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.errors import ERROR_DOCS
-from tether.protocol.methods import METHODS, NOTIFICATIONS
+from tether.protocol.methods import CLIENT_NOTIFICATIONS, METHODS, NOTIFICATIONS
 from tether.protocol.version import PROTOCOL_VERSION
 
 _REF_TEMPLATE = "#/$defs/{name}"
@@ -29,6 +29,7 @@ def build_schema() -> dict[str, object]:
     for method in METHODS.values():
         kinds += [method.params, method.result]
     kinds += list(NOTIFICATIONS.values())
+    kinds += list(CLIENT_NOTIFICATIONS.values())
     kinds.append(DiscoveryInfo)
     refs, defs = msgspec.json.schema_components(
         kinds, schema_hook=_schema_hook, ref_template=_REF_TEMPLATE
@@ -40,6 +41,7 @@ def build_schema() -> dict[str, object]:
         if method.needs_controller:
             methods[name]["controllerOnly"] = True
     notifications = {name: {"params": next(it)} for name in NOTIFICATIONS}
+    client_notifications = {name: {"params": next(it)} for name in CLIENT_NOTIFICATIONS}
     discovery = next(it)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -51,6 +53,7 @@ def build_schema() -> dict[str, object]:
         "protocolVersion": PROTOCOL_VERSION,
         "methods": methods,
         "notifications": notifications,
+        "clientNotifications": client_notifications,
         "discoveryFile": discovery,
         "errors": {
             str(int(code)): {"name": code.name, "description": doc}

@@ -10,15 +10,25 @@ Error rules on the wire:
 - a notification (no `id` member) is never answered, whatever happens to it. `"id": null` is a
   request and is answered with `"id": null`.
 
-Order: the reader handles requests one at a time, so their responses keep their order, except
-for the methods in `SLOW_METHODS` (they wait on the model or the disk). Those run as tasks of the
-connection's own nursery, at most `MAX_SLOW_REQUESTS` at once (the reader waits for a free slot
-beyond that), so that `turn/cancel` or `approval/respond` is answered while a compaction runs;
-their responses come when they are done. Session events keep their order whatever the method.
+Concurrency and order: `initialize` is handled by the reader itself, so every request after
+it sees the connection initialized. Every other request runs in a task of its own in the
+connection's nursery, at most `MAX_REQUESTS_IN_FLIGHT` at once (beyond that the reader waits
+for one to end, reading nothing meanwhile), so `turn/cancel` or `approval/respond` is answered
+while a `session/compact` or `models/list` still waits on the model. Requests start in the
+order they arrive but may end, and be answered, in any order: a client that needs one request
+to take effect before the next waits for its response. What a handler sends (a response and
+the frames that must follow it, such as `session/attach`'s replay) is queued in one
+synchronous step, and session events keep their order whatever the requests do.
 
-Closing the connection cancels its slow requests and detaches it from every session; it never
-cancels a turn. A client whose outbox overruns (it does not read what it asked for) is closed
-with 1008.
+Cancellation: `$/cancelRequest {id}` (a notification, handled by the reader) cancels the
+request with that id if it still runs; it is then answered with REQUEST_CANCELLED, unless its
+handler finished its work regardless (it is then answered with its result). An unknown or
+finished id does nothing. While a request runs its id may not be reused (INVALID_REQUEST);
+a request with `"id": null` cannot be cancelled.
+
+Closing the connection cancels its running requests and detaches it from every session; it
+never cancels a turn. A client whose outbox overruns (it does not read what it asked for) is
+closed with 1008.
 """
 
 import itertools
@@ -31,6 +41,7 @@ import trio
 
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, Outbox
 from tether.daemon.rpc.websocket import ConnectionClosed, WebSocket
+from tether.daemon.sessions.replay import DEFAULT_RING_BYTES
 from tether.daemon.sessions.session import Session
 from tether.protocol import codec
 from tether.protocol.base import Wire
@@ -42,7 +53,13 @@ from tether.protocol.jsonrpc import (
     error_frame,
     result_frame,
 )
-from tether.protocol.methods import METHODS, Method
+from tether.protocol.methods import (
+    CANCEL_REQUEST,
+    METHODS,
+    CancelRequestParams,
+    DaemonLimits,
+    Method,
+)
 from tether.protocol.session import Role
 
 log = logging.getLogger(__name__)
@@ -50,9 +67,8 @@ log = logging.getLogger(__name__)
 PING_INTERVAL = 20.0
 PING_TIMEOUT = 20.0
 
-SLOW_METHODS = frozenset({"session/compact", "models/list", "session/undo"})
-"""Methods that may take long (a model call, a walk over the workspace): run beside the reader."""
-MAX_SLOW_REQUESTS = 8
+MAX_REQUESTS_IN_FLIGHT = 16
+"""Requests of one connection that run at once; beyond that the reader waits (see above)."""
 
 OVERRUN_CLOSE_CODE = 1008
 
@@ -110,8 +126,12 @@ class Connection:
         self.provider_env: dict[str, str] | None = None
         """The client's provider variables from `initialize` (None: it sent none), by their
         environment names; held for this connection only."""
+        self.item_deltas = True
+        """The client takes `item_delta` events (its `initialize` capabilities)."""
         self.sessions: dict[str, Session] = {}
-        self._slow_slots = trio.Semaphore(MAX_SLOW_REQUESTS)
+        self._slots = trio.Semaphore(MAX_REQUESTS_IN_FLIGHT)
+        self._running: dict[RequestId, trio.CancelScope] = {}
+        """The scope of each running request that has an id, for `$/cancelRequest`."""
 
     # Subscriber protocol (see tether.daemon.sessions.session)
     def offer(self, frame: bytes) -> bool:
@@ -123,9 +143,20 @@ class Connection:
     def role_in(self, session: Session) -> Role | None:
         return session.subscribers.get(self)
 
+    def limits(self) -> DaemonLimits:
+        """What `initialize` tells the client of this connection's limits."""
+        return DaemonLimits(
+            max_message_bytes=self.ws.max_message_size,
+            replay_buffer_bytes=DEFAULT_RING_BYTES,
+            client_queue_bytes=self.outbox.statistics().max_bytes,
+            max_requests_in_flight=MAX_REQUESTS_IN_FLIGHT,
+            ping_interval=PING_INTERVAL,
+            ping_timeout=PING_TIMEOUT,
+        )
+
     async def serve(self) -> None:
         """Run until the client goes away or is cut off. Cancelling it closes the connection,
-        and either way the slow requests still running are cancelled."""
+        and either way the requests still running are cancelled (and not answered)."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop)
@@ -190,6 +221,11 @@ class Connection:
             None if isinstance(envelope.id, msgspec.UnsetType) else envelope.id
         )
         method = envelope.method
+        if method == CANCEL_REQUEST and envelope.jsonrpc == "2.0":
+            self._cancel_request(envelope.params)
+            if not notification:
+                self.outbox.send_nowait(result_frame(request_id, {}))
+            return
         if envelope.jsonrpc != "2.0" or method is None:
             if (
                 method is None
@@ -223,19 +259,61 @@ class Connection:
                 self.outbox.send_nowait(error_frame(request_id, exc.code, exc.message, exc.data))
             return
         answer = None if notification else _Answer(request_id)
-        if method in SLOW_METHODS:
-            await self._slow_slots.acquire()
-            nursery.start_soon(self._run_slow, handler, method, params, answer)
-        else:
+        if method == "initialize":
             await self._run(handler, method, params, answer)
+            return
+        await self._slots.acquire()
+        if request_id is not None and request_id in self._running:
+            self._slots.release()
+            self.outbox.send_nowait(
+                error_frame(
+                    request_id,
+                    ErrorCode.INVALID_REQUEST,
+                    f"request id {request_id!r} is in use by a request that still runs",
+                )
+            )
+            return
+        scope = trio.CancelScope()
+        if request_id is not None and answer is not None:
+            self._running[request_id] = scope
+        nursery.start_soon(self._run_in_task, handler, method, params, answer, scope)
 
-    async def _run_slow(
-        self, handler: Handler, method: str, params: Wire, answer: "_Answer | None"
+    def _cancel_request(self, raw: msgspec.Raw) -> None:
+        """`$/cancelRequest`: cancel the running request it names; anything else is ignored
+        (it is a notification: there is no one to tell)."""
+        if not self.initialized or not len(raw):
+            return
+        try:
+            request_id = codec.decode_as(CancelRequestParams, raw).id
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return
+        scope = self._running.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _run_in_task(
+        self,
+        handler: Handler,
+        method: str,
+        params: Wire,
+        answer: "_Answer | None",
+        scope: trio.CancelScope,
     ) -> None:
         try:
-            await self._run(handler, method, params, answer)
+            with scope:
+                await self._run(handler, method, params, answer)
+            if scope.cancelled_caught and answer is not None:
+                self.outbox.send_nowait(
+                    error_frame(answer.id, ErrorCode.REQUEST_CANCELLED, f"{method} was cancelled")
+                )
         finally:
-            self._slow_slots.release()
+            if (
+                answer is not None
+                and answer.id is not None
+                and self._running.get(answer.id) is scope
+            ):
+                del self._running[answer.id]
+            self._slots.release()
 
     async def _run(
         self, handler: Handler, method: str, params: Wire, answer: "_Answer | None"

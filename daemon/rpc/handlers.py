@@ -19,12 +19,14 @@ from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
     APPROVAL_LIST,
     APPROVAL_RESPOND,
+    CLIENT_NOTIFICATIONS,
     DAEMON_SHUTDOWN,
     DAEMON_STATUS,
     INITIALIZE,
     LSP_STATUS,
     METHODS,
     MODELS_LIST,
+    NOTIFICATIONS,
     PROCESS_KILL,
     PROCESS_LIST,
     PROCESS_OUTPUT,
@@ -42,6 +44,7 @@ from tether.protocol.methods import (
     TURN_START,
     ApprovalListResult,
     ApprovalRespondParams,
+    DaemonCapabilities,
     DaemonStatusResult,
     Empty,
     InitializeParams,
@@ -165,6 +168,7 @@ class Handlers:
             )
         conn.initialized = True
         conn.client_name = p.client_name
+        conn.item_deltas = p.capabilities.item_deltas
         if (env := p.provider_env) is not None:
             conn.provider_env = {
                 "TETHER_PROVIDER": env.provider,
@@ -179,6 +183,12 @@ class Handlers:
             daemon_version=__version__,
             workspace=str(self.daemon.workspace),
             pid=os.getpid(),
+            capabilities=DaemonCapabilities(
+                methods=[name for name in METHODS if name in conn.handlers],
+                notifications=list(NOTIFICATIONS),
+                client_notifications=list(CLIENT_NOTIFICATIONS),
+                limits=conn.limits(),
+            ),
         )
 
     async def daemon_status(self, conn: Connection, params: Empty) -> DaemonStatusResult:
@@ -229,7 +239,7 @@ class Handlers:
         session = await self.sessions.get(p.session_id)
         # No await from here to the return: the replay and the subscription are one step.
         session.detach(conn)
-        result, replay = session.attach(conn, p.role, p.after)
+        result, replay = session.attach(conn, p.role, p.after, item_deltas=conn.item_deltas)
         conn.sessions[session.id] = session
         return Reply(result, replay)
 

@@ -100,6 +100,11 @@ class WebSocket:
         self.closed: ConnectionClosed | None = None
         """Why the websocket is over, once it is."""
 
+    @property
+    def max_message_size(self) -> int:
+        """The largest message `receive` takes (a larger one closes with 1009)."""
+        return self._max_message_size
+
     async def receive(self) -> str | bytes:
         """The next whole message. Raises `ConnectionClosed` once the websocket is over."""
         while not self._messages:

@@ -8,7 +8,9 @@ Rules:
   (`compacted: false` with the reason; no turn at all when that is clear before asking the
   model).
 - Cancelled (`turn/cancel`), the turn ends `cancelled` and nothing changes; interrupted by a
-  daemon shutdown, SHUTTING_DOWN is raised.
+  daemon shutdown, SHUTTING_DOWN is raised. When the caller itself is cancelled (the client
+  cancelled its request, or went away) the turn ends `cancelled` too, and the cancellation
+  goes on up.
 - A model error raises MODEL_UNAVAILABLE, an empty or unusable summary COMPACTION_FAILED: the
   turn ends `failed`, with a notice and no compaction item. So does an invalid user config
   (MODEL_UNAVAILABLE, `data.code` = `config_invalid`).
@@ -18,6 +20,8 @@ Rules:
 
 import time
 from collections.abc import Mapping
+
+import trio
 
 from tether.daemon.config.settings import ConfigError
 from tether.daemon.context.compact import CompactionError, SummaryNotShorter
@@ -77,6 +81,9 @@ async def compact(
         if running.scope.cancelled_caught:
             status = running.ended_by_cancel()
             reason = "cancelled"
+    except trio.Cancelled:
+        status, error = "cancelled", None
+        raise
     except SummaryNotShorter as exc:
         status, error, reason = "completed", None, exc.message
         sink.notice("info", "compaction_skipped", exc.message)

@@ -3,6 +3,8 @@
 Each event is encoded to its `session/event` notification frame once, when it is emitted; the
 same bytes go to every subscriber and into the ring. The ring is bounded by bytes: when a
 client's cursor is older than the oldest frame it holds, that client gets a snapshot instead.
+Each frame is marked when it is an `item_delta`, so that a client that takes no deltas is
+replayed the rest.
 """
 
 from collections import deque
@@ -13,30 +15,31 @@ DEFAULT_RING_BYTES = 8 * 1024 * 1024
 
 class EventRing:
     def __init__(self, first_seq: int, max_bytes: int = DEFAULT_RING_BYTES) -> None:
-        self._frames: deque[tuple[int, bytes]] = deque()
+        self._frames: deque[tuple[int, bytes, bool]] = deque()
         self._bytes = 0
         self._max_bytes = max_bytes
         self._first_seq = first_seq
         """The seq of the oldest event the ring still holds (or would hold next)."""
 
-    def append(self, seq: int, frame: bytes) -> None:
-        self._frames.append((seq, frame))
+    def append(self, seq: int, frame: bytes, *, delta: bool = False) -> None:
+        self._frames.append((seq, frame, delta))
         self._bytes += len(frame)
         while self._bytes > self._max_bytes and len(self._frames) > 1:
-            _, old = self._frames.popleft()
+            _, old, _ = self._frames.popleft()
             self._bytes -= len(old)
             self._first_seq = self._frames[0][0]
 
-    def since(self, seq: int) -> list[bytes] | None:
-        """The frames of every event after `seq`, or None if the ring no longer reaches back."""
+    def since(self, seq: int, *, deltas: bool = True) -> list[bytes] | None:
+        """The frames of every event after `seq` (without the `item_delta`s unless `deltas`),
+        or None if the ring no longer reaches back."""
         if seq + 1 < self._first_seq:
             return None
         if not self._frames:
             return []
-        start = seq + 1 - self._frames[0][0]
-        if start <= 0:
-            return [frame for _, frame in self._frames]
-        return [frame for _, frame in islice(self._frames, start, None)]
+        start = max(0, seq + 1 - self._frames[0][0])
+        return [
+            frame for _, frame, delta in islice(self._frames, start, None) if deltas or not delta
+        ]
 
     def statistics(self) -> tuple[int, int]:
         """(frames held, bytes held)."""

@@ -8,6 +8,8 @@ the replay (or snapshot) and the subscription happen with no await between them,
 makes "nothing lost, nothing doubled" hold.
 
 A subscriber whose queue is full is dropped and told to resync; it re-attaches with its cursor.
+A subscriber that attached without deltas is offered no `item_delta`, live or replayed: the
+seqs it receives jump over them (see `ClientCapabilities.item_deltas`).
 """
 
 import secrets
@@ -162,6 +164,8 @@ class Session:
         self._turns_by_id: dict[str, TurnState] = {}
         self.ring = EventRing(first_seq=last_seq + 1)
         self.subscribers: dict[Subscriber, Role] = {}
+        self._without_deltas: set[Subscriber] = set()
+        """Subscribers that attached with `item_deltas=False`."""
         self.on_subscribers: Callable[[], None] = lambda: None
         """Called after the subscribers changed (attach, detach, a subscriber dropped)."""
         self.permission_mode: PermissionMode = permission_mode
@@ -251,7 +255,8 @@ class Session:
             "session/event",
             SessionEventParams(session_id=self.id, epoch=self.epoch, seq=seq, event=event),
         )
-        self.ring.append(seq, frame)
+        delta = isinstance(event, ItemDelta)
+        self.ring.append(seq, frame, delta=delta)
         if not isinstance(event, EPHEMERAL_EVENTS):
             self.store.append_event_nowait(self.id, seq, _event_encoder.encode(event))
             if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed | SessionConfigured):
@@ -271,10 +276,13 @@ class Session:
                 )
         dropped: list[Subscriber] = []
         for subscriber in self.subscribers:
+            if delta and subscriber in self._without_deltas:
+                continue
             if not subscriber.offer(frame):
                 dropped.append(subscriber)
         for subscriber in dropped:
             del self.subscribers[subscriber]
+            self._without_deltas.discard(subscriber)
             subscriber.send_nowait(
                 notification_frame(
                     "session/resync",
@@ -398,7 +406,12 @@ class Session:
     # --- subscribers ----------------------------------------------------------------------
 
     def attach(
-        self, subscriber: Subscriber, role: Role, after: Cursor | None
+        self,
+        subscriber: Subscriber,
+        role: Role,
+        after: Cursor | None,
+        *,
+        item_deltas: bool = True,
     ) -> tuple[SessionAttachResult, list[bytes]]:
         """Subscribe and return what catches the client up: with a usable cursor the frames it
         missed (to be queued right behind the response, before any await), otherwise a
@@ -408,16 +421,22 @@ class Session:
         A seq means something only within its epoch (a restarted daemon numbers on from the
         last persisted event, so seq N of the new epoch is another event than N was), so a
         cursor without an epoch is answered with a snapshot, except `seq` 0: "everything",
-        which the ring can replay only when it holds the session from its first event."""
+        which the ring can replay only when it holds the session from its first event.
+
+        Without `item_deltas`, neither the replay nor the live events carry `item_delta`s."""
         replay: list[bytes] | None = None
         if (
             after is not None
             and after.seq <= self.seq
             and (after.epoch == self.epoch or (after.epoch is None and after.seq == 0))
         ):
-            replay = self.ring.since(after.seq)
+            replay = self.ring.since(after.seq, deltas=item_deltas)
         # Subscribed before the snapshot is taken, so that its count of clients includes this one.
         self.subscribers[subscriber] = role
+        if item_deltas:
+            self._without_deltas.discard(subscriber)
+        else:
+            self._without_deltas.add(subscriber)
         if replay is None:
             result = SessionAttachResult(
                 epoch=self.epoch, mode="snapshot", from_seq=self.seq, snapshot=self.snapshot()
@@ -429,6 +448,7 @@ class Session:
         return result, replay or []
 
     def detach(self, subscriber: Subscriber) -> bool:
+        self._without_deltas.discard(subscriber)
         if self.subscribers.pop(subscriber, None) is None:
             return False
         self.on_subscribers()

@@ -140,14 +140,31 @@ async def undo_turn(
 ) -> SessionUndoResult:
     """Put back every file turn `turn_id` wrote (see the module rules). Raises NothingToUndo.
 
-    Cancellation: the file work runs in a worker thread that finishes even if the caller is
-    cancelled; the turn is marked undone only when the caller sees the result.
+    Cancellation: cancelled before the file work begins, nothing is done; once it has begun it
+    is finished, the turn marked undone and the result returned, however the caller is
+    cancelled meanwhile (a client cancelling its `session/undo` then gets that result).
     """
     rows = await store.load_snapshots(session_id, turn_id)
     if not rows:
         raise NothingToUndo(f"Turn {turn_id} changed no files.")
     if all(row.undone for row in rows):
         raise NothingToUndo(f"Turn {turn_id} was already undone.")
+    await trio.lowlevel.checkpoint_if_cancelled()
+    result: SessionUndoResult | None = None
+    with trio.CancelScope(shield=True):
+        result = await _restore(store, workspace, session_id, turn_id, rows, force)
+    assert result is not None  # shielded, the scope cannot have swallowed a cancellation
+    return result
+
+
+async def _restore(
+    store: Store,
+    workspace: Path,
+    session_id: str,
+    turn_id: str,
+    rows: list[SnapshotRow],
+    force: bool,
+) -> SessionUndoResult:
     result = await trio.to_thread.run_sync(_undo_files, workspace, turn_id, rows, force)
     if result.applied:
         await store.mark_snapshots_undone(session_id, turn_id)

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+import trio.testing
 from trio_websocket import WebSocketConnection, open_websocket
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
@@ -27,26 +28,33 @@ from wsproto.events import (
 )
 from wsproto.events import Request as WsRequest
 
-from tether.daemon.rpc.connection import Connection, Handler, Reply, on
+from tether.daemon.rpc.connection import MAX_REQUESTS_IN_FLIGHT, Connection, Handler, Reply, on
 from tether.daemon.rpc.outbox import Outbox
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
+from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ItemDelta
-from tether.protocol.jsonrpc import request_frame
+from tether.protocol.jsonrpc import notification_frame, request_frame
 from tether.protocol.methods import (
     INITIALIZE,
     SESSION_ATTACH,
+    SESSION_READ,
     TOOLS_LIST,
+    TURN_CANCEL,
     Empty,
     InitializeParams,
     InitializeResult,
     SessionAttachParams,
     SessionAttachResult,
+    SessionReadResult,
+    SessionRef,
     ToolInfo,
     ToolsListResult,
+    TurnCancelParams,
+    TurnCancelResult,
 )
 
 HOST = "127.0.0.1"
@@ -71,8 +79,14 @@ class Daemonlet:
                 on(INITIALIZE, self._initialize),
                 on(SESSION_ATTACH, self._attach),
                 on(TOOLS_LIST, self._big_answer),
+                on(SESSION_READ, self._held),
+                on(TURN_CANCEL, self._release),
             ]
         )
+        self.held = 0
+        """`session/read` requests running: each waits until `turn/cancel` names it."""
+        self.releases: dict[str, trio.Event] = {}
+        self.started: list[str] = []
 
     async def _initialize(self, conn: Connection, params: InitializeParams) -> InitializeResult:
         conn.initialized = True
@@ -88,6 +102,24 @@ class Daemonlet:
             name="big", description="d" * 60_000, read_only=True, input_schema=msgspec.Raw(b"{}")
         )
         return ToolsListResult(tools=[tool])
+
+    async def _held(self, conn: Connection, p: SessionRef) -> SessionReadResult:
+        self.started.append(p.session_id)
+        self.held += 1
+        self._changed()
+        try:
+            await self.releases.setdefault(p.session_id, trio.Event()).wait()
+        finally:
+            self.held -= 1
+        return SessionReadResult(snapshot=self.session.snapshot())
+
+    async def _release(self, conn: Connection, p: TurnCancelParams) -> TurnCancelResult:
+        self.releases.setdefault(p.session_id, trio.Event()).set()
+        return TurnCancelResult(turn_id=p.session_id)
+
+    async def wait_held(self, count: int) -> None:
+        while self.held != count:
+            await self.changed.wait()
 
     async def handle(self, ws: WebSocket) -> None:
         conn = Connection(ws, self.handlers, queue_bytes=self.queue_bytes)
@@ -388,3 +420,91 @@ async def test_a_request_that_is_not_an_upgrade_gets_400(tmp_path: Path) -> None
                     assert chunk, head
                     head += chunk
             assert head.startswith(b"HTTP/1.1 400 "), head
+
+
+# --- requests that run at once ------------------------------------------------------------------
+
+
+async def _send(ws: WebSocketConnection, request_id: str, method: str, params: object) -> None:
+    await ws.send_message(request_frame(request_id, method, params).decode())
+
+
+async def test_a_request_is_answered_while_an_earlier_one_on_the_connection_still_runs(
+    tmp_path: Path,
+) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as ws,
+        ):
+            await _hello(ws, attach=False)
+            # `session/read` waits here until `turn/cancel` releases it: answered in order,
+            # one at a time, neither would ever be.
+            await _send(ws, "held", "session/read", {"sessionId": "x"})
+            await _send(ws, "release", "turn/cancel", {"sessionId": "x"})
+            first = msgspec.json.decode(await ws.get_message())
+            second = msgspec.json.decode(await ws.get_message())
+            assert [first["id"], second["id"]] == ["release", "held"]
+            assert "result" in second
+
+
+async def test_cancel_request_answers_the_running_request_as_cancelled_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as ws,
+        ):
+            # Before `initialize` there is nothing to cancel, and no answer.
+            await ws.send_message(notification_frame("$/cancelRequest", {"id": 1}).decode())
+            await _hello(ws, attach=False)
+            await _send(ws, "held", "session/read", {"sessionId": "x"})
+            await daemonlet.wait_held(1)
+            # The id is taken while its request runs.
+            reused = await _call(ws, "held", "turn/cancel", {"sessionId": "y"})
+            assert reused["error"]["code"] == ErrorCode.INVALID_REQUEST
+            for params in ({"id": "other"}, {"id": [1]}, {}, "nonsense"):
+                await ws.send_message(notification_frame("$/cancelRequest", params).decode())
+            assert daemonlet.held == 1
+            await ws.send_message(notification_frame("$/cancelRequest", {"id": "held"}).decode())
+            cancelled = msgspec.json.decode(await ws.get_message())
+            assert cancelled == {
+                "jsonrpc": "2.0",
+                "id": "held",
+                "error": {"code": -32800, "message": "session/read was cancelled"},
+            }
+            assert daemonlet.held == 0
+            # Answered requests cannot be cancelled; the id is free again. Sent as a request,
+            # `$/cancelRequest` gets an empty result.
+            answer = await _call(ws, "c", "$/cancelRequest", {"id": "held"})
+            assert answer == {"jsonrpc": "2.0", "id": "c", "result": {}}
+            again = await _call(ws, "held", "turn/cancel", {"sessionId": "y"})
+            assert again["result"] == {"turnId": "y"}
+
+
+async def test_past_the_requests_in_flight_the_connection_reads_on_only_when_one_ends(
+    tmp_path: Path,
+) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as ws,
+        ):
+            await _hello(ws, attach=False)
+            for n in range(MAX_REQUESTS_IN_FLIGHT + 1):
+                await _send(ws, f"r{n}", "session/read", {"sessionId": f"s{n}"})
+            await daemonlet.wait_held(MAX_REQUESTS_IN_FLIGHT)
+            await trio.testing.wait_all_tasks_blocked()
+            assert daemonlet.started == [f"s{n}" for n in range(MAX_REQUESTS_IN_FLIGHT)]
+            daemonlet.releases["s0"].set()
+            assert msgspec.json.decode(await ws.get_message())["id"] == "r0"
+            await daemonlet.wait_held(MAX_REQUESTS_IN_FLIGHT)
+            assert daemonlet.started[-1] == f"s{MAX_REQUESTS_IN_FLIGHT}"
+            for n in range(1, MAX_REQUESTS_IN_FLIGHT + 1):
+                daemonlet.releases[f"s{n}"].set()
+            ids = {msgspec.json.decode(await ws.get_message())["id"] for _ in range(16)}
+            assert ids == {f"r{n}" for n in range(1, MAX_REQUESTS_IN_FLIGHT + 1)}

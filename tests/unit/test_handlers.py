@@ -17,7 +17,7 @@ from wsproto.events import Request
 from tests.inprocess import decode_event, running_sessions
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
-from tether.daemon.rpc.connection import Connection, Handler, Reply
+from tether.daemon.rpc.connection import MAX_REQUESTS_IN_FLIGHT, Connection, Handler, Reply
 from tether.daemon.rpc.handlers import Handlers
 from tether.daemon.rpc.websocket import WebSocket
 from tether.daemon.sessions.registry import Sessions
@@ -29,17 +29,22 @@ from tether.protocol.events import (
     AnyEvent,
     ApprovalRequested,
     ApprovalResolved,
+    ItemCompleted,
+    ItemDelta,
     SessionConfigured,
     TurnCompleted,
 )
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
 from tether.protocol.methods import (
+    METHODS,
+    NOTIFICATIONS,
     ApprovalListResult,
     DaemonStatusResult,
     InitializeResult,
     SessionAttachResult,
     SessionConfigureResult,
     SessionCreateResult,
+    SessionEventParams,
     SessionListResult,
     SessionReadResult,
     TurnStartResult,
@@ -463,3 +468,69 @@ async def test_approval_list_gives_every_pending_approval_with_who_else_may_answ
     after = await asker.call("approval/list")
     assert isinstance(after, ApprovalListResult)
     assert [p.session_id for p in after.approvals] == [second]
+
+
+# --- capabilities ----------------------------------------------------------------------------
+
+
+async def test_initialize_says_what_the_daemon_serves_and_ignores_capabilities_it_does_not_know(
+    rig: Rig,
+) -> None:
+    client = await rig.client("x")
+    result = await rig.table["initialize"](
+        Connection(client.conn.ws, rig.table),
+        codec.decode_params(
+            "initialize",
+            msgspec.Raw(
+                msgspec.json.encode(
+                    {"clientName": "newer", "capabilities": {"itemDeltas": False, "later": [1]}}
+                )
+            ),
+        ),
+    )
+    assert isinstance(result, InitializeResult)
+    capabilities = result.capabilities
+    assert capabilities.methods == list(METHODS)
+    assert capabilities.notifications == list(NOTIFICATIONS)
+    assert capabilities.client_notifications == ["$/cancelRequest"]
+    assert capabilities.limits is not None
+    assert capabilities.limits.max_message_bytes == 1 << 20
+    assert capabilities.limits.max_requests_in_flight == MAX_REQUESTS_IN_FLIGHT
+
+
+async def test_a_client_without_deltas_gets_every_other_event_live_and_replayed(rig: Rig) -> None:
+    rig.server.set_script({"steps": [{"text": "Hello there, whole items", "chunks": 4}]})
+    full = await rig.client("full")
+    whole = await rig.client("whole", capabilities={"itemDeltas": False})
+    session_id = await created(full)
+    for client in (full, whole):
+        await client.call("session/attach", sessionId=session_id)
+    await full.call("turn/start", sessionId=session_id, text="hi")
+    await rig.parts.sessions.wait_idle(session_id)
+
+    async def frames(client: Client) -> list[SessionEventParams]:
+        got: list[SessionEventParams] = []
+        while not got or not isinstance(got[-1].event, TurnCompleted):
+            got += [decode_event(f) for f in await client.conn.outbox.get_batch()]
+        return got
+
+    every, wanted = await frames(full), await frames(whole)
+    assert [e.seq for e in every] == list(range(1, len(every) + 1))
+    assert sum(isinstance(e.event, ItemDelta) for e in every) == 4
+    assert wanted == [e for e in every if not isinstance(e.event, ItemDelta)]
+    [done] = [
+        e.event
+        for e in wanted
+        if isinstance(e.event, ItemCompleted) and isinstance(e.event.item, AgentMessage)
+    ]
+    assert isinstance(done, ItemCompleted)
+    assert isinstance(done.item, AgentMessage)
+    assert done.item.text == "Hello there, whole items"
+
+    # Re-attached with the cursor of its first event, it is replayed the rest, deltas left out.
+    first = wanted[0]
+    await whole.call(
+        "session/attach", sessionId=session_id, after={"epoch": first.epoch, "seq": first.seq}
+    )
+    replayed = [decode_event(f) for f in await whole.conn.outbox.get_batch()]
+    assert replayed == wanted[1:]
