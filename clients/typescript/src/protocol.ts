@@ -77,6 +77,27 @@ export interface Attachment {
   text: string;
 }
 
+/**
+ * `$/cancelRequest`, a client notification (no `id`, never answered), as in LSP: cancel
+ * the request `id` this connection sent, if it still runs. That request is then answered
+ * with REQUEST_CANCELLED, or with its result if it had already done its work (an undo
+ * that has begun restoring files finishes). An id that is unknown or already answered is
+ * ignored, as is `$/cancelRequest` before `initialize`.
+ */
+export interface CancelRequestParams {
+  id: string | number;
+}
+
+/**
+ * What the client asks of the daemon for this connection. A field the client leaves out
+ * keeps its default (what a client that sends no capabilities gets), and a field this daemon
+ * does not know (from a newer client) is ignored.
+ */
+export interface ClientCapabilities {
+  /** Default: `true`. */
+  itemDeltas?: boolean;
+}
+
 /** The conversation was made smaller to fit the context budget. */
 export interface Compaction {
   type: "compaction";
@@ -121,6 +142,18 @@ export interface Cursor {
   seq?: number;
 }
 
+/** What the daemon serves. Empty in an answer from a daemon older than capabilities. */
+export interface DaemonCapabilities {
+  /** Default: `[]`. */
+  methods?: Array<string>;
+  /** Default: `[]`. */
+  notifications?: Array<string>;
+  /** Default: `[]`. */
+  clientNotifications?: Array<string>;
+  /** Default: `null`. */
+  limits?: DaemonLimits | null;
+}
+
 /**
  * Something about the daemon itself every client should know (a language server
  * crashed and is being restarted, …).
@@ -128,6 +161,16 @@ export interface Cursor {
 export interface DaemonEventParams {
   kind: string;
   message: string;
+}
+
+/** The daemon's limits for this connection. */
+export interface DaemonLimits {
+  maxMessageBytes: number;
+  replayBufferBytes: number;
+  clientQueueBytes: number;
+  maxRequestsInFlight: number;
+  pingInterval: number;
+  pingTimeout: number;
 }
 
 export interface DaemonStatusResult {
@@ -228,6 +271,7 @@ export interface InitializeParams {
   protocolVersion?: number;
   /** Default: `null`. */
   providerEnv?: ProviderEnvironment | null;
+  capabilities?: ClientCapabilities;
 }
 
 export interface InitializeResult {
@@ -235,6 +279,7 @@ export interface InitializeResult {
   daemonVersion: string;
   workspace: string;
   pid: number;
+  capabilities?: DaemonCapabilities;
 }
 
 /** Queued messages that the turn ended without (it was cancelled or failed). */
@@ -901,6 +946,7 @@ export const ErrorCode = {
   "METHOD_NOT_FOUND": -32601,
   "INVALID_PARAMS": -32602,
   "INTERNAL_ERROR": -32603,
+  "REQUEST_CANCELLED": -32800,
   "NOT_INITIALIZED": -32002,
   "ALREADY_INITIALIZED": -32003,
   "UNSUPPORTED_PROTOCOL": -32004,
@@ -926,6 +972,7 @@ export const ERROR_DOCS: Record<string, string> = {
   "-32601": "No such method.",
   "-32602": "The params do not fit the method; the message names the field.",
   "-32603": "The daemon failed unexpectedly; the daemon log has the details.",
+  "-32800": "The client cancelled the request (`$/cancelRequest`) before it was done.",
   "-32002": "`initialize` must be the first request on a connection.",
   "-32003": "`initialize` was already sent on this connection.",
   "-32004": "The client's protocol version is newer than the daemon's.",
