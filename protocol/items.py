@@ -136,7 +136,7 @@ class Notice(Item, frozen=True, kw_only=True, tag="notice"):
     code: NoticeCode = ""
     """What it is about, for a client that treats some notices specially: a `TurnError` code
     when a model call or the settings failed the turn (`model_*`, `config_invalid`),
-    `compaction_failed` (a summary could not be made; the turn goes on), `compaction_skipped`
+    `compaction_failed` (a summary of the history could not be made), `compaction_skipped`
     (a manual compaction would not have made the history smaller), `step_budget` (the turn
     paused), `output_limit` (a reply was cut off and the model asked to continue),
     `todo_reminder`, `model_stream` (a warning about the model's stream), `workspace_config`
