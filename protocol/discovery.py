@@ -24,13 +24,25 @@ LockState = Literal["starting", "serving", "stopping"]
 
 
 class DiscoveryInfo(Wire, frozen=True, kw_only=True):
+    """The discovery file: `$XDG_RUNTIME_DIR/tether/daemon-<key>.json`, owner-only, where
+    `key` is the first 16 hex digits of the SHA-256 of the workspace's absolute, resolved
+    path (UTF-8). Written once the daemon accepts connections, removed when it exits. A file
+    left by a daemon that crashed is stale: the daemon is alive only while it holds an `flock`
+    on `daemon-<key>.lock` beside it, so a client whose non-blocking shared `flock` on that
+    file succeeds knows that no daemon runs, whatever this file says."""
+
     pid: int
     port: int
+    """The daemon's port on 127.0.0.1."""
     token: str
+    """The bearer token of this daemon's life (`Authorization: Bearer <token>`); a new one
+    at every start."""
     protocol_version: int
     daemon_version: str
     workspace: str
+    """The absolute, resolved workspace path."""
     started_at: float
+    """Seconds since the Unix epoch (a float)."""
 
 
 class LockRecord(Wire, frozen=True, kw_only=True):

@@ -6,11 +6,20 @@
     tether (-32000..)   the daemon's own conditions, listed in `ErrorCode`; the message says what
                         happened and the optional `data` carries structured detail.
 
+Any request can get the `GENERIC_ERRORS`; each method declares the others it can return
+(`errors=` in `tether.protocol.methods`), and `ERROR_DATA` gives the shape of `data` for the
+codes that carry one. A client treats a code it does not know as a failure of the request,
+with `message` to show.
+
 `RpcError` is the exception the daemon raises inside a handler; the dispatcher turns it into an
 error response. Anything else escaping a handler becomes -32603 with no traceback on the wire.
 """
 
 import enum
+from typing import Literal
+
+from tether.protocol.base import Wire
+from tether.protocol.enums import ModelErrorCode
 
 
 class ErrorCode(enum.IntEnum):
@@ -25,7 +34,6 @@ class ErrorCode(enum.IntEnum):
     ALREADY_INITIALIZED = -32003
     UNSUPPORTED_PROTOCOL = -32004
     SESSION_NOT_FOUND = -32010
-    TURN_NOT_FOUND = -32011
     NOT_ATTACHED = -32012
     NOT_CONTROLLER = -32013
     NO_RUNNING_TURN = -32014
@@ -52,7 +60,6 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.ALREADY_INITIALIZED: "`initialize` was already sent on this connection.",
     ErrorCode.UNSUPPORTED_PROTOCOL: "The client's protocol version is newer than the daemon's.",
     ErrorCode.SESSION_NOT_FOUND: "No session with that id in this workspace.",
-    ErrorCode.TURN_NOT_FOUND: "No turn with that id in the session.",
     ErrorCode.NOT_ATTACHED: "The connection is not attached to that session.",
     ErrorCode.NOT_CONTROLLER: "Only a controller may do this; the connection attached as observer.",
     ErrorCode.NO_RUNNING_TURN: "The session has no running turn.",
@@ -69,10 +76,48 @@ ERROR_DOCS: dict[ErrorCode, str] = {
 }
 
 
+GENERIC_ERRORS: frozenset[ErrorCode] = frozenset(
+    {
+        ErrorCode.PARSE_ERROR,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.METHOD_NOT_FOUND,
+        ErrorCode.INVALID_PARAMS,
+        ErrorCode.INTERNAL_ERROR,
+        ErrorCode.NOT_INITIALIZED,
+        ErrorCode.REQUEST_CANCELLED,
+    }
+)
+"""The errors any request may get, whatever its method (`NOT_INITIALIZED`: any but
+`initialize`; `REQUEST_CANCELLED`: any the client cancelled with `$/cancelRequest`)."""
+
+
+class ApprovalAnswered(Wire, frozen=True, kw_only=True):
+    """The `data` of APPROVAL_RESOLVED: the answer that came first."""
+
+    by: str
+    """Who answered: a client's name, or `daemon` when the turn was cancelled."""
+    decision: Literal["allow", "deny"]
+
+
+class ModelUnavailable(Wire, frozen=True, kw_only=True):
+    """The `data` of MODEL_UNAVAILABLE: why the model server could not be asked."""
+
+    code: Literal[ModelErrorCode, "config_invalid"]
+    """As `TurnError.code`: a model failure, or `config_invalid` (the user's settings cannot be
+    read)."""
+
+
+ERROR_DATA: dict[ErrorCode, type[Wire]] = {
+    ErrorCode.APPROVAL_RESOLVED: ApprovalAnswered,
+    ErrorCode.MODEL_UNAVAILABLE: ModelUnavailable,
+}
+"""The shape of `data` for the codes that carry it; the other codes carry none."""
+
+
 class RpcError(Exception):
     """An error that is reported to the client as a JSON-RPC error response."""
 
-    def __init__(self, code: ErrorCode, message: str, data: object = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, data: Wire | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

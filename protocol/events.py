@@ -4,19 +4,30 @@ Rules every client can rely on:
 - `seq` increases by exactly one per event within an epoch (no gaps, no repeats).
 - The `epoch` is a random id that changes whenever continuity is lost (a daemon restart); a
   client holding a cursor from another epoch gets a snapshot instead of a replay.
-- Completed items and state changes are persisted; `item_delta`s live only in a bounded
-  in-memory ring, which is why a cursor that the ring no longer reaches also gets a snapshot.
+- Completed items and state changes are persisted; the `EPHEMERAL_EVENTS` (`item_delta`,
+  `model_retry`, `context_updated`) live only in a bounded in-memory ring, which is why a
+  cursor that the ring no longer reaches also gets a snapshot.
+- A client ignores event types, fields and enum values it does not know: a newer daemon may
+  send them without changing the protocol version.
+
+Timestamps (`*_at`) are seconds since the Unix epoch, as floats.
 """
 
 from typing import Literal
 
+from tether.protocol import enums
 from tether.protocol.base import Wire
+from tether.protocol.enums import TurnErrorCode
 from tether.protocol.items import AnyItem
 
-TurnStatus = Literal["running", "completed", "failed", "cancelled", "interrupted", "paused"]
+TurnEndStatus = enums.TurnEndStatus
+TurnStatus = enums.TurnStatus
+"""Also known from here, where the events that carry them are."""
 
 
 class Usage(Wire, frozen=True, kw_only=True):
+    """Tokens the model calls of a turn took, as the provider counted them (or estimated)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -24,26 +35,41 @@ class Usage(Wire, frozen=True, kw_only=True):
 class TurnError(Wire, frozen=True, kw_only=True):
     """Why a turn failed, written for the person reading it: what happened and what to do."""
 
-    code: str
+    code: TurnErrorCode
+    """`model_unreachable` (no server answers at the base URL), `model_http_error` (it
+    answered with an error status), `model_protocol_error` (its answer could not be read),
+    `model_timeout` (it went silent), `model_error` (another model failure), `config_invalid`
+    (the user's settings cannot be read), `compaction_failed` (the model's summary was
+    unusable), `internal_error` (a bug in tether; the daemon log has it), `interrupted` (the
+    daemon stopped while the turn ran)."""
     message: str
 
 
 class Event(Wire, frozen=True, kw_only=True, tag_field="type"):
-    pass
+    """A change to a session, carried by a `session/event` notification; `type` tells which."""
 
 
 class TurnStarted(Event, frozen=True, kw_only=True, tag="turn_started"):
+    """A turn began (`turn/start` with no turn running, or `session/compact`). Its events
+    may reach the client before the `turn/start` answer that names it."""
+
     turn_id: str
     started_at: float
+    """Seconds since the Unix epoch (a float)."""
 
 
 class ItemStarted(Event, frozen=True, kw_only=True, tag="item_started"):
+    """An item of the turn appeared. Streaming items (assistant text, reasoning, tool calls)
+    then grow by `item_delta`s until their `item_completed`."""
+
     turn_id: str
     item: AnyItem
 
 
 class ItemDelta(Event, frozen=True, kw_only=True, tag="item_delta"):
-    """Text appended to a running item: assistant text, reasoning, or command output."""
+    """Text appended to a running item: to `text` of an `agent_message` or `reasoning`, to
+    `output` of a `tool_call` (command output). Never persisted: a client that missed deltas
+    gets the text so far in a snapshot, and `item_completed` has the whole of it."""
 
     turn_id: str
     item_id: str
@@ -51,19 +77,32 @@ class ItemDelta(Event, frozen=True, kw_only=True, tag="item_delta"):
 
 
 class ItemCompleted(Event, frozen=True, kw_only=True, tag="item_completed"):
+    """An item is finished. Its copy is authoritative: it replaces whatever the client built
+    from `item_started` and the `item_delta`s (a tool call's status, output and diff are set
+    here). Short items (a user message, a notice) start and complete at once."""
+
     turn_id: str
     item: AnyItem
 
 
 class TurnCompleted(Event, frozen=True, kw_only=True, tag="turn_completed"):
+    """The turn ended; the last event of every turn, after its `turn_summary` item."""
+
     turn_id: str
-    status: TurnStatus
+    status: TurnEndStatus
+    """`completed` (the model answered without tools), `failed` (see `error`), `cancelled`
+    (`turn/cancel`), `interrupted` (the daemon stopped while it ran: send `continue` to
+    resume), `paused` (the step budget ran out: send `continue` to go on)."""
     ended_at: float
+    """Seconds since the Unix epoch (a float)."""
     usage: Usage = Usage()
     error: TurnError | None = None
+    """Set when the turn did not complete: why, and what to do."""
 
 
 class SessionRenamed(Event, frozen=True, kw_only=True, tag="session_renamed"):
+    """The session got a title (from the first message of its first turn)."""
+
     title: str
 
 
@@ -82,7 +121,8 @@ class SessionConfigured(Event, frozen=True, kw_only=True, tag="session_configure
 
 
 class ApprovalRequest(Wire, frozen=True, kw_only=True):
-    """A tool call waiting for a person's answer, with everything needed to decide."""
+    """A tool call waiting for a person's answer, with everything needed to decide. The
+    strings are relayed from the model: show control and invisible characters visibly."""
 
     id: str
     turn_id: str
@@ -100,13 +140,20 @@ class ApprovalRequest(Wire, frozen=True, kw_only=True):
     always_rule: str = ""
     """What "always allow" would allow from now on in this session."""
     requested_at: float = 0.0
+    """Seconds since the Unix epoch (a float)."""
 
 
 class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval_requested"):
+    """A tool call waits for a controller's `approval/respond`; it waits while no client is
+    attached, and a cancelled turn resolves it as denied."""
+
     approval: ApprovalRequest
 
 
 class ApprovalResolved(Event, frozen=True, kw_only=True, tag="approval_resolved"):
+    """An approval was answered (the first answer wins) or denied by the daemon (the turn was
+    cancelled, or the daemon stopped)."""
+
     approval_id: str
     turn_id: str
     decision: Decision
@@ -136,16 +183,20 @@ class InputDropped(Event, frozen=True, kw_only=True, tag="input_dropped"):
 
 
 class ModelRetry(Event, frozen=True, kw_only=True, tag="model_retry"):
-    """The model call failed in a way worth retrying; the turn waits, then calls again."""
+    """The model call failed in a way worth retrying; the turn waits `delaySeconds`, then calls
+    again (a client shows the wait; `turn/cancel` ends it). Never persisted."""
 
     turn_id: str
     attempt: int
+    """1-based: the retry about to be made."""
     max_attempts: int
     delay_seconds: float
     reason: str
 
 
 class ContextMeter(Wire, frozen=True, kw_only=True):
+    """How full the model's context is."""
+
     used: int = 0
     """Tokens the conversation takes (the provider's count when known, else an estimate)."""
     budget: int = 0
@@ -153,13 +204,19 @@ class ContextMeter(Wire, frozen=True, kw_only=True):
 
 
 class ContextUpdated(Event, frozen=True, kw_only=True, tag="context_updated"):
+    """The context meter changed (after a model call or a compaction). Never persisted."""
+
     context: ContextMeter
 
 
 class Diagnostic(Wire, frozen=True, kw_only=True):
+    """One problem a language server reported."""
+
     path: str
     line: int
+    """1-based."""
     column: int
+    """1-based."""
     severity: Literal["error", "warning", "information", "hint"] = "error"
     message: str
     source: str = ""
@@ -176,15 +233,19 @@ class DiagnosticsReported(Event, frozen=True, kw_only=True, tag="diagnostics_rep
 
 
 class TodoEntry(Wire, frozen=True, kw_only=True):
+    """One entry of the agent's todo list."""
+
     content: str
     status: Literal["pending", "in_progress", "completed"] = "pending"
 
 
 class TodosUpdated(Event, frozen=True, kw_only=True, tag="todos_updated"):
+    """The agent rewrote its todo list (`todo_write`); `todos` is the whole new list."""
+
     todos: list[TodoEntry]
 
 
-AnyEvent = (
+AnyEvent = (  # clients skip a `type` not listed here
     TurnStarted
     | ItemStarted
     | ItemDelta

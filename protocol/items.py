@@ -2,22 +2,34 @@
 
 An item is announced by `item_started`, may stream `item_delta`s, and ends with
 `item_completed`, whose copy of the item is authoritative (clients replace what they built from
-deltas with it).
+deltas with it). A client ignores item types it does not know (a newer daemon may add some).
 """
 
 from typing import Literal
 
 from tether.protocol.base import Wire
+from tether.protocol.enums import (
+    CompactionStep,
+    CompactionTrigger,
+    NoticeCode,
+    TurnEndStatus,
+)
 
 ToolStatus = Literal["running", "completed", "failed", "cancelled"]
 NoticeLevel = Literal["info", "warning", "error"]
 
 
 class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
+    """A part of a turn; `type` tells which."""
+
     id: str
+    """Stable for the item's lifetime: `item_delta`s and `item_completed` name it."""
 
 
 class UserMessage(Item, frozen=True, kw_only=True, tag="user_message"):
+    """What the person sent: the turn's message, or one queued while it ran (then its id is
+    the `inputId` of its `input_queued`)."""
+
     text: str
     context: str = ""
     """What was attached to the message for the model: editor state, mentioned files and
@@ -37,6 +49,9 @@ class AgentMessage(Item, frozen=True, kw_only=True, tag="agent_message"):
 
 
 class Reasoning(Item, frozen=True, kw_only=True, tag="reasoning"):
+    """The model's reasoning, when the provider streams it. Streams `item_delta`s that append
+    to `text`."""
+
     text: str = ""
     step: int = 0
     superseded: bool = False
@@ -74,6 +89,8 @@ class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
 
 
 class FileChange(Wire, frozen=True, kw_only=True):
+    """One file a turn changed, with its line counts."""
+
     path: str
     """Relative to the workspace."""
     added: int = 0
@@ -85,8 +102,8 @@ class FileChange(Wire, frozen=True, kw_only=True):
 class TurnSummary(Item, frozen=True, kw_only=True, tag="turn_summary"):
     """The last item of every turn: how it ended and what it cost and changed."""
 
-    stop_reason: str
-    """completed | failed | cancelled | interrupted | paused"""
+    stop_reason: TurnEndStatus
+    """How the turn ended: the `status` of its `turn_completed`."""
     duration_seconds: float
     input_tokens: int = 0
     output_tokens: int = 0
@@ -98,10 +115,10 @@ class TurnSummary(Item, frozen=True, kw_only=True, tag="turn_summary"):
 class Compaction(Item, frozen=True, kw_only=True, tag="compaction"):
     """The conversation was made smaller to fit the context budget."""
 
-    step: str
+    step: CompactionStep
     """`earlier_turns` or `old_tool_results` (outputs replaced by stubs), or `summary` (older
     history summarised by the model)."""
-    trigger: str = "auto"
+    trigger: CompactionTrigger = "auto"
     """`auto` (the context budget) or `manual` (`session/compact`)."""
     tokens_before: int
     tokens_after: int
@@ -116,7 +133,14 @@ class Notice(Item, frozen=True, kw_only=True, tag="notice"):
 
     level: NoticeLevel = "info"
     message: str
-    code: str = ""
+    code: NoticeCode = ""
+    """What it is about, for a client that treats some notices specially: a `TurnError` code
+    when a model call or the settings failed the turn (`model_*`, `config_invalid`),
+    `compaction_failed` (a summary of the history could not be made), `compaction_skipped`
+    (a manual compaction would not have made the history smaller), `step_budget` (the turn
+    paused), `output_limit` (a reply was cut off and the model asked to continue),
+    `todo_reminder`, `model_stream` (a warning about the model's stream), `workspace_config`
+    (settings of the workspace's config were ignored); empty for none of these."""
 
 
 AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice | TurnSummary | Compaction

@@ -2,7 +2,9 @@
 
 The descriptors (`SESSION_ATTACH`, …) type the Python client's calls and the daemon's handlers;
 `METHODS`, derived from them, drives the dispatcher and the committed JSON Schema
-(`packaging/schema/tether-protocol.schema.json`), so none of them can drift apart.
+(`packaging/schema/tether-protocol.schema.json`), so none of them can drift apart. Each method
+lists the error codes it can return beyond the `GENERIC_ERRORS` (`errors=`), which a test
+holds to what its handler raises.
 """
 
 from typing import Generic, Literal, Protocol, TypeVar
@@ -10,6 +12,8 @@ from typing import Generic, Literal, Protocol, TypeVar
 import msgspec
 
 from tether.protocol.base import Wire
+from tether.protocol.enums import DaemonEventKind
+from tether.protocol.errors import ErrorCode
 from tether.protocol.events import (
     AnyEvent,
     ApprovalRequest,
@@ -142,15 +146,21 @@ class SessionModel(Wire, frozen=True, kw_only=True):
 
 
 class DaemonStatusResult(Wire, frozen=True, kw_only=True):
+    """What the daemon is and does now, and the settings in effect for the asking client."""
+
     pid: int
     workspace: str
     daemon_version: str
     protocol_version: int
     started_at: float
+    """Seconds since the Unix epoch (a float)."""
     clients: int
+    """Open connections, the asking one included."""
     sessions_loaded: int
     running_turns: int
     idle_timeout: float
+    """Seconds the daemon waits with no client and no running work before it exits (0:
+    never)."""
     # The settings in effect for the asking client (its provider variables, the config file
     # as it is now), and where the daemon keeps things.
     provider: str = ""
@@ -178,6 +188,8 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
 
 
 class SessionCreateParams(Wire, frozen=True, kw_only=True):
+    """A new, empty session; it is not attached (send `session/attach`)."""
+
     title: str = ""
     permission_mode: PermissionMode | None = None
     """Defaults to the user's configured mode (`edits` unless configured)."""
@@ -195,22 +207,32 @@ class SessionConfigureParams(Wire, frozen=True, kw_only=True):
 
 
 class SessionConfigureResult(Wire, frozen=True, kw_only=True):
+    """The session with its settings as they are now."""
+
     session: SessionInfo
 
 
 class SessionCreateResult(Wire, frozen=True, kw_only=True):
+    """The session created."""
+
     session: SessionInfo
 
 
 class SessionListResult(Wire, frozen=True, kw_only=True):
+    """Every session of the workspace, newest first."""
+
     sessions: list[SessionInfo]
 
 
 class SessionRef(Wire, frozen=True, kw_only=True):
+    """Names one session of the workspace."""
+
     session_id: str
 
 
 class SessionReadResult(Wire, frozen=True, kw_only=True):
+    """The session's whole state, without subscribing to its events."""
+
     snapshot: SessionSnapshot
 
 
@@ -221,28 +243,43 @@ class SessionAttachParams(Wire, frozen=True, kw_only=True):
     (exactly once each, in order) when the cursor is in the session's current epoch and the
     daemon still has them (see `Cursor`); otherwise, and without `after`, the result carries
     a snapshot and live events continue from its `seq`.
+
+    Attaching again on a connection already attached to the session first detaches it (no
+    event comes twice); the new `role` and cursor apply.
     """
 
     session_id: str
     after: Cursor | None = None
+    """The last event the client holds; none: start from a snapshot."""
     role: Role = "controller"
+    """`controller` may prompt, approve, cancel, configure, compact, undo and delete;
+    `observer` only watches."""
 
 
 class SessionAttachResult(Wire, frozen=True, kw_only=True):
+    """How the client catches up: `mode` `replay` (the events after its cursor follow this
+    answer as `session/event`s, before any live one) or `snapshot` (`snapshot` holds the whole
+    state; live events follow). `snapshot` is present exactly when `mode` is `snapshot`."""
+
     epoch: str
+    """The session's current epoch: cursors the client keeps from now on carry it."""
     mode: Literal["replay", "snapshot"]
     from_seq: int
-    """Live (or replayed) events start after this seq."""
+    """Live (or replayed) events start after this seq: the first has `seq` `fromSeq + 1`."""
     snapshot: SessionSnapshot | None = None
+    """Present exactly when `mode` is `snapshot`."""
 
 
 # --- turns ------------------------------------------------------------------------------------
 
 
 class Position(Wire, frozen=True, kw_only=True):
+    """A place in a file."""
+
     line: int
     """1-based."""
     column: int = 1
+    """1-based."""
 
 
 class EditorContext(Wire, frozen=True, kw_only=True):
@@ -281,10 +318,15 @@ class TurnStartParams(Wire, frozen=True, kw_only=True):
 
 
 class TurnStartResult(Wire, frozen=True, kw_only=True):
+    """The turn the text went to. Its events (from `turn_started` on) may arrive before this
+    answer: a client keeps them until it knows the turn id."""
+
     turn_id: str
     queued: bool = False
     """True when a turn was already running and the text was queued for it."""
     input_id: str = ""
+    """The id of the `user_message` item the text becomes (of the `input_queued` event when
+    queued)."""
     problems: list[str] = []
     """Mentions (or the open file) that could not be attached, one line each saying why;
     the message was sent without them."""
@@ -304,6 +346,8 @@ class SessionCompactResult(Wire, frozen=True, kw_only=True):
 
 
 class LspServerStatus(Wire, frozen=True, kw_only=True):
+    """One language server the daemon runs (or ran) for a language and project root."""
+
     name: str
     root: str
     state: Literal["starting", "running", "crashed", "restarting", "stopped"]
@@ -313,18 +357,25 @@ class LspServerStatus(Wire, frozen=True, kw_only=True):
 
 
 class LspStatusResult(Wire, frozen=True, kw_only=True):
+    """The language servers, whatever their state."""
+
     servers: list[LspServerStatus]
 
 
 class DaemonEventParams(Wire, frozen=True, kw_only=True):
-    """Something about the daemon itself every client should know (a language server
-    crashed and is being restarted, …)."""
+    """Something about the daemon itself every client should know, sent to every
+    connection (a language server crashed and is being restarted, …)."""
 
-    kind: str
+    kind: DaemonEventKind
+    """`lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back),
+    `store/write_failed` (the daemon could not save something to its database; it goes on,
+    and the message says what was lost)."""
     message: str
 
 
 class ApprovalRespondParams(Wire, frozen=True, kw_only=True):
+    """A controller's answer to a pending approval (`approval_requested`)."""
+
     session_id: str
     approval_id: str
     decision: Decision
@@ -335,16 +386,24 @@ class ApprovalRespondParams(Wire, frozen=True, kw_only=True):
 
 
 class ModelInfo(Wire, frozen=True, kw_only=True):
+    """One model the provider serves."""
+
     id: str
+    """What `model` takes in `session/configure`, `session/create` and `turn/start`."""
 
 
 class ModelsListResult(Wire, frozen=True, kw_only=True):
+    """The models the configured provider serves, asked of it now."""
+
     models: list[ModelInfo]
     current: str
+    """The model turns call unless a session chose its own."""
     provider: str
 
 
 class SessionUndoParams(Wire, frozen=True, kw_only=True):
+    """Undo a turn's file changes."""
+
     session_id: str
     turn_id: str | None = None
     """Default: the session's last turn that changed files."""
@@ -353,6 +412,8 @@ class SessionUndoParams(Wire, frozen=True, kw_only=True):
 
 
 class SessionUndoResult(Wire, frozen=True, kw_only=True):
+    """What was restored (paths relative to the workspace)."""
+
     turn_id: str
     applied: bool
     """False when files changed since the turn and `force` was not given: nothing was done."""
@@ -364,31 +425,42 @@ class SessionUndoResult(Wire, frozen=True, kw_only=True):
 
 
 class ProcessInfo(Wire, frozen=True, kw_only=True):
+    """A background process a command started (`run_command` in the background)."""
+
     id: str
     command: str
     cwd: str
     pid: int
     session_id: str = ""
     started_at: float
+    """Seconds since the Unix epoch (a float)."""
     status: Literal["running", "exited", "killed"] = "running"
     exit_code: int | None = None
 
 
 class ProcessListResult(Wire, frozen=True, kw_only=True):
+    """The background processes the daemon owns, running or ended."""
+
     processes: list[ProcessInfo]
 
 
 class ProcessKillParams(Wire, frozen=True, kw_only=True):
+    """Names the background process to stop (SIGTERM to its group, then SIGKILL)."""
+
     process_id: str
 
 
 class ProcessOutputParams(Wire, frozen=True, kw_only=True):
+    """Names the background process whose output to read."""
+
     process_id: str
     max_chars: int = 4000
     """How much of the end of its output to return (at most the 16,000 characters kept)."""
 
 
 class ProcessOutputResult(Wire, frozen=True, kw_only=True):
+    """The process and the end of its output."""
+
     process: ProcessInfo
     text: str
     """The end of what it printed (stdout and stderr as they came), read by the model or not."""
@@ -397,11 +469,17 @@ class ProcessOutputResult(Wire, frozen=True, kw_only=True):
 
 
 class TurnCancelParams(Wire, frozen=True, kw_only=True):
+    """Cancel the session's running turn: the model call stops, running commands are killed,
+    pending approvals resolve as denied, finished edits stay. The turn ends `cancelled`."""
+
     session_id: str
     turn_id: str | None = None
+    """Only this turn (NO_RUNNING_TURN when another one runs); none: whichever runs."""
 
 
 class TurnCancelResult(Wire, frozen=True, kw_only=True):
+    """The turn being cancelled; its `turn_completed` follows."""
+
     turn_id: str
 
 
@@ -409,14 +487,19 @@ class TurnCancelResult(Wire, frozen=True, kw_only=True):
 
 
 class ToolInfo(Wire, frozen=True, kw_only=True):
+    """One tool the model can call."""
+
     name: str
     description: str
     read_only: bool
+    """It changes nothing: such calls run concurrently and never need an edit approval."""
     input_schema: msgspec.Raw
     """The JSON Schema of the tool's arguments, as the model sees it."""
 
 
 class ToolsListResult(Wire, frozen=True, kw_only=True):
+    """The tools, in the order the model is shown them."""
+
     tools: list[ToolInfo]
 
 
@@ -424,6 +507,13 @@ class ToolsListResult(Wire, frozen=True, kw_only=True):
 
 
 class SessionEventParams(Wire, frozen=True, kw_only=True):
+    """One event of a session the connection is attached to, live or replayed.
+
+    Within an epoch `seq` goes up by exactly one per event, never skipping or repeating; a new
+    epoch (the daemon restarted) starts a new count. `{epoch, seq}` of the last event handled
+    is the cursor to re-attach with. A client skips an event whose `type` it does not know
+    (still counting its seq)."""
+
     session_id: str
     epoch: str
     seq: int
@@ -431,7 +521,9 @@ class SessionEventParams(Wire, frozen=True, kw_only=True):
 
 
 class SessionResyncParams(Wire, frozen=True, kw_only=True):
-    """The client fell behind and was unsubscribed; re-attach with the last cursor you hold."""
+    """The client fell behind and was unsubscribed: it gets no more of the session's events.
+    It re-attaches (`session/attach` with `after` set to the last `{epoch, seq}` it handled)
+    and gets the missed events replayed, or a snapshot."""
 
     session_id: str
     reason: str
@@ -462,6 +554,8 @@ class Method(msgspec.Struct, Generic[P, R], frozen=True):
     result: type[R]
     doc: str
     needs_controller: bool = False
+    errors: tuple[ErrorCode, ...] = ()
+    """The codes it can return beyond the `GENERIC_ERRORS`."""
 
 
 class MethodSpec(Protocol):
@@ -480,6 +574,8 @@ class MethodSpec(Protocol):
     def doc(self) -> str: ...
     @property
     def needs_controller(self) -> bool: ...
+    @property
+    def errors(self) -> tuple[ErrorCode, ...]: ...
 
 
 METHODS: dict[str, MethodSpec] = {}
@@ -493,15 +589,22 @@ def _declare(
     doc: str,
     *,
     needs_controller: bool = False,
+    errors: tuple[ErrorCode, ...] = (),
 ) -> Method[P, R]:
     if name in METHODS:
         raise ValueError(f"method {name!r} is declared twice")
-    method = METHODS[name] = Method(name, params, result, doc, needs_controller)
+    if needs_controller:
+        errors = (ErrorCode.NOT_CONTROLLER, *errors)
+    method = METHODS[name] = Method(name, params, result, doc, needs_controller, errors)
     return method
 
 
 INITIALIZE = _declare(
-    "initialize", InitializeParams, InitializeResult, "Must be first; returns versions."
+    "initialize",
+    InitializeParams,
+    InitializeResult,
+    "Must be first; returns versions.",
+    errors=(ErrorCode.ALREADY_INITIALIZED, ErrorCode.UNSUPPORTED_PROTOCOL),
 )
 DAEMON_STATUS = _declare("daemon/status", Empty, DaemonStatusResult, "What the daemon is doing.")
 DAEMON_SHUTDOWN = _declare(
@@ -512,15 +615,26 @@ SESSION_CREATE = _declare(
 )
 SESSION_LIST = _declare("session/list", Empty, SessionListResult, "All sessions, newest first.")
 SESSION_READ = _declare(
-    "session/read", SessionRef, SessionReadResult, "A snapshot, without subscribing."
+    "session/read",
+    SessionRef,
+    SessionReadResult,
+    "A snapshot, without subscribing.",
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
 )
 SESSION_ATTACH = _declare(
     "session/attach",
     SessionAttachParams,
     SessionAttachResult,
     "Catch up and subscribe, atomically.",
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
 )
-SESSION_DETACH = _declare("session/detach", SessionRef, Empty, "Stop receiving a session's events.")
+SESSION_DETACH = _declare(
+    "session/detach",
+    SessionRef,
+    Empty,
+    "Stop receiving a session's events.",
+    errors=(ErrorCode.NOT_ATTACHED,),
+)
 SESSION_DELETE = _declare(
     "session/delete",
     SessionRef,
@@ -528,6 +642,7 @@ SESSION_DELETE = _declare(
     "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
     " Attached clients are detached and sent `session/deleted`.",
     needs_controller=True,
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.SESSION_BUSY),
 )
 SESSION_CONFIGURE = _declare(
     "session/configure",
@@ -535,6 +650,7 @@ SESSION_CONFIGURE = _declare(
     SessionConfigureResult,
     "Change a session's permission mode or model; attached clients get `session_configured`.",
     needs_controller=True,
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
 )
 TURN_START = _declare(
     "turn/start",
@@ -542,6 +658,7 @@ TURN_START = _declare(
     TurnStartResult,
     "Run the agent on a message.",
     needs_controller=True,
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.SESSION_BUSY, ErrorCode.SHUTTING_DOWN),
 )
 TURN_CANCEL = _declare(
     "turn/cancel",
@@ -549,6 +666,7 @@ TURN_CANCEL = _declare(
     TurnCancelResult,
     "Cancel the running turn.",
     needs_controller=True,
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.NO_RUNNING_TURN),
 )
 APPROVAL_RESPOND = _declare(
     "approval/respond",
@@ -556,6 +674,11 @@ APPROVAL_RESPOND = _declare(
     Empty,
     "Answer a pending approval; the first answer wins.",
     needs_controller=True,
+    errors=(
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.APPROVAL_NOT_FOUND,
+        ErrorCode.APPROVAL_RESOLVED,
+    ),
 )
 
 
@@ -563,6 +686,8 @@ APPROVAL_RESPOND = _declare(
 
 
 class PendingApproval(Wire, frozen=True, kw_only=True):
+    """An approval waiting in one of the workspace's sessions."""
+
     session_id: str
     approval: ApprovalRequest
     other_controllers: int = 0
@@ -571,6 +696,8 @@ class PendingApproval(Wire, frozen=True, kw_only=True):
 
 
 class ApprovalListResult(Wire, frozen=True, kw_only=True):
+    """The pending approvals of every loaded session."""
+
     approvals: list[PendingApproval]
     """Oldest first."""
 
@@ -589,6 +716,7 @@ SESSION_UNDO = _declare(
     SessionUndoResult,
     "Restore the files a turn changed.",
     needs_controller=True,
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.NOTHING_TO_UNDO),
 )
 SESSION_COMPACT = _declare(
     "session/compact",
@@ -596,9 +724,22 @@ SESSION_COMPACT = _declare(
     SessionCompactResult,
     "Summarise the session's older history now.",
     needs_controller=True,
+    errors=(
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.SESSION_BUSY,
+        ErrorCode.SHUTTING_DOWN,
+        ErrorCode.MODEL_UNAVAILABLE,
+        ErrorCode.COMPACTION_FAILED,
+    ),
 )
 LSP_STATUS = _declare("lsp/status", Empty, LspStatusResult, "The language servers the daemon runs.")
-MODELS_LIST = _declare("models/list", Empty, ModelsListResult, "The models the provider serves.")
+MODELS_LIST = _declare(
+    "models/list",
+    Empty,
+    ModelsListResult,
+    "The models the provider serves.",
+    errors=(ErrorCode.MODEL_UNAVAILABLE,),
+)
 PROCESS_LIST = _declare(
     "process/list", Empty, ProcessListResult, "Background processes the daemon owns."
 )
@@ -607,9 +748,14 @@ PROCESS_OUTPUT = _declare(
     ProcessOutputParams,
     ProcessOutputResult,
     "The end of a background process's output, without taking it from the model.",
+    errors=(ErrorCode.PROCESS_NOT_FOUND,),
 )
 PROCESS_KILL = _declare(
-    "process/kill", ProcessKillParams, Empty, "Stop a background process and its tree."
+    "process/kill",
+    ProcessKillParams,
+    Empty,
+    "Stop a background process and its tree.",
+    errors=(ErrorCode.PROCESS_NOT_FOUND,),
 )
 TOOLS_LIST = _declare("tools/list", Empty, ToolsListResult, "The tools the model can call.")
 

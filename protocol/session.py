@@ -25,11 +25,17 @@ Role = Literal["controller", "observer"]
 
 
 class SessionInfo(Wire, frozen=True, kw_only=True):
+    """A session's summary, as `session/list` shows it."""
+
     id: str
     title: str = ""
     created_at: float
+    """Seconds since the Unix epoch (a float)."""
     updated_at: float
+    """Seconds since the Unix epoch (a float): when a turn started or ended, or a setting or
+    the title changed."""
     status: SessionStatus = "idle"
+    """Whether a turn runs (`state` says more)."""
     turn_count: int = 0
     permission_mode: PermissionMode = "edits"
     model: str = ""
@@ -43,6 +49,8 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):
+    """A message waiting to join the running turn at its next step (see `input_queued`)."""
+
     input_id: str
     text: str
     by: str = ""
@@ -63,10 +71,15 @@ class Cursor(Wire, frozen=True, kw_only=True):
 
 
 class TurnSnapshot(Wire, frozen=True, kw_only=True):
+    """One turn as of the snapshot: its items in order, a running one's with the text
+    streamed so far."""
+
     id: str
     status: TurnStatus
     started_at: float
+    """Seconds since the Unix epoch (a float)."""
     ended_at: float | None = None
+    """Seconds since the Unix epoch (a float); null while it runs."""
     items: list[AnyItem] = []
     usage: Usage = Usage()
     error: TurnError | None = None

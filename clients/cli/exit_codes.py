@@ -37,7 +37,6 @@ STATUS_EXIT: "dict[TurnStatus, int]" = {
 NOTHING_TO_ACT_ON = frozenset(
     {
         ErrorCode.SESSION_NOT_FOUND,
-        ErrorCode.TURN_NOT_FOUND,
         ErrorCode.NO_RUNNING_TURN,
         ErrorCode.APPROVAL_NOT_FOUND,
         ErrorCode.NOTHING_TO_UNDO,

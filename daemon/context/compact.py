@@ -49,7 +49,6 @@ subclass `SummaryNotShorter` when the summary would not shorten the history.
 """
 
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import msgspec
 
@@ -69,6 +68,7 @@ from tether.daemon.providers.base import (
 )
 from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
 from tether.daemon.truncate import cap_result
+from tether.protocol.enums import CompactionStep, CompactionTrigger
 
 KEEP_TOOL_RESULTS = 6
 """Step 1 keeps this many of the newest tool results whole."""
@@ -130,10 +130,6 @@ class SummaryNotShorter(CompactionError):
     it was (the conversation is too short for a summary to help)."""
 
 
-CompactionStep = Literal["earlier_turns", "old_tool_results", "summary"]
-Trigger = Literal["auto", "manual"]
-
-
 class Elision(msgspec.Struct, frozen=True, kw_only=True):
     """What one elision step changed."""
 
@@ -157,7 +153,7 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """One compaction that changed the history: what clients are shown."""
 
     step: CompactionStep
-    trigger: Trigger
+    trigger: CompactionTrigger
     tokens_before: int
     """The meter's `used()` before and after the step."""
     tokens_after: int

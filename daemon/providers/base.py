@@ -15,9 +15,11 @@ has already cost a whole silence timeout, so the loop tries it once more only; a
 `ModelUnreachable` is retryable too, and the loop tries it once more only, 0.25 s later.
 """
 
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import msgspec
+
+from tether.protocol.enums import ModelErrorCode
 
 
 class ToolCallRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,7 +91,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelError(Exception):
-    code = "model_error"
+    code: ClassVar[ModelErrorCode] = "model_error"
+    """What clients are told failed (`TurnError.code`); each subclass names its own."""
 
     def __init__(
         self, message: str, *, retryable: bool = False, retry_after: float | None = None

@@ -15,7 +15,7 @@ from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
-from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.errors import ErrorCode, ModelUnavailable, RpcError
 from tether.protocol.methods import (
     APPROVAL_LIST,
     APPROVAL_RESPOND,
@@ -327,10 +327,12 @@ class Handlers:
             raise RpcError(
                 ErrorCode.MODEL_UNAVAILABLE,
                 f"your tether settings are invalid: {exc}",
-                {"code": "config_invalid"},
+                ModelUnavailable(code="config_invalid"),
             ) from exc
         except ModelError as exc:
-            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from exc
+            raise RpcError(
+                ErrorCode.MODEL_UNAVAILABLE, exc.message, ModelUnavailable(code=exc.code)
+            ) from exc
         return ModelsListResult(
             models=[ModelInfo(id=i) for i in ids], current=model.model, provider=model.provider
         )

@@ -56,6 +56,7 @@ from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo
+from tether.protocol.enums import DaemonEventKind
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import DaemonEventParams
 from tether.protocol.version import PROTOCOL_VERSION, __version__
@@ -231,7 +232,7 @@ class Daemon:
                 await self._shutdown.wait()
                 await self._stop(nursery)
 
-    def broadcast(self, kind: str, message: str) -> None:
+    def broadcast(self, kind: DaemonEventKind, message: str) -> None:
         """Tell every connected client something about the daemon itself: one frame, encoded
         once, queued as a must-deliver frame for each (see `tether.daemon.rpc.outbox`)."""
         frame = notification_frame("daemon/event", DaemonEventParams(kind=kind, message=message))
@@ -243,8 +244,10 @@ class Daemon:
             return  # reported per turn, as session events
         message = getattr(detail, "message", "")
         log.info("lsp %s: %s", kind, message)
-        if kind in ("server_crashed", "server_restarted"):
-            self.broadcast(f"lsp/{kind.removeprefix('server_')}", message)
+        if kind == "server_crashed":
+            self.broadcast("lsp/crashed", message)
+        elif kind == "server_restarted":
+            self.broadcast("lsp/restarted", message)
 
     async def _stop(self, nursery: trio.Nursery) -> None:
         # Turns first, so that their last events (turn_completed: interrupted) reach the

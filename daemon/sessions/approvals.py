@@ -32,7 +32,7 @@ from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 from tether.daemon.workspace import display_path
-from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.errors import ApprovalAnswered, ErrorCode, RpcError
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -97,7 +97,7 @@ class ApprovalBroker:
             raise RpcError(
                 ErrorCode.APPROVAL_RESOLVED,
                 f"approval {approval_id} was already answered ({earlier.decision}) by {earlier.by}",
-                {"by": earlier.by, "decision": earlier.decision},
+                ApprovalAnswered(by=earlier.by, decision=earlier.decision),
             )
         waiter = self._waiting.get(approval_id)
         request = self.session.pending_approvals.get(approval_id)

@@ -29,8 +29,9 @@ from tether.daemon.providers.base import ModelError
 from tether.daemon.sessions.context import compaction_item
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.turns import Sink, Turns, provider_for
-from tether.protocol.errors import ErrorCode, RpcError
-from tether.protocol.events import TurnCompleted, TurnError, TurnStatus
+from tether.protocol.enums import NoticeCode
+from tether.protocol.errors import ErrorCode, ModelUnavailable, RpcError
+from tether.protocol.events import TurnCompleted, TurnEndStatus, TurnError
 from tether.protocol.methods import SessionCompactResult
 
 
@@ -55,11 +56,12 @@ async def compact(
         )
     running = turns.begin(session, compaction=True, client_env=client_env)
     sink = Sink(live, running.turn_id)
-    status: TurnStatus = "failed"
+    status: TurnEndStatus = "failed"
     error: TurnError | None = TurnError(
         code="internal_error", message="tether failed while compacting"
     )
     failure: RpcError | None = None
+    notice_code: NoticeCode = ""
     reason = ""
     try:
         with running.scope:
@@ -89,17 +91,24 @@ async def compact(
         sink.notice("info", "compaction_skipped", exc.message)
     except ModelError as exc:
         error = TurnError(code=exc.code, message=exc.message)
-        failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message, {"code": exc.code})
+        notice_code = exc.code
+        failure = RpcError(
+            ErrorCode.MODEL_UNAVAILABLE, exc.message, ModelUnavailable(code=exc.code)
+        )
     except ConfigError as exc:
         message = f"Your tether settings are invalid: {exc}. Fix it and compact again."
         error = TurnError(code="config_invalid", message=message)
-        failure = RpcError(ErrorCode.MODEL_UNAVAILABLE, message, {"code": "config_invalid"})
+        notice_code = "config_invalid"
+        failure = RpcError(
+            ErrorCode.MODEL_UNAVAILABLE, message, ModelUnavailable(code="config_invalid")
+        )
     except CompactionError as exc:
         error = TurnError(code="compaction_failed", message=exc.message)
+        notice_code = "compaction_failed"
         failure = RpcError(ErrorCode.COMPACTION_FAILED, exc.message)
     finally:
         if failure is not None:
-            sink.notice("error", error.code if error else "", failure.message)
+            sink.notice("error", notice_code, failure.message)
         session.emit(
             TurnCompleted(turn_id=running.turn_id, status=status, ended_at=time.time(), error=error)
         )

@@ -46,6 +46,7 @@ from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.todo_write import TODOS_SERVICE
 from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
 from tether.daemon.turn.permissions import PermissionPolicy
+from tether.protocol.enums import NoticeCode
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     DiagnosticsReported,
@@ -59,9 +60,9 @@ from tether.protocol.events import (
     TodoEntry,
     TodosUpdated,
     TurnCompleted,
+    TurnEndStatus,
     TurnError,
     TurnStarted,
-    TurnStatus,
     Usage,
 )
 from tether.protocol.items import AnyItem, Notice, NoticeLevel, ToolCall, TurnSummary, UserMessage
@@ -91,7 +92,7 @@ class Sink:
     def item_completed(self, item: AnyItem) -> None:
         self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))
 
-    def notice(self, level: NoticeLevel, code: str, message: str) -> None:
+    def notice(self, level: NoticeLevel, code: NoticeCode, message: str) -> None:
         item = Notice(id=new_id("i"), level=level, code=code, message=message)
         self.item_started(item)
         self.item_completed(item)
@@ -139,7 +140,7 @@ class RunningTurn:
         """Cancelled by a daemon shutdown rather than by a client."""
         self.started = time.monotonic()
 
-    def ended_by_cancel(self) -> TurnStatus:
+    def ended_by_cancel(self) -> TurnEndStatus:
         """The status of the turn once its scope was cancelled."""
         return "interrupted" if self.interrupted else "cancelled"
 
@@ -386,7 +387,7 @@ class Turns:
             )
         outcome: TurnOutcome | None = None
         loop: TurnLoop | None = None
-        status: TurnStatus = "interrupted"
+        status: TurnEndStatus = "interrupted"
         error: TurnError | None = None
         try:
             with running.scope:

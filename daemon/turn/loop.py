@@ -51,6 +51,7 @@ from tether.daemon.providers.base import (
 from tether.daemon.tools.base import ToolContext, ToolParams
 from tether.daemon.tools.registry import ToolResult
 from tether.daemon.turn.tool_runner import ToolRunner
+from tether.protocol.enums import NoticeCode
 from tether.protocol.events import TurnError, Usage
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, ToolCall, UserMessage
 from tether.protocol.session import QueuedInput
@@ -421,7 +422,9 @@ class TurnLoop:
         self._open_calls.clear()
         self.history.close_open_calls()
 
-    def _notice(self, level: Literal["info", "warning", "error"], message: str, code: str) -> None:
+    def _notice(
+        self, level: Literal["info", "warning", "error"], message: str, code: NoticeCode
+    ) -> None:
         item = Notice(id=self.new_id(), level=level, message=message, code=code)
         self.sink.item_started(item)
         self.sink.item_completed(item)

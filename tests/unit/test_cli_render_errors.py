@@ -7,8 +7,8 @@ from tether.protocol.events import (
     AnyEvent,
     ItemCompleted,
     TurnCompleted,
+    TurnEndStatus,
     TurnError,
-    TurnStatus,
 )
 from tether.protocol.items import Notice
 from tether.protocol.methods import SessionEventParams
@@ -22,7 +22,7 @@ def render(*events: AnyEvent) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def ended(status: TurnStatus, message: str | None) -> TurnCompleted:
+def ended(status: TurnEndStatus, message: str | None) -> TurnCompleted:
     error = None if message is None else TurnError(code="internal_error", message=message)
     return TurnCompleted(turn_id="t1", status=status, ended_at=0.0, error=error)
 
@@ -34,7 +34,7 @@ def test_a_failed_turns_reason_is_printed_to_stderr() -> None:
 
 
 def test_a_reason_already_given_by_a_notice_is_not_repeated() -> None:
-    notice = Notice(id="n1", level="error", message="Invalid API key.", code="auth")
+    notice = Notice(id="n1", level="error", message="Invalid API key.", code="model_http_error")
     out, err = render(ItemCompleted(turn_id="t1", item=notice), ended("failed", "Invalid API key."))
     assert err == "tether: error: Invalid API key.\n"
     assert out == ""

@@ -10,45 +10,88 @@ export const PROTOCOL_VERSION = 1;
 /** Assistant text. Streams `item_delta`s that append to `text`. */
 export interface AgentMessage {
   type: "agent_message";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
   /** Default: `""`. */
   text?: string;
-  /** Default: `0`. */
+  /**
+   * The model call (1-based, within the turn) that produced it.
+   *
+   * Default: `0`.
+   */
   step?: number;
-  /** Default: `false`. */
+  /**
+   * The model call broke off after streaming this text and is being retried: the retry's own message replaces it and the model never saw it. Clients that showed the partial text remove it (or mark it as cut off).
+   *
+   * Default: `false`.
+   */
   superseded?: boolean;
 }
 
+/** The `data` of APPROVAL_RESOLVED: the answer that came first. */
+export interface ApprovalAnswered {
+  /** Who answered: a client's name, or `daemon` when the turn was cancelled. */
+  by: string;
+  decision: "allow" | "deny";
+}
+
+/** The pending approvals of every loaded session. */
 export interface ApprovalListResult {
+  /** Oldest first. */
   approvals: Array<PendingApproval>;
 }
 
-/** A tool call waiting for a person's answer, with everything needed to decide. */
+/**
+ * A tool call waiting for a person's answer, with everything needed to decide. The
+ * strings are relayed from the model: show control and invisible characters visibly.
+ */
 export interface ApprovalRequest {
   id: string;
   turnId: string;
+  /** The tool call item it gates. */
   itemId: string;
   tool: string;
   arguments: string;
   kind: "command" | "edit" | "read" | "tool";
+  /** Why it asks, in words (the mode, a rule, a sensitive path, a shell operator). */
   reason: string;
   /** Default: `""`. */
   command?: string;
   /** Default: `""`. */
   path?: string;
-  /** Default: `""`. */
+  /**
+   * A unified diff for edits.
+   *
+   * Default: `""`.
+   */
   preview?: string;
-  /** Default: `""`. */
+  /**
+   * What "always allow" would allow from now on in this session.
+   *
+   * Default: `""`.
+   */
   alwaysRule?: string;
-  /** Default: `0.0`. */
+  /**
+   * Seconds since the Unix epoch (a float).
+   *
+   * Default: `0.0`.
+   */
   requestedAt?: number;
 }
 
+/**
+ * A tool call waits for a controller's `approval/respond`; it waits while no client is
+ * attached, and a cancelled turn resolves it as denied.
+ */
 export interface ApprovalRequested {
   type: "approval_requested";
   approval: ApprovalRequest;
 }
 
+/**
+ * An approval was answered (the first answer wins) or denied by the daemon (the turn was
+ * cancelled, or the daemon stopped).
+ */
 export interface ApprovalResolved {
   type: "approval_resolved";
   approvalId: string;
@@ -56,24 +99,36 @@ export interface ApprovalResolved {
   decision: "allow" | "deny";
   /** Default: `"once"`. */
   scope?: "always" | "once";
+  /** Who answered: a client's name, or `daemon` when the turn was cancelled. */
   by: string;
   /** Default: `""`. */
   message?: string;
 }
 
+/** A controller's answer to a pending approval (`approval_requested`). */
 export interface ApprovalRespondParams {
   sessionId: string;
   approvalId: string;
   decision: "allow" | "deny";
-  /** Default: `"once"`. */
+  /**
+   * `always` also adds a session rule (see the request's `alwaysRule`).
+   *
+   * Default: `"once"`.
+   */
   scope?: "always" | "once";
-  /** Default: `""`. */
+  /**
+   * Told to the model with a denial.
+   *
+   * Default: `""`.
+   */
   message?: string;
 }
 
 /** Text the client attaches to a message itself (what was piped into `tether run`). */
 export interface Attachment {
+  /** What the text is, as the model sees it named (`stdin`). */
   name: string;
+  /** Middle-truncated within the same 40,000 characters as the mentioned files. */
   text: string;
 }
 
@@ -94,34 +149,58 @@ export interface CancelRequestParams {
  * does not know (from a newer client) is ignored.
  */
 export interface ClientCapabilities {
-  /** Default: `true`. */
+  /**
+   * Send `item_delta` events (streamed text, reasoning, command output). False, for a client that renders only whole items: the daemon sends it no `item_delta`, live or replayed, and everything else as usual (`item_started`, `item_completed` with the whole text, …). The seqs of the skipped deltas are simply absent from what it receives: its seqs increase but jump, a jump is not a gap, and its cursor (the last seq it received) resumes it exactly. "Gap-free" is a promise to clients that take every event; a client that falls behind is told so with `session/resync` whatever it takes.
+   *
+   * Default: `true`.
+   */
   itemDeltas?: boolean;
 }
 
 /** The conversation was made smaller to fit the context budget. */
 export interface Compaction {
   type: "compaction";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
-  step: string;
-  /** Default: `"auto"`. */
-  trigger?: string;
+  /** `earlier_turns` or `old_tool_results` (outputs replaced by stubs), or `summary` (older history summarised by the model). */
+  step: "earlier_turns" | "old_tool_results" | "summary";
+  /**
+   * `auto` (the context budget) or `manual` (`session/compact`).
+   *
+   * Default: `"auto"`.
+   */
+  trigger?: "auto" | "manual";
   tokensBefore: number;
   tokensAfter: number;
   /** Default: `0`. */
   budget?: number;
   /** Default: `""`. */
   summary?: string;
-  /** Default: `0`. */
+  /**
+   * After a summary: how many recent messages were kept verbatim.
+   *
+   * Default: `0`.
+   */
   keptMessages?: number;
 }
 
+/** How full the model's context is. */
 export interface ContextMeter {
-  /** Default: `0`. */
+  /**
+   * Tokens the conversation takes (the provider's count when known, else an estimate).
+   *
+   * Default: `0`.
+   */
   used?: number;
-  /** Default: `0`. */
+  /**
+   * Tokens it may take before compaction (0: unknown).
+   *
+   * Default: `0`.
+   */
   budget?: number;
 }
 
+/** The context meter changed (after a model call or a compaction). Never persisted. */
 export interface ContextUpdated {
   type: "context_updated";
   context: ContextMeter;
@@ -144,72 +223,118 @@ export interface Cursor {
 
 /** What the daemon serves. Empty in an answer from a daemon older than capabilities. */
 export interface DaemonCapabilities {
-  /** Default: `[]`. */
+  /**
+   * Every request method it answers.
+   *
+   * Default: `[]`.
+   */
   methods?: Array<string>;
-  /** Default: `[]`. */
+  /**
+   * The notifications it sends (`session/event`, …).
+   *
+   * Default: `[]`.
+   */
   notifications?: Array<string>;
-  /** Default: `[]`. */
+  /**
+   * The notifications it reads from clients (`$/cancelRequest`).
+   *
+   * Default: `[]`.
+   */
   clientNotifications?: Array<string>;
   /** Default: `null`. */
   limits?: DaemonLimits | null;
 }
 
 /**
- * Something about the daemon itself every client should know (a language server
- * crashed and is being restarted, …).
+ * Something about the daemon itself every client should know, sent to every
+ * connection (a language server crashed and is being restarted, …).
  */
 export interface DaemonEventParams {
-  kind: string;
+  /** `lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back), `store/write_failed` (the daemon could not save something to its database; it goes on, and the message says what was lost). */
+  kind: "lsp/crashed" | "lsp/restarted" | "store/write_failed";
   message: string;
 }
 
 /** The daemon's limits for this connection. */
 export interface DaemonLimits {
+  /** The largest frame the daemon reads; a larger one closes the connection with 1009. */
   maxMessageBytes: number;
+  /** The recent events a session keeps for `session/attach` with a cursor; a cursor older than they reach back is answered with a snapshot. */
   replayBufferBytes: number;
+  /** What the daemon holds for this client before it is told to resync (events) or disconnected with 1008 (responses). */
   clientQueueBytes: number;
+  /** Requests of this connection that run at once; the daemon reads no more frames from the client until one of them is answered. */
   maxRequestsInFlight: number;
+  /** Seconds between the daemon's websocket pings. */
   pingInterval: number;
+  /** Seconds a pong may take before the daemon closes the connection with 1011. */
   pingTimeout: number;
 }
 
+/** What the daemon is and does now, and the settings in effect for the asking client. */
 export interface DaemonStatusResult {
   pid: number;
   workspace: string;
   daemonVersion: string;
   protocolVersion: number;
+  /** Seconds since the Unix epoch (a float). */
   startedAt: number;
+  /** Open connections, the asking one included. */
   clients: number;
   sessionsLoaded: number;
   runningTurns: number;
+  /** Seconds the daemon waits with no client and no running work before it exits (0: never). */
   idleTimeout: number;
   /** Default: `""`. */
   provider?: string;
   /** Default: `""`. */
   model?: string;
-  /** Default: `""`. */
+  /**
+   * Where `model` comes from: `client` (the asking client's TETHER_MODEL), `daemon` (the daemon's own TETHER_MODEL, for a client that sent no variables), `file`, `default`.
+   *
+   * Default: `""`.
+   */
   modelFrom?: string;
   /** Default: `""`. */
   baseUrl?: string;
-  /** Default: `""`. */
+  /**
+   * Where `base_url` comes from (as `model_from`).
+   *
+   * Default: `""`.
+   */
   baseUrlFrom?: string;
   /** Default: `""`. */
   configFile?: string;
-  /** Default: `""`. */
+  /**
+   * Why the config file cannot be used now (turns fail until it is fixed); empty: it can. The other settings fields then show what the daemon started with.
+   *
+   * Default: `""`.
+   */
   configError?: string;
-  /** Default: `[]`. */
+  /**
+   * Settings changed in the config file (or environment) that the daemon reads only when it starts (`permissions.mode`, `idle_timeout`, `lsp`); they apply after a restart.
+   *
+   * Default: `[]`.
+   */
   restartNeeded?: Array<string>;
   /** Default: `""`. */
   logFile?: string;
   /** Default: `0.0`. */
   uptimeSeconds?: number;
-  /** Default: `[]`. */
+  /**
+   * Loaded sessions that chose a model of their own.
+   *
+   * Default: `[]`.
+   */
   sessionModels?: Array<SessionModel>;
 }
 
+/** One problem a language server reported. */
 export interface Diagnostic {
   path: string;
+  /** 1-based. */
   line: number;
+  /** 1-based. */
   column: number;
   /** Default: `"error"`. */
   severity?: "error" | "hint" | "information" | "warning";
@@ -224,17 +349,30 @@ export interface Diagnostic {
 export interface DiagnosticsReported {
   type: "diagnostics_reported";
   turnId: string;
+  /** The tool call whose result carries the report. */
   itemId: string;
   diagnostics: Array<Diagnostic>;
 }
 
+/**
+ * The discovery file: `$XDG_RUNTIME_DIR/tether/daemon-<key>.json`, owner-only, where
+ * `key` is the first 16 hex digits of the SHA-256 of the workspace's absolute, resolved
+ * path (UTF-8). Written once the daemon accepts connections, removed when it exits. A file
+ * left by a daemon that crashed is stale: the daemon is alive only while it holds an `flock`
+ * on `daemon-<key>.lock` beside it, so a client whose non-blocking shared `flock` on that
+ * file succeeds knows that no daemon runs, whatever this file says.
+ */
 export interface DiscoveryInfo {
   pid: number;
+  /** The daemon's port on 127.0.0.1. */
   port: number;
+  /** The bearer token of this daemon's life (`Authorization: Bearer <token>`); a new one at every start. */
   token: string;
   protocolVersion: number;
   daemonVersion: string;
+  /** The absolute, resolved workspace path. */
   workspace: string;
+  /** Seconds since the Unix epoch (a float). */
   startedAt: number;
 }
 
@@ -244,14 +382,20 @@ export interface EditorContext {
   openFile?: string | null;
   /** Default: `null`. */
   cursor?: Position | null;
-  /** Default: `null`. */
+  /**
+   * Capped at 6,000 characters.
+   *
+   * Default: `null`.
+   */
   selection?: string | null;
 }
 
 /** Params or result with no fields. */
 export type Empty = Record<string, never>;
 
+/** One file a turn changed, with its line counts. */
 export interface FileChange {
+  /** Relative to the workspace. */
   path: string;
   /** Default: `0`. */
   added?: number;
@@ -263,17 +407,23 @@ export interface FileChange {
   deleted?: boolean;
 }
 
+/** The first request of every connection: who the client is and which protocol version it speaks (a daemon refuses a newer one with UNSUPPORTED_PROTOCOL). */
 export interface InitializeParams {
   clientName: string;
   /** Default: `""`. */
   clientVersion?: string;
   /** Default: `1`. */
   protocolVersion?: number;
-  /** Default: `null`. */
+  /**
+   * The client's provider variables; they replace the daemon's own for this connection's turns, compactions and model listings (precedence: a session's chosen model, then these, then the user's config file, then the defaults). None: the daemon's environment applies.
+   *
+   * Default: `null`.
+   */
   providerEnv?: ProviderEnvironment | null;
   capabilities?: ClientCapabilities;
 }
 
+/** The daemon's versions, workspace and pid. */
 export interface InitializeResult {
   protocolVersion: number;
   daemonVersion: string;
@@ -299,17 +449,31 @@ export interface InputQueued {
   text: string;
   /** Default: `""`. */
   by?: string;
-  /** Default: `""`. */
+  /**
+   * What goes with the message for the model: editor state and mentioned files (the repository's instructions are added when it joins, if they changed since last sent).
+   *
+   * Default: `""`.
+   */
   context?: string;
 }
 
+/**
+ * An item is finished. Its copy is authoritative: it replaces whatever the client built
+ * from `item_started` and the `item_delta`s (a tool call's status, output and diff are set
+ * here). Short items (a user message, a notice) start and complete at once.
+ */
 export interface ItemCompleted {
   type: "item_completed";
   turnId: string;
+  /** One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know. */
   item: AnyItem;
 }
 
-/** Text appended to a running item: assistant text, reasoning, or command output. */
+/**
+ * Text appended to a running item: to `text` of an `agent_message` or `reasoning`, to
+ * `output` of a `tool_call` (command output). Never persisted: a client that missed deltas
+ * gets the text so far in a snapshot, and `item_completed` has the whole of it.
+ */
 export interface ItemDelta {
   type: "item_delta";
   turnId: string;
@@ -317,12 +481,18 @@ export interface ItemDelta {
   delta: string;
 }
 
+/**
+ * An item of the turn appeared. Streaming items (assistant text, reasoning, tool calls)
+ * then grow by `item_delta`s until their `item_completed`.
+ */
 export interface ItemStarted {
   type: "item_started";
   turnId: string;
+  /** One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know. */
   item: AnyItem;
 }
 
+/** One language server the daemon runs (or ran) for a language and project root. */
 export interface LspServerStatus {
   name: string;
   root: string;
@@ -335,26 +505,41 @@ export interface LspServerStatus {
   lastError?: string;
 }
 
+/** The language servers, whatever their state. */
 export interface LspStatusResult {
   servers: Array<LspServerStatus>;
 }
 
+/** One model the provider serves. */
 export interface ModelInfo {
+  /** What `model` takes in `session/configure`, `session/create` and `turn/start`. */
   id: string;
 }
 
-/** The model call failed in a way worth retrying; the turn waits, then calls again. */
+/**
+ * The model call failed in a way worth retrying; the turn waits `delaySeconds`, then calls
+ * again (a client shows the wait; `turn/cancel` ends it). Never persisted.
+ */
 export interface ModelRetry {
   type: "model_retry";
   turnId: string;
+  /** 1-based: the retry about to be made. */
   attempt: number;
   maxAttempts: number;
   delaySeconds: number;
   reason: string;
 }
 
+/** The `data` of MODEL_UNAVAILABLE: why the model server could not be asked. */
+export interface ModelUnavailable {
+  /** As `TurnError.code`: a model failure, or `config_invalid` (the user's settings cannot be read). */
+  code: "config_invalid" | "model_error" | "model_http_error" | "model_protocol_error" | "model_timeout" | "model_unreachable";
+}
+
+/** The models the configured provider serves, asked of it now. */
 export interface ModelsListResult {
   models: Array<ModelInfo>;
+  /** The model turns call unless a session chose its own. */
   current: string;
   provider: string;
 }
@@ -362,27 +547,44 @@ export interface ModelsListResult {
 /** Something the user should know: a failed model call and how to fix it, a retry, a pause. */
 export interface Notice {
   type: "notice";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
   /** Default: `"info"`. */
   level?: "error" | "info" | "warning";
   message: string;
-  /** Default: `""`. */
-  code?: string;
+  /**
+   * What it is about, for a client that treats some notices specially: a `TurnError` code when a model call or the settings failed the turn (`model_*`, `config_invalid`), `compaction_failed` (a summary of the history could not be made), `compaction_skipped` (a manual compaction would not have made the history smaller), `step_budget` (the turn paused), `output_limit` (a reply was cut off and the model asked to continue), `todo_reminder`, `model_stream` (a warning about the model's stream), `workspace_config` (settings of the workspace's config were ignored); empty for none of these.
+   *
+   * Default: `""`.
+   */
+  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
 }
 
+/** An approval waiting in one of the workspace's sessions. */
 export interface PendingApproval {
   sessionId: string;
   approval: ApprovalRequest;
-  /** Default: `0`. */
+  /**
+   * Controllers attached to the session other than the client asking: someone there may answer it.
+   *
+   * Default: `0`.
+   */
   otherControllers?: number;
 }
 
+/** A place in a file. */
 export interface Position {
+  /** 1-based. */
   line: number;
-  /** Default: `1`. */
+  /**
+   * 1-based.
+   *
+   * Default: `1`.
+   */
   column?: number;
 }
 
+/** A background process a command started (`run_command` in the background). */
 export interface ProcessInfo {
   id: string;
   command: string;
@@ -390,6 +592,7 @@ export interface ProcessInfo {
   pid: number;
   /** Default: `""`. */
   sessionId?: string;
+  /** Seconds since the Unix epoch (a float). */
   startedAt: number;
   /** Default: `"running"`. */
   status?: "exited" | "killed" | "running";
@@ -397,24 +600,37 @@ export interface ProcessInfo {
   exitCode?: number | null;
 }
 
+/** Names the background process to stop (SIGTERM to its group, then SIGKILL). */
 export interface ProcessKillParams {
   processId: string;
 }
 
+/** The background processes the daemon owns, running or ended. */
 export interface ProcessListResult {
   processes: Array<ProcessInfo>;
 }
 
+/** Names the background process whose output to read. */
 export interface ProcessOutputParams {
   processId: string;
-  /** Default: `4000`. */
+  /**
+   * How much of the end of its output to return (at most the 16,000 characters kept).
+   *
+   * Default: `4000`.
+   */
   maxChars?: number;
 }
 
+/** The process and the end of its output. */
 export interface ProcessOutputResult {
   process: ProcessInfo;
+  /** The end of what it printed (stdout and stderr as they came), read by the model or not. */
   text: string;
-  /** Default: `false`. */
+  /**
+   * It printed more than `text` before it.
+   *
+   * Default: `false`.
+   */
   truncated?: boolean;
 }
 
@@ -426,37 +642,75 @@ export interface ProcessOutputResult {
  * whoever holds the token can read the user's config file anyway).
  */
 export interface ProviderEnvironment {
-  /** Default: `""`. */
+  /**
+   * TETHER_PROVIDER.
+   *
+   * Default: `""`.
+   */
   provider?: string;
-  /** Default: `""`. */
+  /**
+   * TETHER_BASE_URL.
+   *
+   * Default: `""`.
+   */
   baseUrl?: string;
-  /** Default: `""`. */
+  /**
+   * TETHER_MODEL.
+   *
+   * Default: `""`.
+   */
   model?: string;
-  /** Default: `""`. */
+  /**
+   * TETHER_API_KEY.
+   *
+   * Default: `""`.
+   */
   apiKey?: string;
-  /** Default: `""`. */
+  /**
+   * OPENAI_API_KEY.
+   *
+   * Default: `""`.
+   */
   openaiApiKey?: string;
-  /** Default: `""`. */
+  /**
+   * ANTHROPIC_API_KEY.
+   *
+   * Default: `""`.
+   */
   anthropicApiKey?: string;
 }
 
+/** A message waiting to join the running turn at its next step (see `input_queued`). */
 export interface QueuedInput {
   inputId: string;
   text: string;
   /** Default: `""`. */
   by?: string;
-  /** Default: `""`. */
+  /**
+   * What joins the history with the message (see `UserMessage.context`).
+   *
+   * Default: `""`.
+   */
   context?: string;
 }
 
+/**
+ * The model's reasoning, when the provider streams it. Streams `item_delta`s that append
+ * to `text`.
+ */
 export interface Reasoning {
   type: "reasoning";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
   /** Default: `""`. */
   text?: string;
   /** Default: `0`. */
   step?: number;
-  /** Default: `false`. */
+  /**
+   * As for `AgentMessage`: reasoning of a model call that broke off and is being retried.
+   *
+   * Default: `false`.
+   */
   superseded?: boolean;
 }
 
@@ -467,20 +721,42 @@ export interface Reasoning {
  * (exactly once each, in order) when the cursor is in the session's current epoch and the
  * daemon still has them (see `Cursor`); otherwise, and without `after`, the result carries
  * a snapshot and live events continue from its `seq`.
+ *
+ * Attaching again on a connection already attached to the session first detaches it (no
+ * event comes twice); the new `role` and cursor apply.
  */
 export interface SessionAttachParams {
   sessionId: string;
-  /** Default: `null`. */
+  /**
+   * The last event the client holds; none: start from a snapshot.
+   *
+   * Default: `null`.
+   */
   after?: Cursor | null;
-  /** Default: `"controller"`. */
+  /**
+   * `controller` may prompt, approve, cancel, configure, compact, undo and delete; `observer` only watches.
+   *
+   * Default: `"controller"`.
+   */
   role?: "controller" | "observer";
 }
 
+/**
+ * How the client catches up: `mode` `replay` (the events after its cursor follow this
+ * answer as `session/event`s, before any live one) or `snapshot` (`snapshot` holds the whole
+ * state; live events follow). `snapshot` is present exactly when `mode` is `snapshot`.
+ */
 export interface SessionAttachResult {
+  /** The session's current epoch: cursors the client keeps from now on carry it. */
   epoch: string;
   mode: "replay" | "snapshot";
+  /** Live (or replayed) events start after this seq: the first has `seq` `fromSeq + 1`. */
   fromSeq: number;
-  /** Default: `null`. */
+  /**
+   * Present exactly when `mode` is `snapshot`.
+   *
+   * Default: `null`.
+   */
   snapshot?: SessionSnapshot | null;
 }
 
@@ -505,10 +781,15 @@ export interface SessionConfigureParams {
   sessionId: string;
   /** Default: `null`. */
   permissionMode?: "ask" | "auto" | "edits" | null;
-  /** Default: `null`. */
+  /**
+   * A model id (see `models/list`); empty: back to the daemon's configured model.
+   *
+   * Default: `null`.
+   */
   model?: string | null;
 }
 
+/** The session with its settings as they are now. */
 export interface SessionConfigureResult {
   session: SessionInfo;
 }
@@ -518,19 +799,33 @@ export interface SessionConfigured {
   type: "session_configured";
   /** Default: `null`. */
   permissionMode?: "ask" | "auto" | "edits" | null;
-  /** Default: `null`. */
+  /**
+   * The model chosen for the session's turns from now on (empty: the daemon's default).
+   *
+   * Default: `null`.
+   */
   model?: string | null;
 }
 
+/** A new, empty session; it is not attached (send `session/attach`). */
 export interface SessionCreateParams {
   /** Default: `""`. */
   title?: string;
-  /** Default: `null`. */
+  /**
+   * Defaults to the user's configured mode (`edits` unless configured).
+   *
+   * Default: `null`.
+   */
   permissionMode?: "ask" | "auto" | "edits" | null;
-  /** Default: `null`. */
+  /**
+   * The model the session's turns call (default: the daemon's configured model).
+   *
+   * Default: `null`.
+   */
   model?: string | null;
 }
 
+/** The session created. */
 export interface SessionCreateResult {
   session: SessionInfo;
 }
@@ -541,37 +836,70 @@ export interface SessionCreateResult {
  */
 export interface SessionDeletedParams {
   sessionId: string;
-  /** Default: `""`. */
+  /**
+   * The name of the client that deleted it.
+   *
+   * Default: `""`.
+   */
   by?: string;
 }
 
+/**
+ * One event of a session the connection is attached to, live or replayed.
+ *
+ * Within an epoch `seq` goes up by exactly one per event, never skipping or repeating; a new
+ * epoch (the daemon restarted) starts a new count. `{epoch, seq}` of the last event handled
+ * is the cursor to re-attach with. A client skips an event whose `type` it does not know
+ * (still counting its seq).
+ */
 export interface SessionEventParams {
   sessionId: string;
   epoch: string;
   seq: number;
+  /** One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know. */
   event: AnyEvent;
 }
 
+/** A session's summary, as `session/list` shows it. */
 export interface SessionInfo {
   id: string;
   /** Default: `""`. */
   title?: string;
+  /** Seconds since the Unix epoch (a float). */
   createdAt: number;
+  /** Seconds since the Unix epoch (a float): when a turn started or ended, or a setting or the title changed. */
   updatedAt: number;
-  /** Default: `"idle"`. */
+  /**
+   * Whether a turn runs (`state` says more).
+   *
+   * Default: `"idle"`.
+   */
   status?: "idle" | "running";
   /** Default: `0`. */
   turnCount?: number;
   /** Default: `"edits"`. */
   permissionMode?: "ask" | "auto" | "edits";
-  /** Default: `""`. */
+  /**
+   * The model this session's turns call, chosen for it (`session/configure`, or `model` at `session/create` / `turn/start`); empty: the daemon's configured model.
+   *
+   * Default: `""`.
+   */
   model?: string;
-  /** Default: `"idle"`. */
+  /**
+   * What it is doing, finer than `status` (see `SessionState`).
+   *
+   * Default: `"idle"`.
+   */
   state?: "awaiting_approval" | "cancelled" | "failed" | "idle" | "interrupted" | "paused" | "running";
-  /** Default: `0`. */
+  /**
+   * Connections attached to the session now, controllers and observers (an attaching client counts itself in its snapshot); 0 for a session the daemon has not loaded.
+   *
+   * Default: `0`.
+   */
   clients?: number;
 }
 
+/** Every session of the workspace, newest first. */
 export interface SessionListResult {
   sessions: Array<SessionInfo>;
 }
@@ -584,20 +912,27 @@ export interface SessionModel {
   running?: boolean;
 }
 
+/** The session's whole state, without subscribing to its events. */
 export interface SessionReadResult {
   snapshot: SessionSnapshot;
 }
 
+/** Names one session of the workspace. */
 export interface SessionRef {
   sessionId: string;
 }
 
+/** The session got a title (from the first message of its first turn). */
 export interface SessionRenamed {
   type: "session_renamed";
   title: string;
 }
 
-/** The client fell behind and was unsubscribed; re-attach with the last cursor you hold. */
+/**
+ * The client fell behind and was unsubscribed: it gets no more of the session's events.
+ * It re-attaches (`session/attach` with `after` set to the last `{epoch, seq}` it handled)
+ * and gets the missed events replayed, or a snapshot.
+ */
 export interface SessionResyncParams {
   sessionId: string;
   reason: string;
@@ -625,33 +960,50 @@ export interface SessionSnapshot {
   context?: ContextMeter;
 }
 
+/** Undo a turn's file changes. */
 export interface SessionUndoParams {
   sessionId: string;
-  /** Default: `null`. */
+  /**
+   * Default: the session's last turn that changed files.
+   *
+   * Default: `null`.
+   */
   turnId?: string | null;
-  /** Default: `false`. */
+  /**
+   * Also restore files that changed since the turn ended.
+   *
+   * Default: `false`.
+   */
   force?: boolean;
 }
 
+/** What was restored (paths relative to the workspace). */
 export interface SessionUndoResult {
   turnId: string;
+  /** False when files changed since the turn and `force` was not given: nothing was done. */
   applied: boolean;
   /** Default: `[]`. */
   restored?: Array<string>;
   /** Default: `[]`. */
   removed?: Array<string>;
-  /** Default: `[]`. */
+  /**
+   * Files changed since the turn ended (restored only with `force`).
+   *
+   * Default: `[]`.
+   */
   conflicts?: Array<string>;
   /** Default: `""`. */
   note?: string;
 }
 
+/** One entry of the agent's todo list. */
 export interface TodoEntry {
   content: string;
   /** Default: `"pending"`. */
   status?: "completed" | "in_progress" | "pending";
 }
 
+/** The agent rewrote its todo list (`todo_write`); `todos` is the whole new list. */
 export interface TodosUpdated {
   type: "todos_updated";
   todos: Array<TodoEntry>;
@@ -665,69 +1017,124 @@ export interface TodosUpdated {
  */
 export interface ToolCall {
   type: "tool_call";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
   callId: string;
   tool: string;
   arguments: string;
   /** Default: `"running"`. */
   status?: "cancelled" | "completed" | "failed" | "running";
-  /** Default: `""`. */
+  /**
+   * What the model is told: the tool's result, or the error it can act on.
+   *
+   * Default: `""`.
+   */
   output?: string;
-  /** Default: `0`. */
+  /**
+   * The model call that asked for it; calls of one step answer one assistant message.
+   *
+   * Default: `0`.
+   */
   step?: number;
-  /** Default: `null`. */
+  /**
+   * For a command that ran in the foreground (`run_command`): how it exited, 0 for success; negative when a signal ended it (-15: SIGTERM, as after a timeout). None for every other call, a background start included. A non-zero exit is still a `completed` call (the model is told the code and acts on it): clients show it as a failure.
+   *
+   * Default: `null`.
+   */
   exitCode?: number | null;
-  /** Default: `""`. */
+  /**
+   * For an edit that changed a file (`edit_file`, `write_file`): the unified diff it made, paths relative to the workspace (`a/x.py` and `b/x.py`; `/dev/null` before a created file), capped like `output`. Empty for every other call and for an edit that changed nothing. Set when the call completes, whatever the permission mode.
+   *
+   * Default: `""`.
+   */
   diff?: string;
-  /** Default: `0.0`. */
+  /**
+   * How long the tool ran, set when the call completes (waiting for an approval is not counted; 0 for a call that did not run).
+   *
+   * Default: `0.0`.
+   */
   durationSeconds?: number;
 }
 
+/** One tool the model can call. */
 export interface ToolInfo {
   name: string;
   description: string;
+  /** It changes nothing: such calls run concurrently and never need an edit approval. */
   readOnly: boolean;
+  /** The JSON Schema of the tool's arguments, as the model sees it. */
   inputSchema: unknown;
 }
 
+/** The tools, in the order the model is shown them. */
 export interface ToolsListResult {
   tools: Array<ToolInfo>;
 }
 
+/**
+ * Cancel the session's running turn: the model call stops, running commands are killed,
+ * pending approvals resolve as denied, finished edits stay. The turn ends `cancelled`.
+ */
 export interface TurnCancelParams {
   sessionId: string;
-  /** Default: `null`. */
+  /**
+   * Only this turn (NO_RUNNING_TURN when another one runs); none: whichever runs.
+   *
+   * Default: `null`.
+   */
   turnId?: string | null;
 }
 
+/** The turn being cancelled; its `turn_completed` follows. */
 export interface TurnCancelResult {
   turnId: string;
 }
 
+/** The turn ended; the last event of every turn, after its `turn_summary` item. */
 export interface TurnCompleted {
   type: "turn_completed";
   turnId: string;
-  status: "cancelled" | "completed" | "failed" | "interrupted" | "paused" | "running";
+  /** `completed` (the model answered without tools), `failed` (see `error`), `cancelled` (`turn/cancel`), `interrupted` (the daemon stopped while it ran: send `continue` to resume), `paused` (the step budget ran out: send `continue` to go on). */
+  status: "cancelled" | "completed" | "failed" | "interrupted" | "paused";
+  /** Seconds since the Unix epoch (a float). */
   endedAt: number;
   /** Default: `{}`. */
   usage?: Usage;
-  /** Default: `null`. */
+  /**
+   * Set when the turn did not complete: why, and what to do.
+   *
+   * Default: `null`.
+   */
   error?: TurnError | null;
 }
 
 /** Why a turn failed, written for the person reading it: what happened and what to do. */
 export interface TurnError {
-  code: string;
+  /** `model_unreachable` (no server answers at the base URL), `model_http_error` (it answered with an error status), `model_protocol_error` (its answer could not be read), `model_timeout` (it went silent), `model_error` (another model failure), `config_invalid` (the user's settings cannot be read), `compaction_failed` (the model's summary was unusable), `internal_error` (a bug in tether; the daemon log has it), `interrupted` (the daemon stopped while the turn ran). */
+  code: "compaction_failed" | "config_invalid" | "internal_error" | "interrupted" | "model_error" | "model_http_error" | "model_protocol_error" | "model_timeout" | "model_unreachable";
   message: string;
 }
 
+/**
+ * One turn as of the snapshot: its items in order, a running one's with the text
+ * streamed so far.
+ */
 export interface TurnSnapshot {
   id: string;
   status: "cancelled" | "completed" | "failed" | "interrupted" | "paused" | "running";
+  /** Seconds since the Unix epoch (a float). */
   startedAt: number;
-  /** Default: `null`. */
+  /**
+   * Seconds since the Unix epoch (a float); null while it runs.
+   *
+   * Default: `null`.
+   */
   endedAt?: number | null;
-  /** Default: `[]`. */
+  /**
+   * One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know.
+   *
+   * Default: `[]`.
+   */
   items?: Array<AnyItem>;
   /** Default: `{}`. */
   usage?: Usage;
@@ -741,37 +1148,76 @@ export interface TurnStartParams {
   text: string;
   /** Default: `null`. */
   editor?: EditorContext | null;
-  /** Default: `[]`. */
+  /**
+   * Files or folders to attach (files middle-truncated within 40,000 characters in all, folders as a listing of their first 100 entries).
+   *
+   * Default: `[]`.
+   */
   mentions?: Array<string>;
-  /** Default: `[]`. */
+  /**
+   * Texts to attach, sharing the mentioned files' 40,000 characters.
+   *
+   * Default: `[]`.
+   */
   attachments?: Array<Attachment>;
-  /** Default: `null`. */
+  /**
+   * Switch the session's permission mode from now on (a user's choice, as a CLI flag).
+   *
+   * Default: `null`.
+   */
   permissionMode?: "ask" | "auto" | "edits" | null;
-  /** Default: `null`. */
+  /**
+   * Switch the session's model from now on (as `session/configure` does).
+   *
+   * Default: `null`.
+   */
   model?: string | null;
 }
 
+/**
+ * The turn the text went to. Its events (from `turn_started` on) may arrive before this
+ * answer: a client keeps them until it knows the turn id.
+ */
 export interface TurnStartResult {
   turnId: string;
-  /** Default: `false`. */
+  /**
+   * True when a turn was already running and the text was queued for it.
+   *
+   * Default: `false`.
+   */
   queued?: boolean;
-  /** Default: `""`. */
+  /**
+   * The id of the `user_message` item the text becomes (of the `input_queued` event when queued).
+   *
+   * Default: `""`.
+   */
   inputId?: string;
-  /** Default: `[]`. */
+  /**
+   * Mentions (or the open file) that could not be attached, one line each saying why; the message was sent without them.
+   *
+   * Default: `[]`.
+   */
   problems?: Array<string>;
 }
 
+/**
+ * A turn began (`turn/start` with no turn running, or `session/compact`). Its events
+ * may reach the client before the `turn/start` answer that names it.
+ */
 export interface TurnStarted {
   type: "turn_started";
   turnId: string;
+  /** Seconds since the Unix epoch (a float). */
   startedAt: number;
 }
 
 /** The last item of every turn: how it ended and what it cost and changed. */
 export interface TurnSummary {
   type: "turn_summary";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
-  stopReason: string;
+  /** How the turn ended: the `status` of its `turn_completed`. */
+  stopReason: "cancelled" | "completed" | "failed" | "interrupted" | "paused";
   durationSeconds: number;
   /** Default: `0`. */
   inputTokens?: number;
@@ -785,6 +1231,7 @@ export interface TurnSummary {
   filesChanged?: Array<FileChange>;
 }
 
+/** Tokens the model calls of a turn took, as the provider counted them (or estimated). */
 export interface Usage {
   /** Default: `0`. */
   inputTokens?: number;
@@ -792,11 +1239,20 @@ export interface Usage {
   outputTokens?: number;
 }
 
+/**
+ * What the person sent: the turn's message, or one queued while it ran (then its id is
+ * the `inputId` of its `input_queued`).
+ */
 export interface UserMessage {
   type: "user_message";
+  /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
   text: string;
-  /** Default: `""`. */
+  /**
+   * What was attached to the message for the model: editor state, mentioned files and folders (already capped), and the repository's instructions when they changed.
+   *
+   * Default: `""`.
+   */
   context?: string;
 }
 
@@ -855,77 +1311,146 @@ export type ResultOf<M extends MethodName> = Methods[M]["result"];
 /** What the method table says of each method besides its types. */
 export const METHOD_INFO = {
   "initialize": {
-    "description": "Must be first; returns versions."
+    "description": "Must be first; returns versions.",
+    "errors": [
+      -32003,
+      -32004
+    ]
   },
   "daemon/status": {
-    "description": "What the daemon is doing."
+    "description": "What the daemon is doing.",
+    "errors": []
   },
   "daemon/shutdown": {
-    "description": "Stop the daemon; running turns are interrupted."
+    "description": "Stop the daemon; running turns are interrupted.",
+    "errors": []
   },
   "session/create": {
-    "description": "Start a conversation."
+    "description": "Start a conversation.",
+    "errors": []
   },
   "session/list": {
-    "description": "All sessions, newest first."
+    "description": "All sessions, newest first.",
+    "errors": []
   },
   "session/read": {
-    "description": "A snapshot, without subscribing."
+    "description": "A snapshot, without subscribing.",
+    "errors": [
+      -32010
+    ]
   },
   "session/attach": {
-    "description": "Catch up and subscribe, atomically."
+    "description": "Catch up and subscribe, atomically.",
+    "errors": [
+      -32010
+    ]
   },
   "session/detach": {
-    "description": "Stop receiving a session's events."
+    "description": "Stop receiving a session's events.",
+    "errors": [
+      -32012
+    ]
   },
   "session/delete": {
     "description": "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs. Attached clients are detached and sent `session/deleted`.",
+    "errors": [
+      -32013,
+      -32010,
+      -32015
+    ],
     "controllerOnly": true
   },
   "session/configure": {
     "description": "Change a session's permission mode or model; attached clients get `session_configured`.",
+    "errors": [
+      -32013,
+      -32010
+    ],
     "controllerOnly": true
   },
   "turn/start": {
     "description": "Run the agent on a message.",
+    "errors": [
+      -32013,
+      -32010,
+      -32015,
+      -32030
+    ],
     "controllerOnly": true
   },
   "turn/cancel": {
     "description": "Cancel the running turn.",
+    "errors": [
+      -32013,
+      -32010,
+      -32014
+    ],
     "controllerOnly": true
   },
   "approval/respond": {
     "description": "Answer a pending approval; the first answer wins.",
+    "errors": [
+      -32013,
+      -32010,
+      -32020,
+      -32021
+    ],
     "controllerOnly": true
   },
   "approval/list": {
-    "description": "Every pending approval of the workspace's sessions, oldest first."
+    "description": "Every pending approval of the workspace's sessions, oldest first.",
+    "errors": []
   },
   "session/undo": {
     "description": "Restore the files a turn changed.",
+    "errors": [
+      -32013,
+      -32010,
+      -32022
+    ],
     "controllerOnly": true
   },
   "session/compact": {
     "description": "Summarise the session's older history now.",
+    "errors": [
+      -32013,
+      -32010,
+      -32015,
+      -32030,
+      -32024,
+      -32025
+    ],
     "controllerOnly": true
   },
   "lsp/status": {
-    "description": "The language servers the daemon runs."
+    "description": "The language servers the daemon runs.",
+    "errors": []
   },
   "models/list": {
-    "description": "The models the provider serves."
+    "description": "The models the provider serves.",
+    "errors": [
+      -32024
+    ]
   },
   "process/list": {
-    "description": "Background processes the daemon owns."
+    "description": "Background processes the daemon owns.",
+    "errors": []
   },
   "process/output": {
-    "description": "The end of a background process's output, without taking it from the model."
+    "description": "The end of a background process's output, without taking it from the model.",
+    "errors": [
+      -32023
+    ]
   },
   "process/kill": {
-    "description": "Stop a background process and its tree."
+    "description": "Stop a background process and its tree.",
+    "errors": [
+      -32023
+    ]
   },
   "tools/list": {
-    "description": "The tools the model can call."
+    "description": "The tools the model can call.",
+    "errors": []
   }
 } as const;
 
@@ -951,7 +1476,6 @@ export const ErrorCode = {
   "ALREADY_INITIALIZED": -32003,
   "UNSUPPORTED_PROTOCOL": -32004,
   "SESSION_NOT_FOUND": -32010,
-  "TURN_NOT_FOUND": -32011,
   "NOT_ATTACHED": -32012,
   "NOT_CONTROLLER": -32013,
   "NO_RUNNING_TURN": -32014,
@@ -977,7 +1501,6 @@ export const ERROR_DOCS: Record<string, string> = {
   "-32003": "`initialize` was already sent on this connection.",
   "-32004": "The client's protocol version is newer than the daemon's.",
   "-32010": "No session with that id in this workspace.",
-  "-32011": "No turn with that id in the session.",
   "-32012": "The connection is not attached to that session.",
   "-32013": "Only a controller may do this; the connection attached as observer.",
   "-32014": "The session has no running turn.",

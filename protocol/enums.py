@@ -1,0 +1,42 @@
+"""The closed sets of values the daemon sends, as `Literal`s (each is an `enum` in the schema).
+
+Closed for this protocol version, open for the next: a newer daemon may add a value without
+changing `PROTOCOL_VERSION`, so a client treats one it does not know as it would the nearest
+general case (an unknown notice code as no code, an unknown end status as `failed`), never as
+an error. What each value means is said where a field carries it.
+"""
+
+from typing import Literal
+
+TurnEndStatus = Literal["completed", "failed", "cancelled", "interrupted", "paused"]
+"""How a turn ended (`turn_completed.status`, `turn_summary.stopReason`)."""
+TurnStatus = Literal["running", TurnEndStatus]
+"""A turn's status: `running` until its `turn_completed`, then how it ended."""
+
+ModelErrorCode = Literal[
+    "model_error", "model_unreachable", "model_http_error", "model_protocol_error", "model_timeout"
+]
+"""Why a model call failed."""
+TurnErrorCode = Literal[
+    ModelErrorCode, "config_invalid", "compaction_failed", "internal_error", "interrupted"
+]
+"""Why a turn failed (`TurnError.code`)."""
+NoticeCode = Literal[
+    "",
+    ModelErrorCode,
+    "config_invalid",
+    "compaction_failed",
+    "compaction_skipped",
+    "step_budget",
+    "output_limit",
+    "todo_reminder",
+    "model_stream",
+    "workspace_config",
+]
+"""What a notice is about (`Notice.code`); empty: none of these."""
+
+CompactionStep = Literal["earlier_turns", "old_tool_results", "summary"]
+CompactionTrigger = Literal["auto", "manual"]
+
+DaemonEventKind = Literal["lsp/crashed", "lsp/restarted", "store/write_failed"]
+"""What a `daemon/event` is about."""
