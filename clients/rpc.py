@@ -29,7 +29,6 @@ from tether.protocol.jsonrpc import Envelope, request_frame
 from tether.protocol.methods import (
     INITIALIZE,
     METHODS,
-    NOTIFICATIONS,
     Empty,
     InitializeParams,
     Method,
@@ -158,8 +157,10 @@ class Client:
 
     def _keep_notification(self, envelope: Envelope) -> None:
         method = envelope.method
-        if method in NOTIFICATIONS and len(envelope.params):
-            self._notifications.append((method, codec.decode_notification(method, envelope.params)))
+        assert method is not None
+        params = codec.read_notification(method, envelope.params)
+        if params is not None:
+            self._notifications.append((method, params))
 
 
 __all__ = ["METHODS", "CallError", "Client", "DaemonUnavailable", "NotRunning"]

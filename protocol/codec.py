@@ -46,6 +46,19 @@ def decode_notification(method: str, raw: bytes | msgspec.Raw) -> Wire:
     return _decoder(NOTIFICATIONS[method]).decode(raw)
 
 
+def read_notification(method: str, raw: bytes | msgspec.Raw) -> Wire | None:
+    """The params of a notification a client knows, or None for one it must ignore: a method
+    it does not know, or params it cannot read (an event or item type, or an enum value, that a
+    newer daemon sends). Clients ignore what they do not know rather than fail."""
+    kind = NOTIFICATIONS.get(method)
+    if kind is None or not len(raw):
+        return None
+    try:
+        return _decoder(kind).decode(raw)
+    except msgspec.ValidationError:
+        return None
+
+
 def encode(value: object) -> bytes:
     return _encoder.encode(value)
 

@@ -6,6 +6,7 @@ few use a bare wsproto server to put exact bytes on the wire (fragments, frames 
 reads, several frames in one write, EOF without a close frame).
 """
 
+import json
 import socket
 import threading
 import time
@@ -35,12 +36,16 @@ from wsproto.events import (
     TextMessage,
 )
 
+from tether.clients.rpc import Client
 from tether.clients.websocket import (
     ConnectionClosed,
     HandshakeRejected,
     WebSocket,
     WebSocketError,
 )
+from tether.protocol.discovery import DiscoveryInfo
+from tether.protocol.events import SessionRenamed
+from tether.protocol.methods import SessionEventParams
 
 HOST = "127.0.0.1"
 
@@ -553,3 +558,51 @@ async def test_a_forged_upgrade_answer_is_refused() -> None:
 def test_a_header_that_would_split_the_request_is_refused_before_connecting() -> None:
     with pytest.raises(ValueError, match="Authorization"):
         WebSocket.connect(HOST, 9, headers={"Authorization": "Bearer x\r\nX-Injected: 1"})
+
+
+async def test_the_client_ignores_notifications_it_cannot_read() -> None:
+    """A newer daemon may send an event type, an item type or an enum value this client does
+    not know: the client skips that notification and reads on."""
+    known: dict[str, object] = {"type": "session_renamed", "title": "known"}
+    sent: list[dict[str, object]] = [
+        {"method": "session/event", "params": event_params({"type": "from_the_future", "x": 1})},
+        {
+            "method": "session/event",
+            "params": event_params(
+                {"type": "turn_completed", "turnId": "t_1", "status": "someday", "endedAt": 1.0}
+            ),
+        },
+        {"method": "tether/unknown_notification", "params": {}},
+        {"method": "session/event", "params": event_params(known, seq=4)},
+    ]
+
+    async def handler(peer: RawPeer) -> None:
+        await peer.accept()
+        for message in sent:
+            frame = {"jsonrpc": "2.0", **message}
+            await peer.stream.send_all(peer.frame(TextMessage(data=json.dumps(frame))))
+        await peer.next_event()  # the client's close
+        await peer.stream.aclose()
+
+    def client(port: int) -> tuple[str, object]:
+        info = DiscoveryInfo(
+            pid=1,
+            port=port,
+            token="t",
+            protocol_version=1,
+            daemon_version="0",
+            workspace="/",
+            started_at=0.0,
+        )
+        with Client(WebSocket.connect(HOST, port), info) as rpc:
+            return rpc.next_notification(timeout=5)
+
+    with trio.fail_after(10):
+        method, params = await run_against_raw_server(handler, client)
+    assert method == "session/event"
+    assert isinstance(params, SessionEventParams)
+    assert (params.seq, params.event) == (4, SessionRenamed(title="known"))
+
+
+def event_params(event: dict[str, object], seq: int = 1) -> dict[str, object]:
+    return {"sessionId": "s_1", "epoch": "e", "seq": seq, "event": event}

@@ -24,7 +24,7 @@ from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import Envelope, request_frame
-from tether.protocol.methods import NOTIFICATIONS, Empty, Method
+from tether.protocol.methods import Empty, Method
 
 P = TypeVar("P", bound=Wire)
 R = TypeVar("R", bound=Wire)
@@ -120,8 +120,9 @@ class SharedClient(Client):
     def _dispatch(self, envelope: Envelope) -> None:
         method = envelope.method
         if method is not None:
-            if method in NOTIFICATIONS and len(envelope.params):
-                self._incoming.put((method, codec.decode_notification(method, envelope.params)))
+            params = codec.read_notification(method, envelope.params)
+            if params is not None:
+                self._incoming.put((method, params))
                 self.on_notification()
             return
         with self._lock:
