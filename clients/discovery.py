@@ -31,17 +31,19 @@ import fcntl
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import msgspec
+from typing import TYPE_CHECKING, NamedTuple
 
 from tether.clients.places import discovery_path, lock_path, log_path
-from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo, LockRecord
+from tether.protocol.workspace_files import DISCOVERY_CHECK_INTERVAL
 
-if TYPE_CHECKING:  # spawning is imported only by a client that starts a daemon
+if TYPE_CHECKING:
+    # Spawning is imported only by a client that starts a daemon; msgspec (with the Structs
+    # of the files) only once there is a file to read, so that a client that finds no daemon
+    # spawns one before its heavier imports.
     import subprocess
+
+    from tether.protocol.discovery import DiscoveryInfo, LockRecord
 
 START_TIMEOUT = 15.0
 POLL_INTERVAL = 0.005
@@ -56,7 +58,7 @@ class DaemonUnavailable(Exception):
     """No daemon answers and none could be started; the message says why. `holder` is the lock
     record of a daemon that holds the workspace but does not serve it, when that is the cause."""
 
-    def __init__(self, message: str, holder: LockRecord | None = None) -> None:
+    def __init__(self, message: str, holder: "LockRecord | None" = None) -> None:
         super().__init__(message)
         self.holder = holder
 
@@ -65,16 +67,14 @@ class NotRunning(DaemonUnavailable):
     """No daemon holds the workspace (and this client was not to start one)."""
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     """The lock is held. `record` is None when it could not be read (caught mid-write)."""
 
-    record: LockRecord | None
+    record: "LockRecord | None"
 
 
-@dataclass(frozen=True)
-class Located:
-    info: DiscoveryInfo
+class Located(NamedTuple):
+    info: "DiscoveryInfo"
     started: bool
     """Whether this call started the daemon."""
 
@@ -104,15 +104,23 @@ def probe_lock(path: Path) -> Held | None:
         os.close(fd)
 
 
-def _read_record(fd: int) -> LockRecord | None:
+def _read_record(fd: int) -> "LockRecord | None":
+    import msgspec
+
+    from tether.protocol.discovery import LockRecord
+
     try:
         return msgspec.json.decode(os.pread(fd, 4096, 0), type=LockRecord)
     except (OSError, msgspec.DecodeError):
         return None
 
 
-def read_discovery_file(workspace: Path) -> DiscoveryInfo | None:
+def read_discovery_file(workspace: Path) -> "DiscoveryInfo | None":
     """The discovery file's contents, or None; whether it is current is for the lock to say."""
+    import msgspec
+
+    from tether.protocol.discovery import DiscoveryInfo
+
     try:
         return msgspec.json.decode(discovery_path(workspace).read_bytes(), type=DiscoveryInfo)
     except (OSError, msgspec.DecodeError):
@@ -120,8 +128,8 @@ def read_discovery_file(workspace: Path) -> DiscoveryInfo | None:
 
 
 def assess(
-    held: Held, info: DiscoveryInfo | None, *, now: float, waited: float
-) -> DiscoveryInfo | str | None:
+    held: Held, info: "DiscoveryInfo | None", *, now: float, waited: float
+) -> "DiscoveryInfo | str | None":
     """What to do about a held lock: the discovery info to connect with, None to keep waiting,
     or (a str) why waiting any longer is pointless. `now` is Unix time; `waited` is how long
     this client has been looking."""
@@ -195,7 +203,7 @@ def locate(
                 child = _spawn(workspace, log, idle_timeout, env)
         else:
             verdict = assess(held, read_discovery_file(workspace), now=time.time(), waited=waited)
-            if isinstance(verdict, DiscoveryInfo):
+            if verdict is not None and not isinstance(verdict, str):
                 started = child is not None and child.pid == verdict.pid
                 return Located(verdict, started)
             if isinstance(verdict, str):
@@ -263,7 +271,7 @@ def _daemon_said(log: Path) -> tuple[str, bool]:
     return (own or lines or [""])[-1].removeprefix("tether daemon: "), bool(own)
 
 
-def terminate_holder(workspace: Path, record: LockRecord) -> None:
+def terminate_holder(workspace: Path, record: "LockRecord") -> None:
     """Send SIGTERM to the daemon holding `workspace`'s lock that `record` describes, for one
     that holds it without serving. The record must read the same a moment later: a dead
     daemon's record, caught in the instant a new daemon took the lock, must not be believed.

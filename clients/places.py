@@ -3,8 +3,9 @@ discovery and lock files, and the daemon's log. Every path comes from platformdi
 and `XDG_*` relocate all of it.
 
 Both sides must compute the same paths, so both take them from here: this is the one module of
-`tether.clients` the daemon imports, and it imports nothing of tether but the protocol (whose
-`tether.protocol.discovery` names the files).
+`tether.clients` the daemon imports, and it imports nothing of tether but the protocol's
+`tether.protocol.workspace_files`, which names the files (and no msgspec: a client that has
+to start the daemon gets here before it imports anything heavy).
 """
 
 import warnings
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
-from tether.protocol.discovery import discovery_name, lock_name, workspace_key
+from tether.protocol.workspace_files import discovery_name, lock_name, workspace_key
 
 APP = "tether"
 

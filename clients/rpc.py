@@ -71,6 +71,8 @@ class Client:
         self.info = info
         self._next_id = 0
         self._notifications: deque[tuple[str, Wire]] = deque()
+        self._initializing: str | None = None
+        """The id of an `initialize` sent and not yet answered (`send_initialize`)."""
 
     @classmethod
     def connect(
@@ -81,10 +83,12 @@ class Client:
         autostart: bool = True,
         idle_timeout: float | None = None,
         send_environment: bool = True,
+        wait_initialized: bool = True,
     ) -> Self:
         """Connect to the workspace's daemon (starting it when allowed) and initialize,
         sending this process's provider variables unless `send_environment` is false (the
-        daemon's own then apply to this connection)."""
+        daemon's own then apply to this connection). With `wait_initialized` false the
+        answer to `initialize` is read with the next call's (see `send_initialize`)."""
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             info = locate(workspace, autostart=autostart, idle_timeout=idle_timeout).info
@@ -105,16 +109,31 @@ class Client:
                     ) from exc
                 time.sleep(0.05)
         client = cls(ws, info)
-        client.call(
-            INITIALIZE,
-            InitializeParams(
-                client_name=client_name,
-                client_version=__version__,
-                protocol_version=PROTOCOL_VERSION,
-                provider_env=provider_environment(os.environ) if send_environment else None,
-            ),
+        params = InitializeParams(
+            client_name=client_name,
+            client_version=__version__,
+            protocol_version=PROTOCOL_VERSION,
+            provider_env=provider_environment(os.environ) if send_environment else None,
         )
+        if wait_initialized:
+            client.call(INITIALIZE, params)
+        else:
+            client.send_initialize(params)
         return client
+
+    def send_initialize(self, params: InitializeParams) -> None:
+        """Send `initialize` without waiting for its answer: the next call goes out right
+        behind it (the daemon answers a connection's requests in order, and refuses every
+        request of a connection whose `initialize` failed), saving a round trip. That call,
+        `next_notification` or `wait_initialized` reads the answer first and raises its
+        `CallError`, if any."""
+        self._initializing = self._send(INITIALIZE, params)
+
+    def wait_initialized(self) -> None:
+        """Read the answer to a `send_initialize` not yet read; raise its `CallError`."""
+        request_id, self._initializing = self._initializing, None
+        if request_id is not None:
+            self._response(INITIALIZE, request_id)
 
     def close(self) -> None:
         self.ws.close()
@@ -132,9 +151,18 @@ class Client:
     def call(self, method: Method[P, R], params: P | None = None) -> R:
         """Send a request and wait for its response, decoded as the method's result; raise
         `CallError` for an error response. Only a method whose params are `Empty` may omit them."""
+        request_id = self._send(method, params or Empty())
+        self.wait_initialized()
+        return self._response(method, request_id)
+
+    def _send(self, method: Method[P, R], params: P | Empty) -> str:
         self._next_id += 1
         request_id = f"c{self._next_id}"
-        self.ws.send(request_frame(request_id, method.name, params or Empty()))
+        self.ws.send(request_frame(request_id, method.name, params))
+        return request_id
+
+    def _response(self, method: Method[P, R], request_id: str) -> R:
+        """Read up to the response to `request_id`, keeping the notifications before it."""
         while True:
             envelope = _envelope.decode(self.ws.recv())
             if envelope.method is not None:
@@ -149,6 +177,7 @@ class Client:
 
     def next_notification(self, timeout: float | None = None) -> tuple[str, Wire]:
         """The next notification, waiting up to `timeout` (TimeoutError after that)."""
+        self.wait_initialized()
         while not self._notifications:
             envelope = _envelope.decode(self.ws.recv(timeout))
             if envelope.method is not None:

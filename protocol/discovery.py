@@ -12,13 +12,25 @@ whatever any discovery file says. A serving daemon puts back a discovery file th
 missing within `DISCOVERY_CHECK_INTERVAL` seconds.
 """
 
-import hashlib
 from typing import Literal
 
 from tether.protocol.base import Wire
+from tether.protocol.workspace_files import (
+    DISCOVERY_CHECK_INTERVAL,
+    discovery_name,
+    lock_name,
+    workspace_key,
+)
 
-DISCOVERY_CHECK_INTERVAL = 1.0
-"""Seconds between a serving daemon's checks that its discovery file is still there."""
+__all__ = [
+    "DISCOVERY_CHECK_INTERVAL",
+    "DiscoveryInfo",
+    "LockRecord",
+    "LockState",
+    "discovery_name",
+    "lock_name",
+    "workspace_key",
+]
 
 LockState = Literal["starting", "serving", "stopping"]
 
@@ -54,16 +66,3 @@ class LockRecord(Wire, frozen=True, kw_only=True):
     state: LockState
     started_at: float
     """When this daemon took the lock (Unix time): how long a `starting` daemon has taken."""
-
-
-def workspace_key(workspace: str) -> str:
-    """A short, filesystem-safe key for an absolute, resolved workspace path."""
-    return hashlib.sha256(workspace.encode()).hexdigest()[:16]
-
-
-def discovery_name(workspace: str) -> str:
-    return f"daemon-{workspace_key(workspace)}.json"
-
-
-def lock_name(workspace: str) -> str:
-    return f"daemon-{workspace_key(workspace)}.lock"

@@ -12,7 +12,10 @@ before the command's own modules are imported: the daemon's start, the longest p
 """
 
 import argparse
+import contextlib
+import gc
 import sys
+from collections.abc import Generator
 from typing import NoReturn
 
 from tether.clients.cli import commands
@@ -50,14 +53,29 @@ def _interactive(argv: list[str]) -> bool:
     return not rest
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Generator[None]:
+    """The garbage collector off while the command starts: what it makes then (its modules
+    above all) lives as long as the process, so the collector's passes over it find nothing.
+    Afterwards that is frozen (later passes skip it) and the collector runs again."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if _interactive(argv):
         argv = [*argv, "chat"]
-    args = build_parser().parse_args(argv)
     try:
-        _start_daemon_early(args)
-        return int(commands.load(args.handler)(args))
+        with _collector_paused():
+            args = build_parser().parse_args(argv)
+            _start_daemon_early(args)
+            command = commands.load(args.handler)
+        return int(command(args))
     except CliError as exc:
         _die(str(exc), exc.code)
     except DaemonUnavailable as exc:

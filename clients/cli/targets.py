@@ -25,10 +25,11 @@ def workspace(args: argparse.Namespace) -> Path:
 
 def connect(args: argparse.Namespace) -> "Client":
     """A client of the daemon of the command's workspace, starting one when none runs (every
-    command that talks to the daemon does, as the README says)."""
+    command that talks to the daemon does, as the README says). Every command calls the
+    daemon first thing, so its first request goes out behind `initialize`, unanswered yet."""
     from tether.clients.rpc import Client
 
-    return Client.connect(workspace(args))
+    return Client.connect(workspace(args), wait_initialized=False)
 
 
 def resolve_session(client: "Client", ref: str | None) -> "SessionInfo":

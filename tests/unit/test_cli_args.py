@@ -66,3 +66,35 @@ def test_the_approval_timeout_defaults_to_deny_at_once() -> None:
         build_parser().parse_args(["run", "--approval-timeout", "2.5", "go"]).approval_timeout
         == 2.5
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["run", "--workspace", "/nonexistent/folder", "go"], 2),  # refused before the command
+        (["run", "--workspace", "/"], 2),  # refused by the command: no prompt
+        (["--version"], 0),  # argparse's own exit
+    ],
+)
+def test_main_leaves_the_collector_on_with_its_start_frozen(argv: list[str], code: int) -> None:
+    """`main` pauses the garbage collector while the command starts (its imports); however
+    that ends, the command runs, and the process goes on, with it on again and what the start
+    made frozen out of its passes."""
+    program = (
+        "import gc\n"
+        "from tether.clients.cli.main import main\n"
+        "try:\n"
+        f"    code = main({argv!r})\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "print(code, gc.isenabled(), gc.get_freeze_count() > 0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.stdout.split()[-3:] == [str(code), "True", "True"], done.stderr

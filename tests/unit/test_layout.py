@@ -74,6 +74,34 @@ def test_cli_import_stays_thin() -> None:
     assert out == ""
 
 
+def test_the_cli_decides_to_spawn_a_daemon_before_its_heavy_imports(tmp_path: Path) -> None:
+    """A first `tether run` waits for the daemon it starts, so the CLI spawns it as soon as
+    it knows none runs: everything up to that decision (the arguments, the workspace, the
+    lock probe) imports no msgspec (nor dataclasses and inspect, which it brings)."""
+    code = (
+        "import sys\n"
+        "from tether.clients.cli.args import build_parser\n"
+        "from tether.clients.cli.main import _start_daemon_early\n"
+        "from tether.clients.cli.targets import workspace\n"
+        "from tether.clients.discovery import probe_lock\n"
+        "from tether.clients.places import lock_path\n"
+        "args = build_parser().parse_args(['run', 'go'])\n"
+        "assert probe_lock(lock_path(workspace(args))) is None\n"
+        "print(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in ('msgspec', 'dataclasses', 'inspect')))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    ).stdout.strip()
+    assert out == "[]"
+
+
 def test_readme_config_example_is_valid(tmp_path: Path) -> None:
     import re
 

@@ -75,7 +75,7 @@ def test_the_daemon_takes_of_the_clients_only_the_shared_places() -> None:
         assert not bad, f"{module} imports {bad}"
     places = _imports(ROOT / "clients")["clients/places.py"]
     tether = {n for n in places if n.startswith("tether.")}
-    assert tether == {"tether.protocol.discovery"}
+    assert tether == {"tether.protocol.workspace_files"}
 
 
 def test_envelope_errors_are_classified() -> None:
