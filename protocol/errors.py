@@ -7,19 +7,19 @@
                         happened and the optional `data` carries structured detail.
 
 Any request can get the `GENERIC_ERRORS`; each method declares the others it can return
-(`errors=` in `tether.protocol.methods`), and `ERROR_DATA` gives the shape of `data` for the
-codes that carry one. A client treats a code it does not know as a failure of the request,
-with `message` to show.
+(`errors=` in `tether.protocol.methods`), and `ERROR_DATA` (in `tether.protocol.error_data`)
+gives the shape of `data` for the codes that carry one. A client treats a code it does not
+know as a failure of the request, with `message` to show.
 
 `RpcError` is the exception the daemon raises inside a handler; the dispatcher turns it into an
 error response. Anything else escaping a handler becomes -32603 with no traceback on the wire.
 """
 
 import enum
-from typing import Literal
+from typing import TYPE_CHECKING
 
-from tether.protocol.base import Wire
-from tether.protocol.enums import ModelErrorCode
+if TYPE_CHECKING:  # msgspec is not needed to name an error code (the CLI starts without it)
+    from tether.protocol.base import Wire
 
 
 class ErrorCode(enum.IntEnum):
@@ -91,33 +91,10 @@ GENERIC_ERRORS: frozenset[ErrorCode] = frozenset(
 `initialize`; `REQUEST_CANCELLED`: any the client cancelled with `$/cancelRequest`)."""
 
 
-class ApprovalAnswered(Wire, frozen=True, kw_only=True):
-    """The `data` of APPROVAL_RESOLVED: the answer that came first."""
-
-    by: str
-    """Who answered: a client's name, or `daemon` when the turn was cancelled."""
-    decision: Literal["allow", "deny"]
-
-
-class ModelUnavailable(Wire, frozen=True, kw_only=True):
-    """The `data` of MODEL_UNAVAILABLE: why the model server could not be asked."""
-
-    code: Literal[ModelErrorCode, "config_invalid"]
-    """As `TurnError.code`: a model failure, or `config_invalid` (the user's settings cannot be
-    read)."""
-
-
-ERROR_DATA: dict[ErrorCode, type[Wire]] = {
-    ErrorCode.APPROVAL_RESOLVED: ApprovalAnswered,
-    ErrorCode.MODEL_UNAVAILABLE: ModelUnavailable,
-}
-"""The shape of `data` for the codes that carry it; the other codes carry none."""
-
-
 class RpcError(Exception):
     """An error that is reported to the client as a JSON-RPC error response."""
 
-    def __init__(self, code: ErrorCode, message: str, data: Wire | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, data: "Wire | None" = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

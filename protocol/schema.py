@@ -26,7 +26,8 @@ import msgspec
 from tether.protocol import transport
 from tether.protocol.base import Wire
 from tether.protocol.discovery import DiscoveryInfo
-from tether.protocol.errors import ERROR_DATA, ERROR_DOCS, GENERIC_ERRORS
+from tether.protocol.error_data import ERROR_DATA
+from tether.protocol.errors import ERROR_DOCS, GENERIC_ERRORS
 from tether.protocol.methods import CLIENT_NOTIFICATIONS, METHODS, NOTIFICATIONS
 from tether.protocol.version import PROTOCOL_VERSION
 

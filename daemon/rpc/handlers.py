@@ -15,7 +15,8 @@ from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
-from tether.protocol.errors import ErrorCode, ModelUnavailable, RpcError
+from tether.protocol.error_data import ModelUnavailable
+from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
     APPROVAL_LIST,
     APPROVAL_RESPOND,

@@ -32,7 +32,8 @@ from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 from tether.daemon.workspace import display_path
-from tether.protocol.errors import ApprovalAnswered, ErrorCode, RpcError
+from tether.protocol.error_data import ApprovalAnswered
+from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,

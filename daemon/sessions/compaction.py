@@ -30,7 +30,8 @@ from tether.daemon.sessions.context import compaction_item
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.turns import Sink, Turns, provider_for
 from tether.protocol.enums import NoticeCode
-from tether.protocol.errors import ErrorCode, ModelUnavailable, RpcError
+from tether.protocol.error_data import ModelUnavailable
+from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import TurnCompleted, TurnEndStatus, TurnError
 from tether.protocol.methods import SessionCompactResult
 

@@ -16,7 +16,8 @@ from tether.daemon.server import daemon
 from tether.daemon.sessions import replay
 from tether.daemon.sessions.store import Store
 from tether.protocol import methods, transport
-from tether.protocol.errors import ERROR_DATA, GENERIC_ERRORS, ErrorCode
+from tether.protocol.error_data import ERROR_DATA
+from tether.protocol.errors import GENERIC_ERRORS, ErrorCode
 from tether.protocol.events import (
     EPHEMERAL_EVENTS,
     ItemDelta,
