@@ -35,6 +35,8 @@ def _die(message: str, code: int) -> NoReturn:
 def _start_daemon_early(args: argparse.Namespace) -> None:
     if args.handler.partition(".")[0] not in TALK_TO_THE_DAEMON:
         return
+    if args.handler == "chat.cmd_chat" and not sys.stdin.isatty():
+        return  # it will only say that it needs a terminal
     if args.handler == "turns.cmd_run" and not args.prompt:
         from tether.clients.cli.piped import stdin_may_hold_text
 

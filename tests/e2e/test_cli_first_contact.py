@@ -115,6 +115,8 @@ def test_run_without_any_prompt_explains_how_to_give_one(home: Home, workspace: 
     assert "give the prompt" in result.stderr
     assert home.read_discovery(workspace) is None  # nothing could be asked: no daemon started
     blank = run_cli(home, "run", "-w", str(workspace), stdin="   \n")
+    # A pipe may hold a prompt, so the CLI started a daemon before reading it: stop that one.
+    wait_until(lambda: home.read_discovery(workspace) is not None, "the early daemon")
     run_cli(home, "daemon", "stop", "-w", str(workspace))
     assert blank.returncode == EXIT_USAGE
     assert "give the prompt" in blank.stderr
