@@ -59,7 +59,6 @@ from tether.daemon.providers.wire import (
     join_json_arrays,
     join_json_strings,
     sse_data,
-    status_error,
     switches_to_text_tools,
 )
 
@@ -426,15 +425,12 @@ class AnthropicMessagesClient(DialectClient):
                 " TETHER_BASE_URL to the API root (https://api.anthropic.com)."
             )
 
-        return status_error(
+        return self._status_error(
             response,
             server=f"The Anthropic API at {self.base_url}",
             key_fix=f"Set ANTHROPIC_API_KEY (or TETHER_API_KEY), or `api_key` in"
             f" {self._config_hint}, to a key that may use {self.model!r}.",
             not_found=not_found,
-            model=self.model,
-            base_url=self.base_url,
-            config_hint=self._config_hint,
         )
 
     async def _read_stream(

@@ -46,7 +46,6 @@ from tether.daemon.providers.wire import (
     finish_response,
     join_json_strings,
     sse_data,
-    status_error,
     switches_to_text_tools,
 )
 
@@ -307,14 +306,11 @@ class OpenAIChatClient(DialectClient):
                 " check that TETHER_BASE_URL ends in /v1."
             )
 
-        return status_error(
+        return self._status_error(
             response,
             server=f"The model server at {self.base_url}",
             key_fix=f"Set TETHER_API_KEY, or `api_key` in {self._config_hint}.",
             not_found=not_found,
-            model=self.model,
-            base_url=self.base_url,
-            config_hint=self._config_hint,
         )
 
     async def _read_stream(

@@ -556,3 +556,22 @@ class DialectClient:
         """The error for an HTTP error status; `what` names the resource asked for (empty: the
         model)."""
         raise NotImplementedError
+
+    def _status_error(
+        self,
+        response: httpx.Response,
+        *,
+        server: str,
+        key_fix: str,
+        not_found: Callable[[str], str],
+    ) -> ModelHTTPError:
+        """`status_error` for this client's model, server and config file."""
+        return status_error(
+            response,
+            server=server,
+            key_fix=key_fix,
+            not_found=not_found,
+            model=self.model,
+            base_url=self.base_url,
+            config_hint=self._config_hint,
+        )
