@@ -73,20 +73,15 @@ def cache_dir() -> Path:
     return Path(configured) if configured else REPO / "build" / "vscode-e2e"
 
 
-def locate() -> Installation:
-    """The installation `.ci/install-vscode-e2e` made, or NotInstalled naming what is missing."""
-    root = cache_dir()
+def locate(root: Path | None = None) -> Installation:
+    """The installation `.ci/install-vscode-e2e` made in `root` (by default `cache_dir()`), or
+    NotInstalled naming what is missing."""
+    root = cache_dir() if root is None else root
     wanted = {
         # Written last, so a half-done or failed install is not taken for one.
         "installer's stamp": root / "installed",
         "Node": root / "bin" / "node",
-        "code-server": root
-        / "code-server"
-        / "node_modules"
-        / "code-server"
-        / "out"
-        / "node"
-        / "entry.js",
+        "code-server": root / "code-server/node_modules/code-server/out/node/entry.js",
         "chromium": CHROMIUM,
     }
     missing = [f"{name} ({path})" for name, path in wanted.items() if not path.exists()]
