@@ -14,10 +14,11 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from playwright.sync_api import Browser, FrameLocator, Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
@@ -92,16 +93,33 @@ def locate(root: Path | None = None) -> Installation:
     return Installation(node=wanted["Node"], code_server=wanted["code-server"])
 
 
+def isolated_env(root: Path) -> dict[str, str]:
+    """This process's environment with HOME and the XDG folders moved under `root`, so that
+    code-server, its extension host and whatever an extension starts keep their state and
+    logs there."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env["HOME"] = str(root / "home")
+    for name in ("CONFIG", "DATA", "STATE", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(root / name.lower())
+    return env
+
+
 class CodeServer:
-    """One code-server process with its own user data and extensions folders under `scratch`.
+    """One code-server process with its own user data and extensions folders and config
+    file under `scratch`, run in `env` (by default `isolated_env` under `scratch`/user); its
+    extension host, and so the extensions' processes, inherit `env` too.
 
     `install_extension` before `start`; `stop` ends the server and every process it started
     (extension host, terminals, watchers), which share its process group."""
 
-    def __init__(self, installation: Installation, scratch: Path) -> None:
+    def __init__(
+        self, installation: Installation, scratch: Path, env: Mapping[str, str] | None = None
+    ) -> None:
         self.installation = installation
         self.user_data = scratch / "user-data"
         self.extensions = scratch / "extensions"
+        self.config = scratch / "config.yaml"
+        self.env = dict(env) if env is not None else isolated_env(scratch / "user")
         self.log: list[str] = []
         self.url: str | None = None
         self._process: subprocess.Popen[str] | None = None
@@ -110,14 +128,23 @@ class CodeServer:
         (self.user_data / "User").mkdir(parents=True, exist_ok=True)
         self.extensions.mkdir(parents=True, exist_ok=True)
         (self.user_data / "User" / "settings.json").write_text(json.dumps(USER_SETTINGS))
+        # Without a config file of its own code-server reads, or writes with a password in it,
+        # ~/.config/code-server/config.yaml; the flags say everything.
+        self.config.write_text("")
 
     def _args(self, *args: str) -> list[str]:
         return self.installation.command(
-            "--user-data-dir", str(self.user_data), "--extensions-dir", str(self.extensions), *args
+            "--config",
+            str(self.config),
+            "--user-data-dir",
+            str(self.user_data),
+            "--extensions-dir",
+            str(self.extensions),
+            *args,
         )
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = dict(self.env)
         # The extension host runs on code-server's Node, whatever `node` is on PATH.
         env["PATH"] = f"{self.installation.node.parent}{os.pathsep}{env.get('PATH', '')}"
         # No other password or port settings leak in from the caller's environment.
@@ -200,7 +227,8 @@ class CodeServer:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         if self._reader is not None:
-            self._reader.join()
+            # A process that left the group could hold the pipe open; its output is not needed.
+            self._reader.join(timeout=10)
         if process.stdout is not None:
             process.stdout.close()
 
@@ -212,7 +240,8 @@ class Workbench:
         self.page = page
 
     def wait_ready(self) -> None:
-        """Wait until the workbench has laid itself out and the extension host is up."""
+        """Wait until the workbench has drawn itself, status bar included. Extensions may
+        still be registering (see run_command)."""
         self.page.locator(".monaco-workbench").wait_for(state="visible")
         self.page.locator(".part.statusbar").wait_for(state="visible")
 
@@ -272,12 +301,19 @@ class Workbench:
 
 
 @contextmanager
-def open_vscode(scratch: Path, folder: Path, vsix: Sequence[Path] = ()) -> Generator[Workbench]:
+def open_vscode(
+    scratch: Path,
+    folder: Path,
+    vsix: Sequence[Path] = (),
+    installation: Installation | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Generator[Workbench]:
     """A code-server with the extensions `vsix` installed, its workbench open on `folder` in a
     headless chromium; everything is stopped when the block ends. `scratch` is an empty
-    folder for the server's user data and extensions."""
-    installation = locate()
-    server = CodeServer(installation, scratch)
+    folder for the server's user data and extensions; `env` is the environment of the server
+    and all it starts (CodeServer). Where the block raises, a screenshot of
+    the page is left in it as `failure.png`, and the server's output as `code-server.log`."""
+    server = CodeServer(locate() if installation is None else installation, scratch, env)
     for path in vsix:
         server.install_extension(path)
     url = server.start()
@@ -290,11 +326,18 @@ def open_vscode(scratch: Path, folder: Path, vsix: Sequence[Path] = ()) -> Gener
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 page.set_default_timeout(UI_TIMEOUT_MS)
-                page.goto(f"{url}/?folder={folder}")
-                workbench = Workbench(page)
-                workbench.wait_ready()
-                yield workbench
+                try:
+                    page.goto(f"{url}/?folder={quote(str(folder))}")
+                    workbench = Workbench(page)
+                    workbench.wait_ready()
+                    yield workbench
+                except Exception:
+                    page.screenshot(path=scratch / "failure.png")
+                    raise
             finally:
                 browser.close()
+    except Exception:
+        (scratch / "code-server.log").write_text("".join(server.log))
+        raise
     finally:
         server.stop()

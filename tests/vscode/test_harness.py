@@ -22,7 +22,7 @@ def test_webview_view_button_round_trips_through_the_extension(
     folder.mkdir()
     (folder / "README.md").write_text("# scratch\n")
 
-    with open_vscode(tmp_path / "code-server", folder, [vsix]) as workbench:
+    with open_vscode(tmp_path / "code-server", folder, [vsix], vscode_installation) as workbench:
         workbench.run_command("Harness Fixture: Open View")
         view = workbench.webview(extension_id(FIXTURE))
         workbench.expect_text(view, "status", "not pressed")
