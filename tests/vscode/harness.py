@@ -150,6 +150,9 @@ class CodeServer:
         # No other password or port settings leak in from the caller's environment.
         for name in ("PASSWORD", "HASHED_PASSWORD", "PORT", "VSCODE_PROXY_URI"):
             env.pop(name, None)
+        # A gallery without a service URL is no gallery: the workbench queries none (by
+        # default it asks Open VSX for updates and recommendations).
+        env["EXTENSIONS_GALLERY"] = "{}"
         return env
 
     def install_extension(self, vsix: Path) -> None:
