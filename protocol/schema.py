@@ -14,6 +14,7 @@ says everything a client author needs without reading Python:
 """
 
 import ast
+import functools
 import inspect
 import itertools
 import json
@@ -76,14 +77,23 @@ def _structs() -> Iterator[type[Wire]]:
         yield kind
 
 
+@functools.cache
+def _class_defs(module: str) -> dict[str, ast.ClassDef]:
+    """The classes a module defines at its top level, parsed once per module (asking
+    `inspect.getsource` per class parses the module again each time)."""
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    return {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
 def field_docs(kind: type[Wire]) -> dict[str, str]:
     """The docstrings written under `kind`'s fields (its bases' included), by wire name."""
     docs: dict[str, str] = {}
     for base in reversed(kind.__mro__):
         if not (isinstance(base, type) and issubclass(base, Wire)) or base is Wire:
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(base)))
-        body = tree.body[0]
+        body = _class_defs(base.__module__).get(base.__qualname__)
+        if body is None:  # not defined at a module's top level
+            body = ast.parse(textwrap.dedent(inspect.getsource(base))).body[0]
         assert isinstance(body, ast.ClassDef)
         for field, after in itertools.pairwise(body.body):
             if (
