@@ -39,7 +39,8 @@ export function parseUnifiedDiff(diff: string): ParsedDiff {
   let newPath = "";
   const hunks: Hunk[] = [];
   let hunk: Hunk | null = null;
-  for (const line of diff.replace(/\r\n/g, "\n").split("\n")) {
+  // The last line's newline ends it; it does not start an empty context line.
+  for (const line of diff.replace(/\r\n/g, "\n").replace(/\n$/, "").split("\n")) {
     if (hunk === null && line.startsWith("--- ")) {
       oldPath = stripPrefix(line.slice(4), "a/");
       continue;
