@@ -11,7 +11,7 @@ import { parseFromWebview } from "../src/core/messages.js";
 import { pickerEntries } from "../src/core/picker.js";
 import { emptyState, statusBar, toolTitle, type ViewState } from "../src/core/viewState.js";
 import { webviewHtml } from "../src/webview/html.js";
-import { renderSession } from "../src/webview/render.js";
+import { renderSession, visible } from "../src/webview/render.js";
 
 const HOSTILE = `<img src=x onerror="alert(1)"><script>alert(2)</script>`;
 
@@ -122,6 +122,19 @@ describe("webview html", () => {
     assert.match(html, /<details class="tool awaiting_approval"[^>]*open>/, "a call waiting for an answer shows open");
     assert.match(html, /<progress max="100" value="50">/);
     assert.doesNotMatch(html, /style=/, "the CSP allows no inline styles");
+  });
+
+  test("an approval shows hidden characters as escapes", () => {
+    const sneaky = "echo safe\u202e\u200b\x1b[2K\r; rm -rf ~";
+    assert.equal(visible(sneaky), "echo safe\\u202e\\u200b\\x1b[2K\\x0d; rm -rf ~");
+    assert.equal(visible("tab\tnew\nline"), "tab\tnew\nline");
+    const html = renderSession(
+      stateWith({
+        approvals: [{ id: "a", itemId: "i", tool: "run_command", kind: "command", reason: "", subject: sneaky, preview: "", alwaysRule: sneaky }],
+      }),
+    );
+    assert.ok(html.includes("echo safe\\u202e\\u200b\\x1b[2K\\x0d; rm -rf ~"));
+    assert.ok(!/[\u202e\u200b\x1b\r]/.test(html));
   });
 
   test("the page allows nothing remote and only its own script", () => {

@@ -106,14 +106,27 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
   }
 }
 
+// Control characters other than tab and newline, bidi controls, zero-width and other
+// format characters, and the line/paragraph separators: shown as escapes in what a person
+// approves, so that what they read is what would run.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
+
+/** `text` with every hidden character written as an escape (`\x1b`, `\u202e`). */
+export function visible(text: string): string {
+  return text.replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}
+
 function renderApproval(a: ApprovalState): string {
   const id = esc(a.id);
-  const always = a.alwaysRule ? ` title="Always allow: ${esc(a.alwaysRule)}"` : "";
+  const always = a.alwaysRule ? ` title="Always allow: ${esc(visible(a.alwaysRule))}"` : "";
   return (
     `<div class="approval" data-testid="approval" data-approval-id="${id}">` +
-    `<div class="what"><strong>${esc(a.tool)}</strong> wants to run: <code>${esc(a.subject)}</code></div>` +
+    `<div class="what"><strong>${esc(a.tool)}</strong> wants to run: <code>${esc(visible(a.subject))}</code></div>` +
     `<div class="why">${esc(a.reason)}</div>` +
-    (a.preview ? `<pre class="preview">${esc(a.preview)}</pre>` : "") +
+    (a.preview ? `<pre class="preview">${esc(visible(a.preview))}</pre>` : "") +
     `<div class="buttons">` +
     `<button data-testid="approval-allow" data-action="approve" data-choice="allow" data-approval-id="${id}">Allow</button>` +
     `<button data-testid="approval-always" data-action="approve" data-choice="always" data-approval-id="${id}"${always}>Always</button>` +
