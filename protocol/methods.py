@@ -289,6 +289,9 @@ class EditorContext(Wire, frozen=True, kw_only=True):
     cursor: Position | None = None
     selection: str | None = None
     """Capped at 6,000 characters."""
+    open_files: list[str] = []
+    """The other files open in the editor, by path: named to the model, not attached (the
+    first 20)."""
 
 
 class Attachment(Wire, frozen=True, kw_only=True):

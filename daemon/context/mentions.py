@@ -33,6 +33,7 @@ from tether.daemon.workspace import display_path
 
 SELECTION_CAP = 6000
 FILES_BUDGET = 40_000
+OPEN_FILES_SHOWN = 20
 FOLDER_ENTRIES = 100
 READ_LIMIT = 1 << 20
 """Files larger than this (bytes) are read only at their head and tail."""
@@ -84,6 +85,23 @@ def _target(root: Path, path: str) -> Path | None:
         return (root / os.path.expanduser(path)).resolve()
     except (OSError, RuntimeError, ValueError):
         return None
+
+
+def _open_elsewhere(root: Path, open_files: Sequence[str], active: str | None) -> list[str]:
+    """The open files to name besides the active one: inside the workspace (a path outside
+    it is not the model's business), each once, at most `OPEN_FILES_SHOWN`."""
+    shown: list[str] = []
+    skip = _target(root, active) if active else None
+    seen: set[Path] = set() if skip is None else {skip}
+    for path in open_files:
+        target = _target(root, path)
+        if target is None or target in seen or not (target == root or root in target.parents):
+            continue
+        seen.add(target)
+        shown.append(display_path(root, target))
+        if len(shown) == OPEN_FILES_SHOWN:
+            break
+    return shown
 
 
 def _attr(value: str) -> str:
@@ -165,6 +183,7 @@ def render_context(
     open_file: str | None = None,
     cursor: tuple[int, int] | None = None,
     selection: str | None = None,
+    open_files: Sequence[str] = (),
     mentions: Sequence[str] = (),
     attachments: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, list[str]]:
@@ -196,6 +215,9 @@ def render_context(
             )
     elif selection and selection.strip():
         parts.append(f"<selection>\n{cap_result(selection, SELECTION_CAP)}\n</selection>")
+    others = _open_elsewhere(root, open_files, open_file)
+    if others:
+        parts.append(f"Also open in the editor: {', '.join(others)}.")
 
     texts: list[_FileText] = []
     for name, text in attachments:

@@ -65,6 +65,7 @@ async def read_turn_input(
                 open_file=editor.open_file if editor else None,
                 cursor=cursor,
                 selection=editor.selection if editor else None,
+                open_files=editor.open_files if editor else (),
                 mentions=mentions,
                 attachments=[(a.name, a.text) for a in attachments],
             )

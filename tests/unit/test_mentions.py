@@ -257,3 +257,21 @@ def test_a_small_attachment_is_whole_and_a_binary_one_reported(workspace: Path) 
     assert ATTACHMENT.findall(block) == [("stdin", "6", "", "a & b\n")]
     assert problems == ["blob: binary; not attached"]
     assert "blob (binary)" in block
+
+
+def test_other_open_files_are_named_not_attached(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("SECRET CONTENT")
+    outside = workspace.parent / "elsewhere.py"
+    outside.write_text("x")
+    many = [f"f{i}.py" for i in range(30)]
+    block, problems = render_context(
+        workspace,
+        open_file="src/app.py",
+        open_files=["src/app.py", "notes.txt", "./notes.txt", str(outside), *many],
+    )
+    assert problems == []
+    line = next(p for p in block.split("\n") if p.startswith("Also open in the editor: "))
+    named = line.removeprefix("Also open in the editor: ").removesuffix(".").split(", ")
+    assert named == ["notes.txt", *many[:19]]
+    assert "SECRET CONTENT" not in block
+    assert "elsewhere" not in block

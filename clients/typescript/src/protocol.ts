@@ -388,6 +388,12 @@ export interface EditorContext {
    * Default: `null`.
    */
   selection?: string | null;
+  /**
+   * The other files open in the editor, by path: named to the model, not attached (the first 20).
+   *
+   * Default: `[]`.
+   */
+  openFiles?: Array<string>;
 }
 
 /** Params or result with no fields. */

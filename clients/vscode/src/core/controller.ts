@@ -1,0 +1,276 @@
+// The extension's behaviour, without VS Code: one client of the workspace's daemon, the
+// session the view shows, and what each command and webview message does to them. The
+// `Host` is everything VS Code provides (the webview, the editors, dialogs); extension.ts
+// implements it, tests implement it with plain objects.
+//
+// Rules:
+// - One session is shown at a time; showing another detaches the previous one (the daemon
+//   keeps it, and its turn runs on).
+// - State goes to the webview whole, at most once per `POST_INTERVAL_MS` while text
+//   streams (the last state is always posted).
+// - A failure of a call is shown (`state.error`, and a notification) and changes nothing
+//   else; a message from the webview that is not one is ignored.
+
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+
+import type { AttachedSession, EditorContext, SessionUndoResult, TetherClient } from "tether-client";
+
+import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
+import { diffDocuments, type DiffDocuments } from "./diff.js";
+import { parseFromWebview, type ToWebview } from "./messages.js";
+import { pickerEntries, type PickerEntry } from "./picker.js";
+import { deriveViewState, type Connection, type ViewState } from "./viewState.js";
+
+export const POST_INTERVAL_MS = 30;
+
+export interface Host {
+  /** Post to the webview (dropped when no webview is open). */
+  post(message: ToWebview): void;
+  /** The editor's state now, for a turn that carries it. */
+  editorContext(): EditorContext | null;
+  openDiff(documents: DiffDocuments, title: string): Promise<void>;
+  notify(level: "info" | "warning" | "error", message: string): void;
+  /** Ask before something that cannot be taken back; resolves true to go on. */
+  confirm(message: string, action: string): Promise<boolean>;
+  /** Let the person choose a session; resolves with its id, or null for none. */
+  pickSession(entries: PickerEntry[]): Promise<string | null>;
+  /** The state changed (the status bar follows it). */
+  changed?(state: ViewState): void;
+}
+
+export class SessionController {
+  #client: TetherClient | null = null;
+  #session: AttachedSession | null = null;
+  #offSession: Array<() => void> = [];
+  #connection: Connection = "connecting";
+  #error: string | null = null;
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #disposed = false;
+
+  constructor(
+    readonly workspace: string,
+    readonly host: Host,
+    readonly connect: () => Promise<TetherClient>,
+  ) {}
+
+  /** What the webview shows now. */
+  get state(): ViewState {
+    return deriveViewState(this.#session?.view ?? null, this.#connection, this.#error);
+  }
+
+  get session(): AttachedSession | null {
+    return this.#session;
+  }
+
+  /** Connect (once; later calls return the same client). Rejects when no daemon can be reached. */
+  async client(): Promise<TetherClient> {
+    if (this.#client !== null && !this.#client.closed) return this.#client;
+    this.#setConnection("connecting");
+    let client: TetherClient;
+    try {
+      client = await this.connect();
+    } catch (err) {
+      this.#setConnection("closed");
+      throw err;
+    }
+    this.#client = client;
+    client.on("connected", () => this.#setConnection("connected"));
+    client.on("disconnected", () => this.#setConnection("reconnecting"));
+    client.on("closed", () => this.#setConnection("closed"));
+    this.#setConnection("connected");
+    return client;
+  }
+
+  /** Start a session and show it. */
+  async newSession(): Promise<AttachedSession> {
+    const client = await this.client();
+    const { session } = await client.call("session/create", {});
+    return this.attach(session.id);
+  }
+
+  /** Show session `sessionId`, joining a running turn where it is (its text so far, then live). */
+  async attach(sessionId: string): Promise<AttachedSession> {
+    const client = await this.client();
+    if (this.#session?.id === sessionId) return this.#session;
+    const session = await client.attach(sessionId);
+    const previous = this.#session;
+    this.#show(session);
+    if (previous !== null) void previous.detach().catch(() => {}); // the daemon keeps it either way
+    return session;
+  }
+
+  /** The picker's entries for the workspace's sessions. */
+  async sessions(): Promise<PickerEntry[]> {
+    const client = await this.client();
+    const { sessions } = await client.call("session/list", {});
+    return pickerEntries(sessions, { attachedId: this.#session?.id ?? null, now: Date.now() / 1000 });
+  }
+
+  /** Let the person pick a session, and show it. */
+  async pick(): Promise<void> {
+    const chosen = await this.host.pickSession(await this.sessions());
+    if (chosen !== null) await this.attach(chosen);
+  }
+
+  /** Send `text` to the shown session (a new one when none is shown), with the editor's state when asked. */
+  async send(text: string, options: { withEditor?: boolean } = {}): Promise<void> {
+    if (text.trim() === "") return;
+    const session = this.#session ?? (await this.newSession());
+    const editor = options.withEditor ? this.host.editorContext() : null;
+    const result = await session.startTurn(text, editor ? { editor } : {});
+    for (const problem of result.problems ?? []) this.host.notify("warning", problem);
+  }
+
+  async cancel(): Promise<void> {
+    const session = this.#session;
+    if (session === null || session.view.runningTurn === undefined) return;
+    await session.cancel();
+  }
+
+  /** Undo the last turn that changed files, asking first when files changed since. */
+  async undo(): Promise<SessionUndoResult | null> {
+    const session = this.#session;
+    if (session === null) return null;
+    const client = await this.client();
+    let result = await client.call("session/undo", { sessionId: session.id });
+    if (!result.applied && (result.conflicts?.length ?? 0) > 0) {
+      const files = result.conflicts!.join(", ");
+      if (!(await this.host.confirm(`These files changed since the turn: ${files}. Undo anyway?`, "Undo anyway"))) {
+        return result;
+      }
+      result = await client.call("session/undo", { sessionId: session.id, turnId: result.turnId, force: true });
+    }
+    const changed = [...(result.restored ?? []), ...(result.removed ?? [])];
+    this.host.notify("info", changed.length > 0 ? `Undone: ${changed.join(", ")}` : result.note || "Nothing to undo.");
+    if (result.note && changed.length > 0) this.host.notify("info", result.note);
+    return result;
+  }
+
+  async answer(approvalId: string, choice: ApprovalChoice): Promise<AnswerOutcome> {
+    const session = this.#session;
+    if (session === null) return { answered: false, reason: "no session is shown" };
+    const outcome = await answerApproval(session, approvalId, choice);
+    if (!outcome.answered) this.host.notify("info", `Approval not sent: ${outcome.reason}.`);
+    return outcome;
+  }
+
+  /** The diff editor's documents for tool call `itemId` of the shown session. */
+  async diffFor(itemId: string): Promise<DiffDocuments> {
+    const session = this.#session;
+    for (const turn of session?.view.turns ?? []) {
+      const item = turn.items.get(itemId);
+      if (item?.type !== "tool_call") continue;
+      if (!item.diff) throw new Error(`${item.tool} changed no file`);
+      const parsedPath = diffDocuments(item.diff, null).path;
+      const current = await readFile(path.resolve(this.workspace, parsedPath), "utf8").catch(() => null);
+      return diffDocuments(item.diff, current);
+    }
+    throw new Error(`no tool call ${itemId} in the shown session`);
+  }
+
+  async openDiff(itemId: string): Promise<void> {
+    const documents = await this.diffFor(itemId);
+    await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`);
+  }
+
+  /** Where the daemon writes its log. */
+  async daemonLog(): Promise<string> {
+    const client = await this.client();
+    const status = await client.call("daemon/status", {});
+    if (!status.logFile) throw new Error("the daemon did not say where its log is");
+    return status.logFile;
+  }
+
+  /** Act on a message from the webview; failures are shown, never thrown. */
+  async handle(raw: unknown): Promise<void> {
+    const message = parseFromWebview(raw);
+    if (message === null) return;
+    try {
+      switch (message.type) {
+        case "ready":
+          if (this.#session === null && this.#client === null) await this.client();
+          this.#post();
+          return;
+        case "send":
+          await this.send(message.text, { withEditor: message.withEditor ?? false });
+          return;
+        case "approve":
+          await this.answer(message.approvalId, message.choice);
+          return;
+        case "cancel":
+          await this.cancel();
+          return;
+        case "undo":
+          await this.undo();
+          return;
+        case "openDiff":
+          await this.openDiff(message.itemId);
+          return;
+        case "newSession":
+          await this.newSession();
+          return;
+        case "pickSession":
+          await this.pick();
+          return;
+      }
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  /** Show a failure: in the view and as a notification. */
+  fail(err: unknown): void {
+    this.#error = err instanceof Error ? err.message : String(err);
+    this.host.notify("error", this.#error);
+    this.#schedule();
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    for (const off of this.#offSession) off();
+    this.#client?.close();
+  }
+
+  #show(session: AttachedSession): void {
+    for (const off of this.#offSession) off();
+    this.#session = session;
+    this.#error = null;
+    this.#offSession = [
+      session.on("change", () => this.#schedule()),
+      session.on("ended", () => {
+        if (this.#session === session) {
+          this.#session = null;
+          this.#schedule();
+        }
+      }),
+    ];
+    this.#post();
+  }
+
+  #setConnection(connection: Connection): void {
+    if (this.#connection === connection) return;
+    this.#connection = connection;
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#timer !== null || this.#disposed) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      this.#post();
+    }, POST_INTERVAL_MS);
+  }
+
+  #post(): void {
+    if (this.#disposed) return;
+    if (this.#timer !== null) {
+      clearTimeout(this.#timer);
+      this.#timer = null;
+    }
+    const state = this.state;
+    this.host.post({ type: "state", state });
+    this.host.changed?.(state);
+  }
+}

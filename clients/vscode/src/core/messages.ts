@@ -1,0 +1,42 @@
+// What the webview and the extension host say to each other over postMessage. The webview
+// never talks to the daemon: it shows the state the host posts and asks the host to act.
+
+import type { ApprovalChoice } from "./approvals.js";
+import type { ViewState } from "./viewState.js";
+
+export type FromWebview =
+  | { type: "ready" }
+  | { type: "send"; text: string; withEditor?: boolean }
+  | { type: "approve"; approvalId: string; choice: ApprovalChoice }
+  | { type: "cancel" }
+  | { type: "undo" }
+  | { type: "openDiff"; itemId: string }
+  | { type: "newSession" }
+  | { type: "pickSession" };
+
+export type ToWebview = { type: "state"; state: ViewState };
+
+/** `value` as a message from the webview, or null when it is not one (a webview is untrusted input). */
+export function parseFromWebview(value: unknown): FromWebview | null {
+  if (value === null || typeof value !== "object") return null;
+  const m = value as Record<string, unknown>;
+  const str = (key: string): boolean => typeof m[key] === "string";
+  switch (m.type) {
+    case "ready":
+    case "cancel":
+    case "undo":
+    case "newSession":
+    case "pickSession":
+      return { type: m.type };
+    case "send":
+      return str("text") ? { type: "send", text: m.text as string, withEditor: m.withEditor === true } : null;
+    case "approve":
+      return str("approvalId") && (m.choice === "allow" || m.choice === "always" || m.choice === "deny")
+        ? { type: "approve", approvalId: m.approvalId as string, choice: m.choice }
+        : null;
+    case "openDiff":
+      return str("itemId") ? { type: "openDiff", itemId: m.itemId as string } : null;
+    default:
+      return null;
+  }
+}

@@ -1,0 +1,193 @@
+// The VS Code layer, kept thin: it wires VS Code's pieces (the webview view, commands, the
+// status bar, the diff editor, quick picks, dialogs) to the `SessionController`, which holds
+// the behaviour and knows nothing of VS Code.
+
+import path from "node:path";
+
+import { connect } from "tether-client";
+import * as vscode from "vscode";
+
+import { SessionController, type Host } from "./core/controller.js";
+import type { DiffDocuments } from "./core/diff.js";
+import { buildEditorContext } from "./core/editorContext.js";
+import type { ToWebview } from "./core/messages.js";
+import type { PickerEntry } from "./core/picker.js";
+import { statusBar } from "./core/viewState.js";
+import { makeNonce, webviewHtml } from "./webview/html.js";
+
+const VIEW_ID = "tether.session";
+const DIFF_SCHEME = "tether-diff";
+
+export function activate(context: vscode.ExtensionContext): void {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  if (folder === undefined || folder.uri.scheme !== "file") return; // tether works on a folder on disk
+  const workspace = folder.uri.fsPath;
+
+  const documents = new DiffContent();
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+  status.command = `${VIEW_ID}.focus`;
+  let webview: vscode.Webview | null = null;
+
+  const host: Host = {
+    post: (message: ToWebview) => void webview?.postMessage(message),
+    editorContext: () => editorContext(workspace),
+    openDiff: (docs, title) => openDiff(documents, workspace, docs, title),
+    notify: (level, message) => {
+      const show =
+        level === "error"
+          ? vscode.window.showErrorMessage
+          : level === "warning"
+            ? vscode.window.showWarningMessage
+            : vscode.window.showInformationMessage;
+      void show(`tether: ${message}`);
+    },
+    confirm: async (message, action) => (await vscode.window.showWarningMessage(message, { modal: true }, action)) === action,
+    pickSession: (entries) => pickSession(entries),
+    changed: (state) => {
+      const { text, tooltip } = statusBar(state);
+      status.text = text;
+      status.tooltip = tooltip;
+    },
+  };
+
+  const python = (): string | undefined => vscode.workspace.getConfiguration("tether").get<string>("python") || undefined;
+  const controller = new SessionController(workspace, host, () =>
+    connect({ workspace, clientName: "vscode", clientVersion: String(context.extension.packageJSON.version), python: python() }),
+  );
+  host.changed?.(controller.state);
+  status.show();
+
+  const run =
+    (action: () => Promise<unknown>) =>
+    async (): Promise<void> => {
+      try {
+        await action();
+      } catch (err) {
+        controller.fail(err);
+      }
+    };
+  const reveal = (): Thenable<unknown> => vscode.commands.executeCommand(`${VIEW_ID}.focus`);
+
+  context.subscriptions.push(
+    status,
+    { dispose: () => controller.dispose() },
+    vscode.workspace.registerTextDocumentContentProvider(DIFF_SCHEME, documents),
+    vscode.window.registerWebviewViewProvider(
+      VIEW_ID,
+      {
+        resolveWebviewView(view) {
+          const dist = vscode.Uri.joinPath(context.extensionUri, "dist");
+          const media = vscode.Uri.joinPath(context.extensionUri, "media");
+          view.webview.options = { enableScripts: true, localResourceRoots: [dist, media] };
+          view.webview.html = webviewHtml({
+            cspSource: view.webview.cspSource,
+            scriptUri: view.webview.asWebviewUri(vscode.Uri.joinPath(dist, "webview.js")).toString(),
+            styleUri: view.webview.asWebviewUri(vscode.Uri.joinPath(media, "webview.css")).toString(),
+            nonce: makeNonce(),
+          });
+          webview = view.webview;
+          view.webview.onDidReceiveMessage((message: unknown) => void controller.handle(message));
+          view.onDidDispose(() => {
+            if (webview === view.webview) webview = null;
+          });
+        },
+      },
+      { webviewOptions: { retainContextWhenHidden: true } },
+    ),
+    vscode.commands.registerCommand(
+      "tether.newSession",
+      run(async () => {
+        await reveal();
+        await controller.newSession();
+      }),
+    ),
+    vscode.commands.registerCommand(
+      "tether.attach",
+      run(async () => {
+        await reveal();
+        await controller.pick();
+      }),
+    ),
+    vscode.commands.registerCommand(
+      "tether.sendSelection",
+      run(async () => {
+        const text = await vscode.window.showInputBox({
+          prompt: "What should tether do with the selection? (the file, selection and open editors go with it)",
+          value: "Explain this.",
+        });
+        if (text === undefined) return;
+        await reveal();
+        await controller.send(text, { withEditor: true });
+      }),
+    ),
+    vscode.commands.registerCommand("tether.cancel", run(() => controller.cancel())),
+    vscode.commands.registerCommand("tether.undoTurn", run(() => controller.undo())),
+    vscode.commands.registerCommand(
+      "tether.showDaemonLog",
+      run(async () => {
+        const file = await controller.daemonLog();
+        await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
+      }),
+    ),
+  );
+
+  void controller.client().catch((err: unknown) => controller.fail(err));
+}
+
+export function deactivate(): void {}
+
+function editorContext(workspace: string) {
+  const editor = vscode.window.activeTextEditor;
+  const active =
+    editor && editor.document.uri.scheme === "file"
+      ? {
+          file: editor.document.uri.fsPath,
+          line: editor.selection.active.line,
+          character: editor.selection.active.character,
+          selection: editor.document.getText(editor.selection),
+        }
+      : null;
+  const open: string[] = [];
+  for (const group of vscode.window.tabGroups.all) {
+    for (const tab of group.tabs) {
+      if (tab.input instanceof vscode.TabInputText && tab.input.uri.scheme === "file") open.push(tab.input.uri.fsPath);
+    }
+  }
+  return buildEditorContext({ workspace, active, open });
+}
+
+async function pickSession(entries: PickerEntry[]): Promise<string | null> {
+  if (entries.length === 0) {
+    void vscode.window.showInformationMessage("tether: this workspace has no sessions yet.");
+    return null;
+  }
+  const chosen = await vscode.window.showQuickPick(
+    entries.map((e) => ({ label: e.label, description: e.description, detail: e.detail, sessionId: e.sessionId })),
+    { title: "tether sessions", placeHolder: "Attach to a session (running ones first)", matchOnDescription: true, matchOnDetail: true },
+  );
+  return chosen?.sessionId ?? null;
+}
+
+/** Before/after documents of one diff each, served under `tether-diff:`. */
+class DiffContent implements vscode.TextDocumentContentProvider {
+  readonly #texts = new Map<string, string>();
+  #next = 0;
+
+  put(side: "before" | "after", file: string, text: string): vscode.Uri {
+    this.#next += 1;
+    const uri = vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${this.#next}/${side}/${file}` });
+    this.#texts.set(uri.toString(), text);
+    return uri;
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.#texts.get(uri.toString()) ?? "";
+  }
+}
+
+async function openDiff(documents: DiffContent, workspace: string, docs: DiffDocuments, title: string): Promise<void> {
+  const left = documents.put("before", docs.path, docs.before);
+  // The whole file as it is now: the real file, so the person can edit it in place.
+  const right = docs.whole ? vscode.Uri.file(path.resolve(workspace, docs.path)) : documents.put("after", docs.path, docs.after);
+  await vscode.commands.executeCommand("vscode.diff", left, right, title);
+}

@@ -1,0 +1,48 @@
+// The webview's page: a strict CSP (nothing remote; only the bundled script, by nonce, and
+// the bundled stylesheet), the pane the script renders into, and the prompt box.
+
+/** The page, given the webview's own URIs for the bundled script and stylesheet. */
+export function webviewHtml(options: { cspSource: string; scriptUri: string; styleUri: string; nonce: string }): string {
+  const { cspSource, scriptUri, styleUri, nonce } = options;
+  const csp = [
+    "default-src 'none'",
+    `style-src ${cspSource}`,
+    `script-src 'nonce-${nonce}'`,
+    `img-src ${cspSource}`,
+    `font-src ${cspSource}`,
+  ].join("; ");
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<link rel="stylesheet" href="${styleUri}">
+<title>tether</title>
+</head>
+<body>
+<div class="toolbar">
+  <button data-testid="new-session" data-action="newSession" title="New session">New</button>
+  <button data-testid="pick-session" data-action="pickSession" title="Attach to a session">Sessions…</button>
+  <button id="cancel" data-testid="cancel-button" data-action="cancel" disabled>Cancel</button>
+  <button id="undo" data-testid="undo-button" data-action="undo" disabled>Undo turn</button>
+</div>
+<main id="pane" data-testid="session"></main>
+<footer>
+  <textarea id="prompt" data-testid="prompt-input" rows="3" placeholder="Ask tether… (Enter sends, Shift+Enter: new line)"></textarea>
+  <div class="send-row">
+    <label><input type="checkbox" id="with-editor" data-testid="with-editor" checked> with editor context</label>
+    <button data-testid="send-button" data-action="send">Send</button>
+  </div>
+</footer>
+<script nonce="${nonce}" src="${scriptUri}"></script>
+</body>
+</html>`;
+}
+
+/** A random nonce for the page's script tag. */
+export function makeNonce(): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,97 @@
+// The webview's script: renders the state the extension host posts and sends the host what
+// the person does. It holds no connection (the daemon refuses browser origins, and the
+// bearer token stays in the host); the prompt box is outside the re-rendered pane, so typing
+// survives every update.
+
+import type { FromWebview, ToWebview } from "../core/messages.js";
+import type { ViewState } from "../core/viewState.js";
+import { renderSession } from "./render.js";
+
+interface VsCodeApi {
+  postMessage(message: FromWebview): void;
+  getState(): unknown;
+  setState(state: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+
+const vscode = acquireVsCodeApi();
+const pane = document.getElementById("pane")!;
+const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
+const withEditor = document.getElementById("with-editor") as HTMLInputElement;
+const cancel = document.getElementById("cancel") as HTMLButtonElement;
+const undo = document.getElementById("undo") as HTMLButtonElement;
+const saved = (vscode.getState() as { expanded?: string[] } | undefined) ?? {};
+const expanded = new Set<string>(saved.expanded ?? []);
+let state: ViewState | null = null;
+
+function render(): void {
+  if (state === null) return;
+  const stick = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 40;
+  pane.innerHTML = renderSession(state, expanded);
+  if (stick) pane.scrollTop = pane.scrollHeight;
+  cancel.disabled = state.runningTurnId === null;
+  undo.disabled = !state.canUndo;
+}
+
+function send(): void {
+  const text = prompt.value;
+  if (text.trim() === "") return;
+  vscode.postMessage({ type: "send", text, withEditor: withEditor.checked });
+  prompt.value = "";
+}
+
+window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
+  if (event.data?.type === "state") {
+    state = event.data.state;
+    render();
+  }
+});
+
+// <details> toggles do not bubble: listen in the capture phase to remember open outputs.
+pane.addEventListener(
+  "toggle",
+  (event) => {
+    const target = event.target as HTMLDetailsElement;
+    const id = target.dataset.itemId;
+    if (target.dataset.testid !== "tool-call" || id === undefined) return;
+    if (target.open) expanded.add(id);
+    else expanded.delete(id);
+    vscode.setState({ expanded: [...expanded] });
+  },
+  true,
+);
+
+document.addEventListener("click", (event) => {
+  const button = (event.target as HTMLElement).closest<HTMLElement>("[data-action]");
+  if (button === null) return;
+  const { action, approvalId, choice, itemId } = button.dataset;
+  switch (action) {
+    case "approve":
+      if (approvalId && (choice === "allow" || choice === "always" || choice === "deny")) {
+        vscode.postMessage({ type: "approve", approvalId, choice });
+      }
+      break;
+    case "openDiff":
+      event.preventDefault();
+      if (itemId) vscode.postMessage({ type: "openDiff", itemId });
+      break;
+    case "send":
+      send();
+      break;
+    case "cancel":
+    case "undo":
+    case "newSession":
+    case "pickSession":
+      vscode.postMessage({ type: action });
+      break;
+  }
+});
+
+prompt.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+
+vscode.postMessage({ type: "ready" });

@@ -1,0 +1,136 @@
+// The webview's session pane as HTML, from the state the host posts. Pure (no DOM), so the
+// tests render it in Node. Every string from the session is escaped (`escapeHtml`, or the
+// Markdown renderer, which escapes too); ids go into attributes escaped as well.
+//
+// Stable `data-testid`s (the README lists them): session-title, session-state, messages,
+// message (with data-kind), tool-call, tool-output, open-diff, approval (with data-approval-id),
+// approval-allow, approval-always, approval-deny, todos, context-meter, error.
+
+import { escapeHtml as esc, renderMarkdown } from "../core/markdown.js";
+import type { ApprovalState, ItemState, ViewState } from "../core/viewState.js";
+
+const STATUS_ICON: Record<string, string> = {
+  running: "⏳",
+  awaiting_approval: "✋",
+  completed: "✓",
+  failed: "✗",
+  cancelled: "⊘",
+};
+
+/** The pane for `state`; tool calls whose output is in `expanded` render open. */
+export function renderSession(state: ViewState, expanded: ReadonlySet<string> = new Set()): string {
+  const parts: string[] = [];
+  const session = state.session;
+  parts.push(
+    `<header class="session"><span data-testid="session-title">${esc(session ? session.title || "(untitled)" : "No session")}</span>` +
+      ` <span class="state" data-testid="session-state">${esc(session ? session.state.replace("_", " ") : state.connection)}</span>` +
+      (state.connection !== "connected" ? ` <span class="connection" data-testid="connection">${esc(state.connection)}</span>` : "") +
+      `</header>`,
+  );
+  if (state.error) parts.push(`<div class="error" data-testid="error">${esc(state.error)}</div>`);
+  if (state.context) parts.push(renderContext(state.context));
+  const messages: string[] = [];
+  for (const turn of state.turns) {
+    messages.push(`<section class="turn" data-turn-id="${esc(turn.id)}" data-status="${esc(turn.status)}">`);
+    for (const item of turn.items) messages.push(renderItem(item, expanded));
+    if (turn.error) messages.push(`<div class="notice error">${esc(turn.error)}</div>`);
+    messages.push(`</section>`);
+  }
+  for (const q of state.queued) {
+    messages.push(`<div class="message user queued" data-testid="message" data-kind="queued">${esc(q.text)}</div>`);
+  }
+  parts.push(`<div class="messages" data-testid="messages">${messages.join("")}</div>`);
+  if (state.approvals.length > 0) {
+    parts.push(`<div class="approvals" data-testid="approvals">${state.approvals.map(renderApproval).join("")}</div>`);
+  }
+  if (state.todos.length > 0) {
+    const todos = state.todos
+      .map((t) => `<li class="todo ${esc(t.status)}" data-status="${esc(t.status)}">${esc(t.content)}</li>`)
+      .join("");
+    parts.push(`<ul class="todos" data-testid="todos">${todos}</ul>`);
+  }
+  return parts.join("\n");
+}
+
+function renderContext(context: NonNullable<ViewState["context"]>): string {
+  const label =
+    context.percent === null
+      ? `${context.used.toLocaleString("en")} tokens`
+      : `${context.percent}% of context (${context.used.toLocaleString("en")} / ${context.budget.toLocaleString("en")})`;
+  // A <progress>, not a styled bar: the CSP allows no inline styles.
+  const value = context.percent === null ? "" : ` value="${context.percent}"`;
+  return (
+    `<div class="context" data-testid="context-meter" title="${esc(label)}">` +
+    `<progress max="100"${value}></progress> <span>${esc(label)}</span></div>`
+  );
+}
+
+function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
+  const id = esc(item.id);
+  switch (item.kind) {
+    case "user":
+      return `<div class="message user" data-testid="message" data-kind="user" data-item-id="${id}">${esc(item.text)}</div>`;
+    case "agent":
+      return (
+        `<div class="message agent${item.streaming ? " streaming" : ""}" data-testid="message" data-kind="agent" data-item-id="${id}">` +
+        `${renderMarkdown(item.text)}</div>`
+      );
+    case "reasoning":
+      return (
+        `<details class="reasoning" data-testid="message" data-kind="reasoning" data-item-id="${id}"${item.streaming ? " open" : ""}>` +
+        `<summary>Reasoning</summary><div>${esc(item.text)}</div></details>`
+      );
+    case "tool": {
+      const open = expanded.has(item.id) || item.status === "awaiting_approval";
+      const exit = item.exitCode !== null && item.exitCode !== 0 ? ` <span class="exit">exit ${item.exitCode}</span>` : "";
+      const diff = item.hasDiff
+        ? ` <button class="link" data-testid="open-diff" data-action="openDiff" data-item-id="${id}">Open diff</button>`
+        : "";
+      return (
+        `<details class="tool ${esc(item.status)}" data-testid="tool-call" data-item-id="${id}" data-status="${esc(item.status)}"${open ? " open" : ""}>` +
+        `<summary><span class="icon">${STATUS_ICON[item.status] ?? ""}</span> <code>${esc(item.title)}</code>${exit}${diff}</summary>` +
+        `<pre data-testid="tool-output">${esc(item.output)}</pre></details>`
+      );
+    }
+    case "notice":
+      return `<div class="notice ${esc(item.level)}" data-testid="message" data-kind="notice">${esc(item.message)}</div>`;
+    case "summary": {
+      const files = item.files.map((f) => `${esc(f.path)} <span class="add">+${f.added}</span> <span class="del">−${f.removed}</span>`);
+      return (
+        `<div class="summary" data-kind="summary" data-stop-reason="${esc(item.stopReason)}">` +
+        `${esc(item.stopReason)} · ${item.durationSeconds.toFixed(1)} s${files.length > 0 ? ` · ${files.join(", ")}` : ""}</div>`
+      );
+    }
+    case "compaction":
+      return `<div class="notice info" data-kind="compaction">Context compacted (${esc(item.step)}): ${item.tokensBefore} → ${item.tokensAfter} tokens</div>`;
+  }
+}
+
+// Control characters other than tab and newline, bidi controls, zero-width and other
+// format characters, and the line/paragraph separators: shown as escapes in what a person
+// approves, so that what they read is what would run.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
+
+/** `text` with every hidden character written as an escape (`\x1b`, `\u202e`). */
+export function visible(text: string): string {
+  return text.replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}
+
+function renderApproval(a: ApprovalState): string {
+  const id = esc(a.id);
+  const always = a.alwaysRule ? ` title="Always allow: ${esc(visible(a.alwaysRule))}"` : "";
+  return (
+    `<div class="approval" data-testid="approval" data-approval-id="${id}">` +
+    `<div class="what"><strong>${esc(a.tool)}</strong> wants to run: <code>${esc(visible(a.subject))}</code></div>` +
+    `<div class="why">${esc(a.reason)}</div>` +
+    (a.preview ? `<pre class="preview">${esc(visible(a.preview))}</pre>` : "") +
+    `<div class="buttons">` +
+    `<button data-testid="approval-allow" data-action="approve" data-choice="allow" data-approval-id="${id}">Allow</button>` +
+    `<button data-testid="approval-always" data-action="approve" data-choice="always" data-approval-id="${id}"${always}>Always</button>` +
+    `<button data-testid="approval-deny" data-action="approve" data-choice="deny" data-approval-id="${id}">Deny</button>` +
+    `</div></div>`
+  );
+}

@@ -1,0 +1,272 @@
+// The parts beneath the VS Code layer that need no daemon: Markdown, the webview's HTML,
+// diff inputs, editor context, picker data and the webview's message check.
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { renderMarkdown } from "../src/core/markdown.js";
+import { diffDocuments, parseUnifiedDiff } from "../src/core/diff.js";
+import { SELECTION_CAP, buildEditorContext, capSelection } from "../src/core/editorContext.js";
+import { parseFromWebview } from "../src/core/messages.js";
+import { pickerEntries } from "../src/core/picker.js";
+import { emptyState, statusBar, toolTitle, type ViewState } from "../src/core/viewState.js";
+import { webviewHtml } from "../src/webview/html.js";
+import { renderSession, visible } from "../src/webview/render.js";
+
+const HOSTILE = `<img src=x onerror="alert(1)"><script>alert(2)</script>`;
+
+/** Tags in `html` other than the renderer's own, attribute-free ones (and its known ones). */
+function foreignTags(html: string): string[] {
+  return [...html.matchAll(/<\/?([a-zA-Z][\w-]*)/g)].map((m) => m[1]!).filter((t) => ["img", "script", "iframe", "a"].includes(t));
+}
+
+describe("markdown", () => {
+  test("renders blocks and inline markup", () => {
+    const html = renderMarkdown("# Title\n\nSome **bold** and *em* and `x < y`.\n\n- one\n- two\n\n1. first\n\n> quoted\n\n---");
+    assert.match(html, /<h1>Title<\/h1>/);
+    assert.match(html, /<strong>bold<\/strong> and <em>em<\/em> and <code>x &lt; y<\/code>/);
+    assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul>/);
+    assert.match(html, /<ol><li>first<\/li><\/ol>/);
+    assert.match(html, /<blockquote><p>quoted<\/p><\/blockquote>/);
+    assert.match(html, /<hr>/);
+  });
+
+  test("escapes everything from the text, in every construct", () => {
+    for (const text of [
+      HOSTILE,
+      `# ${HOSTILE}`,
+      `- ${HOSTILE}`,
+      `> ${HOSTILE}`,
+      "```html\n" + HOSTILE + "\n```",
+      `**${HOSTILE}**`,
+      `[${HOSTILE}](javascript:alert(1))`,
+      "```\" onmouseover=\"x\n```",
+    ]) {
+      const html = renderMarkdown(text);
+      assert.deepEqual(foreignTags(html), [], html);
+      assert.doesNotMatch(html, /onerror="|onmouseover="/, html);
+    }
+  });
+
+  test("a link shows its address and is never followed", () => {
+    const html = renderMarkdown("see [the docs](https://example.com/a?b=1&c=2)");
+    assert.equal(html, '<p>see the docs <span class="link">(https://example.com/a?b=1&amp;c=2)</span></p>');
+  });
+
+  test("an unclosed fence renders as code while the text streams", () => {
+    const partial = renderMarkdown("Here:\n```py\nprint(1)\n# not a heading");
+    assert.match(partial, /<pre data-lang="py"><code>print\(1\)\n# not a heading<\/code><\/pre>/);
+    const whole = renderMarkdown("Here:\n```py\nprint(1)\n# not a heading\n```\nafter");
+    assert.ok(whole.startsWith(partial), "the complete message extends the partial one");
+    assert.match(whole, /<p>after<\/p>$/);
+  });
+});
+
+function stateWith(patch: Partial<ViewState>): ViewState {
+  return { ...emptyState("connected"), ...patch };
+}
+
+describe("webview html", () => {
+  test("session text is escaped and the stable test ids are there", () => {
+    const state = stateWith({
+      session: { id: `s"1`, title: HOSTILE, state: "awaiting_approval", model: "", permissionMode: "edits" },
+      turns: [
+        {
+          id: "t1",
+          status: "running",
+          error: null,
+          items: [
+            { kind: "user", id: "u1", text: HOSTILE },
+            { kind: "agent", id: "a1", text: HOSTILE, streaming: true },
+            {
+              kind: "tool",
+              id: `i"d`,
+              tool: "run_command",
+              title: `run_command ${HOSTILE}`,
+              status: "awaiting_approval",
+              output: HOSTILE,
+              exitCode: null,
+              hasDiff: true,
+              durationSeconds: 0,
+            },
+          ],
+        },
+      ],
+      approvals: [
+        { id: `ap"1`, itemId: `i"d`, tool: "run_command", kind: "command", reason: HOSTILE, subject: HOSTILE, preview: HOSTILE, alwaysRule: HOSTILE },
+      ],
+      todos: [{ content: HOSTILE, status: "in_progress" }],
+      context: { used: 500, budget: 1000, percent: 50 },
+    });
+    const html = renderSession(state);
+    assert.deepEqual(foreignTags(html), []);
+    assert.doesNotMatch(html, /onerror="/);
+    assert.ok(!html.includes(`"ap"1"`) && html.includes('data-approval-id="ap&quot;1"'));
+    for (const id of [
+      "session-title",
+      "session-state",
+      "messages",
+      "message",
+      "tool-call",
+      "tool-output",
+      "open-diff",
+      "approval",
+      "approval-allow",
+      "approval-always",
+      "approval-deny",
+      "todos",
+      "context-meter",
+    ]) {
+      assert.ok(html.includes(`data-testid="${id}"`), `data-testid=${id}`);
+    }
+    assert.match(html, /<details class="tool awaiting_approval"[^>]*open>/, "a call waiting for an answer shows open");
+    assert.match(html, /<progress max="100" value="50">/);
+    assert.doesNotMatch(html, /style=/, "the CSP allows no inline styles");
+  });
+
+  test("an approval shows hidden characters as escapes", () => {
+    const sneaky = "echo safe\u202e\u200b\x1b[2K\r; rm -rf ~";
+    assert.equal(visible(sneaky), "echo safe\\u202e\\u200b\\x1b[2K\\x0d; rm -rf ~");
+    assert.equal(visible("tab\tnew\nline"), "tab\tnew\nline");
+    const html = renderSession(
+      stateWith({
+        approvals: [{ id: "a", itemId: "i", tool: "run_command", kind: "command", reason: "", subject: sneaky, preview: "", alwaysRule: sneaky }],
+      }),
+    );
+    assert.ok(html.includes("echo safe\\u202e\\u200b\\x1b[2K\\x0d; rm -rf ~"));
+    assert.ok(!/[\u202e\u200b\x1b\r]/.test(html));
+  });
+
+  test("the page allows nothing remote and only its own script", () => {
+    const html = webviewHtml({ cspSource: "vscode-resource:", scriptUri: "vscode-resource:/w.js", styleUri: "vscode-resource:/w.css", nonce: "abc" });
+    const csp = /Content-Security-Policy" content="([^"]+)"/.exec(html)?.[1] ?? "";
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'nonce-abc'(;|$)/);
+    assert.doesNotMatch(csp, /https?:|unsafe-inline|unsafe-eval|\*/);
+    assert.deepEqual([...html.matchAll(/<script[^>]*>/g)].map((m) => m[0]), ['<script nonce="abc" src="vscode-resource:/w.js">']);
+    for (const id of ["prompt-input", "send-button", "cancel-button", "undo-button", "new-session", "pick-session"]) {
+      assert.ok(html.includes(`data-testid="${id}"`), id);
+    }
+  });
+});
+
+const EDIT = [
+  "--- a/src/app.py",
+  "+++ b/src/app.py",
+  "@@ -1,3 +1,3 @@",
+  " one",
+  "-two",
+  "+TWO",
+  " three",
+  "@@ -7,2 +7,3 @@",
+  " seven",
+  " eight",
+  "+eight and a half",
+  "",
+].join("\n");
+const BEFORE = "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n";
+const AFTER = "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\neight and a half\nnine\n";
+
+describe("diff inputs", () => {
+  test("the whole file when the file on disk is the diff's new side", () => {
+    assert.deepEqual(diffDocuments(EDIT, AFTER), { path: "src/app.py", before: BEFORE, after: AFTER, whole: true });
+  });
+
+  test("the hunks alone when the file changed since, or cannot be read", () => {
+    for (const current of ["something else entirely\n", null]) {
+      const docs = diffDocuments(EDIT, current);
+      assert.equal(docs.whole, false);
+      assert.equal(docs.before, "⋯ from line 1\none\ntwo\nthree\n⋯ from line 7\nseven\neight");
+      assert.equal(docs.after, "⋯ from line 1\none\nTWO\nthree\n⋯ from line 7\nseven\neight\neight and a half");
+    }
+  });
+
+  test("a created file has an empty old side", () => {
+    const created = "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n";
+    assert.deepEqual(diffDocuments(created, "hello\nworld\n"), { path: "new.txt", before: "", after: "hello\nworld\n", whole: true });
+    assert.equal(parseUnifiedDiff(created).created, true);
+  });
+
+  test("text that is not a diff is refused", () => {
+    assert.throws(() => parseUnifiedDiff("hello"), /no hunk/);
+  });
+});
+
+describe("editor context", () => {
+  test("the active file relative, the cursor 1-based, the other open files once each", () => {
+    const context = buildEditorContext({
+      workspace: "/ws",
+      active: { file: "/ws/src/app.py", line: 4, character: 2, selection: "def greet" },
+      open: ["/ws/src/app.py", "/ws/README.md", "/ws/./README.md", "/elsewhere/x.py"],
+    });
+    assert.deepEqual(context, {
+      openFile: "src/app.py",
+      cursor: { line: 5, column: 3 },
+      selection: "def greet",
+      openFiles: ["README.md", "/elsewhere/x.py"],
+    });
+  });
+
+  test("nothing open is no context; a blank selection is left out", () => {
+    assert.equal(buildEditorContext({ workspace: "/ws" }), null);
+    assert.deepEqual(buildEditorContext({ workspace: "/ws", active: { file: "/ws/a", line: 0, character: 0, selection: "  \n" } }), {
+      openFile: "a",
+      cursor: { line: 1, column: 1 },
+    });
+  });
+
+  test("a long selection keeps its head and tail within the daemon's cap", () => {
+    const cut = capSelection("HEAD" + "x".repeat(20_000) + "TAIL");
+    assert.ok(cut.length <= SELECTION_CAP);
+    assert.ok(cut.startsWith("HEAD") && cut.endsWith("TAIL") && cut.includes("characters cut here"));
+    assert.equal(capSelection("short"), "short");
+  });
+});
+
+describe("picker and status", () => {
+  test("busy sessions first, then the most recent; the shown one is marked", () => {
+    const entries = pickerEntries(
+      [
+        { id: "old", title: "old", createdAt: 0, updatedAt: 100, turnCount: 1 },
+        { id: "new", title: "", createdAt: 0, updatedAt: 900, turnCount: 2, clients: 1 },
+        { id: "busy", title: "from the terminal", createdAt: 0, updatedAt: 50, state: "awaiting_approval", status: "running" },
+      ],
+      { attachedId: "new", now: 1000 },
+    );
+    assert.deepEqual(entries.map((e) => e.sessionId), ["busy", "new", "old"]);
+    assert.equal(entries[0]!.busy, true);
+    assert.match(entries[0]!.label, /from the terminal/);
+    assert.match(entries[0]!.description, /awaiting approval/);
+    assert.equal(entries[1]!.label, "$(comment-discussion) (untitled)");
+    assert.match(entries[1]!.description, /2 turns · 1 attached · shown/);
+    assert.match(entries[2]!.detail, /^old · 15 min ago$/);
+  });
+
+  test("the status bar says the daemon's state, a running turn and waiting approvals", () => {
+    assert.match(statusBar(emptyState("closed")).tooltip, /Not connected/);
+    const busy = statusBar(
+      stateWith({
+        runningTurnId: "t",
+        approvals: [{ id: "a", itemId: "i", tool: "x", kind: "tool", reason: "", subject: "", preview: "", alwaysRule: "" }],
+      }),
+    );
+    assert.equal(busy.text, "$(sync~spin) tether $(bell-dot) 1");
+    assert.match(busy.tooltip, /A turn is running\n1 approval waiting/);
+  });
+
+  test("a tool call's title is its command or path", () => {
+    assert.equal(toolTitle("run_command", '{"command": "ls  -la\\n"}'), "run_command ls -la");
+    assert.equal(toolTitle("read_file", '{"path": "a.py"}'), "read_file a.py");
+    assert.equal(toolTitle("weird", "{not json"), "weird {not json");
+  });
+});
+
+describe("webview messages", () => {
+  test("only well-formed messages get through", () => {
+    assert.deepEqual(parseFromWebview({ type: "send", text: "hi", withEditor: true }), { type: "send", text: "hi", withEditor: true });
+    assert.deepEqual(parseFromWebview({ type: "approve", approvalId: "a", choice: "always" }), { type: "approve", approvalId: "a", choice: "always" });
+    for (const bad of [null, "send", { type: "send" }, { type: "approve", approvalId: "a", choice: "yes" }, { type: "eval", code: "1" }]) {
+      assert.equal(parseFromWebview(bad), null, JSON.stringify(bad));
+    }
+  });
+});

@@ -1,0 +1,227 @@
+// The controller (everything the extension does beneath VS Code) against the real daemon
+// and the scripted model server: the view state a turn produces, approvals answered for
+// every attached client, the picker and attaching mid-turn to a session the terminal
+// started, diff inputs and undo, the editor context a turn carries, cancel.
+
+import assert from "node:assert/strict";
+import { readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { buildEditorContext } from "../src/core/editorContext.js";
+import type { ItemState, ViewState } from "../src/core/viewState.js";
+import { Home } from "./harness.js";
+
+const lastTurn = (s: ViewState) => s.turns.at(-1);
+const ended = (s: ViewState) => s.runningTurnId === null && (lastTurn(s)?.status ?? "running") !== "running";
+const kinds = (s: ViewState) => lastTurn(s)?.items.map((i) => i.kind) ?? [];
+
+function item<K extends ItemState["kind"]>(s: ViewState, kind: K): Extract<ItemState, { kind: K }> {
+  const found = lastTurn(s)?.items.find((i) => i.kind === kind);
+  assert.ok(found, `no ${kind} item in ${JSON.stringify(kinds(s))}`);
+  return found as Extract<ItemState, { kind: K }>;
+}
+
+describe("the controller against the daemon", () => {
+  let home: Home;
+  before(async () => {
+    home = await Home.create();
+  });
+  after(async () => {
+    await home?.close();
+  });
+
+  test("a turn: tool call with its output, streamed Markdown, the context meter", async () => {
+    await home.setScript({
+      steps: [
+        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+        { text: "It **greets**. <script>x</script>", chunks: 4 },
+      ],
+    });
+    const { controller, host } = home.controller();
+    try {
+      await controller.send("what does it do?");
+      const state = await host.waitForState(ended);
+      assert.equal(state.connection, "connected");
+      assert.deepEqual(kinds(state), ["user", "tool", "agent", "summary"]);
+      const tool = item(state, "tool");
+      assert.equal(tool.status, "completed");
+      assert.equal(tool.title, "read_file README.md");
+      assert.match(tool.output, /# Demo project/);
+      const reply = item(state, "agent");
+      assert.equal(reply.text, "It **greets**. <script>x</script>");
+      assert.equal(reply.streaming, false);
+      assert.ok(state.context !== null && state.context.used > 0, "the context meter has a reading");
+      assert.ok(
+        host.posted.some((s) => s.runningTurnId !== null && kinds(s).includes("user")),
+        "states were posted while the turn ran",
+      );
+      assert.equal(state.canUndo, false, "reading changes no file");
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("an approval answered from the view resolves for every attached client", async () => {
+    await home.setScript({
+      steps: [{ tool_calls: [{ name: "run_command", arguments: { command: "echo approved-run", description: "say it" } }] }, { text: "done" }],
+    });
+    const { controller, host } = home.controller();
+    const other = await home.client("terminal");
+    try {
+      const { session: created } = await other.call("session/create", { permissionMode: "ask" });
+      const session = await controller.attach(created.id);
+      const watching = await other.attach(session.id);
+      const asked = new Promise<string>((resolve) => watching.on("approval", (r) => resolve(r.id)));
+      await controller.send("run it");
+      const waiting = await host.waitForState((s) => s.approvals.length === 1);
+      const approval = waiting.approvals[0]!;
+      assert.equal(approval.subject, "echo approved-run");
+      assert.equal(item(waiting, "tool").status, "awaiting_approval");
+      assert.equal(waiting.session?.state, "awaiting_approval");
+      assert.equal(await asked, approval.id, "the other client is asked the same question");
+
+      assert.deepEqual(await controller.answer(approval.id, "always"), { answered: true });
+      const done = await host.waitForState(ended);
+      assert.deepEqual(done.approvals, []);
+      assert.match(item(done, "tool").output, /approved-run/);
+      await watching.waitForTurn(done.runningTurnId ?? lastTurn(done)!.id);
+      assert.equal(watching.view.pendingApprovals.size, 0, "resolved for the other client too");
+
+      // The other client answering too late is told who answered first.
+      const { answerApproval } = await import("../src/core/approvals.js");
+      assert.deepEqual(await answerApproval(watching, approval.id, "deny"), {
+        answered: false,
+        reason: "already answered by vscode (allow)",
+      });
+    } finally {
+      other.close();
+      controller.dispose();
+    }
+  });
+
+  test("the picker lists a session the terminal started, and attaching joins its turn mid-way", async () => {
+    await home.setScript({ steps: [{ text: "word ".repeat(40).trim(), chunks: 40, chunk_delay_ms: 25 }] });
+    const { controller, host } = home.controller();
+    let cliDone = false;
+    const cli = home.cli("run", "from the terminal: count words").finally(() => (cliDone = true));
+    try {
+      const watcher = await home.client("watcher");
+      let sessionId: string | undefined;
+      try {
+        for (;;) {
+          const { sessions } = await watcher.call("session/list", {});
+          sessionId = sessions.find((s) => s.title?.startsWith("from the terminal") && s.status === "running")?.id;
+          if (sessionId) break;
+          if (cliDone) assert.fail(`the CLI ended before its turn was seen running: ${JSON.stringify(await cli)}`);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        watcher.close();
+      }
+      const entries = await controller.sessions();
+      const entry = entries.find((e) => e.sessionId === sessionId);
+      assert.ok(entry, JSON.stringify(entries));
+      assert.equal(entry.busy, true);
+      assert.equal(entries[0]!.sessionId, sessionId, "running sessions come first");
+
+      host.pick = (offered) => offered.find((e) => e.label.includes("from the terminal"))!.sessionId;
+      await controller.pick();
+      const joined = await host.waitForState((s) => s.session?.id === sessionId);
+      assert.ok(joined.runningTurnId !== null, "attached while the turn runs");
+      const done = await host.waitForState(ended);
+      assert.equal(item(done, "agent").text, "word ".repeat(40).trim(), "the text streamed before attaching is there too");
+      assert.equal((await cli).code, 0);
+    } finally {
+      await cli;
+      controller.dispose();
+    }
+  });
+
+  test("an edit opens as before/after documents, and undo turn restores the file (asking when it changed since)", async () => {
+    const file = path.join(home.workspace, "README.md");
+    await writeFile(file, "# Demo project\nIt greets.\n");
+    await home.setScript({
+      steps: [
+        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+        { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
+        { text: "changed" },
+      ],
+    });
+    const { controller, host } = home.controller();
+    try {
+      await controller.send("change it");
+      const state = await host.waitForState(ended);
+      const edit = lastTurn(state)!.items.find((i) => i.kind === "tool" && i.tool === "edit_file");
+      assert.ok(edit?.kind === "tool" && edit.hasDiff);
+      assert.equal(state.canUndo, true);
+
+      await controller.openDiff(edit.id);
+      assert.deepEqual(host.diffs.at(-1)?.documents, {
+        path: "README.md",
+        before: "# Demo project\nIt greets.\n",
+        after: "# Demo project\nIt waves.\n",
+        whole: true,
+      });
+
+      await writeFile(file, "# Demo project\nIt waves, edited by hand.\n");
+      assert.equal(host.diffs.length, 1);
+      await controller.openDiff(edit.id);
+      assert.equal(host.diffs.at(-1)?.documents.whole, false, "the file changed since: the hunks alone");
+
+      host.confirmAnswer = false;
+      const refused = await controller.undo();
+      assert.equal(refused?.applied, false);
+      assert.match(host.confirmations.at(-1) ?? "", /README\.md/);
+      assert.equal(await readFile(file, "utf8"), "# Demo project\nIt waves, edited by hand.\n", "nothing is undone unasked");
+
+      host.confirmAnswer = true;
+      const undone = await controller.undo();
+      assert.equal(undone?.applied, true);
+      assert.equal(await readFile(file, "utf8"), "# Demo project\nIt greets.\n");
+      assert.ok(host.notices.some((n) => n.message.includes("Undone: README.md")));
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("send selection carries the active file, selection and the other open editors", async () => {
+    await home.setScript({ steps: [{ text: "seen" }] });
+    const { controller, host } = home.controller();
+    try {
+      host.editor = buildEditorContext({
+        workspace: home.workspace,
+        active: { file: path.join(home.workspace, "src", "app.py"), line: 1, character: 4, selection: "return f'hello {name}'" },
+        open: [path.join(home.workspace, "src", "app.py"), path.join(home.workspace, "README.md")],
+      });
+      await controller.handle({ type: "send", text: "explain the selection", withEditor: true });
+      await host.waitForState(ended);
+      const user = [...controller.session!.view.turns.at(-1)!.items.values()].find((i) => i.type === "user_message");
+      assert.ok(user?.type === "user_message");
+      assert.match(user.context ?? "", /The user's editor has src\/app\.py open, cursor at line 2, column 5\./);
+      assert.match(user.context ?? "", /<selection file="src\/app\.py">\nreturn f'hello \{name\}'\n<\/selection>/);
+      assert.match(user.context ?? "", /Also open in the editor: README\.md\./);
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("cancel ends the running turn; a bad webview message changes nothing", async () => {
+    await home.setScript({ steps: [{ text: "slow ".repeat(200), chunks: 200, chunk_delay_ms: 50 }] });
+    const { controller, host } = home.controller();
+    try {
+      await controller.send("go slowly");
+      await host.waitForState((s) => s.runningTurnId !== null && (item(s, "user") !== undefined));
+      const before = host.posted.length;
+      await controller.handle({ type: "eval", code: "nope" });
+      assert.equal(host.posted.length, before);
+      await controller.handle({ type: "cancel" });
+      const state = await host.waitForState(ended);
+      assert.equal(lastTurn(state)?.status, "cancelled");
+      assert.deepEqual(host.notices.filter((n) => n.level === "error"), []);
+      assert.match(await controller.daemonLog(), /daemon-[0-9a-f]{16}\.log$/);
+    } finally {
+      controller.dispose();
+    }
+  });
+});
