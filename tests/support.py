@@ -72,6 +72,12 @@ class Home:
             self.env["TETHER_BASE_URL"] = model_url
         if not language_servers:
             self.env["TETHER_LSP"] = "off"
+        else:
+            # A loaded machine may take longer than the default 1.5 s to check an edited file;
+            # what such tests assert is the report, not how soon it comes.
+            config = root / "config" / "tether" / "config.toml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text("diagnostics_wait = 20\n")
 
     def discovery_path(self, workspace: Path) -> Path:
         return self.runtime / "tether" / discovery_name(str(workspace.resolve()))

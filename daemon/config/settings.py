@@ -22,7 +22,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -78,6 +78,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name, command, extensions, root_markers."""
     idle_timeout: float = 900.0
     """Seconds with no client and no running turn before the daemon exits; 0 = never."""
+    diagnostics_wait: Annotated[float, msgspec.Meta(ge=0)] = 1.5
+    """Seconds a step waits after an edit for the language servers' diagnostics (read at the
+    daemon's start)."""
 
 
 def config_file() -> Path:

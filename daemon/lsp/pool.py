@@ -76,6 +76,8 @@ EventKind = Literal[
 ]
 
 IDLE_TIMEOUT = 30 * 60.0
+DIAGNOSTICS_WAIT = 1.5
+"""Seconds a call waits for diagnostics after it sent the edited files (see `Config`)."""
 BACKOFF = 1.0
 """The wait before restarting a server after its first crash in a row."""
 MAX_BACKOFF = 30.0
@@ -162,6 +164,7 @@ class LspPool:
         request_timeout: float = REQUEST_TIMEOUT,
         shutdown_timeout: float = SHUTDOWN_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
+        diagnostics_wait: float = DIAGNOSTICS_WAIT,
         backoff: float = BACKOFF,
         max_backoff: float = MAX_BACKOFF,
         max_open_documents: int = MAX_OPEN_DOCUMENTS,
@@ -177,6 +180,7 @@ class LspPool:
         self.workspace = workspace.resolve()
         self.on_event = on_event
         self.initialize_timeout = initialize_timeout
+        self.diagnostics_wait = diagnostics_wait
         self.request_timeout = request_timeout
         self.shutdown_timeout = shutdown_timeout
         self.idle_timeout = idle_timeout
@@ -253,7 +257,7 @@ class LspPool:
     # --- diagnostics --------------------------------------------------------------------------
 
     async def diagnostics_after_edit(
-        self, paths: Iterable[Path], *, wait: float = 1.5, settle: float = 0.25
+        self, paths: Iterable[Path], *, wait: float | None = None, settle: float = 0.25
     ) -> list[Diagnostic]:
         """Sync these files (absolute, or relative to the workspace) to their servers and
         return the error-severity diagnostics the servers report for them, sorted by path and
@@ -267,6 +271,7 @@ class LspPool:
         being started for this call is stopped (it starts again on the next use)."""
         if self._nursery is None:
             return []
+        wait = self.diagnostics_wait if wait is None else wait
         files, located = await self._locate(paths)
         pairs = list(zip(located, self._entries_for(located), strict=True))
         targets = [Target(entry, path) for (path, _, _), entry in pairs]

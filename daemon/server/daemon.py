@@ -108,7 +108,11 @@ class Daemon:
         self.connections: set[Connection] = set()
         self.idle = IdleTimer(self.idle_timeout, self._idle)
         self.lsp = LspPool(
-            workspace, config.lsp, on_event=self._lsp_event, log_dir=paths.log_dir() / "lsp"
+            workspace,
+            config.lsp,
+            on_event=self._lsp_event,
+            log_dir=paths.log_dir() / "lsp",
+            diagnostics_wait=config.diagnostics_wait,
         )
         self.processes = ProcessTable(
             grace=kill_grace, record=paths.process_record_path(str(workspace))
