@@ -282,8 +282,10 @@ class Workbench:
         if opens is None:
             expect(palette).to_be_hidden(timeout=UI_TIMEOUT_MS)
         else:
+            # A quick pick shown before keeps its title in the hidden widget.
             title_bar = palette.locator(".quick-input-title")
             expect(title_bar).to_have_text(opens, timeout=UI_TIMEOUT_MS)
+            expect(palette).to_be_visible(timeout=UI_TIMEOUT_MS)
 
     def webview(self, extension_id: str) -> FrameLocator:
         """The content of the webview (view or panel) of the extension `publisher.name`: VS Code
