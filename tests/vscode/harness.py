@@ -248,9 +248,11 @@ class Workbench:
         self.page.locator(".monaco-workbench").wait_for(state="visible")
         self.page.locator(".part.statusbar").wait_for(state="visible")
 
-    def run_command(self, title: str) -> None:
+    def run_command(self, title: str, opens: str | None = None) -> None:
         """Run the command whose palette entry is `title` ("Category: Title"), as a person
-        would: F1, type the title, pick the entry.
+        would: F1, type the title, pick the entry. A command that opens a quick pick of its
+        own reuses the palette's widget, so it does not close: pass the quick pick's title as
+        `opens` to wait for that instead.
 
         An installed extension's commands reach the palette only once the workbench has
         registered the extensions the server scanned, a while after it has drawn itself, and
@@ -258,7 +260,9 @@ class Workbench:
         entry is not there, the palette is closed and opened again, until UI_TIMEOUT_MS."""
         palette = self.page.locator(".quick-input-widget")
         box = palette.locator("input")
-        entry = palette.get_by_role("option", name=title, exact=True)
+        # An entry's accessible name is its label, then any description and detail after
+        # ", " (a command run before is described as recently used).
+        entry = palette.get_by_role("option", name=re.compile(f"^{re.escape(title)}(, |$)"))
         deadline = time.monotonic() + UI_TIMEOUT_MS / 1000
         while True:
             self.page.locator(".monaco-workbench").focus()
@@ -275,7 +279,13 @@ class Workbench:
                 self.page.keyboard.press("Escape")
                 expect(palette).to_be_hidden(timeout=UI_TIMEOUT_MS)
         entry.click()
-        expect(palette).to_be_hidden(timeout=UI_TIMEOUT_MS)
+        if opens is None:
+            expect(palette).to_be_hidden(timeout=UI_TIMEOUT_MS)
+        else:
+            # A quick pick shown before keeps its title in the hidden widget.
+            title_bar = palette.locator(".quick-input-title")
+            expect(title_bar).to_have_text(opens, timeout=UI_TIMEOUT_MS)
+            expect(palette).to_be_visible(timeout=UI_TIMEOUT_MS)
 
     def webview(self, extension_id: str) -> FrameLocator:
         """The content of the webview (view or panel) of the extension `publisher.name`: VS Code

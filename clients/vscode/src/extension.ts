@@ -104,8 +104,10 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand(
       "tether.attach",
       run(async () => {
-        await reveal();
+        // Pick first: revealing the view moves the focus into its webview a moment later,
+        // and a quick pick that loses the focus closes.
         await controller.pick();
+        await reveal();
       }),
     ),
     vscode.commands.registerCommand(

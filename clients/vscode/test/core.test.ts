@@ -9,7 +9,9 @@ import { diffDocuments, parseUnifiedDiff } from "../src/core/diff.js";
 import { SELECTION_CAP, buildEditorContext, capSelection } from "../src/core/editorContext.js";
 import { parseFromWebview } from "../src/core/messages.js";
 import { pickerEntries } from "../src/core/picker.js";
-import { emptyState, statusBar, toolTitle, type ViewState } from "../src/core/viewState.js";
+import { SessionView } from "tether-client";
+
+import { deriveViewState, emptyState, statusBar, toolTitle, type ViewState } from "../src/core/viewState.js";
 import { webviewHtml } from "../src/webview/html.js";
 import { renderSession, visible } from "../src/webview/render.js";
 
@@ -252,6 +254,21 @@ describe("picker and status", () => {
     );
     assert.equal(busy.text, "$(sync~spin) tether $(bell-dot) 1");
     assert.match(busy.tooltip, /A turn is running\n1 approval waiting/);
+  });
+
+  test("a session attached mid-turn is idle once that turn ends", () => {
+    const view = new SessionView({
+      session: { id: "s", title: "from the terminal", createdAt: 0, updatedAt: 0, state: "running", status: "running" },
+      epoch: "e",
+      seq: 3,
+      turns: [{ id: "t", status: "running", startedAt: 0 }],
+    });
+    assert.equal(deriveViewState(view, "connected").session?.state, "running");
+    view.apply({ sessionId: "s", epoch: "e", seq: 4, event: { type: "turn_completed", turnId: "t", status: "completed", endedAt: 1 } });
+    assert.equal(deriveViewState(view, "connected").session?.state, "idle");
+    view.apply({ sessionId: "s", epoch: "e", seq: 5, event: { type: "turn_started", turnId: "u", startedAt: 2 } });
+    view.apply({ sessionId: "s", epoch: "e", seq: 6, event: { type: "turn_completed", turnId: "u", status: "failed", endedAt: 3 } });
+    assert.equal(deriveViewState(view, "connected").session?.state, "failed");
   });
 
   test("a tool call's title is its command or path", () => {

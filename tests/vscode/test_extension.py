@@ -1,0 +1,162 @@
+"""tether's VS Code extension (clients/vscode) in a real VS Code: its `.vsix`, built by `npm run
+package`, installed into code-server, the workbench open on a scratch workspace. The extension
+starts the workspace's daemon through tether-client, with this test's Home and the scripted
+model server; the CLI, run as subprocesses in the same Home, is a second client of that daemon.
+
+One workbench serves the module's tests, in order: starting code-server and the extension host
+is most of each test's cost."""
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import FrameLocator, Locator, expect
+
+from tests.conftest import make_workspace
+from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
+from tests.support import Home, command_step, run_cli
+from tests.vscode.harness import UI_TIMEOUT_MS, Installation, Workbench, open_vscode
+from tests.vscode.vsix import extension_id
+from tether.testing import ModelServer
+
+pytestmark = pytest.mark.vscode
+
+EXTENSION = Path(__file__).resolve().parents[2] / "clients" / "vscode"
+
+
+@dataclass
+class Scene:
+    workbench: Workbench
+    view: FrameLocator
+    home: Home
+    workspace: Path
+    model_server: ModelServer
+    scratch: Path
+
+
+def build_vsix(out: Path) -> Path:
+    """The extension's `.vsix`, as `npm run package` builds it (its bundles included)."""
+    done = subprocess.run(
+        ["npm", "run", "package", "--", "--out", str(out)],
+        cwd=EXTENSION,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def scene(
+    vscode_installation: Installation, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Scene]:
+    root = tmp_path_factory.mktemp("vscode-extension")
+    vsix = build_vsix(root / "tether.vsix")
+    workspace = make_workspace(root / "project")
+    with ModelServer({"steps": [{"text": "unused"}]}) as model_server:
+        home = Home(root / "user", model_server.base_url)
+        # The extension host runs the daemon with this Python; commands ask, edits do not.
+        home.env.update(TETHER_PYTHON=sys.executable, TETHER_PERMISSION_MODE="edits")
+        try:
+            with open_vscode(
+                root / "code-server", workspace, [vsix], vscode_installation, home.env
+            ) as workbench:
+                workbench.run_command("tether: New Session")
+                view = workbench.webview(extension_id(EXTENSION))
+                expect(view.get_by_test_id("session-state")).to_have_text(
+                    "idle", timeout=UI_TIMEOUT_MS
+                )
+                yield Scene(workbench, view, home, workspace, model_server, root)
+        finally:
+            # The extension started the daemon detached from code-server; it outlives the
+            # workbench unless stopped.
+            run_cli(home, "daemon", "stop", "-w", str(workspace))
+
+
+def agent_messages(view: FrameLocator) -> Locator:
+    return view.locator('[data-testid="message"][data-kind="agent"]')
+
+
+def test_a_prompt_sent_from_the_view_streams_its_answer_into_the_view(scene: Scene) -> None:
+    scene.model_server.set_script(
+        {"steps": [{"text": "Streamed from the scripted model.", "chunk_delay_ms": 20}]}
+    )
+    scene.view.get_by_test_id("prompt-input").fill("say something")
+    scene.workbench.click(scene.view, "send-button")
+
+    user = scene.view.locator('[data-testid="message"][data-kind="user"]')
+    expect(user.last).to_have_text("say something", timeout=UI_TIMEOUT_MS)
+    expect(agent_messages(scene.view).last).to_have_text(
+        "Streamed from the scripted model.", timeout=UI_TIMEOUT_MS
+    )
+    expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
+
+
+def attach_view(scene: Scene, session_id: str) -> None:
+    """Attach the view to `session_id` through the session picker (tether: Attach to
+    Session…), picking the entry by the id its detail shows."""
+    try:
+        scene.workbench.run_command("tether: Attach to Session\u2026", opens="tether sessions")
+        scene.workbench.page.locator(".quick-input-widget input").fill(session_id)
+    except Exception:
+        # The module's workbench outlives the test, so open_vscode's failure.png would not
+        # show this moment.
+        scene.workbench.page.screenshot(path=scene.scratch / "attach-failure.png")
+        raise
+    picker = scene.workbench.page.locator(".quick-input-widget")
+    entry = picker.get_by_role("option").filter(has_text=session_id)
+    expect(entry).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    entry.click()
+    expect(picker).to_be_hidden(timeout=UI_TIMEOUT_MS)
+
+
+def test_allowing_in_the_view_answers_the_approval_a_cli_client_waits_on(scene: Scene) -> None:
+    scene.model_server.set_script(
+        {"steps": [command_step("echo allowed-in-vscode"), {"text": "Command ran."}]}
+    )
+    run = RunningCli(
+        scene.home, "-w", str(scene.workspace), "--approval-timeout", "120", "run the command"
+    )
+    try:
+        session_id, approval_id = run.wait_for_line(ANSWER_LINE.pattern).groups()
+        attach_view(scene, session_id)
+        approval = scene.view.get_by_test_id("approval")
+        expect(approval).to_have_attribute("data-approval-id", approval_id, timeout=UI_TIMEOUT_MS)
+        scene.workbench.click(scene.view, "approval-allow")
+
+        code, out, err = run.finish(timeout=60)
+    finally:
+        run.close()
+    assert code == 0, err
+    assert "allowed by vscode" in err, err
+    assert "allowed-in-vscode" in tool_result(scene.model_server, -1)
+    assert "Command ran." in out
+    expect(scene.view.get_by_test_id("approval")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    tool = scene.view.get_by_test_id("tool-call").last
+    expect(tool).to_have_attribute("data-status", "completed", timeout=UI_TIMEOUT_MS)
+    expect(agent_messages(scene.view).last).to_have_text("Command ran.", timeout=UI_TIMEOUT_MS)
+    expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
+
+
+def test_the_view_attaches_mid_turn_to_a_session_started_in_the_terminal(scene: Scene) -> None:
+    # Forty chunks 150 ms apart: the turn runs for six seconds, long enough to attach mid-way.
+    text = "".join(f"<{i:04d}>" for i in range(40))
+    scene.model_server.set_script({"steps": [{"text": text, "chunk_delay_ms": 150}]})
+    started = run_cli(scene.home, "run", "--detach", "-w", str(scene.workspace), "stream slowly")
+    assert started.returncode == 0, started.stderr
+    session_id = started.stdout.strip().split()[-1]
+    assert re.fullmatch(r"s_\w+", session_id), started.stdout
+
+    attach_view(scene, session_id)
+    expect(scene.view.get_by_test_id("session-state")).to_have_text(
+        "running", timeout=UI_TIMEOUT_MS
+    )
+    expect(agent_messages(scene.view).last).to_contain_text("<0000>", timeout=UI_TIMEOUT_MS)
+    expect(agent_messages(scene.view).last).to_have_text(text, timeout=UI_TIMEOUT_MS)
+    expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
