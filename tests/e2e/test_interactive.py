@@ -18,11 +18,17 @@ from tests.support import (
     read_events,
     read_snapshot,
     run_cli,
+    start_daemon,
     start_turn,
     wait_until,
 )
 from tether.protocol.events import ApprovalRequested
-from tether.protocol.methods import SESSION_LIST
+from tether.protocol.methods import (
+    PROCESS_LIST,
+    PROCESS_OUTPUT,
+    SESSION_LIST,
+    ProcessOutputParams,
+)
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
@@ -280,6 +286,50 @@ def test_chat_without_a_terminal_says_how_to_run_instead(home: Home, workspace: 
     assert done.returncode == 2
     assert "needs a terminal" in done.stderr
     assert "tether run" in done.stderr
+
+
+def test_slash_processes_shows_each_process_with_its_latest_output(
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    serve = {
+        "name": "run_command",
+        "arguments": {
+            "command": "echo first; echo serving on 8123; exec sleep 300",
+            "description": "serve",
+            "background": True,
+        },
+    }
+    model_server.set_script({"steps": [{"tool_calls": [serve]}, {"text": "started it"}]})
+    # A daemon of its own: the process it leaves would show in other tests' /processes.
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        _serve_and_list(daemon, home, workspace, terminals)
+    finally:
+        daemon.stop()
+
+
+def _serve_and_list(
+    daemon: DaemonProcess, home: Home, workspace: Path, terminals: list[Terminal]
+) -> None:
+    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
+    terminal.send(f"start the server{ENTER}")
+    terminal.expect("started it")
+    with daemon.client() as client:
+        wait_until(
+            lambda: (
+                "serving"
+                in client.call(
+                    PROCESS_OUTPUT,
+                    ProcessOutputParams(process_id=client.call(PROCESS_LIST).processes[0].id),
+                ).text
+            ),
+            "the server's output",
+        )
+    terminal.send(f"/processes{ENTER}")
+    terminal.expect("│ serving on 8123")
 
 
 def test_slash_commands_answer_from_the_daemon(

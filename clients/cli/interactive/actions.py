@@ -14,10 +14,12 @@ from tether.protocol.events import PermissionMode
 from tether.protocol.methods import (
     MODELS_LIST,
     PROCESS_LIST,
+    PROCESS_OUTPUT,
     SESSION_COMPACT,
     SESSION_CONFIGURE,
     SESSION_UNDO,
     Empty,
+    ProcessOutputParams,
     SessionConfigureParams,
     SessionRef,
     SessionUndoParams,
@@ -159,7 +161,17 @@ async def _processes(chat: "Chat", argument: str) -> None:
     for p in processes:
         code = "" if p.exit_code is None else f" ({p.exit_code})"
         lines.append(f"{p.id}  pid {p.pid:<7} {p.status}{code}  {visible(p.command)}")
+        try:
+            output = await chat.call(PROCESS_OUTPUT, ProcessOutputParams(process_id=p.id))
+        except CallError:
+            continue  # it ended and was forgotten since the list
+        tail = output.text.splitlines()[-PROCESS_TAIL_LINES:]
+        lines += [f"  │ {visible(line)}" for line in tail]
     chat.note("\n".join(lines))
+
+
+PROCESS_TAIL_LINES = 5
+"""Lines of each background process's latest output that `/processes` shows."""
 
 
 async def _cancel(chat: "Chat", argument: str) -> None:
