@@ -172,6 +172,23 @@ def test_a_pending_approval_is_asked_at_once_on_attach(
     assert "denied at the terminal" in model_server.requests[1]["messages"][-1]["content"]
 
 
+def waiting_turn(
+    home: Home,
+    workspace: Path,
+    terminals: list[Terminal],
+    model_server: ModelServer,
+    message: str,
+    then: dict[str, object],
+) -> Terminal:
+    """`tether chat` in mode auto, its turn on `message` running until `go` appears in the
+    workspace (the model's next step is `then`)."""
+    model_server.set_script({"steps": [WAIT_FOR_GO, then]})
+    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
+    terminal.send(f"{message}{ENTER}")
+    terminal.expect(RUNNING)
+    return terminal
+
+
 def test_esc_cancels_the_running_turn(
     daemon: DaemonProcess,
     home: Home,
@@ -179,10 +196,7 @@ def test_esc_cancels_the_running_turn(
     model_server: ModelServer,
     terminals: list[Terminal],
 ) -> None:
-    model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "never"}]})
-    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
-    terminal.send(f"wait{ENTER}")
-    terminal.expect(RUNNING)
+    terminal = waiting_turn(home, workspace, terminals, model_server, "wait", {"text": "never"})
     session_id = running_session(daemon)
     terminal.send(ESC)
     terminal.expect("cancelled")
@@ -197,10 +211,9 @@ def test_a_message_typed_during_a_turn_joins_its_next_step(
     model_server: ModelServer,
     terminals: list[Terminal],
 ) -> None:
-    model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "both done"}]})
-    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
-    terminal.send(f"first{ENTER}")
-    terminal.expect(RUNNING)
+    terminal = waiting_turn(
+        home, workspace, terminals, model_server, "first", {"text": "both done"}
+    )
     terminal.send(f"and also this{ENTER}")
     terminal.expect("joins at the next step")
     (workspace / "go").touch()
@@ -217,10 +230,9 @@ def test_ctrl_d_detaches_and_the_turn_completes_in_the_daemon(
     model_server: ModelServer,
     terminals: list[Terminal],
 ) -> None:
-    model_server.set_script({"steps": [WAIT_FOR_GO, {"text": "finished alone"}]})
-    terminal = open_chat(home, workspace, terminals, "chat", "--permission-mode", "auto")
-    terminal.send(f"go on without me{ENTER}")
-    terminal.expect(RUNNING)
+    terminal = waiting_turn(
+        home, workspace, terminals, model_server, "go on without me", {"text": "finished alone"}
+    )
     session_id = running_session(daemon)
     terminal.send(CTRL_D)
     assert terminal.wait() == 0
