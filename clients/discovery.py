@@ -104,6 +104,21 @@ def probe_lock(path: Path) -> Held | None:
         os.close(fd)
 
 
+def lock_held(path: Path) -> bool:
+    """Whether a process (a daemon) holds the lock file at `path`; reads nothing of it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def _read_record(fd: int) -> "LockRecord | None":
     import msgspec
 
@@ -164,7 +179,7 @@ def start_early(
 ) -> None:
     """Spawn the workspace's daemon now when no process holds its lock, and return at once;
     the next `locate` of `workspace` waits for it. Does nothing when one holds the lock."""
-    if workspace in _early or probe_lock(lock_path(workspace)) is not None:
+    if workspace in _early or lock_held(lock_path(workspace)):
         return
     _early[workspace] = _spawn(workspace, log_path(workspace), idle_timeout, env)
 

@@ -14,6 +14,7 @@ from typing import Self, TypeVar, overload
 
 import msgspec
 
+from tether.clients.call_error import CallError
 from tether.clients.discovery import (
     START_TIMEOUT,
     DaemonUnavailable,
@@ -21,6 +22,7 @@ from tether.clients.discovery import (
     locate,
 )
 from tether.clients.places import log_path
+from tether.clients.prelude import initialize_params
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol import codec
 from tether.protocol.base import Wire
@@ -42,27 +44,10 @@ R = TypeVar("R", bound=Wire)
 _envelope = msgspec.json.Decoder(Envelope)
 
 
-class CallError(Exception):
-    """The daemon answered a call with a JSON-RPC error."""
-
-    def __init__(self, method: str, code: int, message: str) -> None:
-        super().__init__(f"{method}: {message} ({code})")
-        self.method = method
-        self.code = code
-        self.message = message
-
-
 def provider_environment(env: Mapping[str, str]) -> ProviderEnvironment:
     """The provider variables of `env`, as `initialize` sends them (see
     `ProviderEnvironment`: the daemon then uses these, not the ones it was started with)."""
-    return ProviderEnvironment(
-        provider=env.get("TETHER_PROVIDER", ""),
-        base_url=env.get("TETHER_BASE_URL", ""),
-        model=env.get("TETHER_MODEL", ""),
-        api_key=env.get("TETHER_API_KEY", ""),
-        openai_api_key=env.get("OPENAI_API_KEY", ""),
-        anthropic_api_key=env.get("ANTHROPIC_API_KEY", ""),
-    )
+    return msgspec.convert(initialize_params("", env)["providerEnv"], ProviderEnvironment)
 
 
 class Client:
@@ -120,6 +105,23 @@ class Client:
         else:
             client.send_initialize(params)
         return client
+
+    @classmethod
+    def adopt(cls, ws: WebSocket, discovery: bytes, sent: int, frames: list[bytes]) -> Self:
+        """The client of a connection a `Prelude` opened: `discovery` the daemon's discovery
+        file as read, `sent` the requests sent on it (all answered), `frames` what was read
+        (its notifications are kept, in order, for `next_notification`)."""
+        client = cls(ws, msgspec.json.decode(discovery, type=DiscoveryInfo))
+        client._next_id = sent
+        for frame in frames:
+            envelope = _envelope.decode(frame)
+            if envelope.method is not None:
+                client._keep_notification(envelope)
+        return client
+
+    def read_answer(self, method: Method[P, R], frame: bytes) -> R:
+        """The result a response frame to `method` carries (one a `Prelude` read)."""
+        return codec.decode_as(method.result, _envelope.decode(frame).result)
 
     def send_initialize(self, params: InitializeParams) -> None:
         """Send `initialize` without waiting for its answer: the next call goes out right

@@ -186,7 +186,10 @@ class WebSocket:
             lines.append(f"{name}: {value}")
         # Built before the socket opens: invalid headers fail without a leak.
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        sock = socket.create_connection((host, port), timeout=timeout)
+        # An ASCII host goes to getaddrinfo as bytes, which skips the IDNA codec (and the
+        # import of `encodings.idna` with `stringprep`, a noticeable part of a CLI's start).
+        name: str | bytes = host.encode("ascii") if host.isascii() else host
+        sock = socket.create_connection((name, port), timeout=timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(request)

@@ -6,6 +6,7 @@ command.
 """
 
 import argparse
+from collections.abc import Callable, Sequence
 
 from tether.protocol.version import __version__
 
@@ -20,8 +21,18 @@ def _seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `tether` parser; a parsed command carries `handler`, its command's name."""
+AddParser = Callable[..., argparse.ArgumentParser]
+"""`add_parser` of the subcommands' action."""
+Adder = Callable[[AddParser, argparse.ArgumentParser], None]
+"""Adds one subcommand (or a family of them) with its arguments."""
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `tether` parser; a parsed command carries `handler`, its command's name.
+
+    With `argv`, only the subcommand it names gets its parser (building every one costs more
+    than the rest of a `tether run` before its turn starts); every subcommand does when `argv`
+    names none of them, so that the help and the error for an unknown command list them all."""
     # Accepted before or after the subcommand; SUPPRESS keeps the subcommand's parser from
     # overwriting a value given before it.
     common = argparse.ArgumentParser(add_help=False)
@@ -36,8 +47,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    wanted = None if argv is None else command_word(argv)
+    added: set[Adder] = set()
+    for name, add in COMMANDS.items():
+        if (wanted is None or name == wanted) and add not in added:
+            added.add(add)
+            add(sub.add_parser, common)
+    return parser
 
-    run = sub.add_parser(
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names when it names one of `COMMANDS`: its first word that is
+    neither an option nor the value of `--workspace`/`-w`."""
+    words = iter(argv)
+    for word in words:
+        if word in ("--workspace", "-w"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def _run(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    run = add_parser(
         "run",
         parents=[common],
         help="run the agent on a prompt",
@@ -80,15 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler="turns.cmd_run")
 
-    approvals = sub.add_parser(
+
+def _approvals(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    approvals = add_parser(
         "approvals", parents=[common], help="list the workspace's pending approvals"
     )
     approvals.add_argument("--json", action="store_true")
     approvals.set_defaults(handler="approvals.cmd_approvals")
 
-    chat = sub.add_parser(
-        "chat", parents=[common], help="an interactive session (also `tether` alone)"
-    )
+
+def _chat(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    chat = add_parser("chat", parents=[common], help="an interactive session (also `tether` alone)")
     which = chat.add_mutually_exclusive_group()
     which.add_argument("--session", "-s", help="attach to this session (id or prefix)")
     which.add_argument(
@@ -97,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--permission-mode", choices=["ask", "edits", "auto"], default=None)
     chat.set_defaults(handler="chat.cmd_chat")
 
+
+def _answers(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     for verb in ("approve", "deny"):
-        answer = sub.add_parser(
+        answer = add_parser(
             verb, parents=[common], help=f"{verb} a pending approval from any terminal"
         )
         answer.add_argument(
@@ -115,12 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
             )
         answer.set_defaults(handler="approvals.cmd_answer")
 
-    attach = sub.add_parser("attach", parents=[common], help="catch up with a session, follow it")
+
+def _attach(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    attach = add_parser("attach", parents=[common], help="catch up with a session, follow it")
     attach.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
     attach.add_argument("--json", action="store_true")
     attach.set_defaults(handler="turns.cmd_attach")
 
-    sessions = sub.add_parser("sessions", parents=[common], help="list (or delete) sessions")
+
+def _sessions(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    sessions = add_parser("sessions", parents=[common], help="list (or delete) sessions")
     sessions.add_argument("--json", action="store_true")
     sessions.add_argument(
         "--delete",
@@ -129,20 +169,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.set_defaults(handler="sessions.cmd_sessions")
 
-    undo = sub.add_parser("undo", parents=[common], help="restore the files a turn changed")
+
+def _undo(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    undo = add_parser("undo", parents=[common], help="restore the files a turn changed")
     undo.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
     undo.add_argument("--turn", help="the turn (default: the latest that changed files)")
     undo.add_argument("--force", action="store_true", help="also overwrite files changed since")
     undo.add_argument("--json", action="store_true")
     undo.set_defaults(handler="sessions.cmd_undo")
 
-    compact = sub.add_parser(
+
+def _compact(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    compact = add_parser(
         "compact", parents=[common], help="summarise a session's older history now"
     )
     compact.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
     compact.set_defaults(handler="sessions.cmd_compact")
 
-    processes = sub.add_parser(
+
+def _processes(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    processes = add_parser(
         "processes", parents=[common], help="background processes the daemon owns"
     )
     processes.add_argument("--kill", metavar="ID", help="stop one (its whole process tree)")
@@ -152,34 +198,46 @@ def build_parser() -> argparse.ArgumentParser:
     processes.add_argument("--json", action="store_true")
     processes.set_defaults(handler="processes.cmd_processes")
 
-    cancel = sub.add_parser("cancel", parents=[common], help="cancel a session's running turn")
+
+def _cancel(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    cancel = add_parser("cancel", parents=[common], help="cancel a session's running turn")
     cancel.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
     cancel.set_defaults(handler="turns.cmd_cancel")
 
-    daemon = sub.add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
+
+def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    daemon = add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
     daemon.add_argument("action", choices=["start", "stop", "restart", "status"])
     daemon.add_argument("--json", action="store_true")
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     daemon.set_defaults(handler="daemon.cmd_daemon")
 
-    models = sub.add_parser(
+
+def _models(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    models = add_parser(
         "models", parents=[common], help="the models the model server offers (* = in use)"
     )
     models.add_argument("--json", action="store_true")
     models.set_defaults(handler="models.cmd_models")
 
-    doctor = sub.add_parser(
+
+def _doctor(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    doctor = add_parser(
         "doctor",
         parents=[common],
         help="check the workspace's session database (read-only) and say how to recover",
     )
     doctor.set_defaults(handler="daemon.cmd_doctor")
 
-    demo = sub.add_parser("demo", help="see tether work end to end, with a scripted model")
+
+def _demo(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    demo = add_parser("demo", help="see tether work end to end, with a scripted model")
     demo.add_argument("--json", action="store_true")
     demo.set_defaults(handler="scripted_model.cmd_demo")
 
-    dev = sub.add_parser("dev", help="tools for plugin authors")
+
+def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    dev = add_parser("dev", help="tools for plugin authors")
     dev_sub = dev.add_subparsers(dest="dev_command", required=True)
     model_server = dev_sub.add_parser(
         "model-server",
@@ -199,4 +257,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--port-file", metavar="PATH", help="write the port to this file once listening"
     )
     model_server.set_defaults(handler="scripted_model.cmd_dev")
-    return parser
+
+
+COMMANDS: dict[str, Adder] = {
+    "run": _run,
+    "approvals": _approvals,
+    "chat": _chat,
+    "approve": _answers,
+    "deny": _answers,
+    "attach": _attach,
+    "sessions": _sessions,
+    "undo": _undo,
+    "compact": _compact,
+    "processes": _processes,
+    "cancel": _cancel,
+    "daemon": _daemon,
+    "models": _models,
+    "doctor": _doctor,
+    "demo": _demo,
+    "dev": _dev,
+}
+"""Every subcommand, in the order the help lists them."""

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = [*argv, "chat"]
     try:
         with _collector_paused():
-            args = build_parser().parse_args(argv)
+            args = build_parser(argv).parse_args(argv)
             _start_daemon_early(args)
             command = commands.load(args.handler)
         return int(command(args))
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as exc:
         # A command that got this far has imported the client; `main` itself does not.
-        from tether.clients.rpc import CallError
+        from tether.clients.call_error import CallError
         from tether.clients.websocket import WebSocketError
 
         if isinstance(exc, CallError):

@@ -72,10 +72,13 @@ def _resolve(root: Path, path: str) -> Path:
         raise _Problem("not a usable path")
     if target != root and root not in target.parents:
         raise _Problem("outside the workspace")
-    if not target.exists():
-        raise _Problem("not found")
-    if not target.is_dir() and not target.is_file():
-        raise _Problem("not a regular file")
+    try:
+        if not target.exists():
+            raise _Problem("not found")
+        if not target.is_dir() and not target.is_file():
+            raise _Problem("not a regular file")
+    except OSError as exc:  # a name too long for the file system, a folder without access
+        raise _Problem(exc.strerror or "cannot be read") from exc
     return target
 
 

@@ -98,3 +98,41 @@ def test_main_leaves_the_collector_on_with_its_start_frozen(argv: list[str], cod
         stdin=subprocess.DEVNULL,
     )
     assert done.stdout.split()[-3:] == [str(code), "True", "True"], done.stderr
+
+
+_ARGVS = [
+    ["run", "--json", "-s", "abc", "fix", "it"],
+    ["-w", "/tmp", "run", "go"],
+    ["--workspace=/tmp", "run", "-c", "go"],
+    ["--workspace", "/tmp", "approve", "s1", "a1", "--always"],
+    ["deny", "-m", "no"],
+    ["sessions", "--delete", "x"],
+    ["daemon", "status", "--json"],
+    ["dev", "model-server", "--script", "s.json", "--port", "5"],
+    ["chat", "--continue"],
+]
+
+
+@pytest.mark.parametrize("argv", _ARGVS, ids=[" ".join(a) for a in _ARGVS])
+def test_the_parser_built_for_one_command_parses_it_as_the_whole_parser_does(
+    argv: list[str],
+) -> None:
+    assert build_parser(argv).parse_args(argv) == build_parser().parse_args(argv)
+    sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(cast("dict[str, object]", sub.choices)) <= 2  # approve and deny come together
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bogus"], ["-w", "run"], []])
+def test_without_a_known_command_every_subcommand_is_built(argv: list[str]) -> None:
+    sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"run", "models", "demo", "dev"} <= cast("dict[str, object]", sub.choices).keys()
+
+
+def test_an_unknown_command_is_refused_with_every_command_listed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser(["bogus"]).parse_args(["bogus"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'bogus'" in err and "'run'" in err and "'models'" in err

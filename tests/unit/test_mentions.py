@@ -209,6 +209,13 @@ def test_special_files_and_unusable_paths_are_reported(workspace: Path) -> None:
     assert "<file" not in block
 
 
+def test_a_name_too_long_for_the_file_system_is_reported_not_raised(workspace: Path) -> None:
+    long = "x" * 5000
+    block, problems = render_context(workspace, mentions=[long, "src/app.py"])
+    assert problems == [f"{long}: File name too long; not attached"]
+    assert '<file path="src/app.py"' in block
+
+
 def test_names_are_quoted_in_attributes(workspace: Path) -> None:
     (workspace / 'say "hi".txt').write_text("hi")
     block, _ = render_context(workspace, mentions=['say "hi".txt'])

@@ -1,8 +1,14 @@
 """Commands on a session's turns: `tether run` starts one, `attach` follows the running one,
-`cancel` stops it."""
+`cancel` stops it.
+
+`tether run` in a new session against a running daemon sends its turn from a `Prelude`, before
+msgspec, the protocol's types and the renderer are imported: the model is then called while
+those load, and the turn's events, from its first, are replayed to the client once it attaches.
+"""
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, cast
 
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
@@ -11,86 +17,167 @@ from tether.clients.cli.exit_codes import (
     STATUS_EXIT,
     CliError,
 )
-from tether.clients.cli.follow import Detached, Follower
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.piped import read_piped, stdin_may_hold_text
-from tether.clients.cli.render import Renderer
-from tether.clients.cli.targets import connect, resolve_session
-from tether.protocol.events import TurnStatus
-from tether.protocol.methods import (
-    SESSION_CREATE,
-    TURN_CANCEL,
-    TURN_START,
-    Attachment,
-    SessionCreateParams,
-    TurnCancelParams,
-    TurnStartParams,
-)
+from tether.clients.cli.targets import connect, resolve_session, workspace
+from tether.clients.prelude import JsonObject, Prelude
+
+if TYPE_CHECKING:
+    from tether.clients.rpc import Client
+    from tether.protocol.events import PermissionMode, TurnStatus
+    from tether.protocol.methods import TurnStartResult
+
+CLIENT_NAME = "tether-cli"
+
+
+class RunRequest:
+    """What `tether run` asks: the prompt, the files it mentions and the attached texts."""
+
+    def __init__(
+        self,
+        prompt: str,
+        attachments: "list[tuple[str, str]] | None" = None,
+        permission_mode: "PermissionMode | None" = None,
+        model: str | None = None,
+    ) -> None:
+        self.prompt = prompt
+        self.attachments = attachments or []
+        """(name, text) of each attached text."""
+        self.mentions = parse_cli_mentions(prompt)
+        self.permission_mode: PermissionMode | None = permission_mode
+        self.model = model
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "RunRequest":
+        """The request of `tether run`'s arguments and piped stdin (`CliError` when neither
+        gives a prompt)."""
+        prompt = " ".join(args.prompt).strip()
+        stdin = sys.stdin
+        piped = read_piped(
+            stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
+        )
+        attachments: list[tuple[str, str]] = []
+        if not prompt:
+            prompt = (piped or "").strip()
+        elif piped and piped.strip():
+            attachments.append(("stdin", piped))
+        if not prompt:
+            raise CliError(
+                "give the prompt as arguments (tether run 'what does main.py do?') or on stdin",
+                EXIT_USAGE,
+            )
+        return cls(prompt, attachments, args.permission_mode, args.model)
+
+    def turn_start(self, session_id: str) -> JsonObject:
+        """`turn/start`'s params on the wire (as `TurnStartParams` encodes them)."""
+        params: JsonObject = {"sessionId": session_id, "text": self.prompt}
+        if self.mentions:
+            params["mentions"] = self.mentions
+        if self.attachments:
+            params["attachments"] = [{"name": n, "text": t} for n, t in self.attachments]
+        if self.permission_mode is not None:
+            params["permissionMode"] = self.permission_mode
+        if self.model is not None:
+            params["model"] = self.model
+        return params
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    prompt = " ".join(args.prompt).strip()
-    stdin = sys.stdin
-    terminal = stdin is not None and stdin.isatty()
-    piped = read_piped(
-        stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
-    )
-    attachments: list[Attachment] = []
-    if not prompt:
-        prompt = (piped or "").strip()
-    elif piped and piped.strip():
-        attachments.append(Attachment(name="stdin", text=piped))
-    if not prompt:
-        raise CliError(
-            "give the prompt as arguments (tether run 'what does main.py do?') or on stdin",
-            EXIT_USAGE,
-        )
+    request = RunRequest.from_args(args)
+    prelude = None
+    if not (args.session or args.continue_latest):
+        prelude = Prelude.open(workspace(args), client_name=CLIENT_NAME)
+    if prelude is not None:
+        try:
+            created, _ = prelude.call("session/create", {})
+            session_id = _session_id(created)
+            _, frame = prelude.call("turn/start", request.turn_start(session_id))
+        except BaseException:
+            prelude.close()
+            raise
+        with prelude.handover() as client:
+            return _follow_run(args, client, session_id, frame)
     with connect(args) as client:
-        if args.session or args.continue_latest:
-            session = resolve_session(client, args.session)
-        else:
-            session = client.call(SESSION_CREATE, SessionCreateParams()).session
-        renderer = Renderer(json_mode=args.json)
-        follower = Follower(
-            client,
-            session.id,
-            renderer,
-            interactive=terminal and not args.json,
-            approval_timeout=args.approval_timeout,
-        )
+        return _follow_run(args, client, _session_of(args, client), None, request)
+
+
+def _session_id(created: JsonObject) -> str:
+    session = created.get("session")
+    session_id = cast(JsonObject, session).get("id") if isinstance(session, dict) else None
+    if not isinstance(session_id, str):
+        raise CliError("the daemon's answer to session/create names no session", EXIT_USAGE)
+    return session_id
+
+
+def _session_of(args: argparse.Namespace, client: "Client") -> str:
+    from tether.protocol.methods import SESSION_CREATE, SessionCreateParams
+
+    if args.session or args.continue_latest:
+        return resolve_session(client, args.session).id
+    return client.call(SESSION_CREATE, SessionCreateParams()).session.id
+
+
+def _follow_run(
+    args: argparse.Namespace,
+    client: "Client",
+    session_id: str,
+    started_frame: bytes | None,
+    request: RunRequest | None = None,
+) -> int:
+    """Follow the turn of `tether run`: one a prelude started (`started_frame`, its answer),
+    or the one started here from `request` once attached."""
+    from tether.clients.cli.follow import Follower
+    from tether.clients.cli.render import Renderer
+    from tether.protocol.methods import TURN_START, Attachment, TurnStartParams
+    from tether.protocol.session import Cursor
+
+    renderer = Renderer(json_mode=args.json)
+    follower = Follower(
+        client,
+        session_id,
+        renderer,
+        interactive=sys.stdin is not None and sys.stdin.isatty() and not args.json,
+        approval_timeout=args.approval_timeout,
+    )
+    if started_frame is not None:
+        started: TurnStartResult = client.read_answer(TURN_START, started_frame)
+        if not args.detach:
+            # The turn began before this attach: its events, from the session's first,
+            # are replayed.
+            follower.attach(Cursor(seq=0))
+    else:
+        assert request is not None
         if not args.detach:
             follower.attach()
         started = client.call(
             TURN_START,
             TurnStartParams(
-                session_id=session.id,
-                text=prompt,
-                permission_mode=args.permission_mode,
-                model=args.model,
-                mentions=parse_cli_mentions(prompt),
-                attachments=attachments,
+                session_id=session_id,
+                text=request.prompt,
+                permission_mode=request.permission_mode,
+                model=request.model,
+                mentions=request.mentions,
+                attachments=[Attachment(name=n, text=t) for n, t in request.attachments],
             ),
         )
-        turn_id = started.turn_id
-        if not args.json:
-            for problem in started.problems:
-                print(f"tether: {problem}", file=sys.stderr)
-        if started.queued and not args.json:
-            print(
-                f"tether: a turn is running in {session.id}; your message joins it at its next"
-                " step",
-                file=sys.stderr,
-            )
-        if args.detach:
-            print(session.id)
-            return EXIT_OK
-        status = follower.follow(turn_id)
-        if not args.json and status != "completed":
-            _say_go_on(f"turn {status} (session {session.id}){_why(status)}", session.id)
-        return STATUS_EXIT[status]
+    if not args.json:
+        for problem in started.problems:
+            print(f"tether: {problem}", file=sys.stderr)
+    if started.queued and not args.json:
+        print(
+            f"tether: a turn is running in {session_id}; your message joins it at its next step",
+            file=sys.stderr,
+        )
+    if args.detach:
+        print(session_id)
+        return EXIT_OK
+    status = follower.follow(started.turn_id)
+    if not args.json and status != "completed":
+        _say_go_on(f"turn {status} (session {session_id}){_why(status)}", session_id)
+    return STATUS_EXIT[status]
 
 
-_WHY: dict[TurnStatus, str] = {
+_WHY: "dict[TurnStatus, str]" = {
     "interrupted": ": the daemon stopped while it ran",
     "paused": ": it reached its step budget",
 }
@@ -101,13 +188,16 @@ def _say_go_on(what: str, session_id: str) -> None:
     print(f"tether: {what}; to go on: `tether run -s {session_id} continue`", file=sys.stderr)
 
 
-def _why(status: TurnStatus) -> str:
+def _why(status: "TurnStatus") -> str:
     return _WHY.get(status, "")
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
     """Show the session and follow its running turn; the exit code is how its last turn
     ended (Ctrl-C: `EXIT_INTERRUPTED`, the turn goes on)."""
+    from tether.clients.cli.follow import Detached, Follower
+    from tether.clients.cli.render import Renderer
+
     with connect(args) as client:
         session = resolve_session(client, args.session)
         renderer = Renderer(json_mode=args.json)
@@ -132,6 +222,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from tether.protocol.methods import TURN_CANCEL, TurnCancelParams
+
     with connect(args) as client:
         session = resolve_session(client, args.session)
         result = client.call(TURN_CANCEL, TurnCancelParams(session_id=session.id))
