@@ -13,6 +13,7 @@ is atomic (`atomic_write`): a write that fails leaves the file as it was, and sa
 
 import difflib
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, ClassVar
 
@@ -134,20 +135,16 @@ class FileParams(ToolParams, frozen=True, kw_only=True):
     path: Annotated[str, msgspec.Meta(description="File path, relative to the workspace root.")]
 
 
+@dataclass(frozen=True, slots=True)
 class FilePlan:
     """The content one call would leave in one file, and what its result will say."""
 
-    __slots__ = ("after", "before", "path", "shown", "summary")
-
-    def __init__(
-        self, path: Path, shown: str, before: bytes | None, after: bytes, summary: str
-    ) -> None:
-        self.path = path
-        self.shown = shown
-        self.before = before
-        """None: the file does not exist."""
-        self.after = after
-        self.summary = summary
+    path: Path
+    shown: str
+    before: bytes | None
+    """None: the file does not exist."""
+    after: bytes
+    summary: str
 
 
 class FileEditTool:
