@@ -68,6 +68,7 @@ from tether.daemon.lsp.servers import (
     available_servers,
     merge_specs,
 )
+from tether.daemon.nursery import LentNursery
 from tether.daemon.workspace import display_path
 
 ServerState = Literal["starting", "running", "crashed", "restarting", "stopped"]
@@ -198,7 +199,7 @@ class LspPool:
                 self._specs.append(spec)
                 self._commands[spec.name] = found.command
         self._entries: dict[tuple[str, Path], _Entry] = {}
-        self._nursery: trio.Nursery | None = None
+        self._lent = LentNursery()
         self._reports = ReportSignal()
 
     # --- service ------------------------------------------------------------------------------
@@ -210,14 +211,8 @@ class LspPool:
         async with trio.open_nursery() as nursery:
             if self.idle_timeout > 0:
                 nursery.start_soon(self._watch_idle)
-            self._nursery = nursery
-            task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                # The servers' own tasks see the cancellation and stop themselves; nothing
-                # new may start while they do.
-                self._nursery = None
+            # The servers' own tasks see the cancellation and stop themselves.
+            await self._lent.lend(nursery, task_status)
 
     def status(self) -> list[ServerStatus]:
         """The servers started so far, one per (server, root), in the order they started."""
@@ -239,8 +234,8 @@ class LspPool:
         """Start, in the background, the servers these files would need (a file was read;
         an edit is likely). Does not wait; does nothing when the pool is not serving or a
         server is backing off after crashes."""
-        if self._nursery is not None:
-            self._nursery.start_soon(self._prewarm, list(paths))
+        if self._lent.nursery is not None:
+            self._lent.nursery.start_soon(self._prewarm, list(paths))
 
     async def _prewarm(self, paths: list[Path]) -> None:
         now = trio.current_time()
@@ -269,7 +264,7 @@ class LspPool:
         failure: that server's diagnostics are just missing (its crash is reported through
         `on_event`). Cancellation propagates; requests in flight are cancelled and a server
         being started for this call is stopped (it starts again on the next use)."""
-        if self._nursery is None:
+        if self._lent.nursery is None:
             return []
         wait = self.diagnostics_wait if wait is None else wait
         files, located = await self._locate(paths)
@@ -363,7 +358,7 @@ class LspPool:
                     if entry.failures > 1 or not entry.crashed_running or delay > budget:
                         return
                     await trio.sleep(delay)
-            nursery = self._nursery
+            nursery = self._lent.nursery
             if nursery is None:
                 return
             restarting = entry.state == "crashed"

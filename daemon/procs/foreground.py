@@ -14,6 +14,7 @@ Rules:
 """
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -29,23 +30,16 @@ OUTPUT_INTERVAL = 0.05
 `BATCH_CHARS` characters are waiting)."""
 
 
+@dataclass(slots=True, eq=False)
 class Completed:
     """How a foreground command ended."""
 
-    def __init__(
-        self,
-        exit_code: int | None,
-        duration: float,
-        output: OutputBuffer,
-        timed_out: bool,
-        leftovers: int,
-    ) -> None:
-        self.exit_code = exit_code
-        self.duration = duration
-        self.output = output
-        self.timed_out = timed_out
-        self.leftovers = leftovers
-        """Members of the group still alive when the shell exited (they were stopped)."""
+    exit_code: int | None
+    duration: float
+    output: OutputBuffer
+    timed_out: bool
+    leftovers: int
+    """Members of the group still alive when the shell exited (they were stopped)."""
 
 
 async def run_to_completion(

@@ -24,6 +24,7 @@ from typing import Literal
 
 import trio
 
+from tether.daemon.nursery import LentNursery
 from tether.daemon.procs.groups import KILL_GRACE, count_live_members, kill_tree
 from tether.daemon.procs.output import OutputDecoder, pump
 from tether.daemon.procs.ownership import OwnedGroups
@@ -135,7 +136,7 @@ class ProcessTable:
         self.owned = OwnedGroups(record)
         self._procs: dict[str, ManagedProcess] = {}
         self._ids = itertools.count(1)
-        self._nursery: trio.Nursery | None = None
+        self._lent = LentNursery()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run until cancelled. Starts by stopping (in the background: SIGTERM, the grace
@@ -147,12 +148,7 @@ class ProcessTable:
                 for record in await OWNER_THREAD.run(self.owned.take_over):
                     log.info("stopping process group %d left by a previous daemon", record.pgid)
                     nursery.start_soon(self._stop_leftover, record.pgid)
-                self._nursery = nursery
-                task_status.started()
-                try:
-                    await trio.sleep_forever()
-                finally:
-                    self._nursery = None
+                await self._lent.lend(nursery, task_status)
             # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.
         finally:
             with trio.CancelScope(shield=True):
@@ -167,7 +163,7 @@ class ProcessTable:
         self, command: str, cwd: Path, env: Mapping[str, str], session_id: str = ""
     ) -> ManagedProcess:
         """Start `command` in the user's shell, owned by the table; returns at once."""
-        if self._nursery is None:
+        if self._lent.nursery is None:
             raise ProcessTableClosed("background processes are not available right now")
         process = await open_command(command, cwd, env, self.owned)
         nursery = self._serving()
@@ -181,7 +177,7 @@ class ProcessTable:
         return managed
 
     def _serving(self) -> trio.Nursery | None:
-        return self._nursery
+        return self._lent.nursery
 
     def list(self) -> list[ProcessInfo]:
         return [managed.info() for managed in self._procs.values()]

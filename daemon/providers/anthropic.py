@@ -46,19 +46,15 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
     ToolSet,
 )
-from tether.daemon.providers.texttools import TextToolCalls
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
     DialectClient,
     DialectOptions,
-    Received,
     Rejected,
-    StreamFaults,
+    StreamedReply,
     error_detail,
-    finish_response,
     join_json_arrays,
     join_json_strings,
-    sse_data,
     switches_to_text_tools,
 )
 
@@ -346,6 +342,7 @@ class AnthropicMessagesClient(DialectClient):
     models_path = "/v1/models"
     models_params = {"limit": 1000}
     stream_path = "/v1/messages"
+    dialect_json = "Messages JSON"
 
     def __init__(
         self,
@@ -433,55 +430,21 @@ class AnthropicMessagesClient(DialectClient):
             not_found=not_found,
         )
 
-    async def _read_stream(
-        self,
-        response: httpx.Response,
-        callbacks: StreamCallbacks,
-        request_bytes: int,
-        text_mode: bool,
-    ) -> ModelResponse:
+    async def _read_stream(self, response: httpx.Response, reply: StreamedReply) -> None:
         blocks: dict[int, _Block] = {}
-        text: list[str] = []
-        reasoning: list[str] = []
-        stop_reason: str | None = None
-        input_tokens: int | None = None
-        output_tokens: int | None = None
-        stopped = False
-        # An error event is raised after the rest of the body has been read (see `sse_data`);
-        # events that cannot be read are judged at the end (see `StreamFaults`).
-        failure: ModelError | None = None
-        faults = StreamFaults()
-        received = Received()
-        filter_ = TextToolCalls() if text_mode else None
-
-        def add_text(piece: str) -> None:
-            text.append(piece)
-            shown = filter_.feed(piece) if filter_ else piece
-            if shown:
-                callbacks.on_text(shown)
-
-        def add_thought(piece: str) -> None:
-            reasoning.append(piece)
-            callbacks.on_reasoning(piece)
-
-        async with aclosing(sse_data(response, received)) as events:
+        async with aclosing(reply.data(response)) as events:
             async for data in events:
-                if stopped or failure is not None:
+                event = reply.decode(_event_decoder, data)
+                if event is None:
                     continue
-                try:
-                    event = _event_decoder.decode(data)
-                except msgspec.DecodeError as exc:
-                    faults.bad_line(data, exc)
-                    continue
-                faults.decoded += 1
                 kind = event.type
                 if kind == "content_block_delta" and event.delta is not None:
                     delta = event.delta
                     block = blocks.get(event.index)
                     if delta.type == "text_delta" and delta.text:
-                        add_text(delta.text)
+                        reply.add_text(delta.text)
                     elif delta.type == "thinking_delta" and delta.thinking:
-                        add_thought(delta.thinking)
+                        reply.add_thought(delta.thinking)
                     elif delta.type == "input_json_delta" and block is not None:
                         block.parts.append(delta.partial_json)
                 elif kind == "content_block_start" and event.content_block is not None:
@@ -490,35 +453,28 @@ class AnthropicMessagesClient(DialectClient):
                     if start.type == "tool_use":
                         block.start_input = bytes(start.input)
                     elif start.type == "text" and start.text:
-                        add_text(start.text)
+                        reply.add_text(start.text)
                     elif start.type == "thinking" and start.thinking:
-                        add_thought(start.thinking)
+                        reply.add_thought(start.thinking)
                 elif kind == "message_start" and event.message is not None:
                     started = event.message.usage
                     if started is not None:
-                        input_tokens = started.prompt_tokens()
-                        output_tokens = started.output_tokens
+                        reply.input_tokens = started.prompt_tokens()
+                        reply.output_tokens = started.output_tokens
                 elif kind == "message_delta":
                     if event.delta is not None and event.delta.stop_reason:
-                        stop_reason = event.delta.stop_reason
+                        stop = event.delta.stop_reason
+                        reply.finish_reason = STOP_REASONS.get(stop, stop)
                     if event.usage is not None:
                         if event.usage.output_tokens is not None:
-                            output_tokens = event.usage.output_tokens
+                            reply.output_tokens = event.usage.output_tokens
                         if event.usage.prompt_tokens() is not None:
-                            input_tokens = event.usage.prompt_tokens()
+                            reply.input_tokens = event.usage.prompt_tokens()
                 elif kind == "message_stop":
-                    stopped = True
+                    reply.stopped = True
                 elif kind == "error":
-                    failure = _stream_error(self.base_url, event.error or _ErrorBody())
-        if failure is not None:
-            raise failure
-        warnings = faults.check(
-            finished=stopped or stop_reason is not None,
-            base_url=self.base_url,
-            dialect_json="Messages JSON",
-            received=received,
-        )
-        tool_calls = [
+                    reply.failure = _stream_error(self.base_url, event.error or _ErrorBody())
+        reply.tool_calls = [
             ToolCallRequest(
                 id=block.id or f"toolu_{index}",
                 name=block.name,
@@ -527,19 +483,6 @@ class AnthropicMessagesClient(DialectClient):
             for index, block in sorted(blocks.items())
             if block.kind == "tool_use"
         ]
-        finish_reason = STOP_REASONS.get(stop_reason or "end_turn", stop_reason or "stop")
-        return finish_response(
-            text=text,
-            reasoning=reasoning,
-            tool_calls=tool_calls,
-            finish_reason=finish_reason,
-            text_calls=filter_,
-            callbacks=callbacks,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            request_bytes=request_bytes,
-            warnings=warnings,
-        )
 
 
 def _stream_error(base_url: str, error: _ErrorBody) -> ModelError:

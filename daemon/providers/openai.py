@@ -35,17 +35,13 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
     ToolSet,
 )
-from tether.daemon.providers.texttools import TextToolCalls
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
     DialectClient,
-    Received,
     Rejected,
-    StreamFaults,
+    StreamedReply,
     error_detail,
-    finish_response,
     join_json_strings,
-    sse_data,
     switches_to_text_tools,
 )
 
@@ -226,6 +222,7 @@ class OpenAIChatClient(DialectClient):
     provider = "openai"
     models_path = "/models"
     stream_path = "/chat/completions"
+    dialect_json = "chat-completions JSON"
 
     stream_usage: bool | None = None
     """Whether the server takes `stream_options.include_usage`: None until it is known (then
@@ -313,58 +310,33 @@ class OpenAIChatClient(DialectClient):
             not_found=not_found,
         )
 
-    async def _read_stream(
-        self,
-        response: httpx.Response,
-        callbacks: StreamCallbacks,
-        request_bytes: int,
-        text_mode: bool,
-    ) -> ModelResponse:
-        text: list[str] = []
-        reasoning: list[str] = []
+    async def _read_stream(self, response: httpx.Response, reply: StreamedReply) -> None:
         calls: dict[int, _ToolCallBuilder] = {}
-        finish_reason: str | None = None
-        usage: _Usage | None = None
-        done = False
-        # An error the server reported is raised after the rest of the body has been read (see
-        # `sse_data`); lines that cannot be read are judged at the end (see `StreamFaults`).
-        failure: ModelError | None = None
-        faults = StreamFaults()
-        received = Received()
-        blocks = TextToolCalls() if text_mode else None
-        async with aclosing(sse_data(response, received)) as events:
+        async with aclosing(reply.data(response)) as events:
             async for data in events:
-                if done or failure is not None:
-                    continue
                 if data == "[DONE]":
-                    done = True
+                    reply.stopped = True
                     continue
-                try:
-                    chunk = _chunk_decoder.decode(data)
-                except msgspec.DecodeError as exc:
-                    faults.bad_line(data, exc)
+                chunk = reply.decode(_chunk_decoder, data)
+                if chunk is None:
                     continue
-                faults.decoded += 1
                 if chunk.error is not None:
-                    failure = _stream_error(self.base_url, chunk.error)
+                    reply.failure = _stream_error(self.base_url, chunk.error)
                     continue
                 if chunk.usage is not None:
-                    usage = chunk.usage
+                    reply.input_tokens = chunk.usage.prompt_tokens
+                    reply.output_tokens = chunk.usage.completion_tokens
                 for choice in chunk.choices:
                     if choice.finish_reason:
-                        finish_reason = choice.finish_reason
+                        reply.finish_reason = choice.finish_reason
                     delta = choice.delta
                     if delta is None:
                         continue
                     if delta.content:
-                        text.append(delta.content)
-                        shown = blocks.feed(delta.content) if blocks else delta.content
-                        if shown:
-                            callbacks.on_text(shown)
+                        reply.add_text(delta.content)
                     thought = delta.reasoning_content or delta.reasoning
                     if thought:
-                        reasoning.append(thought)
-                        callbacks.on_reasoning(thought)
+                        reply.add_thought(thought)
                     for call_delta in delta.tool_calls or ():
                         builder = calls.setdefault(call_delta.index, _ToolCallBuilder())
                         if call_delta.id:
@@ -374,30 +346,10 @@ class OpenAIChatClient(DialectClient):
                                 builder.name += call_delta.function.name
                             if call_delta.function.arguments:
                                 builder.arguments.append(call_delta.function.arguments)
-        if failure is not None:
-            raise failure
-        warnings = faults.check(
-            finished=done or finish_reason is not None,
-            base_url=self.base_url,
-            dialect_json="chat-completions JSON",
-            received=received,
-        )
-        tool_calls = [
+        reply.tool_calls = [
             ToolCallRequest(id=b.id or f"call_{index}", name=b.name, arguments="".join(b.arguments))
             for index, b in sorted(calls.items())
         ]
-        return finish_response(
-            text=text,
-            reasoning=reasoning,
-            tool_calls=tool_calls,
-            finish_reason=finish_reason or "stop",
-            text_calls=blocks,
-            callbacks=callbacks,
-            input_tokens=usage.prompt_tokens if usage is not None else None,
-            output_tokens=usage.completion_tokens if usage is not None else None,
-            request_bytes=request_bytes,
-            warnings=warnings,
-        )
 
 
 def _stream_error(base_url: str, error: _StreamError) -> ModelError:

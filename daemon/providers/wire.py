@@ -25,9 +25,9 @@ import copy
 import re
 import ssl
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Mapping
 from contextlib import aclosing, contextmanager
-from typing import ClassVar, Self, TypedDict, cast
+from typing import ClassVar, Self, TypedDict, TypeVar, cast
 
 import httpx
 import msgspec
@@ -53,6 +53,8 @@ EXCERPT_CHARS = 120
 """How much of a body or line an error message quotes."""
 CHARS_PER_TOKEN = 3.5
 """Token estimate for servers that report no usage."""
+
+_T = TypeVar("_T")
 
 
 def estimate_tokens(chars: int) -> int:
@@ -398,49 +400,121 @@ def switches_to_text_tools(
     return has_tools and not text_mode and tool_mode == "auto" and says_tools_unsupported(detail)
 
 
-def finish_response(
-    *,
-    text: list[str],
-    reasoning: list[str],
-    tool_calls: list[ToolCallRequest],
-    finish_reason: str,
-    text_calls: TextToolCalls | None,
-    callbacks: StreamCallbacks,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    request_bytes: int,
-    warnings: list[str],
-) -> ModelResponse:
-    """The reply a finished stream assembled. In text tool mode (`text_calls`) what the filter
-    held back is streamed and the `<tool_call>` blocks join the tool calls. Token counts the
-    server did not report are estimated from characters (`ModelUsage.estimated`)."""
-    raw_text = "".join(text)
-    visible = raw_text
-    if text_calls is not None:
-        tail, from_text = text_calls.finish()
-        if tail:
-            callbacks.on_text(tail)
-        visible = text_calls.text
-        if from_text:
-            tool_calls = [*tool_calls, *from_text]
-            finish_reason = "tool_calls"
-    if input_tokens is None or output_tokens is None:
-        out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
-        usage = ModelUsage(
-            input_tokens=estimate_tokens(request_bytes) if input_tokens is None else input_tokens,
-            output_tokens=estimate_tokens(out_chars) if output_tokens is None else output_tokens,
-            estimated=True,
-        )
-    else:
-        usage = ModelUsage(input_tokens=input_tokens, output_tokens=output_tokens)
-    return ModelResponse(
-        text=visible,
-        reasoning="".join(reasoning),
-        tool_calls=tool_calls,
-        finish_reason=finish_reason,
-        usage=usage,
-        warnings=warnings,
+class StreamedReply:
+    """What one reply's stream has said so far, and the reply it makes when it ends.
+
+    Text goes to `callbacks.on_text` as it arrives, through the `<tool_call>` filter in text
+    tool mode; reasoning to `callbacks.on_reasoning`. A dialect reads the stream's payloads
+    with `data`, decodes each with `decode`, and sets what they say: `stopped` at its final
+    event, `finish_reason` (in the loop's words), the token counts the server reports, the
+    tool calls, and `failure` for an error the server sent. `finish` then builds the reply."""
+
+    __slots__ = (
+        "_callbacks",
+        "failure",
+        "faults",
+        "finish_reason",
+        "input_tokens",
+        "output_tokens",
+        "reasoning",
+        "received",
+        "stopped",
+        "text",
+        "text_calls",
+        "tool_calls",
     )
+
+    def __init__(self, callbacks: StreamCallbacks, *, text_mode: bool) -> None:
+        self._callbacks = callbacks
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.text_calls = TextToolCalls() if text_mode else None
+        self.faults = StreamFaults()
+        self.received = Received()
+        self.stopped = False
+        self.finish_reason: str | None = None
+        """None: the server named none (the reply counts as finished only if it `stopped`)."""
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        """None: the server did not report it, and `finish` estimates it."""
+        self.tool_calls: list[ToolCallRequest] = []
+        self.failure: ModelError | None = None
+        """An error the server reported, raised by `finish` once the body has been read."""
+
+    async def data(self, response: httpx.Response) -> AsyncGenerator[str]:
+        """The stream's payloads (see `sse_data`) until it stopped or failed; the rest of the
+        body is read, unseen."""
+        async with aclosing(sse_data(response, self.received)) as events:
+            async for data in events:
+                if not self.stopped and self.failure is None:
+                    yield data
+
+    def decode(self, decoder: msgspec.json.Decoder[_T], data: str) -> _T | None:
+        """One payload decoded, or None for one that is not the dialect's JSON (counted in
+        `faults`)."""
+        try:
+            event = decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            self.faults.bad_line(data, exc)
+            return None
+        self.faults.decoded += 1
+        return event
+
+    def add_text(self, piece: str) -> None:
+        self.text.append(piece)
+        shown = self.text_calls.feed(piece) if self.text_calls else piece
+        if shown:
+            self._callbacks.on_text(shown)
+
+    def add_thought(self, piece: str) -> None:
+        self.reasoning.append(piece)
+        self._callbacks.on_reasoning(piece)
+
+    def finish(self, *, base_url: str, dialect_json: str, request_bytes: int) -> ModelResponse:
+        """The reply the finished stream assembled; raises the server's `failure`, or what
+        `StreamFaults.check` raises for a stream that cannot be used (it finished when it
+        `stopped` or named a `finish_reason`). In text tool mode what the filter held back is
+        streamed and the `<tool_call>` blocks join the tool calls. Token counts the server did
+        not report are estimated from characters (`ModelUsage.estimated`)."""
+        if self.failure is not None:
+            raise self.failure
+        warnings = self.faults.check(
+            finished=self.stopped or self.finish_reason is not None,
+            base_url=base_url,
+            dialect_json=dialect_json,
+            received=self.received,
+        )
+        tool_calls = self.tool_calls
+        finish_reason = self.finish_reason or "stop"
+        input_tokens = self.input_tokens
+        output_tokens = self.output_tokens
+        raw_text = "".join(self.text)
+        visible = raw_text
+        if self.text_calls is not None:
+            tail, from_text = self.text_calls.finish()
+            if tail:
+                self._callbacks.on_text(tail)
+            visible = self.text_calls.text
+            if from_text:
+                tool_calls = [*tool_calls, *from_text]
+                finish_reason = "tool_calls"
+        estimated = input_tokens is None or output_tokens is None
+        if input_tokens is None:
+            input_tokens = estimate_tokens(request_bytes)
+        if output_tokens is None:
+            out_chars = len(raw_text) + sum(len(c.arguments) + len(c.name) for c in tool_calls)
+            output_tokens = estimate_tokens(out_chars)
+        usage = ModelUsage(
+            input_tokens=input_tokens, output_tokens=output_tokens, estimated=estimated
+        )
+        return ModelResponse(
+            text=visible,
+            reasoning="".join(self.reasoning),
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
+            warnings=warnings,
+        )
 
 
 class DialectOptions(TypedDict, total=False):
@@ -466,6 +540,8 @@ class DialectClient:
     models_params: ClassVar[Mapping[str, int] | None] = None
     stream_path: ClassVar[str]
     """The path below `base_url` that requests are POSTed to."""
+    dialect_json: ClassVar[str]
+    """What its stream's lines are, for a message about lines that are not."""
 
     def __init__(
         self,
@@ -524,9 +600,9 @@ class DialectClient:
             ),
         )
 
-    _read_stream: Callable[[httpx.Response, StreamCallbacks, int, bool], Awaitable[ModelResponse]]
-    """The dialect's reading of a reply's stream: `(response, callbacks, request_bytes,
-    text_mode)`."""
+    async def _read_stream(self, response: httpx.Response, reply: StreamedReply) -> None:
+        """Read the reply's stream into `reply` (see `StreamedReply`)."""
+        raise NotImplementedError
 
     async def _post(
         self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
@@ -542,7 +618,13 @@ class DialectClient:
                 headers={"content-type": "application/json"},
             ) as response:
                 await accept_stream(response, base_url=self.base_url, fix=self._stream_fix())
-                return await self._read_stream(response, callbacks, len(body), text_mode)
+                reply = StreamedReply(callbacks, text_mode=text_mode)
+                await self._read_stream(response, reply)
+                return reply.finish(
+                    base_url=self.base_url,
+                    dialect_json=self.dialect_json,
+                    request_bytes=len(body),
+                )
 
     def _unreachable_hint(self) -> str:
         """What to check when nothing answers at `base_url`."""

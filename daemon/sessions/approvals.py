@@ -72,15 +72,7 @@ class ApprovalBroker:
         finally:
             self._waiting.pop(request.id, None)
             if waiter.resolution is None:
-                self.session.emit(
-                    ApprovalResolved(
-                        approval_id=request.id,
-                        turn_id=request.turn_id,
-                        decision="deny",
-                        by="daemon",
-                        message="the turn was cancelled",
-                    )
-                )
+                self.session.deny_for_daemon(request, "the turn was cancelled")
         assert waiter.resolution is not None
         return waiter.resolution
 

@@ -11,83 +11,38 @@ Rules:
 """
 
 import sqlite3
+from dataclasses import dataclass
 
 
+@dataclass(slots=True, eq=False)
 class SessionRow:
-    __slots__ = (
-        "created_at",
-        "id",
-        "last_status",
-        "model",
-        "permission_mode",
-        "running_turn",
-        "title",
-        "turn_count",
-        "updated_at",
-    )
-
-    def __init__(
-        self,
-        id: str,
-        title: str,
-        created_at: float,
-        updated_at: float,
-        turn_count: int,
-        running_turn: str | None,
-        last_status: str | None = None,
-        model: str = "",
-        permission_mode: str | None = None,
-    ) -> None:
-        self.id = id
-        self.title = title
-        self.created_at = created_at
-        self.updated_at = updated_at
-        self.turn_count = turn_count
-        self.running_turn = running_turn
-        self.last_status = last_status
-        """The status of the session's last turn (None: it has had none)."""
-        self.model = model
-        """The model the session chose (empty: the configured one)."""
-        self.permission_mode = permission_mode
-        """The session's permission mode when it was last used (None: not recorded yet)."""
+    id: str
+    title: str
+    created_at: float
+    updated_at: float
+    turn_count: int
+    running_turn: str | None
+    last_status: str | None = None
+    """The status of the session's last turn (None: it has had none)."""
+    model: str = ""
+    """The model the session chose (empty: the configured one)."""
+    permission_mode: str | None = None
+    """The session's permission mode when it was last used (None: not recorded yet)."""
 
 
+@dataclass(slots=True, eq=False)
 class SnapshotRow:
-    __slots__ = (
-        "after_digest",
-        "content",
-        "created_at",
-        "digest",
-        "path",
-        "session_id",
-        "size",
-        "turn_id",
-        "undone",
-    )
-
-    def __init__(
-        self,
-        session_id: str,
-        turn_id: str,
-        path: str,
-        content: bytes | None,
-        size: int | None,
-        digest: str | None,
-        after_digest: str | None,
-        created_at: float,
-        undone: bool = False,
-    ) -> None:
-        self.session_id = session_id
-        self.turn_id = turn_id
-        self.path = path
-        self.content = content
-        """None: the file did not exist before the turn."""
-        self.size = size
-        self.digest = digest
-        self.after_digest = after_digest
-        """The hash of the file as the turn left it; None: the turn left no file."""
-        self.created_at = created_at
-        self.undone = undone
+    session_id: str
+    turn_id: str
+    path: str
+    content: bytes | None
+    """None: the file did not exist before the turn."""
+    size: int | None
+    digest: str | None
+    after_digest: str | None
+    """The hash of the file as the turn left it; None: the turn left no file."""
+    created_at: float
+    undone: bool = False
 
 
 # --- sessions ------------------------------------------------------------------------------

@@ -203,15 +203,7 @@ class Session:
 
     def _interrupt(self, turn: TurnState) -> None:
         for approval in [a for a in self.pending_approvals.values() if a.turn_id == turn.id]:
-            self.emit(
-                ApprovalResolved(
-                    approval_id=approval.id,
-                    turn_id=turn.id,
-                    decision="deny",
-                    by="daemon",
-                    message="the daemon stopped",
-                )
-            )
+            self.deny_for_daemon(approval, "the daemon stopped")
         if self.queued_inputs:
             self.emit(InputDropped(input_ids=list(self.queued_inputs), reason="the daemon stopped"))
         # Streamed text was never persisted: an open message completes with what its started
@@ -246,6 +238,19 @@ class Session:
             self.emit(SessionConfigured(permission_mode=mode, model=chosen))
 
     # --- the event stream -----------------------------------------------------------------
+
+    def deny_for_daemon(self, approval: ApprovalRequest, reason: str) -> None:
+        """Resolve an open approval request as denied by the daemon, its turn being over for
+        `reason`."""
+        self.emit(
+            ApprovalResolved(
+                approval_id=approval.id,
+                turn_id=approval.turn_id,
+                decision="deny",
+                by="daemon",
+                message=reason,
+            )
+        )
 
     def emit(self, event: AnyEvent) -> int:
         self.seq += 1

@@ -15,24 +15,18 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
-from tether.daemon.tools.base import (
-    FileVersion,
-    ToolContext,
-    ToolFailure,
-    ToolKind,
-    ToolOutput,
-    ToolParams,
-)
+from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure, ToolParams
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.edits import (
+    FileEditTool,
+    FileParams,
+    FilePlan,
     check_guard,
     decode,
     encode,
     line_delta,
     plural,
     target,
-    unified_diff,
-    write_guarded,
 )
 from tether.daemon.tools.read_file import split_lines
 
@@ -42,8 +36,7 @@ FUZZY_MAX_LINES = 20_000
 _WHITESPACE = re.compile(r"\s+")
 
 
-class EditFileParams(ToolParams, frozen=True, kw_only=True):
-    path: Annotated[str, msgspec.Meta(description="File path, relative to the workspace root.")]
+class EditFileParams(FileParams, frozen=True, kw_only=True):
     old_string: Annotated[
         str,
         msgspec.Meta(
@@ -57,16 +50,7 @@ class EditFileParams(ToolParams, frozen=True, kw_only=True):
     ] = False
 
 
-class _Plan:
-    __slots__ = ("after", "before", "summary")
-
-    def __init__(self, before: bytes, after: bytes, summary: str) -> None:
-        self.before = before
-        self.after = after
-        self.summary = summary
-
-
-class EditFile:
+class EditFile(FileEditTool):
     name: ClassVar[str] = "edit_file"
     description: ClassVar[str] = (
         "Replace old_string with new_string in a file. old_string must match the file exactly "
@@ -75,26 +59,10 @@ class EditFile:
         "been read with read_file first, and not changed since (re-read it if it has); "
         "your own edits keep it current. To create a file use write_file."
     )
-    kind: ClassVar[ToolKind] = "edit"
     params: ClassVar[type[ToolParams]] = EditFileParams
 
-    def target_path(self, params: ToolParams) -> str:
+    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
         assert isinstance(params, EditFileParams)
-        return params.path
-
-    async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, EditFileParams)
-        path, shown, plan = await self._plan(params, ctx)
-        del path
-        return unified_diff(shown, plan.before, plan.after)
-
-    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
-        assert isinstance(params, EditFileParams)
-        path, shown, plan = await self._plan(params, ctx)
-        diff = await write_guarded(ctx, path, shown, plan.before, plan.after)
-        return ToolOutput(text=plan.summary, diff=diff)
-
-    async def _plan(self, params: EditFileParams, ctx: ToolContext) -> tuple[Path, str, _Plan]:
         if params.old_string == "":
             raise ToolFailure(
                 "old_string is empty. To create a file or replace all of its content, use "
@@ -106,11 +74,12 @@ class EditFile:
             )
         path, shown = target(ctx, params.path)
         seen = ctx.versions.get(path)
-        plan = await trio.to_thread.run_sync(_plan_edit, path, shown, params, seen)
-        return path, shown, plan
+        return await trio.to_thread.run_sync(_plan_edit, path, shown, params, seen)
 
 
-def _plan_edit(path: Path, shown: str, params: EditFileParams, seen: FileVersion | None) -> _Plan:
+def _plan_edit(
+    path: Path, shown: str, params: EditFileParams, seen: FileVersion | None
+) -> FilePlan:
     if not path.exists():
         raise ToolFailure(
             f"{shown} does not exist. Use write_file to create it, or glob to find the right path."
@@ -147,7 +116,7 @@ def _plan_edit(path: Path, shown: str, params: EditFileParams, seen: FileVersion
         f"{'line' if count == 1 else 'lines'} {_join(lines)} "
         f"(+{added * count} -{removed * count} lines)."
     )
-    return _Plan(before, encode(after_text), summary)
+    return FilePlan(path, shown, before, encode(after_text), summary)
 
 
 def _line_ending(text: str) -> str:

@@ -1,4 +1,5 @@
-"""What edit_file and write_file share: the edit guard, the guarded write, diffs and counts.
+"""What edit_file and write_file share: the edit guard, the guarded write, diffs and counts, and
+`FileEditTool`, the preview-then-write shape both tools have.
 
 The edit guard: a file may be changed or overwritten only if this agent has read it (read_file
 records a `FileVersion`) and its content is still what the agent last saw. A change by anyone
@@ -12,12 +13,23 @@ is atomic (`atomic_write`): a write that fails leaves the file as it was, and sa
 
 import difflib
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, ClassVar
 
+import msgspec
 import trio
 
 from tether.daemon.tools.atomic_write import atomic_write
-from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure, resolve_in_workspace
+from tether.daemon.tools.base import (
+    FileVersion,
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolOutput,
+    ToolParams,
+    resolve_in_workspace,
+)
 from tether.daemon.workspace import display_path
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
@@ -115,3 +127,46 @@ def line_delta(before: str, after: str) -> tuple[int, int]:
 
 def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+class FileParams(ToolParams, frozen=True, kw_only=True):
+    """The parameters of a tool that changes one file: its path first, then the tool's own."""
+
+    path: Annotated[str, msgspec.Meta(description="File path, relative to the workspace root.")]
+
+
+@dataclass(frozen=True, slots=True)
+class FilePlan:
+    """The content one call would leave in one file, and what its result will say."""
+
+    path: Path
+    shown: str
+    before: bytes | None
+    """None: the file does not exist."""
+    after: bytes
+    summary: str
+
+
+class FileEditTool:
+    """A tool that computes a file's new content (`plan`, which checks the edit guard and
+    raises ToolFailure on a call it refuses), shows it as a diff for the permission gate
+    (`preview`) and writes it guarded (`run`, which plans again: the file may have changed
+    while the user decided)."""
+
+    kind: ClassVar[ToolKind] = "edit"
+
+    def target_path(self, params: ToolParams) -> str:
+        assert isinstance(params, FileParams)
+        return params.path
+
+    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
+        raise NotImplementedError
+
+    async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
+        plan = await self.plan(params, ctx)
+        return unified_diff(plan.shown, plan.before, plan.after)
+
+    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
+        plan = await self.plan(params, ctx)
+        diff = await write_guarded(ctx, plan.path, plan.shown, plan.before, plan.after)
+        return ToolOutput(text=plan.summary, diff=diff)

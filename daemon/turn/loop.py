@@ -33,7 +33,7 @@ Rules:
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, Protocol, cast
+from typing import Generic, Literal, Protocol, TypeVar, cast
 
 import msgspec
 import trio
@@ -442,46 +442,49 @@ def split_cancelled(exc: BaseException) -> tuple[BaseException | None, BaseExcep
     return None, exc
 
 
+_Streamed = TypeVar("_Streamed", AgentMessage, Reasoning)
+
+
+class _StreamedItem(Generic[_Streamed]):
+    """One item the model's stream writes: made and started on its first delta, completed
+    with the whole text by `finish`."""
+
+    def __init__(self, sink: TurnSink, make: Callable[[], _Streamed]) -> None:
+        self.sink = sink
+        self.make = make
+        self.item: _Streamed | None = None
+        self.parts: list[str] = []
+
+    def add(self, delta: str) -> None:
+        if self.item is None:
+            self.item = self.make()
+            self.sink.item_started(self.item)
+        self.parts.append(delta)
+        self.sink.item_delta(self.item.id, delta)
+
+    def finish(self, *, superseded: bool) -> None:
+        if self.item is not None:
+            self.sink.item_completed(
+                msgspec.structs.replace(self.item, text="".join(self.parts), superseded=superseded)
+            )
+            self.item = None
+
+
 class _StreamToItems:
     """Turns streamed text into an agent message item (and reasoning into a reasoning item),
     each started on its first delta and completed when the model call ends (`superseded` when
     the call broke off and is retried)."""
 
     def __init__(self, sink: TurnSink, new_id: Callable[[], str], step: int) -> None:
-        self.sink = sink
-        self.new_id = new_id
-        self.step = step
-        self.message: AgentMessage | None = None
-        self.reasoning: Reasoning | None = None
-        self.text: list[str] = []
-        self.thoughts: list[str] = []
+        self.message = _StreamedItem(sink, lambda: AgentMessage(id=new_id(), step=step))
+        self.reasoning = _StreamedItem(sink, lambda: Reasoning(id=new_id(), step=step))
 
     def on_text(self, delta: str) -> None:
-        if self.message is None:
-            self.message = AgentMessage(id=self.new_id(), step=self.step)
-            self.sink.item_started(self.message)
-        self.text.append(delta)
-        self.sink.item_delta(self.message.id, delta)
+        self.message.add(delta)
 
     def on_reasoning(self, delta: str) -> None:
-        if self.reasoning is None:
-            self.reasoning = Reasoning(id=self.new_id(), step=self.step)
-            self.sink.item_started(self.reasoning)
-        self.thoughts.append(delta)
-        self.sink.item_delta(self.reasoning.id, delta)
+        self.reasoning.add(delta)
 
     def finish(self, *, superseded: bool = False) -> None:
-        if self.reasoning is not None:
-            self.sink.item_completed(
-                msgspec.structs.replace(
-                    self.reasoning, text="".join(self.thoughts), superseded=superseded
-                )
-            )
-            self.reasoning = None
-        if self.message is not None:
-            self.sink.item_completed(
-                msgspec.structs.replace(
-                    self.message, text="".join(self.text), superseded=superseded
-                )
-            )
-            self.message = None
+        self.reasoning.finish(superseded=superseded)
+        self.message.finish(superseded=superseded)

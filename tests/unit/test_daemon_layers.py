@@ -15,13 +15,14 @@ TESTING = DAEMON / "testing"
 LOWER = {
     "truncate": set[str](),
     "workspace": set[str](),
+    "nursery": set[str](),
     "providers": set[str](),
-    "procs": {"truncate"},
-    "lsp": {"procs", "truncate", "workspace"},
-    "config": {"lsp", "procs", "truncate", "workspace"},
-    "tools": {"procs", "providers", "truncate", "workspace"},
-    "context": {"providers", "tools", "procs", "truncate", "workspace"},
-    "turn": {"context", "providers", "tools", "procs", "truncate", "workspace"},
+    "procs": {"nursery", "truncate"},
+    "lsp": {"nursery", "procs", "truncate", "workspace"},
+    "config": {"lsp", "nursery", "procs", "truncate", "workspace"},
+    "tools": {"nursery", "procs", "providers", "truncate", "workspace"},
+    "context": {"providers", "tools", "nursery", "procs", "truncate", "workspace"},
+    "turn": {"context", "providers", "tools", "nursery", "procs", "truncate", "workspace"},
 }
 LOWER["sessions"] = {"config", "lsp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}

@@ -21,8 +21,8 @@ export class RpcError extends Error {
   }
 }
 
-export class ConnectionError extends Error {
-  override name = "ConnectionError";
+/** An error with a string `code` to branch on. */
+class CodedError extends Error {
   constructor(
     readonly code: string,
     message: string,
@@ -32,13 +32,10 @@ export class ConnectionError extends Error {
   }
 }
 
-export class DiscoveryError extends Error {
+export class ConnectionError extends CodedError {
+  override name = "ConnectionError";
+}
+
+export class DiscoveryError extends CodedError {
   override name = "DiscoveryError";
-  constructor(
-    readonly code: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }

@@ -17,7 +17,7 @@ import {
   type SessionSnapshot,
   type TetherClient,
 } from "../src/index.js";
-import { Home } from "./harness.js";
+import { Home } from "../src/testing.js";
 
 /** What two views of one session must agree on (not who is attached or when it changed). */
 function state(snapshot: SessionSnapshot): object {

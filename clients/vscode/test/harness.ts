@@ -1,15 +1,12 @@
-// What the suites share: an isolated user (HOME and XDG folders in a temporary directory)
-// with one workspace, the scripted model server (`python -m tether.testing`) as a
-// subprocess, the CLI, a `Host` that records what the controller asks of VS Code, and
-// stopping the daemon the library started.
+// What the suites share: the library's isolated user, model server and CLI
+// (`tether-client/testing`), with a Python file in the workspace, and a `Host` that records
+// what the controller asks of VS Code.
 
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import process from "node:process";
 
-import { connect, readDiscovery, workspaceKey, type EditorContext, type TetherClient } from "tether-client";
+import { connect, type EditorContext, type TetherClient } from "tether-client";
+import { Home as LibraryHome } from "tether-client/testing";
 
 import { SessionController, type Host } from "../src/core/controller.js";
 import type { DiffDocuments } from "../src/core/diff.js";
@@ -17,70 +14,29 @@ import type { ToWebview } from "../src/core/messages.js";
 import type { PickerEntry } from "../src/core/picker.js";
 import type { ViewState } from "../src/core/viewState.js";
 
-export const PYTHON = process.env.TETHER_PYTHON ?? "python3";
-
+/** The library's test home (`tether-client/testing`) with a Python file in its workspace, and
+ * the clients the extension's code is tested with. */
 export class Home {
-  private constructor(
-    readonly root: string,
-    readonly workspace: string,
-    readonly env: NodeJS.ProcessEnv,
-    readonly model: ChildProcess,
-    readonly modelUrl: string,
-  ) {}
+  private constructor(private readonly home: LibraryHome) {}
 
-  static async create(script: object = { steps: [{ text: "hello" }] }): Promise<Home> {
-    const root = await realpath(await mkdtemp(path.join(os.tmpdir(), "tether-vscode-")));
-    const workspace = path.join(root, "workspace");
-    await mkdir(path.join(workspace, ".git"), { recursive: true });
-    await mkdir(path.join(workspace, "src"));
-    await writeFile(path.join(workspace, "README.md"), "# Demo project\nIt greets.\n");
-    await writeFile(path.join(workspace, "src", "app.py"), "def greet(name):\n    return f'hello {name}'\n");
-    await mkdir(path.join(root, "run"), { mode: 0o700 });
-    const scriptFile = path.join(root, "script.json");
-    await writeFile(scriptFile, JSON.stringify(script));
-    const model = spawn(PYTHON, ["-m", "tether.testing", "--script", scriptFile, "--port-file", path.join(root, "model.port")], {
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = "";
-      model.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-        out += chunk;
-        const match = /listening on (http:\/\/\S+)/.exec(out);
-        if (match?.[1]) resolve(match[1]);
-      });
-      model.on("exit", (code) => reject(new Error(`the model server exited with ${code}`)));
-    });
-    const env: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) {
-      if (!k.startsWith("TETHER_") && !k.startsWith("XDG_")) env[k] = v;
-    }
-    Object.assign(env, {
-      HOME: path.join(root, "home"),
-      XDG_RUNTIME_DIR: path.join(root, "run"),
-      XDG_DATA_HOME: path.join(root, "data"),
-      XDG_CONFIG_HOME: path.join(root, "config"),
-      XDG_STATE_HOME: path.join(root, "state"),
-      XDG_CACHE_HOME: path.join(root, "cache"),
-      TETHER_MODEL: "scripted",
-      TETHER_BASE_URL: url,
-      TETHER_LSP: "off",
-      OPENAI_API_KEY: "",
-      PYTHONUNBUFFERED: "1",
-    });
-    return new Home(root, workspace, env, model, url);
+  static async create(script?: object): Promise<Home> {
+    const home = await LibraryHome.create(script);
+    await mkdir(path.join(home.workspace, "src"));
+    await writeFile(path.join(home.workspace, "src", "app.py"), "def greet(name):\n    return f'hello {name}'\n");
+    return new Home(home);
   }
 
-  async setScript(script: object): Promise<void> {
-    const answer = await fetch(`${this.modelUrl.replace(/\/v1$/, "")}/_tether/script`, {
-      method: "POST",
-      body: JSON.stringify(script),
-    });
-    if (!answer.ok) throw new Error(`setting the script: HTTP ${answer.status}: ${await answer.text()}`);
+  get workspace(): string {
+    return this.home.workspace;
+  }
+
+  setScript(script: object): Promise<void> {
+    return this.home.model.setScript(script);
   }
 
   /** A client of this home's daemon (started when none runs). */
   client(name = "other-client"): Promise<TetherClient> {
-    return connect({ workspace: this.workspace, env: this.env, python: PYTHON, clientName: name });
+    return connect({ ...this.home.options(), clientName: name });
   }
 
   /** A controller as the extension makes it, with a recording host. */
@@ -92,48 +48,12 @@ export class Home {
 
   /** The CLI (`python -m tether.clients.cli.main`) in this home, from the workspace. */
   cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(PYTHON, ["-m", "tether.clients.cli.main", ...args], {
-        env: this.env,
-        cwd: this.workspace,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, stdout, stderr }));
-    });
+    return this.home.cli(...args);
   }
 
   /** Stop the workspace's daemon and the model server; remove it all. */
-  async close(): Promise<void> {
-    const file = path.join(this.env.XDG_RUNTIME_DIR!, "tether", `daemon-${workspaceKey(this.workspace)}.json`);
-    const info = await readDiscovery(file).catch(() => null);
-    if (info !== null) {
-      try {
-        process.kill(info.pid, "SIGTERM");
-        while (alive(info.pid)) await new Promise((resolve) => setTimeout(resolve, 20));
-      } catch {
-        // already gone
-      }
-    }
-    if (this.model.exitCode === null) {
-      const exited = new Promise((resolve) => this.model.once("exit", resolve));
-      this.model.kill("SIGTERM");
-      await exited;
-    }
-    await rm(this.root, { recursive: true, force: true });
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+  close(): Promise<void> {
+    return this.home.close();
   }
 }
 

@@ -1,6 +1,6 @@
-// What the end-to-end tests share: an isolated user (HOME and XDG folders in a temporary
-// directory), the scripted model server as a subprocess, the CLI, and stopping the daemons
-// the library started.
+// For the end-to-end tests of this library and of clients built on it (`tether-client/testing`):
+// an isolated user (HOME and XDG folders in a temporary directory), the scripted model server
+// as a subprocess, the CLI, and stopping the daemons the library started.
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, mkdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
@@ -8,7 +8,7 @@ import os from "node:os";
 import path from "node:path";
 import process from "node:process";
 
-import { readDiscovery, workspaceKey } from "../src/index.js";
+import { readDiscovery, workspaceKey } from "./index.js";
 
 export const PYTHON = process.env.TETHER_PYTHON ?? "python3";
 
