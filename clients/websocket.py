@@ -125,6 +125,25 @@ def _valid_close_code(code: int) -> bool:
     return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
 
 
+def _open_tcp(host: str, port: int, timeout: float) -> socket.socket:
+    """`socket.create_connection`, but an ASCII host goes to getaddrinfo as bytes, which skips
+    the IDNA codec: importing `encodings.idna` (with `stringprep`) is a noticeable part of a
+    CLI's start."""
+    name: str | bytes = host.encode("ascii") if host.isascii() else host
+    failure: OSError | None = None
+    for family, kind, proto, _, address in socket.getaddrinfo(name, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        return sock
+    raise failure or OSError(f"getaddrinfo found no address for {host}")
+
+
 def _check_header(name: str, value: str) -> None:
     if not name or not set(name.encode("ascii", "replace")) <= _TOKEN:
         raise ValueError(f"invalid header name {name!r}")
@@ -186,10 +205,7 @@ class WebSocket:
             lines.append(f"{name}: {value}")
         # Built before the socket opens: invalid headers fail without a leak.
         request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        # An ASCII host goes to getaddrinfo as bytes, which skips the IDNA codec (and the
-        # import of `encodings.idna` with `stringprep`, a noticeable part of a CLI's start).
-        name: str | bytes = host.encode("ascii") if host.isascii() else host
-        sock = socket.create_connection((name, port), timeout=timeout)
+        sock = _open_tcp(host, port, timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(request)

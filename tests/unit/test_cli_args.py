@@ -100,6 +100,13 @@ def test_main_leaves_the_collector_on_with_its_start_frozen(argv: list[str], cod
     assert done.stdout.split()[-3:] == [str(code), "True", "True"], done.stderr
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return cast("dict[str, argparse.ArgumentParser]", action.choices)
+    raise AssertionError("no subcommands")
+
+
 _ARGVS = [
     ["run", "--json", "-s", "abc", "fix", "it"],
     ["-w", "/tmp", "run", "go"],
@@ -118,14 +125,12 @@ def test_the_parser_built_for_one_command_parses_it_as_the_whole_parser_does(
     argv: list[str],
 ) -> None:
     assert build_parser(argv).parse_args(argv) == build_parser().parse_args(argv)
-    sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
-    assert len(cast("dict[str, object]", sub.choices)) <= 2  # approve and deny come together
+    assert len(_subcommands(build_parser(argv))) <= 2  # approve and deny come together
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["bogus"], ["-w", "run"], []])
 def test_without_a_known_command_every_subcommand_is_built(argv: list[str]) -> None:
-    sub = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
-    assert {"run", "models", "demo", "dev"} <= cast("dict[str, object]", sub.choices).keys()
+    assert {"run", "models", "demo", "dev"} <= _subcommands(build_parser(argv)).keys()
 
 
 def test_an_unknown_command_is_refused_with_every_command_listed(
@@ -135,4 +140,6 @@ def test_an_unknown_command_is_refused_with_every_command_listed(
         build_parser(["bogus"]).parse_args(["bogus"])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "invalid choice: 'bogus'" in err and "'run'" in err and "'models'" in err
+    assert "invalid choice: 'bogus'" in err
+    for name in ("'run'", "'models'", "'demo'"):
+        assert name in err
