@@ -180,6 +180,40 @@ class Measured:
     stderr: str
 
 
+@contextlib.contextmanager
+def installed_tether() -> Generator[Path | None, None, None]:
+    """The bin folder of a temporary venv with tether installed from a copy of this checkout
+    as a user installs it (`pip install .`: not editable, so no import hook of the editable
+    install at each start), its bytecode compiled; None when `uv` is not on PATH. The
+    repository itself is not written to (the build happens in the copy)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        yield None
+        return
+    repo = Path(__file__).resolve().parent.parent
+    root = Path(tempfile.mkdtemp(prefix="tether-bench-install-"))
+    try:
+        source = root / "src"
+        shutil.copytree(
+            repo,
+            source,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv", "node_modules", "build", "dist", "__pycache__", ".typecheck"
+            ),
+        )
+        venv = root / "venv"
+        python = venv / "bin" / "python"
+        for argv in (
+            [uv, "venv", "-q", "--python", sys.executable, str(venv)],
+            [uv, "pip", "install", "-q", "--python", str(python), str(source)],
+            [str(python), "-m", "compileall", "-q", str(venv / "lib")],
+        ):
+            subprocess.run(argv, check=True, capture_output=True, timeout=300)
+        yield venv / "bin"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def cli_command() -> list[str]:
     """The `tether` console script next to this Python, else `python -m` of the CLI module."""
     script = Path(sys.executable).with_name("tether")

@@ -30,6 +30,7 @@ from _harness import (
     bench_home,
     cli_command,
     handle_sigterm,
+    installed_tether,
     load_line,
     machine_line,
     median,
@@ -40,7 +41,6 @@ from _harness import (
     row,
     run_cli,
     run_measured,
-    running_daemon,
     verdict,
 )
 from tether.testing import ModelServer
@@ -61,7 +61,9 @@ class FirstRequest:
     """CPU time the daemon had used when the request arrived (its whole life so far)."""
 
 
-def first_request(home: BenchHome, server: ModelServer, env: Mapping[str, str]) -> FirstRequest:
+def first_request(
+    home: BenchHome, server: ModelServer, env: Mapping[str, str], cli: Sequence[str]
+) -> FirstRequest:
     """Run `tether run go` (it must succeed) and time the model server's first request."""
     server.set_script(SCRIPT)
     arrived: list[tuple[float, float]] = []
@@ -76,7 +78,7 @@ def first_request(home: BenchHome, server: ModelServer, env: Mapping[str, str]) 
     waiter.start()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [*cli_command(), "run", "--workspace", str(home.workspace), "go"],
+        [*cli, "run", "--workspace", str(home.workspace), "go"],
         env=dict(env),
         cwd=home.workspace,
         stdin=subprocess.DEVNULL,
@@ -95,10 +97,38 @@ def cpu(results: Sequence[FirstRequest], side: str) -> list[float]:
     return [r.cli_cpu_s if side == "cli" else r.daemon_cpu_s for r in results]
 
 
-def stop_daemon(home: BenchHome) -> None:
-    result = run_cli(home, "daemon", "stop", "--workspace", str(home.workspace))
+def daemon_command(
+    home: BenchHome, env: Mapping[str, str], cli: Sequence[str], *action: str
+) -> None:
+    """`tether daemon ACTION...` on the workspace; it must succeed."""
+    argv = [*cli, "daemon", *action, "--workspace", str(home.workspace)]
+    result = run_measured(argv, env=env, cwd=home.workspace, timeout=30)
     if result.returncode != 0:
-        raise RuntimeError(f"tether daemon stop failed: {result.stderr!r}")
+        raise RuntimeError(f"tether daemon {action[0]} failed: {result.stderr!r}")
+
+
+def warm_and_cold(
+    home: BenchHome, server: ModelServer, env: Mapping[str, str], cli: Sequence[str], runs: int
+) -> tuple[list[FirstRequest], list[FirstRequest]]:
+    """`runs` first requests with a daemon serving, and `runs` with none (each run stops
+    the daemon the CLI started), after two of each to warm up."""
+    cold: list[FirstRequest] = []
+    try:
+        for i in range(runs + 2):
+            first = first_request(home, server, env, cli)
+            daemon_command(home, env, cli, "stop")
+            if i >= 2:
+                cold.append(first)
+        daemon_command(home, env, cli, "start", "--idle-timeout", "0")
+        warm = [first_request(home, server, env, cli) for _ in range(runs + 2)][2:]
+    finally:
+        run_measured(
+            [*cli, "daemon", "stop", "--workspace", str(home.workspace)],
+            env=env,
+            cwd=home.workspace,
+            timeout=30,
+        )
+    return warm, cold
 
 
 def imported_modules(
@@ -167,18 +197,15 @@ def main() -> int:
     load = load_line()
 
     with model_server(SCRIPT) as server, bench_home(server.base_url) as home:
-        cold: list[FirstRequest] = []
-        warm: list[FirstRequest] = []
-        try:
-            for i in range(runs + 2):
-                first = first_request(home, server, home.env)
-                stop_daemon(home)
-                if i >= 2:  # the first two are warm-up
-                    cold.append(first)
-        finally:
-            run_cli(home, "daemon", "stop", "--workspace", str(home.workspace))
-        with running_daemon(home):
-            warm = [first_request(home, server, home.env) for _ in range(runs + 2)][2:]
+        measured: list[tuple[str, list[FirstRequest], list[FirstRequest]]] = []
+        with installed_tether() as bin_dir:
+            if bin_dir is not None:
+                # The venv's own compiled bytecode, as a user's install has it.
+                env = {k: v for k, v in home.env.items() if k != "PYTHONPYCACHEPREFIX"}
+                warm, cold = warm_and_cold(home, server, env, [str(bin_dir / "tether")], runs)
+                measured.append(("installed", warm, cold))
+        warm, cold = warm_and_cold(home, server, home.env, cli_command(), runs)
+        measured.append(("dev venv", warm, cold))
         cli_count, _ = imported_modules(
             ["-c", "import tether.clients.cli.main, tether.clients.cli.commands.turns"], home.env
         )
@@ -190,20 +217,29 @@ def main() -> int:
 
     print(f"startup: time from `tether run go` to the model's first request, {runs} runs each")
     print(f"  ({machine_line()}; at start: {load})")
-    for label, runs_of, target in (("warm", warm, WARM_TARGET_S), ("cold", cold, COLD_TARGET_S)):
-        walls = [r.wall_s for r in runs_of]
-        row(
-            f"{label}: to first model request, median",
-            ms(median(walls)),
-            f"<= {target * 1000:g} ms",
-            verdict(median(walls), target + 1e-9),
-        )
-        row(f"{label}: p90 / min", f"{ms(percentile(walls, 90))} / {ms(min(walls))}")
-        row(f"{label}: CLI CPU, median", ms(median(cpu(runs_of, "cli"))))
-        if label == "cold":
+    if len(measured) == 1:
+        print("  (uv is not on PATH: no installed copy measured, only the development venv)")
+    for install, warm, cold in measured:
+        for label, runs_of, target in (
+            ("warm", warm, WARM_TARGET_S),
+            ("cold", cold, COLD_TARGET_S),
+        ):
+            walls = [r.wall_s for r in runs_of]
             row(
-                f"{label}: daemon CPU up to the request, median", ms(median(cpu(runs_of, "daemon")))
+                f"{label} ({install}): to first model request, median",
+                ms(median(walls)),
+                f"<= {target * 1000:g} ms",
+                verdict(median(walls), target + 1e-9),
             )
+            row(
+                f"{label} ({install}): p90 / min", f"{ms(percentile(walls, 90))} / {ms(min(walls))}"
+            )
+            row(f"{label} ({install}): CLI CPU, median", ms(median(cpu(runs_of, "cli"))))
+            if label == "cold":
+                row(
+                    f"{label} ({install}): daemon CPU up to the request, median",
+                    ms(median(cpu(runs_of, "daemon"))),
+                )
     demo_wall = median([result.wall_s for result in demo])
     row(
         "tether demo wall, median of 3",
