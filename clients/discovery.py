@@ -87,9 +87,10 @@ def find_workspace(start: Path | None = None) -> Path:
     return here
 
 
-def probe_lock(path: Path) -> Held | None:
-    """None when no process holds the lock file at `path` (no daemon runs), else what its
-    holder recorded. Holds a shared lock for an instant when the lock is free."""
+def held_lock_record(path: Path) -> bytes | None:
+    """What the holder of the lock file at `path` recorded in it (possibly nothing yet: b""),
+    or None when no process holds it (no daemon runs). Holds a shared lock for an instant when
+    the lock is free. Standard library only: the CLI asks before it imports msgspec."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -98,35 +99,30 @@ def probe_lock(path: Path) -> Held | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return Held(_read_record(fd))
+            try:
+                return os.pread(fd, 4096, 0)
+            except OSError:
+                return b""
         return None  # closing the descriptor releases the shared lock
     finally:
         os.close(fd)
 
 
-def lock_held(path: Path) -> bool:
-    """Whether a process (a daemon) holds the lock file at `path`; reads nothing of it."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+def probe_lock(path: Path) -> Held | None:
+    """None when no process holds the lock file at `path` (no daemon runs), else what its
+    holder recorded."""
+    raw = held_lock_record(path)
+    return None if raw is None else Held(_decode_record(raw))
 
 
-def _read_record(fd: int) -> "LockRecord | None":
+def _decode_record(raw: bytes) -> "LockRecord | None":
     import msgspec
 
     from tether.protocol.discovery import LockRecord
 
     try:
-        return msgspec.json.decode(os.pread(fd, 4096, 0), type=LockRecord)
-    except (OSError, msgspec.DecodeError):
+        return msgspec.json.decode(raw, type=LockRecord)
+    except msgspec.DecodeError:
         return None
 
 
@@ -179,7 +175,7 @@ def start_early(
 ) -> None:
     """Spawn the workspace's daemon now when no process holds its lock, and return at once;
     the next `locate` of `workspace` waits for it. Does nothing when one holds the lock."""
-    if workspace in _early or lock_held(lock_path(workspace)):
+    if workspace in _early or held_lock_record(lock_path(workspace)) is not None:
         return
     _early[workspace] = _spawn(workspace, log_path(workspace), idle_timeout, env)
 

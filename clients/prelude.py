@@ -16,7 +16,6 @@ The requests' params are plain dicts in the protocol's wire names (camelCase, de
 out, as the typed encoder writes them); a test holds them equal to the typed frames.
 """
 
-import fcntl
 import json
 import os
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from tether.clients.call_error import CallError
+from tether.clients.discovery import held_lock_record
 from tether.clients.places import discovery_path, lock_path
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol.version import PROTOCOL_VERSION, __version__
@@ -58,19 +58,10 @@ def initialize_params(client_name: str, env: Mapping[str, str]) -> JsonObject:
 def serving_daemon(workspace: Path) -> bytes | None:
     """The discovery file of the daemon serving `workspace` when one holds its lock, records
     that it serves, and is the process the file names; else None."""
-    try:
-        fd = os.open(lock_path(workspace), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            record = _json_object(os.pread(fd, 4096, 0))
-        else:
-            return None  # free: no daemon runs (closing the descriptor releases it)
-    finally:
-        os.close(fd)
+    held = held_lock_record(lock_path(workspace))
+    if held is None:
+        return None  # no daemon runs
+    record = _json_object(held)
     try:
         raw = discovery_path(workspace).read_bytes()
     except OSError:
