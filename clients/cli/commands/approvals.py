@@ -10,8 +10,7 @@ import argparse
 import sys
 import time
 
-import msgspec
-
+from tether.clients.cli.commands.output import print_json
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import describe_subject, visible
 from tether.clients.cli.targets import connect, resolve_session
@@ -51,7 +50,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     with connect(args) as client:
         pending = client.call(APPROVAL_LIST).approvals
     if args.json:
-        print(msgspec.json.encode(pending).decode())
+        print_json(pending)
     elif not pending:
         print("tether: no pending approvals", file=sys.stderr)
     else:

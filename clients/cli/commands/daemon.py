@@ -4,10 +4,12 @@
 import argparse
 import sys
 from pathlib import Path
+from typing import cast
 
 import msgspec
 
 from tether.clients.cli import doctor
+from tether.clients.cli.commands.output import print_json
 from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
@@ -38,7 +40,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         pid = _stop(workspace)
         if pid is None:
             if args.json:
-                print(msgspec.json.encode({"running": False, "workspace": str(workspace)}).decode())
+                print_json({"running": False, "workspace": str(workspace)})
             else:
                 print(f"no tether daemon is running for {workspace}")
         else:
@@ -48,7 +50,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         info = locate(workspace, autostart=False).info
     except NotRunning:
         if args.json:
-            print(msgspec.json.encode({"running": False, "workspace": str(workspace)}).decode())
+            print_json({"running": False, "workspace": str(workspace)})
         else:
             print(f"no tether daemon is running for {workspace}")
         return EXIT_FAILED
@@ -67,7 +69,7 @@ def _start(args: argparse.Namespace, workspace: Path) -> int:
         "version": info.daemon_version,
     }
     if args.json:
-        print(msgspec.json.encode(fields).decode())
+        print_json(fields)
     else:
         verb = "started" if started else "already running"
         print(f"tether daemon {verb}: pid {info.pid}, port {info.port}, {info.workspace}")
@@ -115,11 +117,10 @@ def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
     with Client.connect(workspace, autostart=False) as client:
         status = client.call(DAEMON_STATUS)
     if args.json:
-        data = msgspec.to_builtins(status)
-        assert isinstance(data, dict)
+        data = cast("dict[str, object]", msgspec.to_builtins(status))
         data["running"] = True
         data["port"] = port
-        print(msgspec.json.encode(data).decode())
+        print_json(data)
         return EXIT_OK
     print("\n".join(status_lines(status, port)))
     return EXIT_OK

@@ -3,8 +3,7 @@ marked."""
 
 import argparse
 
-import msgspec
-
+from tether.clients.cli.commands.output import print_json
 from tether.clients.cli.exit_codes import EXIT_OK
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
@@ -15,7 +14,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     with connect(args) as client:
         listed = client.call(MODELS_LIST)
     if args.json:
-        print(msgspec.json.encode(listed).decode())
+        print_json(listed)
         return EXIT_OK
     ids = [model.id for model in listed.models]
     for model_id in ids:

@@ -3,8 +3,7 @@ output, or stop one."""
 
 import argparse
 
-import msgspec
-
+from tether.clients.cli.commands.output import print_json, print_listing
 from tether.clients.cli.exit_codes import EXIT_OK
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
@@ -32,7 +31,7 @@ def cmd_processes(args: argparse.Namespace) -> int:
         if args.output:
             result = client.call(PROCESS_OUTPUT, ProcessOutputParams(process_id=args.output))
             if args.json:
-                print(msgspec.json.encode(result).decode())
+                print_json(result)
                 return EXIT_OK
             print(describe_process(result.process))
             if result.truncated:
@@ -41,11 +40,6 @@ def cmd_processes(args: argparse.Namespace) -> int:
             print(text, end="" if text.endswith("\n") or not text else "\n")
             return EXIT_OK
         processes = client.call(PROCESS_LIST).processes
-    if args.json:
-        print(msgspec.json.encode(processes).decode())
-        return EXIT_OK
-    if not processes:
-        print("no background processes")
-    for p in processes:
-        print(describe_process(p))
-    return EXIT_OK
+    return print_listing(
+        processes, as_json=args.json, empty="no background processes", line=describe_process
+    )

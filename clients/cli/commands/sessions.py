@@ -5,8 +5,7 @@ import argparse
 import sys
 import time
 
-import msgspec
-
+from tether.clients.cli.commands.output import print_json, print_listing
 from tether.clients.cli.exit_codes import EXIT_OK, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect, resolve_session
@@ -31,15 +30,13 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     with connect(args) as client:
         sessions = client.call(SESSION_LIST).sessions
-    if args.json:
-        print(msgspec.json.encode(sessions).decode())
-        return EXIT_OK
-    if not sessions:
-        print("no sessions yet")
     now = time.time()
-    for s in sessions:
-        print(f"{s.id}  {describe_session(s, now)}")
-    return EXIT_OK
+    return print_listing(
+        sessions,
+        as_json=args.json,
+        empty="no sessions yet",
+        line=lambda s: f"{s.id}  {describe_session(s, now)}",
+    )
 
 
 STATE_LABELS = {"awaiting_approval": "needs approval"}
@@ -85,7 +82,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
                 raise CliError("nothing was undone")
             result = undo(True)
     if args.json:
-        print(msgspec.json.encode(result).decode())
+        print_json(result)
         return EXIT_OK
     for path in result.restored:
         print(f"restored {path}")

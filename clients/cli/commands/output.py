@@ -1,0 +1,30 @@
+"""How the listing commands print: `--json` as one line of JSON, else one line per thing, or
+a line saying there is none."""
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import msgspec
+
+from tether.clients.cli.exit_codes import EXIT_OK
+
+T = TypeVar("T")
+
+
+def print_json(value: object) -> None:
+    """`value` (protocol Structs included) as one line of JSON on stdout."""
+    print(msgspec.json.encode(value).decode())
+
+
+def print_listing(
+    items: Sequence[T], *, as_json: bool, empty: str, line: Callable[[T], str]
+) -> int:
+    """`items` as JSON, or `line` of each, or `empty` when there are none; the exit code."""
+    if as_json:
+        print_json(items)
+    elif not items:
+        print(empty)
+    else:
+        for item in items:
+            print(line(item))
+    return EXIT_OK
