@@ -113,12 +113,21 @@ def _run(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     run.set_defaults(handler="turns.cmd_run")
 
 
-def _approvals(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    approvals = add_parser(
-        "approvals", parents=[common], help="list the workspace's pending approvals"
-    )
-    approvals.add_argument("--json", action="store_true")
-    approvals.set_defaults(handler="approvals.cmd_approvals")
+def _listing(name: str, help_text: str, handler: str) -> Adder:
+    """A subcommand that lists something, with `--json` as its only option."""
+
+    def add(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+        command = add_parser(name, parents=[common], help=help_text)
+        command.add_argument("--json", action="store_true")
+        command.set_defaults(handler=handler)
+
+    return add
+
+
+_approvals = _listing(
+    "approvals", "list the workspace's pending approvals", "approvals.cmd_approvals"
+)
+_models = _listing("models", "the models the model server offers (* = in use)", "models.cmd_models")
 
 
 def _chat(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
@@ -211,14 +220,6 @@ def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     daemon.add_argument("--json", action="store_true")
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     daemon.set_defaults(handler="daemon.cmd_daemon")
-
-
-def _models(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    models = add_parser(
-        "models", parents=[common], help="the models the model server offers (* = in use)"
-    )
-    models.add_argument("--json", action="store_true")
-    models.set_defaults(handler="models.cmd_models")
 
 
 def _doctor(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
