@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli
-from tests.support import DaemonProcess, command_step
+from tests.support import DaemonProcess, Home, command_step, run_cli
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
@@ -35,7 +35,14 @@ def nvim_or_skip() -> Path:
 def run_nvim(
     daemon: DaemonProcess, tmp_path: Path, scenario: str, **env: str
 ) -> tuple[dict[str, Any], str]:
-    """Run `scenario` in headless Neovim; what it saw, and Neovim's stderr."""
+    """Run `scenario` in headless Neovim with `daemon`; what it saw, and Neovim's stderr."""
+    return run_nvim_in(daemon.home, daemon.workspace, tmp_path, scenario, **env)
+
+
+def run_nvim_in(
+    home: Home, workspace: Path, tmp_path: Path, scenario: str, **env: str
+) -> tuple[dict[str, Any], str]:
+    """Run `scenario` in headless Neovim in `workspace` of `home`."""
     nvim = nvim_or_skip()
     result = tmp_path / f"{scenario}.json"
     done = subprocess.run(
@@ -53,14 +60,14 @@ def run_nvim(
             f"luafile {REPO / 'tests' / 'nvim' / 'run.lua'}",
         ],
         env={
-            **daemon.home.env,
+            **home.env,
             "TETHER_NVIM_RESULT": str(result),
             "TETHER_NVIM_SCENARIO": scenario,
             "TETHER_NVIM_CMD": json.dumps([str(TETHER)]),
-            "TETHER_NVIM_WORKSPACE": str(daemon.workspace),
+            "TETHER_NVIM_WORKSPACE": str(workspace),
             **{f"TETHER_NVIM_{key.upper()}": value for key, value in env.items()},
         },
-        cwd=daemon.workspace,
+        cwd=workspace,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -190,3 +197,22 @@ def test_an_open_buffer_reloads_after_an_edit_and_after_its_undo(
     assert seen["undone"] == ["line one", "hello there"]
     assert seen["modified"] is False
     assert (daemon.workspace / name).read_text() == "line one\nhello there\n"
+
+
+def test_the_plugin_starts_the_daemon_and_reconnects_after_it_stopped(
+    home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    model_server.set_script({"steps": [{"text": "first answer"}, {"text": "second answer"}]})
+    try:
+        seen, stderr = run_nvim_in(home, workspace, tmp_path, "restart")
+    finally:
+        run_cli(home, "daemon", "stop", "-w", str(workspace))
+    assert seen["stop"] == 0
+    assert any("disconnected" in line for line in seen["chat_disconnected"][:2])
+    assert "disconnected from the daemon" in stderr
+    assert seen["connection"] == "connected"
+    chat = seen["chat"]
+    assert (count(chat, "first answer"), count(chat, "second answer")) == (1, 1)
+    # A new daemon, a new epoch: the kept cursor got a snapshot of both turns.
+    assert seen["stats"]["attach_modes"] == ["snapshot"]
+    assert (seen["stats"]["duplicates"], seen["stats"]["gaps"]) == (0, 0)

@@ -70,4 +70,20 @@ function S.reload(t, tether)
   t.result.modified = vim.bo[buf].modified
 end
 
+--- No daemon runs: the first command starts one. It stops; the next command reconnects
+--- (starting another) and attaches again with the kept cursor.
+function S.restart(t, tether)
+  vim.cmd("Tether first")
+  t.wait_turns(1)
+  local stop = vim.list_extend(vim.deepcopy(tether.config.cmd), { "daemon", "stop", "-w", t.workspace })
+  t.result.stop = vim.system(stop, { text = true }):wait(30000).code
+  t.wait(function()
+    return tether.status().connection == "disconnected"
+  end, "bridge/disconnected")
+  t.result.chat_disconnected = t.chat()
+  vim.cmd("Tether second")
+  t.wait_turns(2)
+  t.result.connection = tether.status().connection
+end
+
 return S
