@@ -237,6 +237,17 @@ def _demo(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     demo.set_defaults(handler="scripted_model.cmd_demo")
 
 
+def _bridge(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    bridge = add_parser(
+        "bridge",
+        parents=[common],
+        help="relay JSON-RPC lines on stdin/stdout to the daemon (for editors)",
+        description="Relay newline-delimited JSON-RPC between stdin/stdout and the workspace's"
+        " daemon, starting it when none runs; exits 0 when stdin closes. See docs/bridge.md.",
+    )
+    bridge.set_defaults(handler="bridge.cmd_bridge")
+
+
 def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     dev = add_parser("dev", help="tools for plugin authors")
     dev_sub = dev.add_subparsers(dest="dev_command", required=True)
@@ -276,6 +287,7 @@ COMMANDS: dict[str, Adder] = {
     "models": _models,
     "doctor": _doctor,
     "demo": _demo,
+    "bridge": _bridge,
     "dev": _dev,
 }
 """Every subcommand, in the order the help lists them."""

@@ -23,7 +23,7 @@ from tether.clients.cli.args import build_parser
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
 from tether.clients.discovery import DaemonUnavailable, start_early
 
-TALK_TO_THE_DAEMON = frozenset({"turns", "chat", "approvals", "sessions", "processes"})
+TALK_TO_THE_DAEMON = frozenset({"turns", "chat", "approvals", "sessions", "processes", "bridge"})
 """The command modules whose every command connects to the workspace's daemon."""
 
 

@@ -9,6 +9,7 @@ processes      processes (list, kill)
 daemon         daemon start/stop/restart/status, doctor
 models         models
 scripted_model demo, dev model-server
+bridge         bridge: JSON-RPC lines on stdin/stdout, for editors
 
 A command takes the parsed arguments and returns the exit code (see `exit_codes`), or raises
 `CliError`.

@@ -1,0 +1,147 @@
+-- What the chat buffer shows of a session (lines of Markdown), and `visible`, which writes the
+-- characters an editor would not show as themselves in a form that can be seen.
+
+local M = {}
+
+-- Control characters other than tab and newline, C1 controls, bidi controls, zero-width and
+-- other invisible format characters, line/paragraph separators: what a person reads (above
+-- all what they approve) must be what the daemon sent.
+local INVISIBLE = {
+  { "[%z\1-\8\11-\31\127]", function(c) return ("\\x%02x"):format(c:byte()) end },
+  { "\194[\128-\159\173]", function(c) return ("\\u%04x"):format(c:byte(2)) end },
+  { "\216\156", function() return "\\u061c" end },
+  { "\226\128[\139-\143\168-\174]", function(c) return ("\\u20%02x"):format(c:byte(3) - 128) end },
+  { "\226\129[\160-\164\166-\175]", function(c) return ("\\u20%02x"):format(c:byte(3) - 128 + 64) end },
+  { "\239\187\191", function() return "\\ufeff" end },
+}
+
+--- `text` with invisible and control characters written visibly (`\x1b`, `\u202e`).
+function M.visible(text)
+  text = tostring(text or "")
+  for _, rule in ipairs(INVISIBLE) do
+    text = text:gsub(rule[1], rule[2])
+  end
+  return text
+end
+
+--- One line: `visible`, with newlines written as `\n`.
+function M.one_line(text, limit)
+  local line = M.visible(text):gsub("\n", "\\n")
+  limit = limit or 100
+  if #line > limit then
+    line = line:sub(1, limit) .. "…"
+  end
+  return line
+end
+
+local function lines_of(out, text)
+  for _, line in ipairs(vim.split(M.visible(text), "\n", { plain = true })) do
+    table.insert(out, line)
+  end
+end
+
+local SUBJECT = { "command", "path", "pattern", "url", "query", "description" }
+
+--- What a tool call is about, from its JSON arguments: the command, the path, …
+function M.tool_subject(tool, arguments)
+  local ok, args = pcall(vim.json.decode, arguments or "", { luanil = { object = true } })
+  if ok and type(args) == "table" then
+    for _, key in ipairs(SUBJECT) do
+      if type(args[key]) == "string" and args[key] ~= "" then
+        return args[key]
+      end
+    end
+  end
+  return arguments or ""
+end
+
+local STATUS = {
+  running = "running",
+  completed = "done",
+  failed = "failed",
+  cancelled = "cancelled",
+}
+
+function M.tool_line(item)
+  local status = STATUS[item.status] or tostring(item.status)
+  if item.status == "completed" and item.exitCode ~= nil and item.exitCode ~= 0 then
+    status = ("exit %d"):format(item.exitCode)
+  end
+  local subject = M.one_line(M.tool_subject(item.tool, item.arguments), 80)
+  return ("- `%s` %s — %s"):format(M.one_line(item.tool, 40), subject, status)
+end
+
+local function summary_line(item)
+  local parts = { item.stopReason or "ended" }
+  local files = item.filesChanged or {}
+  if #files > 0 then
+    table.insert(parts, ("%d file%s changed"):format(#files, #files == 1 and "" or "s"))
+  end
+  if item.durationSeconds then
+    table.insert(parts, ("%.1f s"):format(item.durationSeconds))
+  end
+  return "_" .. table.concat(parts, " · ") .. "_"
+end
+
+local function approval_lines(out, approval)
+  table.insert(out, "")
+  local subject = approval.command ~= "" and approval.command or approval.path or ""
+  table.insert(
+    out,
+    ("**Approval needed** (%s): `%s` %s"):format(
+      M.one_line(approval.reason, 80),
+      M.one_line(approval.tool, 40),
+      M.one_line(subject, 200)
+    )
+  )
+  if approval.preview and approval.preview ~= "" then
+    table.insert(out, "```diff")
+    lines_of(out, approval.preview)
+    table.insert(out, "```")
+  end
+  table.insert(out, "`:TetherApprove` · `:TetherDeny`")
+end
+
+--- The chat buffer's lines for session state `st`; `status` is the connection's word for
+--- it (attached, detached, disconnected).
+function M.lines(st, status)
+  local title = st.info and st.info.title ~= "" and st.info.title or st.id
+  local out = { ("# tether · %s"):format(M.one_line(title, 80)), ("_%s · %s_"):format(st.id, status) }
+  for _, turn in ipairs(st.turns) do
+    local speaker = nil
+    for _, item in ipairs(turn.items) do
+      if item.type == "user_message" then
+        vim.list_extend(out, { "", "## You", "" })
+        lines_of(out, item.text)
+        speaker = "user"
+      elseif item.type == "agent_message" and not item.superseded and (item.text or "") ~= "" then
+        if speaker ~= "agent" then
+          vim.list_extend(out, { "", "## tether", "" })
+          speaker = "agent"
+        else
+          table.insert(out, "")
+        end
+        lines_of(out, item.text)
+      elseif item.type == "tool_call" then
+        if speaker ~= "agent" then
+          vim.list_extend(out, { "", "## tether", "" })
+          speaker = "agent"
+        end
+        table.insert(out, M.tool_line(item))
+      elseif item.type == "notice" then
+        vim.list_extend(out, { "", ("> %s: %s"):format(item.level or "info", M.one_line(item.message, 300)) })
+      elseif item.type == "turn_summary" then
+        vim.list_extend(out, { "", summary_line(item) })
+      end
+    end
+    if turn.status ~= "running" and turn.error ~= nil then
+      vim.list_extend(out, { "", ("> error: %s"):format(M.one_line(turn.error.message, 300)) })
+    end
+  end
+  for _, approval in ipairs(st.approvals) do
+    approval_lines(out, approval)
+  end
+  return out
+end
+
+return M
