@@ -1,0 +1,211 @@
+"""The notebook client in a real kernel: nbclient runs a notebook (built here with nbformat)
+on a real ipykernel against the real daemon and the scripted model.
+
+One notebook holds every check, so the kernel starts twice in all (once, and once more for
+the restart): a turn shown in its cell, an approval left waiting by its cell and answered by
+`%tether approve` in the next, `%tether sessions`, a kernel interrupt that detaches, and a
+kernel restart in the middle of a turn, after which `%tether attach` shows that turn, whole
+and once, to its end.
+
+The turn that runs across the restart waits on a command that polls for a file the test
+creates once the new kernel has attached: the model's step is then taken after the attach,
+and the wait is an event, not a delay.
+"""
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import nbformat
+import pytest
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbformat.notebooknode import NotebookNode
+
+from tests.support import DaemonProcess, Home, command_step, wait_until
+from tether.protocol.methods import SESSION_LIST
+from tether.testing import ModelServer
+
+pytestmark = pytest.mark.e2e
+
+KERNEL = "tether-test"
+
+
+def _kernel_home(root: Path) -> dict[str, str]:
+    """A kernel spec for this venv's python in `root`, and the variables that make Jupyter
+    look there (and keep its runtime and config files there too)."""
+    spec = root / "share" / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "tether test", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    return {
+        "JUPYTER_PATH": str(root / "share" / "jupyter"),
+        "JUPYTER_CONFIG_DIR": str(root / "config"),
+        "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "IPYTHONDIR": str(root / "ipython"),
+    }
+
+
+@contextmanager
+def _environment(env: dict[str, str]) -> Generator[None]:
+    """This process's environment replaced by `env` (the kernel manager reads it)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _text(cell: NotebookNode) -> str:
+    """Everything a cell's outputs say as text: streams, and each display's text/plain."""
+    parts: list[str] = []
+    for output in cell.outputs:
+        if output.output_type == "stream":
+            parts.append(output.text)
+        elif "data" in output:
+            parts.append(output.data.get("text/plain", ""))
+        elif output.output_type == "error":
+            parts.append("\n".join(output.traceback))
+    return "".join(parts)
+
+
+def _html(cell: NotebookNode) -> str:
+    return "".join(o.data.get("text/html", "") for o in cell.outputs if "data" in o)
+
+
+def _sessions(daemon: DaemonProcess) -> list[Any]:
+    with daemon.client() as client:
+        return list(client.call(SESSION_LIST).sessions)
+
+
+def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    tmp_path: Path,
+) -> None:
+    (workspace / ".git").mkdir()
+    notes = workspace / "notes"  # the notebook's folder: the workspace is the git root above
+    notes.mkdir()
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+                {"text": "It **greets** people. <b>raw</b>"},
+                command_step("echo approved-run"),
+                {"text": "The command ran."},
+                command_step(
+                    f"touch {gate}/started; while [ ! -e {gate}/go ]; do sleep 0.02; done;"
+                    " echo through"
+                ),
+                {"text": "Gate passed."},
+            ]
+        }
+    )
+    sources = {
+        "load": "%load_ext tether.jupyter",
+        "ask": "%%tether\nWhat does this project do?",
+        "asks_approval": "%%tether\nRun the greeting.",
+        "approve": "%tether approve",
+        "sessions": "%tether sessions",
+        "slow": "%%tether --mode auto\nWait for the gate.",
+        "reload": "%load_ext tether.jupyter",
+        "attach": "%tether attach",
+        "modules": "import sys\nprint([m for m in ('trio', 'tether.daemon') if m in sys.modules])",
+    }
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources.values()]
+    cells = dict(zip(sources, nb.cells, strict=True))
+    index = {name: i for i, name in enumerate(sources)}
+    env = {**home.env, **_kernel_home(tmp_path / "jupyter")}
+    client = NotebookClient(
+        nb, kernel_name=KERNEL, timeout=60, resources={"metadata": {"path": str(notes)}}
+    )
+
+    async def run(name: str) -> NotebookNode:
+        return await client.async_execute_cell(cells[name], index[name])
+
+    async def wait_for(path: Path) -> None:
+        await asyncio.to_thread(wait_until, path.exists, f"{path} to appear", 30)
+
+    async def drive() -> None:
+        async with client.async_setup_kernel(env=env):
+            for name in ("load", "ask", "asks_approval", "approve", "sessions"):
+                await run(name)
+            slow = asyncio.create_task(run("slow"))
+            await wait_for(gate / "started")
+            km = cast(AsyncKernelManager, client.km)
+            await km.interrupt_kernel()
+            await slow
+            await km.restart_kernel()
+            await cast(AsyncKernelClient, client.kc).wait_for_ready(timeout=30)
+            await run("reload")
+            attach = asyncio.create_task(run("attach"))
+            await asyncio.to_thread(
+                wait_until,
+                lambda: any(s.clients > 0 for s in _sessions(daemon)),
+                "the new kernel to attach",
+                30,
+            )
+            (gate / "go").touch()
+            await attach
+            await run("modules")
+
+    with _environment(env):
+        asyncio.run(drive())
+
+    # A turn shown in its cell: the question, the tool call's line, the answer.
+    asked = _text(cells["ask"])
+    assert "» What does this project do?" in asked
+    assert "✓ read_file(path='README.md')" in asked
+    assert "It **greets** people." in asked
+    html = _html(cells["ask"])
+    assert "<strong>greets</strong>" in html
+    assert "&lt;b&gt;raw&lt;/b&gt;" in html
+    assert "<b>raw</b>" not in html
+
+    # The approval stops its cell, which says how to answer; the next cell answers it.
+    waiting = _text(cells["asks_approval"])
+    assert "approval needed" in waiting
+    assert "echo approved-run" in waiting
+    assert "%tether approve" in waiting
+    approved = _text(cells["approve"])
+    assert "allowed run_command: echo approved-run" in approved
+    assert "✓ run_command(command='echo approved-run'" in approved
+    assert "The command ran." in approved
+    assert "approved-run" in model_server.requests[3]["messages"][-1]["content"]
+
+    (session,) = _sessions(daemon)
+    listed = _text(cells["sessions"])
+    assert f"* {session.id}" in listed
+
+    # The interrupt detached the cell and left the turn running.
+    assert "detached; the turn goes on" in _text(cells["slow"])
+    assert "Gate passed." not in _text(cells["slow"])
+
+    # After the restart, attach showed the whole turn, completed, in one output, once.
+    attached = cells["attach"]
+    assert [o.output_type for o in attached.outputs] == ["display_data"]
+    shown = _text(attached)
+    assert shown.count("» Wait for the gate.") == 1
+    assert shown.count("✓ run_command(") == 1
+    assert shown.count("Gate passed.") == 1
+    assert "completed in" in shown
+    assert session.turn_count == 3
+    assert session.state == "idle"
+
+    assert _text(cells["modules"]).strip() == "[]"
