@@ -7,6 +7,10 @@ cannot redraw, so there the turn is printed once, when the cell stops following 
 
 Approvals: the view always names the magics that answer (`%tether approve ID`); with
 ipywidgets installed, buttons are offered below it too (`widgets`).
+
+A cell that stopped following because of an interrupt (or a lost connection) ends with an
+error of one line, `Stopped`, and no traceback: like any interrupted cell it stops a "run
+all" there, and the turn, which goes on in the daemon, is one `%tether attach` away.
 """
 
 from typing import Any
@@ -20,7 +24,7 @@ from tether.clients.rpc import CallError
 from tether.clients.websocket import WebSocketError
 from tether.jupyter.actions import Notebook, Problem
 from tether.jupyter.commands import USAGE, parse_cell, parse_line
-from tether.jupyter.follow import Screen
+from tether.jupyter.follow import Outcome, Screen
 from tether.jupyter.outputs import publish, publish_live, publish_object
 from tether.jupyter.render import Bundle, turn_bundle
 from tether.jupyter.view import TurnView
@@ -74,6 +78,14 @@ class KernelCell:
             publish_object(buttons)
 
 
+class Stopped(Exception):
+    """The cell stopped following a turn that goes on (an interrupt, a lost connection)."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows these lines instead of a traceback.
+        return [f"tether: {self}"]
+
+
 @magics_class
 class TetherMagics(Magics):
     """`%tether COMMAND` and `%%tether` (see `commands.USAGE`)."""
@@ -88,33 +100,41 @@ class TetherMagics(Magics):
         out = KernelCell(self.notebook, live=live)
         try:
             if cell is None:
-                self._line(out, line)
+                outcome = self._line(out, line)
             else:
                 args = parse_cell(line)
-                self.notebook.run(out, cell, new=args.new, session=args.session, mode=args.mode)
+                nb = self.notebook
+                outcome = nb.run(out, cell, new=args.new, session=args.session, mode=args.mode)
+        except KeyboardInterrupt:
+            raise Stopped("interrupted; %tether attach shows where the session is") from None
         except Problem as exc:
             raise UsageError(str(exc)) from None
         except CallError as exc:
             raise UsageError(f"the daemon refused: {exc.message}") from None
         except (OSError, WebSocketError) as exc:
             raise UsageError(f"lost the connection to the daemon: {exc}") from None
+        if outcome == "detached":
+            raise Stopped("detached; the turn goes on (%tether attach follows it again)")
+        if outcome == "lost":
+            raise Stopped("lost the connection to the daemon (%tether attach follows it again)")
 
-    def _line(self, out: KernelCell, line: str) -> None:
+    def _line(self, out: KernelCell, line: str) -> Outcome | None:
         args = parse_line(line)
         nb = self.notebook
         match args.command:
             case "attach":
-                nb.attach(out, args.target)
+                return nb.attach(out, args.target)
             case "sessions":
                 nb.sessions(out)
             case "cancel":
                 nb.cancel(out, args.target)
             case "approve":
-                nb.answer(out, args.target, "allow", always=args.always)
+                return nb.answer(out, args.target, "allow", always=args.always)
             case "deny":
-                nb.answer(out, args.target, "deny", message=args.message)
+                return nb.answer(out, args.target, "deny", message=args.message)
             case "help":
                 print(USAGE)
+        return None
 
 
 def register(ipython: Any) -> TetherMagics:

@@ -1,5 +1,6 @@
 """The notebook client in a real kernel: nbclient runs a notebook (built here with nbformat)
-on a real ipykernel against the real daemon and the scripted model.
+on a real ipykernel against the real daemon and the scripted model; and the approval buttons,
+clicked in this process, against the same daemon.
 
 One notebook holds every check, so the kernel starts twice in all (once, and once more for
 the restart): a turn shown in its cell, an approval left waiting by its cell and answered by
@@ -29,10 +30,15 @@ from nbclient import NotebookClient
 from nbformat.notebooknode import NotebookNode
 
 from tests.support import DaemonProcess, Home, command_step, wait_until
+from tether.jupyter.actions import Notebook
+from tether.jupyter.follow import Screen
+from tether.jupyter.render import Bundle, turn_bundle
+from tether.jupyter.view import TurnView
+from tether.jupyter.widgets import approval_buttons
 from tether.protocol.methods import SESSION_LIST
 from tether.testing import ModelServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_daemon]
 
 KERNEL = "tether-test"
 
@@ -96,7 +102,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     model_server: ModelServer,
     tmp_path: Path,
 ) -> None:
-    (workspace / ".git").mkdir()
+    (workspace / ".git").mkdir(exist_ok=True)
     notes = workspace / "notes"  # the notebook's folder: the workspace is the git root above
     notes.mkdir()
     gate = tmp_path / "gate"
@@ -130,6 +136,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(source) for source in sources.values()]
     cells = dict(zip(sources, nb.cells, strict=True))
+    cells["slow"].metadata["tags"] = ["raises-exception"]  # the interrupt ends it with an error
     index = {name: i for i, name in enumerate(sources)}
     env = {**home.env, **_kernel_home(tmp_path / "jupyter")}
     client = NotebookClient(
@@ -155,9 +162,10 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
             await cast(AsyncKernelClient, client.kc).wait_for_ready(timeout=30)
             await run("reload")
             attach = asyncio.create_task(run("attach"))
+            session_id = _text(cells["sessions"]).split()[1]
             await asyncio.to_thread(
                 wait_until,
-                lambda: any(s.clients > 0 for s in _sessions(daemon)),
+                lambda: any(s.id == session_id and s.clients > 0 for s in _sessions(daemon)),
                 "the new kernel to attach",
                 30,
             )
@@ -189,13 +197,19 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     assert "The command ran." in approved
     assert "approved-run" in model_server.requests[3]["messages"][-1]["content"]
 
-    (session,) = _sessions(daemon)
-    listed = _text(cells["sessions"])
-    assert f"* {session.id}" in listed
+    listed = _text(cells["sessions"]).splitlines()
+    (marked,) = [line for line in listed if line.startswith("*")]
+    (session,) = [s for s in _sessions(daemon) if s.id == marked.split()[1]]
+    assert session.title == "What does this project do?"
 
-    # The interrupt detached the cell and left the turn running.
-    assert "detached; the turn goes on" in _text(cells["slow"])
-    assert "Gate passed." not in _text(cells["slow"])
+    # The interrupt detached the cell, saying so in one line, and left the turn running.
+    detached = cells["slow"]
+    assert "detached; the turn goes on" in _text(detached)
+    assert "Gate passed." not in _text(detached)
+    (error,) = [o for o in detached.outputs if o.output_type == "error"]
+    assert error.traceback == [
+        "tether: detached; the turn goes on (%tether attach follows it again)"
+    ]
 
     # After the restart, attach showed the whole turn, completed, in one output, once.
     attached = cells["attach"]
@@ -209,3 +223,63 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     assert session.state == "idle"
 
     assert _text(cells["modules"]).strip() == "[]"
+
+
+class _Screen:
+    """Records what a turn drawn on it looked like each time."""
+
+    def __init__(self) -> None:
+        self.drawn: list[str] = []
+
+    def show(self, view: TurnView) -> None:
+        self.drawn.append(turn_bundle(view)["text/plain"])
+
+
+class _Cell:
+    """A cell's outputs, kept: its one-off outputs, its screen, what waited on it."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.screens: list[_Screen] = []
+        self.waited: list[tuple[TurnView, Screen]] = []
+
+    def screen(self) -> Screen:
+        self.screens.append(_Screen())
+        return self.screens[-1]
+
+    def show(self, bundle: Bundle) -> None:
+        self.shown.append(bundle["text/plain"])
+
+    def waiting(self, view: TurnView, screen: Screen) -> None:
+        self.waited.append((view, screen))
+
+
+def test_a_button_answers_the_approval_and_follows_the_turn_on_in_its_cell(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [command_step("echo clicked"), {"text": "Done after it."}]})
+    notebook = Notebook(workspace=lambda: workspace)
+    cell = _Cell()
+    with home.activated():
+        assert notebook.run(cell, "Run it.") == "approval"
+        ((view, screen),) = cell.waited
+        box = approval_buttons(notebook, view, screen)
+        assert box is not None
+        ((row, output),) = [child.children for child in box.children]
+        label, allow, always, deny = row.children
+        assert (allow.description, always.description, deny.description) == (
+            "Allow",
+            "Always",
+            "Deny",
+        )
+        assert "run_command" in label.value
+        allow.click()
+    assert allow.disabled
+    assert deny.disabled
+    drawn = cell.screens[0].drawn
+    assert any("the turn waits for an answer" in text for text in drawn)
+    assert "✓ run_command(command='echo clicked'" in drawn[-1]
+    assert "Done after it." in drawn[-1]
+    assert "completed in" in drawn[-1]
+    assert "clicked" in model_server.requests[1]["messages"][-1]["content"]
+    assert output.outputs == ()  # nothing went wrong, so the click said nothing of its own
