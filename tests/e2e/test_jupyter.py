@@ -18,6 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -29,13 +30,20 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbformat.notebooknode import NotebookNode
 
-from tests.support import DaemonProcess, Home, command_step, wait_until
+from tests.support import (
+    DaemonProcess,
+    Home,
+    command_step,
+    create_session,
+    read_snapshot,
+    wait_until,
+)
 from tether.jupyter.actions import Notebook
 from tether.jupyter.follow import Screen
 from tether.jupyter.render import Bundle, turn_bundle
 from tether.jupyter.view import TurnView
 from tether.jupyter.widgets import approval_buttons
-from tether.protocol.methods import SESSION_LIST
+from tether.protocol.methods import SESSION_LIST, TURN_START, TurnStartParams
 from tether.testing import ModelServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.shared_daemon]
@@ -283,3 +291,36 @@ def test_a_button_answers_the_approval_and_follows_the_turn_on_in_its_cell(
     assert "completed in" in drawn[-1]
     assert "clicked" in model_server.requests[1]["messages"][-1]["content"]
     assert output.outputs == ()  # nothing went wrong, so the click said nothing of its own
+
+
+def test_a_cell_sent_while_the_turn_runs_joins_it_and_follows_it_to_its_end(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    waits = f"touch {gate}.started; while [ ! -e {gate} ]; do sleep 0.02; done"
+    model_server.set_script({"steps": [command_step(waits), {"text": "Saw both."}]})
+    with daemon.client() as client:
+        session_id = create_session(client)
+        client.call(
+            TURN_START,
+            TurnStartParams(session_id=session_id, text="Wait.", permission_mode="auto"),
+        )
+        wait_until(Path(f"{gate}.started").exists, "the command to start")
+        notebook = Notebook(session_id=session_id, workspace=lambda: workspace)
+        cell = _Cell()
+        with home.activated(), ThreadPoolExecutor(1) as pool:
+            followed = pool.submit(notebook.run, cell, "And this.")
+            wait_until(
+                lambda: bool(read_snapshot(client, session_id).queued_inputs),
+                "the cell's text to be queued",
+            )
+            gate.touch()
+            assert followed.result(timeout=30) == "ended"
+    (screen,) = cell.screens
+    assert any("(queued, joins at the next step) And this." in text for text in screen.drawn)
+    final = screen.drawn[-1]
+    assert final.count("» Wait.") == 1
+    assert final.count("» And this.") == 1
+    assert "Saw both." in final
+    assert "queued" not in final
+    assert "And this." in model_server.requests[1]["messages"][-1]["content"]
