@@ -3,10 +3,11 @@ on a real ipykernel against the real daemon and the scripted model; and the appr
 clicked in this process, against the same daemon.
 
 One notebook holds every check, so the kernel starts twice in all (once, and once more for
-the restart): a turn shown in its cell, an approval left waiting by its cell and answered by
-`%tether approve` in the next, `%tether sessions`, a kernel interrupt that detaches, and a
-kernel restart in the middle of a turn, after which `%tether attach` shows that turn, whole
-and once, to its end.
+the restart): the daemon started by the kernel's first magic, a turn shown in its cell, an
+approval left waiting by its cell and answered by `%tether approve` in the next,
+`%tether sessions`, a kernel interrupt that detaches, and a kernel restart in the middle of a
+turn, which the daemon and the turn outlive, after which `%tether attach` shows that turn,
+whole and once, to its end.
 
 The turn that runs across the restart waits on a command that polls for a file the test
 creates once the new kernel has attached: the model's step is then taken after the attach,
@@ -16,12 +17,13 @@ and the wait is an event, not a delay.
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import nbformat
 import pytest
@@ -33,20 +35,23 @@ from nbformat.notebooknode import NotebookNode
 from tests.support import (
     DaemonProcess,
     Home,
+    alive,
     command_step,
     create_session,
     read_snapshot,
     wait_until,
 )
+from tether.clients.rpc import Client
 from tether.jupyter.actions import Notebook
 from tether.jupyter.follow import Screen
 from tether.jupyter.render import Bundle, turn_bundle
 from tether.jupyter.view import TurnView
 from tether.jupyter.widgets import approval_buttons
 from tether.protocol.methods import SESSION_LIST, TURN_START, TurnStartParams
+from tether.protocol.session import SessionInfo
 from tether.testing import ModelServer
 
-pytestmark = [pytest.mark.e2e, pytest.mark.shared_daemon]
+pytestmark = pytest.mark.e2e
 
 KERNEL = "tether-test"
 
@@ -98,19 +103,27 @@ def _html(cell: NotebookNode) -> str:
     return "".join(o.data.get("text/html", "") for o in cell.outputs if "data" in o)
 
 
-def _sessions(daemon: DaemonProcess) -> list[Any]:
-    with daemon.client() as client:
+def _sessions(home: Home, workspace: Path) -> list[SessionInfo]:
+    with home.activated(), Client.connect(workspace, autostart=False) as client:
         return list(client.call(SESSION_LIST).sessions)
 
 
+@contextmanager
+def _stopping_its_daemon(home: Home, workspace: Path) -> Generator[None]:
+    """Stop the daemon a kernel started for `workspace`, once done."""
+    try:
+        yield
+    finally:
+        info = home.read_discovery(workspace)
+        if info is not None and alive(info.pid):
+            os.kill(info.pid, signal.SIGTERM)
+            wait_until(lambda: not alive(info.pid), "the daemon to stop")
+
+
 def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
-    daemon: DaemonProcess,
-    home: Home,
-    workspace: Path,
-    model_server: ModelServer,
-    tmp_path: Path,
+    home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
 ) -> None:
-    (workspace / ".git").mkdir(exist_ok=True)
+    (workspace / ".git").mkdir()
     notes = workspace / "notes"  # the notebook's folder: the workspace is the git root above
     notes.mkdir()
     gate = tmp_path / "gate"
@@ -157,6 +170,8 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     async def wait_for(path: Path) -> None:
         await asyncio.to_thread(wait_until, path.exists, f"{path} to appear", 30)
 
+    pids: dict[str, int] = {}
+
     async def drive() -> None:
         async with client.async_setup_kernel(env=env):
             for name in ("load", "ask", "asks_approval", "approve", "sessions"):
@@ -164,6 +179,9 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
             slow = asyncio.create_task(run("slow"))
             await wait_for(gate / "started")
             km = cast(AsyncKernelManager, client.km)
+            started = home.read_discovery(workspace)
+            assert started is not None
+            pids["before the restart"] = started.pid
             await km.interrupt_kernel()
             await slow
             await km.restart_kernel()
@@ -173,7 +191,9 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
             session_id = _text(cells["sessions"]).split()[1]
             await asyncio.to_thread(
                 wait_until,
-                lambda: any(s.id == session_id and s.clients > 0 for s in _sessions(daemon)),
+                lambda: any(
+                    s.id == session_id and s.clients > 0 for s in _sessions(home, workspace)
+                ),
                 "the new kernel to attach",
                 30,
             )
@@ -181,8 +201,16 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
             await attach
             await run("modules")
 
-    with _environment(env):
+    with _environment(env), _stopping_its_daemon(home, workspace):
         asyncio.run(drive())
+        daemon = home.read_discovery(workspace)
+        listed = _text(cells["sessions"]).splitlines()
+        (marked,) = [line for line in listed if line.startswith("*")]
+        (session,) = [s for s in _sessions(home, workspace) if s.id == marked.split()[1]]
+
+    # The first magic started the daemon, which outlived the kernel it came from.
+    assert daemon is not None
+    assert daemon.pid == pids["before the restart"]
 
     # A turn shown in its cell: the question, the tool call's line, the answer.
     asked = _text(cells["ask"])
@@ -205,9 +233,6 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     assert "The command ran." in approved
     assert "approved-run" in model_server.requests[3]["messages"][-1]["content"]
 
-    listed = _text(cells["sessions"]).splitlines()
-    (marked,) = [line for line in listed if line.startswith("*")]
-    (session,) = [s for s in _sessions(daemon) if s.id == marked.split()[1]]
     assert session.title == "What does this project do?"
 
     # The interrupt detached the cell, saying so in one line, and left the turn running.
@@ -262,6 +287,7 @@ class _Cell:
         self.waited.append((view, screen))
 
 
+@pytest.mark.shared_daemon
 def test_a_button_answers_the_approval_and_follows_the_turn_on_in_its_cell(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -293,6 +319,7 @@ def test_a_button_answers_the_approval_and_follows_the_turn_on_in_its_cell(
     assert output.outputs == ()  # nothing went wrong, so the click said nothing of its own
 
 
+@pytest.mark.shared_daemon
 def test_a_cell_sent_while_the_turn_runs_joins_it_and_follows_it_to_its_end(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
 ) -> None:
