@@ -39,7 +39,7 @@ from tether.protocol.methods import (
     TurnCancelParams,
     TurnStartParams,
 )
-from tether.protocol.session import SessionInfo
+from tether.protocol.session import Cursor, SessionInfo
 
 CLIENT_NAME = "tether-jupyter"
 
@@ -109,19 +109,23 @@ class Notebook:
             else:
                 session_id = self.session_id
             self.session_id = session_id
-            attached = following.attach(client, session_id)
+            try:
+                attached = following.attach(client, session_id)
+            except CallError as exc:
+                if exc.code != ErrorCode.SESSION_NOT_FOUND:
+                    raise
+                raise Problem(
+                    f"session {session_id} is gone; %%tether --new starts another"
+                ) from None
+            snapshot = attached.snapshot
+            assert snapshot is not None  # an attach without a cursor brings one
             started = client.call(
                 TURN_START, TurnStartParams(session_id=session_id, text=text, permission_mode=mode)
             )
             view = TurnView(session_id=session_id, turn_id=started.turn_id)
-            snapshot = attached.snapshot
-            running = (
-                next((t for t in snapshot.turns if t.id == started.turn_id), None)
-                if (snapshot is not None)
-                else None
-            )
-            if snapshot is not None and running is not None:  # queued into a running turn
-                view.reload(snapshot, running)
+            joined = next((t for t in snapshot.turns if t.id == started.turn_id), None)
+            if joined is not None:  # the text was queued for the turn that runs
+                view.reload(snapshot, joined)
             for problem in started.problems:
                 cell.show(message_bundle(problem))
             return self._follow(client, cell, cell.screen(), view, following.cursor_of(attached))
@@ -228,7 +232,7 @@ class Notebook:
         cell: Cell,
         screen: Screen,
         view: TurnView,
-        cursor: following.Cursor,
+        cursor: Cursor,
     ) -> Outcome:
         outcome = following.follow(client, view, screen, cursor)
         if outcome == "approval":
