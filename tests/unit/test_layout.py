@@ -11,6 +11,7 @@ FOLDERS = {
     "daemon": "tether.daemon",
     "daemon/testing": "tether.testing",
     "clients": "tether.clients",
+    "clients/jupyter": "tether.jupyter",
 }
 """Each mapped folder and its import package; a folder inside another is a package of its own."""
 
