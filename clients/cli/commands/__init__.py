@@ -9,6 +9,7 @@ processes      processes (list, kill)
 daemon         daemon start/stop/restart/status, doctor
 models         models
 scripted_model demo, dev model-server
+acp            acp: the Agent Client Protocol agent (tether.clients.acp)
 
 A command takes the parsed arguments and returns the exit code (see `exit_codes`), or raises
 `CliError`.
