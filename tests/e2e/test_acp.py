@@ -324,6 +324,8 @@ def test_a_prompt_streams_its_turn_and_a_load_replays_it(
         answers = [i.text for i in items if isinstance(i, AgentMessage)]
         assert "".join(answers) == texts["agent_message_chunk"]
         assert sorted(i.id for i in items if isinstance(i, ToolCall)) == sorted(shown["tools"])
+        usage = [u for u in live if u["sessionUpdate"] == "usage_update"][-1]
+        assert usage["size"] > usage["used"] > 0
         # The editor's own prompt is not echoed back to it.
         assert not any(u["sessionUpdate"] == "user_message_chunk" for u in live)
 
@@ -334,7 +336,9 @@ def test_a_prompt_streams_its_turn_and_a_load_replays_it(
             found = await connection.list_sessions(cwd=str(workspace))
             assert session_id in [s.session_id for s in found.sessions]
             await connection.load_session(cwd=str(workspace), session_id=session_id)
-            replayed = fold(later.updates(session_id))
+            replay = later.updates(session_id)
+            replayed = fold(replay)
+        assert replay[-1] == {**usage, "used": replay[-1]["used"]}
         (user,) = [i for i in items if isinstance(i, UserMessage)]
         assert replayed["messages"].pop(("user_message_chunk", user.id)) == user.text
         assert user.text == "What does it do?"
