@@ -60,8 +60,8 @@ def test_a_file_changed_since_shows_the_hunks_alone(tmp_path: Path) -> None:
     after = before.replace("10\n", "ten\n")
     (tmp_path / "f").write_text("rewritten since\n")
     (change,) = diffs.changes(unified("f", before, after), tmp_path)
-    assert change.old_text == "".join(f"{n}\n" for n in range(7, 14))
-    assert change.new_text == change.old_text.replace("10\n", "ten\n")
+    hunk = "".join(f"{n}\n" for n in range(7, 14))
+    assert (change.old_text, change.new_text) == (hunk, hunk.replace("10\n", "ten\n"))
 
 
 def test_a_created_file_has_no_before_and_a_cut_diff_keeps_what_parses(tmp_path: Path) -> None:
