@@ -266,10 +266,6 @@ class AcpSession:
         params = TurnCancelParams(session_id=self.id, turn_id=turn_id)
         self.link.call_quietly(lambda: self.link.client.call(TURN_CANCEL, params))
 
-    @property
-    def cancelling(self) -> bool:
-        return any(wait.cancelled for wait in self.prompts)
-
     # --- approvals --------------------------------------------------------------------------
 
     def _ask(self, approval: ApprovalRequest) -> None:
@@ -305,14 +301,16 @@ class AcpSession:
         except Abandoned:
             return
         except AcpError as exc:
-            _log(f"the editor did not answer approval {approval.id}: {exc.message}")
             outcome = p.CancelledOutcome()
+            _log(f"the editor did not answer approval {approval.id}: {exc.message}")
         with self.lock:
             if self.permissions.get(approval.id) is not waiter:
                 return
             del self.permissions[approval.id]
-            if isinstance(outcome, p.CancelledOutcome) and self.cancelling:
-                return  # the turn's cancel denies it
+        if isinstance(outcome, p.CancelledOutcome):
+            # ACP's answer for a cancelled turn, not a refusal: the turn's cancel denies it,
+            # or it waits for another client, as with no client attached.
+            return
         match outcome:
             case p.SelectedOutcome(option_id=option) if option == ALLOW_ONCE:
                 decision, scope, message = "allow", "once", ""
@@ -321,8 +319,8 @@ class AcpSession:
             case p.SelectedOutcome(option_id=option) if option == REJECT_ONCE:
                 decision, scope, message = "deny", "once", ""
             case _:
-                # Dismissed, or an option we did not offer: never taken as a yes.
-                decision, scope, message = "deny", "once", "dismissed in the editor"
+                # An option we did not offer: never taken as a yes.
+                decision, scope, message = "deny", "once", "unknown answer from the editor"
         respond = ApprovalRespondParams(
             session_id=self.id,
             approval_id=approval.id,
@@ -333,7 +331,10 @@ class AcpSession:
         self.link.call_quietly(lambda: self.link.client.call(APPROVAL_RESPOND, respond))
 
     def close(self) -> None:
-        self.cancel()
+        """`session/close`: cancel this editor's prompt, if one runs (a turn another client
+        started goes on), and detach."""
+        if self.prompts:
+            self.cancel()
         with self.lock:
             permissions, self.permissions = self.permissions, {}
             self.cursor = None
