@@ -271,6 +271,19 @@ def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     model_server.set_defaults(handler="scripted_model.cmd_dev")
 
 
+def _acp(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    acp = add_parser(
+        "acp",
+        parents=[common],
+        help="be an Agent Client Protocol agent on stdin/stdout (for Zed, JetBrains, ...)",
+        description="Speak the Agent Client Protocol (v1) on stdin/stdout, for an editor that"
+        " starts tether as its agent. Each session lives in the daemon of the workspace its"
+        " cwd is in; --workspace is where `session/list` looks when the editor names no cwd."
+        " See docs/acp.md.",
+    )
+    acp.set_defaults(handler="acp.cmd_acp")
+
+
 COMMANDS: dict[str, Adder] = {
     "run": _run,
     "approvals": _approvals,
@@ -289,5 +302,6 @@ COMMANDS: dict[str, Adder] = {
     "demo": _demo,
     "bridge": _bridge,
     "dev": _dev,
+    "acp": _acp,
 }
 """Every subcommand, in the order the help lists them."""

@@ -10,6 +10,7 @@ daemon         daemon start/stop/restart/status, doctor
 models         models
 scripted_model demo, dev model-server
 bridge         bridge: JSON-RPC lines on stdin/stdout, for editors
+acp            acp: the Agent Client Protocol agent (tether.clients.acp)
 
 A command takes the parsed arguments and returns the exit code (see `exit_codes`), or raises
 `CliError`.

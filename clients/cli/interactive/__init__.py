@@ -9,5 +9,6 @@ completion  slash commands, their arguments, `@path`
 picker      an inline list to choose a session from
 state       what is known of the session, and the status line
 
-Only `commands/chat.py` imports this package: it brings prompt_toolkit and asyncio.
+Only `commands/chat.py` imports this package: it brings prompt_toolkit and asyncio (`channel`
+alone, which imports neither, also serves `tether acp`).
 """

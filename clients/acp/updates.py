@@ -1,0 +1,357 @@
+"""What a tether session's events and snapshot look like as ACP `session/update`s.
+
+`Translator` holds what one session's stream needs to be remembered between events (which
+item each delta belongs to, the text each message has streamed, which tool calls the editor
+was told of). It does no I/O beyond reading an edited file for its whole text (see `diffs`).
+
+    tether                                   ACP update
+    user_message item (not the editor's)     user_message_chunk
+    agent_message item / its deltas          agent_message_chunk (messageId: the item id)
+    reasoning item / its deltas              agent_thought_chunk
+    tool_call item started                   tool_call (pending; kind, title, locations,
+                                             rawInput)
+    its first output delta, or its approval  tool_call_update in_progress
+    allowed
+    tool_call item completed                 tool_call_update completed|failed, with the
+                                             output as text and the edit as diff content
+    notice item (warning, error)             agent_message_chunk, quoted
+    todos_updated                            plan (every entry medium priority)
+    context_updated                          usage_update (used, size: the budget)
+    session_renamed                          session_info_update (title)
+
+A replay (`snapshot`) gives each item as it stands, a tool call as one `tool_call` with its
+final status: folded, the live stream and the replay of a turn say the same.
+"""
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+from tether.clients.acp import diffs
+from tether.protocol.events import (
+    AnyEvent,
+    ApprovalRequest,
+    ApprovalRequested,
+    ApprovalResolved,
+    ContextMeter,
+    ContextUpdated,
+    ItemCompleted,
+    ItemDelta,
+    ItemStarted,
+    SessionRenamed,
+    TodoEntry,
+    TodosUpdated,
+)
+from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, ToolCall, UserMessage
+from tether.protocol.session import SessionSnapshot
+
+JSON = dict[str, Any]
+
+TOOL_KINDS = {
+    "read_file": "read",
+    "list_dir": "read",
+    "grep": "search",
+    "glob": "search",
+    "edit_file": "edit",
+    "write_file": "edit",
+    "run_command": "execute",
+    "command_output": "execute",
+    "command_kill": "execute",
+    "todo_write": "think",
+}
+"""ACP's tool kind for each built-in tool; any other tool is `other`."""
+
+
+def arguments_of(item: ToolCall) -> dict[str, Any] | None:
+    """The call's arguments as an object, or None when the model's JSON was not one."""
+    try:
+        value: object = json.loads(item.arguments) if item.arguments.strip() else {}
+    except ValueError:
+        return None
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
+
+
+def tool_title(item: ToolCall) -> str:
+    """What the call does, in a few words (Markdown: the editor renders titles)."""
+    args = arguments_of(item) or {}
+
+    def arg(name: str) -> str:
+        value = args.get(name)
+        return value if isinstance(value, str) else ""
+
+    match item.tool:
+        case "read_file":
+            return f"Read {arg('path')}"
+        case "list_dir":
+            return f"List {arg('path') or '.'}"
+        case "grep":
+            where = f" in {arg('path')}" if arg("path") else ""
+            return f"Search `{arg('pattern')}`{where}"
+        case "glob":
+            return f"Find `{arg('pattern')}`"
+        case "edit_file":
+            return f"Edit {arg('path')}"
+        case "write_file":
+            return f"Write {arg('path')}"
+        case "run_command":
+            return f"Run `{arg('command')}`"
+        case "command_output":
+            return f"Output of {arg('id')}"
+        case "command_kill":
+            return f"Stop {arg('id')}"
+        case "todo_write":
+            return "Update the plan"
+        case _:
+            return item.tool
+
+
+def tool_status(item: ToolCall) -> str:
+    if item.status == "running":
+        return "pending"
+    if item.status == "completed" and item.exit_code in (None, 0):
+        return "completed"
+    return "failed"  # a failed, cancelled or denied call, or a command that exited non-zero
+
+
+def _locations(item: ToolCall, workspace: Path) -> list[JSON]:
+    path = (arguments_of(item) or {}).get("path")
+    if not isinstance(path, str) or not path:
+        return []
+    return [{"path": str(workspace / path)}]
+
+
+def tool_content(item: ToolCall, workspace: Path) -> list[JSON]:
+    """A completed call's content: its diff when it changed files, else its output."""
+    if item.diff:
+        return [
+            {
+                "type": "diff",
+                "path": str(change.path),
+                "oldText": change.old_text,
+                "newText": change.new_text,
+            }
+            for change in diffs.changes(item.diff, workspace)
+        ]
+    if not item.output:
+        return []
+    text = item.output
+    if item.tool == "run_command":
+        fence = "````" if "```" in text else "```"
+        text = f"{fence}\n{text.rstrip()}\n{fence}"
+    return [{"type": "content", "content": {"type": "text", "text": text}}]
+
+
+def tool_call(item: ToolCall, workspace: Path, *, complete: bool) -> JSON:
+    """The `tool_call` announcing `item`; with its final status and content when `complete`."""
+    update: JSON = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": item.id,
+        "title": tool_title(item),
+        "kind": TOOL_KINDS.get(item.tool, "other"),
+        "status": tool_status(item) if complete else "pending",
+        "locations": _locations(item, workspace),
+        "rawInput": arguments_of(item) or {"arguments": item.arguments},
+    }
+    if complete:
+        update["content"] = tool_content(item, workspace)
+    return update
+
+
+def tool_completed(item: ToolCall, workspace: Path) -> JSON:
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": item.id,
+        "status": tool_status(item),
+        "content": tool_content(item, workspace),
+    }
+
+
+def permission_tool_call(approval: ApprovalRequest, item: ToolCall | None) -> JSON:
+    """The `toolCall` of a `session/request_permission`: what waits, with what it would do."""
+    call: JSON = {"toolCallId": approval.item_id, "status": "pending"}
+    if item is not None:
+        call["title"] = tool_title(item)
+        call["kind"] = TOOL_KINDS.get(item.tool, "other")
+    content: list[JSON] = []
+    if approval.preview:
+        content.append(_text_content(f"```diff\n{approval.preview.rstrip()}\n```"))
+    elif approval.command:
+        content.append(_text_content(f"```sh\n{approval.command}\n```"))
+    if approval.reason:
+        content.append(_text_content(approval.reason))
+    call["content"] = content
+    return call
+
+
+def _text_content(text: str) -> JSON:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def plan(todos: list[TodoEntry]) -> JSON:
+    return {
+        "sessionUpdate": "plan",
+        "entries": [
+            {"content": todo.content, "status": todo.status, "priority": "medium"} for todo in todos
+        ],
+    }
+
+
+def usage(context: ContextMeter) -> JSON | None:
+    if context.budget <= 0:
+        return None
+    return {"sessionUpdate": "usage_update", "used": context.used, "size": context.budget}
+
+
+def _chunk(kind: str, item_id: str, text: str) -> JSON:
+    return {
+        "sessionUpdate": kind,
+        "messageId": item_id,
+        "content": {"type": "text", "text": text},
+    }
+
+
+def _notice_text(item: Notice) -> str:
+    return f"\n\n> **{item.level}:** {item.message}\n\n"
+
+
+class Translator:
+    """One session's events into updates; `skip_inputs` names the user messages the editor
+    sent itself (it shows them already)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.skip_inputs: set[str] = set()
+        self._streamed: dict[str, str] = {}
+        """Text sent so far of each agent message and reasoning item, by item id."""
+        self._chunk_kind: dict[str, str] = {}
+        self._tools: dict[str, ToolCall] = {}
+        """Tool calls the editor was told of and that have not completed, by item id."""
+        self._running: set[str] = set()
+        self._approvals: dict[str, str] = {}
+        """The tool call item of each pending approval, by approval id."""
+
+    def tool_item(self, item_id: str) -> ToolCall | None:
+        return self._tools.get(item_id)
+
+    def snapshot(self, snapshot: SessionSnapshot) -> list[JSON]:
+        """Every item of the session as it stands, then its plan and context."""
+        updates: list[JSON] = []
+        for turn in snapshot.turns:
+            for item in turn.items:
+                updates.extend(self._item(item, replay=True))
+        for approval in snapshot.pending_approvals:
+            self._approvals[approval.id] = approval.item_id
+        if snapshot.todos:
+            updates.append(plan(snapshot.todos))
+        meter = usage(snapshot.context)
+        if meter is not None:
+            updates.append(meter)
+        return updates
+
+    def resume(self, snapshot: SessionSnapshot) -> None:
+        """Take the state of a snapshot the editor is not shown (`session/resume`): items
+        still running are announced in full when they complete."""
+        for approval in snapshot.pending_approvals:
+            self._approvals[approval.id] = approval.item_id
+        for turn in snapshot.turns:
+            for item in turn.items:
+                if isinstance(item, AgentMessage | Reasoning):
+                    self._chunk_kind[item.id] = (
+                        "agent_message_chunk"
+                        if isinstance(item, AgentMessage)
+                        else "agent_thought_chunk"
+                    )
+                    self._streamed[item.id] = item.text
+
+    def event(self, event: AnyEvent) -> list[JSON]:
+        match event:
+            case ItemStarted(item=item):
+                return self._item(item, replay=False)
+            case ItemDelta(item_id=item_id, delta=delta):
+                return self._delta(item_id, delta)
+            case ItemCompleted(item=item):
+                return self._completed(item)
+            case ApprovalRequested(approval=approval):
+                self._approvals[approval.id] = approval.item_id
+            case ApprovalResolved(approval_id=approval_id, decision=decision):
+                item_id = self._approvals.pop(approval_id, None)
+                if decision == "allow" and item_id is not None:
+                    return self._in_progress(item_id)
+            case TodosUpdated(todos=todos):
+                return [plan(todos)]
+            case ContextUpdated(context=context):
+                meter = usage(context)
+                return [meter] if meter is not None else []
+            case SessionRenamed(title=title):
+                return [{"sessionUpdate": "session_info_update", "title": title}]
+            case _:
+                pass
+        return []
+
+    def _item(self, item: AnyItem, *, replay: bool) -> list[JSON]:
+        """An item appearing (live: `item_started`) or as it stands (replay)."""
+        match item:
+            case UserMessage(id=item_id, text=text):
+                if not replay and item_id in self.skip_inputs:
+                    return []
+                return [_chunk("user_message_chunk", item_id, text)]
+            case AgentMessage() | Reasoning():
+                kind = (
+                    "agent_message_chunk"
+                    if isinstance(item, AgentMessage)
+                    else ("agent_thought_chunk")
+                )
+                if item.superseded:
+                    return []
+                self._chunk_kind[item.id] = kind
+                self._streamed[item.id] = item.text
+                return [_chunk(kind, item.id, item.text)] if item.text else []
+            case ToolCall():
+                complete = item.status != "running"
+                if not complete:
+                    self._tools[item.id] = item
+                update = tool_call(item, self.workspace, complete=complete)
+                if not complete and item.output:
+                    self._running.add(item.id)
+                    update["status"] = "in_progress"
+                return [update]
+            case Notice(level=level) if replay and level != "info":
+                return [_chunk("agent_message_chunk", item.id, _notice_text(item))]
+            case _:
+                return []
+
+    def _delta(self, item_id: str, delta: str) -> list[JSON]:
+        kind = self._chunk_kind.get(item_id)
+        if kind is not None:
+            self._streamed[item_id] = self._streamed.get(item_id, "") + delta
+            return [_chunk(kind, item_id, delta)]
+        if item_id in self._tools:
+            return self._in_progress(item_id)
+        return []
+
+    def _in_progress(self, item_id: str) -> list[JSON]:
+        if item_id not in self._tools or item_id in self._running:
+            return []
+        self._running.add(item_id)
+        return [
+            {"sessionUpdate": "tool_call_update", "toolCallId": item_id, "status": "in_progress"}
+        ]
+
+    def _completed(self, item: AnyItem) -> list[JSON]:
+        match item:
+            case AgentMessage() | Reasoning():
+                kind = self._chunk_kind.pop(item.id, None)
+                streamed = self._streamed.pop(item.id, "")
+                if kind is None or item.superseded or not item.text.startswith(streamed):
+                    return []
+                rest = item.text[len(streamed) :]
+                return [_chunk(kind, item.id, rest)] if rest else []
+            case ToolCall():
+                self._running.discard(item.id)
+                if self._tools.pop(item.id, None) is None:
+                    return [tool_call(item, self.workspace, complete=True)]
+                return [tool_completed(item, self.workspace)]
+            case Notice(level=level) if level != "info":
+                return [_chunk("agent_message_chunk", item.id, _notice_text(item))]
+            case _:
+                return []

@@ -1,0 +1,515 @@
+"""`tether acp` driven by the official ACP client (the Python SDK's `ClientSideConnection`, over
+the subprocess's stdio), against the real daemon and the scripted model.
+
+The SDK validates every message it receives against ACP's schema; `Editor` counts the
+`session/update`s it read both raw and parsed, so an update the schema refuses fails the test
+instead of vanishing into the SDK's log."""
+
+import asyncio
+import sys
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp import Client as AcpClient
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    Implementation,
+    PermissionOption,
+    RequestPermissionResponse,
+    ResourceContentBlock,
+)
+from acp.stdio import spawn_agent_process
+
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    collect_until_turn_end,
+    command_step,
+    completed_items,
+    create_session,
+    run_cli,
+    start_turn,
+)
+from tether.protocol.events import ApprovalResolved
+from tether.protocol.items import AgentMessage, ToolCall, UserMessage
+from tether.testing import ModelServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.shared_daemon]
+
+JSON = dict[str, Any]
+TIMEOUT = 30.0
+
+Decide = Callable[[JSON], Awaitable[str | None]]
+"""How the editor answers a permission request (its raw params): an option id, or None for
+`cancelled`."""
+
+
+class Editor:
+    """The client side: keeps what the agent sends; answers permissions with `decide`."""
+
+    def __init__(self) -> None:
+        self.received: list[JSON] = []
+        self.parsed_updates = 0
+        self.decide: Decide = self._refuse
+        self.withdrawn: dict[int, asyncio.Event] = {}
+        self._request_ids: list[int] = []
+        self.permission_asked = asyncio.Event()
+
+    async def _refuse(self, request: JSON) -> str | None:
+        raise AssertionError(f"unexpected permission request {request}")
+
+    def observe(self, event: StreamEvent) -> None:
+        if event.direction != StreamDirection.INCOMING:
+            return
+        message = event.message
+        self.received.append(message)
+        if message.get("method") == "session/request_permission":
+            self._request_ids.append(message["id"])
+            self.withdrawn.setdefault(message["id"], asyncio.Event())
+        if message.get("method") == "$/cancel_request":
+            self.withdrawn.setdefault(message["params"]["requestId"], asyncio.Event()).set()
+
+    def updates(self, session_id: str) -> list[JSON]:
+        return [
+            m["params"]["update"]
+            for m in self.received
+            if m.get("method") == "session/update" and m["params"]["sessionId"] == session_id
+        ]
+
+    def permission_requests(self) -> list[JSON]:
+        return [m for m in self.received if m.get("method") == "session/request_permission"]
+
+    def check_schema(self) -> None:
+        raw = sum(m.get("method") == "session/update" for m in self.received)
+        assert raw == self.parsed_updates, "an update the ACP schema refuses"
+
+    # --- acp.Client -------------------------------------------------------------------------
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        request_id = self._request_ids.pop(0)
+        request = next(m for m in self.received if m.get("id") == request_id)
+        self.permission_asked.set()
+        option = await self.decide(request)
+        if option is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        assert option in [o.option_id for o in options]
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=option)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.parsed_updates += 1
+
+
+def as_client(editor: Editor) -> AcpClient:
+    """The editor as the SDK types a client: it serves neither files nor terminals, and
+    does not say it does (the SDK answers those methods "not found")."""
+    return cast(AcpClient, editor)
+
+
+@asynccontextmanager
+async def editor_agent(
+    home: Home, workspace: Path, editor: Editor
+) -> AsyncGenerator[ClientSideConnection]:
+    """`tether acp` as a subprocess of `home`, started in `workspace`, initialized."""
+    log = open(home.root / "acp-stderr.log", "ab")  # noqa: SIM115, ASYNC230
+    try:
+        async with spawn_agent_process(
+            as_client(editor),
+            sys.executable,
+            "-m",
+            "tether.clients.cli.main",
+            "acp",
+            env=home.env,
+            cwd=workspace,
+            transport_kwargs={"stderr": log},
+            observers=[editor.observe],
+        ) as (connection, process):
+            await connection.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_info=Implementation(name="test-editor", version="1"),
+            )
+            yield connection
+        # Leaving closed its stdin and waited for it: it ended on its own, not killed.
+        assert process.returncode == 0
+    finally:
+        log.close()
+    editor.check_schema()
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    """The SDK is asyncio's: each test runs its own loop, within TIMEOUT."""
+
+    async def bounded() -> None:
+        async with asyncio.timeout(TIMEOUT):
+            await test()
+
+    asyncio.run(bounded())
+
+
+def fold(updates: list[JSON]) -> JSON:
+    """What a stream of updates leaves on the editor's screen: each message's whole text,
+    each tool call with every update applied, the last plan."""
+    messages: dict[tuple[str, str], str] = {}
+    tools: dict[str, JSON] = {}
+    plan: list[JSON] = []
+    for update in updates:
+        kind = update["sessionUpdate"]
+        if kind.endswith("_chunk"):
+            key = (kind, update["messageId"])
+            messages[key] = messages.get(key, "") + update["content"]["text"]
+        elif kind == "tool_call":
+            tools[update["toolCallId"]] = {k: v for k, v in update.items() if k != "sessionUpdate"}
+        elif kind == "tool_call_update":
+            fields = {k: v for k, v in update.items() if k != "sessionUpdate" and v is not None}
+            tools[update["toolCallId"]].update(fields)
+        elif kind == "plan":
+            plan = update["entries"]
+    return {"messages": messages, "tools": tools, "plan": plan}
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+
+def test_initialize_advertises_what_tether_serves(daemon: DaemonProcess) -> None:
+    editor = Editor()
+
+    async def test() -> None:
+        async with spawn_agent_process(
+            as_client(editor),
+            sys.executable,
+            "-m",
+            "tether.clients.cli.main",
+            "acp",
+            env=daemon.home.env,
+            cwd=daemon.workspace,
+        ) as (connection, _):
+            answer = await connection.initialize(protocol_version=PROTOCOL_VERSION)
+            assert answer.protocol_version == 1
+            capabilities = answer.agent_capabilities
+            assert capabilities is not None
+            assert capabilities.load_session is True
+            prompts = capabilities.prompt_capabilities
+            assert prompts is not None
+            assert (prompts.image, prompts.audio, prompts.embedded_context) == (False, False, True)
+            mcp = capabilities.mcp_capabilities
+            assert mcp is not None
+            assert (mcp.http, mcp.sse) == (False, False)
+            sessions = capabilities.session_capabilities
+            assert sessions is not None
+            assert sessions.list is not None
+            assert sessions.resume is not None
+            assert answer.agent_info is not None
+            assert answer.agent_info.name == "tether"
+            await connection.close()
+
+    run(test)
+
+
+def test_a_prompt_streams_its_turn_and_a_load_replays_it(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    """Reasoning, text, a read, a plan and an edit, streamed as ACP updates; the same turn
+    followed by the CLI's client; replayed by `session/load` in a second editor, equal once
+    folded; listed by `tether sessions` and `session/list`."""
+    model_server.set_script(
+        {
+            "steps": [
+                {
+                    "reasoning": "The README first.",
+                    "text": "Looking.",
+                    "tool_calls": [
+                        {"name": "read_file", "arguments": {"path": "README.md"}},
+                        {"name": "read_file", "arguments": {"path": "src/app.py"}},
+                    ],
+                },
+                {
+                    "tool_calls": [
+                        {
+                            "name": "todo_write",
+                            "arguments": {
+                                "todos": [
+                                    {"content": "read", "status": "completed"},
+                                    {"content": "greet with hi", "status": "completed"},
+                                ]
+                            },
+                        }
+                    ]
+                },
+                {
+                    "tool_calls": [
+                        {
+                            "name": "edit_file",
+                            "arguments": {
+                                "path": "src/app.py",
+                                "old_string": "hello",
+                                "new_string": "hi",
+                            },
+                        }
+                    ]
+                },
+                {"text": "Done: it greets with hi now.", "chunks": 4},
+            ]
+        }
+    )
+    workspace = daemon.workspace
+    (workspace / ".git").mkdir(exist_ok=True)  # the session's cwd is below the git root
+    editor = Editor()
+    later = Editor()
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, workspace, editor) as connection:
+            session = await connection.new_session(cwd=str(workspace / "src"))
+            session_id = session.session_id
+            with daemon.client("cli") as cli:
+                attach(cli, session_id)
+                prompt = connection.prompt(
+                    session_id=session_id,
+                    prompt=[
+                        text_block("What does it do?"),
+                        ResourceContentBlock(
+                            type="resource_link",
+                            uri=f"file://{workspace}/README.md",
+                            name="README.md",
+                        ),
+                    ],
+                )
+                answer, events = await asyncio.gather(
+                    prompt, asyncio.to_thread(collect_until_turn_end, cli, session_id)
+                )
+            assert answer.stop_reason == "end_turn"
+
+        live = editor.updates(session_id)
+        shown = fold(live)
+        texts: dict[str, str] = {}
+        for (kind, _), text in shown["messages"].items():
+            texts[kind] = texts.get(kind, "") + text
+        assert texts == {
+            "agent_thought_chunk": "The README first.",
+            "agent_message_chunk": "Looking.Done: it greets with hi now.",
+        }
+        # Several chunks of the last answer, as it streamed.
+        assert sum(u["sessionUpdate"] == "agent_message_chunk" for u in live) >= 4
+        read, _, todo, edit = shown["tools"].values()
+        assert (read["kind"], read["title"]) == ("read", "Read README.md")
+        assert read["status"] == "completed"
+        assert read["locations"] == [{"path": str(workspace / "README.md")}]
+        assert "Demo project" in read["content"][0]["content"]["text"]
+        assert todo["kind"] == "think"
+        assert shown["plan"] == [
+            {"content": "read", "status": "completed", "priority": "medium"},
+            {"content": "greet with hi", "status": "completed", "priority": "medium"},
+        ]
+        assert (edit["kind"], edit["status"]) == ("edit", "completed")
+        assert edit["content"] == [
+            {
+                "type": "diff",
+                "path": str(workspace / "src" / "app.py"),
+                "oldText": "def greet(name):\n    return f'hello {name}'\n",
+                "newText": "def greet(name):\n    return f'hi {name}'\n",
+            }
+        ]
+        # The CLI's client saw the same turn: its messages and tool calls.
+        items = completed_items(events)
+        answers = [i.text for i in items if isinstance(i, AgentMessage)]
+        assert "".join(answers) == texts["agent_message_chunk"]
+        assert sorted(i.id for i in items if isinstance(i, ToolCall)) == sorted(shown["tools"])
+        usage = [u for u in live if u["sessionUpdate"] == "usage_update"][-1]
+        assert usage["size"] > usage["used"] > 0
+        # The editor's own prompt is not echoed back to it.
+        assert not any(u["sessionUpdate"] == "user_message_chunk" for u in live)
+
+        listed = run_cli(daemon.home, "sessions", cwd=workspace)
+        assert session_id in listed.stdout
+
+        async with editor_agent(daemon.home, workspace, later) as connection:
+            found = await connection.list_sessions(cwd=str(workspace))
+            assert session_id in [s.session_id for s in found.sessions]
+            await connection.load_session(cwd=str(workspace), session_id=session_id)
+            replay = later.updates(session_id)
+            replayed = fold(replay)
+        assert replay[-1] == {**usage, "used": replay[-1]["used"]}
+        (user,) = [i for i in items if isinstance(i, UserMessage)]
+        assert replayed["messages"].pop(("user_message_chunk", user.id)) == user.text
+        assert user.text == "What does it do?"
+        assert "# Demo project" in user.context  # the linked file went as a mention
+        assert replayed["messages"] == shown["messages"]
+        assert replayed["tools"] == shown["tools"]
+        assert replayed["plan"] == shown["plan"]
+
+    run(test)
+
+
+def test_permissions_answered_in_the_editor_resolve_for_the_cli(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [command_step("echo granted"), command_step("echo refused"), {"text": "ok"}]}
+    )
+    editor = Editor()
+    choices = iter(["allow-once", "reject-once"])
+
+    async def decide(request: JSON) -> str | None:
+        return next(choices)
+
+    editor.decide = decide
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (await connection.new_session(cwd=str(daemon.workspace))).session_id
+            with daemon.client("cli") as cli:
+                attach(cli, session_id)
+                prompt = connection.prompt(session_id=session_id, prompt=[text_block("echo")])
+                answer, events = await asyncio.gather(
+                    prompt, asyncio.to_thread(collect_until_turn_end, cli, session_id)
+                )
+        assert answer.stop_reason == "end_turn"
+        resolved = [e.event for e in events if isinstance(e.event, ApprovalResolved)]
+        assert [(r.decision, r.by) for r in resolved] == [
+            ("allow", "acp:test-editor"),
+            ("deny", "acp:test-editor"),
+        ]
+        asked = [r["params"] for r in editor.permission_requests()]
+        assert [a["toolCall"]["title"] for a in asked] == [
+            "Run `echo granted`",
+            "Run `echo refused`",
+        ]
+        assert {o["optionId"] for o in asked[0]["options"]} >= {"allow-once", "reject-once"}
+        granted, refused = fold(editor.updates(session_id))["tools"].values()
+        assert (granted["kind"], granted["status"]) == ("execute", "completed")
+        assert "granted" in granted["content"][0]["content"]["text"]
+        assert refused["status"] == "failed"
+
+    run(test)
+
+
+def test_cancel_mid_turn_answers_cancelled(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    """Cancelled while the editor is asked to approve a command: the editor answers the
+    question `cancelled` (as ACP asks of it), the prompt `cancelled`, and the command never
+    runs."""
+    marker = daemon.workspace / "cancel-marker"
+    model_server.set_script({"steps": [command_step(f"touch {marker}"), {"text": "unused"}]})
+    editor = Editor()
+    cancel_sent = asyncio.Event()
+
+    async def decide(request: JSON) -> str | None:
+        await cancel_sent.wait()
+        return None
+
+    editor.decide = decide
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (await connection.new_session(cwd=str(daemon.workspace))).session_id
+            prompt = asyncio.create_task(
+                connection.prompt(session_id=session_id, prompt=[text_block("touch it")])
+            )
+            await editor.permission_asked.wait()
+            await connection.cancel(session_id=session_id)
+            cancel_sent.set()
+            answer = await prompt
+            assert answer.stop_reason == "cancelled"
+            with daemon.client("cli") as cli:
+                snapshot = attach(cli, session_id).snapshot
+            assert snapshot is not None
+            assert snapshot.session.state == "cancelled"
+        (call,) = fold(editor.updates(session_id))["tools"].values()
+        assert call["status"] == "failed"
+        assert not marker.exists()
+
+    run(test)
+
+
+def test_a_permission_answered_from_the_cli_is_withdrawn_from_the_editor(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [command_step("echo from the cli"), {"text": "done"}]})
+    editor = Editor()
+
+    async def decide(request: JSON) -> str | None:
+        await editor.withdrawn[request["id"]].wait()
+        return None  # what ACP asks of an editor whose request was withdrawn
+
+    editor.decide = decide
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (await connection.new_session(cwd=str(daemon.workspace))).session_id
+            prompt = asyncio.create_task(
+                connection.prompt(session_id=session_id, prompt=[text_block("echo")])
+            )
+            await editor.permission_asked.wait()
+            approved = await asyncio.to_thread(
+                run_cli, daemon.home, "approve", session_id, cwd=daemon.workspace
+            )
+            assert approved.returncode == 0, approved.stderr
+            answer = await prompt
+        assert answer.stop_reason == "end_turn"
+        (request,) = editor.permission_requests()
+        assert editor.withdrawn[request["id"]].is_set()
+        (call,) = fold(editor.updates(session_id))["tools"].values()
+        assert call["status"] == "completed"
+        assert "from the cli" in call["content"][0]["content"]["text"]
+
+    run(test)
+
+
+def test_a_session_started_from_the_cli_loads_and_resumes_in_the_editor(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "ok"}, {"text": "ok"}]})
+    with daemon.client("cli") as cli:
+        session_id = create_session(cli)
+        attach(cli, session_id)
+        start_turn(cli, session_id, "hello from the terminal")
+        collect_until_turn_end(cli, session_id)
+    loading, resuming = Editor(), Editor()
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, loading) as connection:
+            await connection.load_session(cwd=str(daemon.workspace), session_id=session_id)
+        shown = fold(loading.updates(session_id))["messages"]
+        assert list(shown.values()) == ["hello from the terminal", "ok"]
+        assert [kind for kind, _ in shown] == ["user_message_chunk", "agent_message_chunk"]
+
+        async with editor_agent(daemon.home, daemon.workspace, resuming) as connection:
+            await connection.resume_session(cwd=str(daemon.workspace), session_id=session_id)
+            assert resuming.updates(session_id) == []  # resuming replays nothing
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("again")])
+            assert answer.stop_reason == "end_turn"
+            assert fold(resuming.updates(session_id))["messages"].popitem()[1] == "ok"
+
+    run(test)
+
+
+def test_unknown_sessions_and_methods_get_acp_errors(daemon: DaemonProcess) -> None:
+    editor = Editor()
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            with pytest.raises(RequestError) as missing:
+                await connection.load_session(cwd=str(daemon.workspace), session_id="s_nope")
+            assert missing.value.code == -32002
+            with pytest.raises(RequestError) as unopened:
+                await connection.prompt(session_id="s_nope", prompt=[text_block("hi")])
+            assert unopened.value.code == -32002
+            with pytest.raises(RequestError) as relative:
+                await connection.new_session(cwd="project")
+            assert relative.value.code == -32602
+            with pytest.raises(RequestError) as unknown:
+                await connection.set_session_mode(session_id="s_nope", mode_id="x")
+            assert unknown.value.code == -32601
+
+    run(test)
