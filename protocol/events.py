@@ -85,6 +85,16 @@ class ItemCompleted(Event, frozen=True, kw_only=True, tag="item_completed"):
     item: AnyItem
 
 
+class ItemUpdated(Event, frozen=True, kw_only=True, tag="item_updated"):
+    """A started item changed while it is still in progress (a `task` call's subagent left
+    the queue and started). Its copy replaces the item; it stays open until its
+    `item_completed`. A client that ignores this event loses nothing `item_completed` does
+    not carry."""
+
+    turn_id: str
+    item: AnyItem
+
+
 class TurnCompleted(Event, frozen=True, kw_only=True, tag="turn_completed"):
     """The turn ended; the last event of every turn, after its `turn_summary` item."""
 
@@ -118,6 +128,9 @@ class SessionConfigured(Event, frozen=True, kw_only=True, tag="session_configure
     permission_mode: PermissionMode | None = None
     model: str | None = None
     """The model chosen for the session's turns from now on (empty: the daemon's default)."""
+    subagent_model: str | None = None
+    """The model chosen for the session's subagents from now on (empty: the user's
+    `subagent_model`, else the model the turn calls)."""
 
 
 class ApprovalRequest(Wire, frozen=True, kw_only=True):
@@ -139,6 +152,9 @@ class ApprovalRequest(Wire, frozen=True, kw_only=True):
     """A unified diff for edits."""
     always_rule: str = ""
     """What "always allow" would allow from now on in this session."""
+    subagent: str = ""
+    """The description of the subagent that made the call (its `item_id` is nested under
+    that subagent's `task` call); empty for the agent's own calls."""
     requested_at: float = 0.0
     """Seconds since the Unix epoch (a float)."""
 
@@ -261,6 +277,7 @@ AnyEvent = (  # clients skip a `type` not listed here
     | TodosUpdated
     | ContextUpdated
     | DiagnosticsReported
+    | ItemUpdated
 )
 
 EPHEMERAL_EVENTS: tuple[type[Event], ...] = (ItemDelta, ModelRetry, ContextUpdated)

@@ -17,6 +17,8 @@ from tether.protocol.enums import (
 
 ToolStatus = Literal["running", "completed", "failed", "cancelled"]
 NoticeLevel = Literal["info", "warning", "error"]
+SubagentType = Literal["explore", "general"]
+SubagentState = Literal["queued", "running", "done"]
 
 
 class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
@@ -24,6 +26,11 @@ class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
 
     id: str
     """Stable for the item's lifetime: `item_delta`s and `item_completed` name it."""
+    parent_item_id: str = ""
+    """The `task` tool call whose subagent made this item; empty for the turn's own items.
+    A client that nests shows it under that call; one that does not shows it in the turn,
+    in order. Only the subagent's report (the task call's `output`) joins the agent's
+    conversation."""
 
 
 class UserMessage(Item, frozen=True, kw_only=True, tag="user_message"):
@@ -58,6 +65,24 @@ class Reasoning(Item, frozen=True, kw_only=True, tag="reasoning"):
     """As for `AgentMessage`: reasoning of a model call that broke off and is being retried."""
 
 
+class Subagent(Wire, frozen=True, kw_only=True):
+    """The subagent a `task` call started: what it is, and how far it got."""
+
+    description: str
+    """What it does, in a few words (the call's `description`)."""
+    subagent_type: SubagentType = "explore"
+    """`explore` (read-only tools) or `general` (may edit files and run commands)."""
+    model: str = ""
+    """The model it calls."""
+    state: SubagentState = "queued"
+    """`queued` (waiting for one of the subagents that may run at once to finish),
+    `running`, or `done` (its report is the call's `output`)."""
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """Tokens its model calls took; they count in the turn's summary too."""
+
+
 class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
     """One tool call the model asked for, with its outcome once completed.
 
@@ -86,6 +111,10 @@ class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
     duration_seconds: float = 0.0
     """How long the tool ran, set when the call completes (waiting for an approval is not
     counted; 0 for a call that did not run)."""
+    subagent: Subagent | None = None
+    """For a `task` call: its subagent, set by `item_updated` while it is queued and
+    running, and on completion. The subagent's own items name this call's id as their
+    `parentItemId`."""
 
 
 class FileChange(Wire, frozen=True, kw_only=True):

@@ -204,6 +204,9 @@ class SessionConfigureParams(Wire, frozen=True, kw_only=True):
     permission_mode: PermissionMode | None = None
     model: str | None = None
     """A model id (see `models/list`); empty: back to the daemon's configured model."""
+    subagent_model: str | None = None
+    """The model the session's subagents (the `task` tool) call; empty: back to the user's
+    `subagent_model`, else the model the turn calls."""
 
 
 class SessionConfigureResult(Wire, frozen=True, kw_only=True):
@@ -651,7 +654,8 @@ SESSION_CONFIGURE = _declare(
     "session/configure",
     SessionConfigureParams,
     SessionConfigureResult,
-    "Change a session's permission mode or model; attached clients get `session_configured`.",
+    "Change a session's permission mode, model or subagent model; attached clients get "
+    "`session_configured`.",
     needs_controller=True,
     errors=(ErrorCode.SESSION_NOT_FOUND,),
 )

@@ -43,6 +43,9 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     `session/create` / `turn/start`); empty: the daemon's configured model."""
     state: SessionState = "idle"
     """What it is doing, finer than `status` (see `SessionState`)."""
+    subagent_model: str = ""
+    """The model this session's subagents call, chosen for it (`session/configure`); empty:
+    the user's `subagent_model`, else the model its turns call."""
     clients: int = 0
     """Connections attached to the session now, controllers and observers (an attaching
     client counts itself in its snapshot); 0 for a session the daemon has not loaded."""

@@ -73,6 +73,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     permissions: PermissionsConfig = msgspec.field(default_factory=PermissionsConfig)
     max_steps: int = 60
     """Model calls a turn may make before it pauses."""
+    subagent_model: str = ""
+    """The model subagents (the `task` tool) call, on the same provider; empty: the model
+    the turn calls. A session may choose its own (`session/configure`)."""
     lsp: list[LspServerConfig] = []
     """Language servers to add to (or change among) the built-in ones: `[[lsp]]` tables with
     name, command, extensions, root_markers."""

@@ -97,6 +97,8 @@ class History:
             pending_text, pending_calls = "", []
 
         for item in items:
+            if item.parent_item_id:
+                continue  # a subagent's: only its report (the task call's result) was sent
             if isinstance(item, UserMessage):
                 flush()
                 turn_index += 1

@@ -17,3 +17,22 @@ def system_prompt(workspace: Path) -> str:
         "when it is worth it, and say what you verified.\n\n"
         f"{environment_block(workspace)}\n"
     )
+
+
+SUBAGENT_ROLES = {
+    "explore": "You can only look: read, search and list files. You cannot change anything.",
+    "general": "You can read, edit and write files and run commands.",
+}
+
+
+def subagent_prompt(workspace: Path, subagent_type: str) -> str:
+    """The system prompt of a subagent (the `task` tool) of type `explore` or `general`."""
+    return (
+        "You are a tether subagent: another agent handed you the task in the next message "
+        "and sees only your final reply. You see nothing of its conversation.\n"
+        f"{SUBAGENT_ROLES[subagent_type]} Paths are relative to the workspace root.\n"
+        "Work with the tools until the task is done, then reply once with the report it asks "
+        "for: concrete findings with path:line, what you changed and verified, and what is "
+        "left open. Keep it short; do not ask questions back.\n\n"
+        f"{environment_block(workspace)}\n"
+    )

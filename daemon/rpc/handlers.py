@@ -289,7 +289,9 @@ class Handlers:
         self, conn: Connection, p: SessionConfigureParams
     ) -> SessionConfigureResult:
         session = await self._controller_session(conn, p.session_id)
-        session.configure(permission_mode=p.permission_mode, model=p.model)
+        session.configure(
+            permission_mode=p.permission_mode, model=p.model, subagent_model=p.subagent_model
+        )
         return SessionConfigureResult(session=session.info())
 
     async def turn_cancel(self, conn: Connection, p: TurnCancelParams) -> TurnCancelResult:

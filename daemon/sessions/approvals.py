@@ -147,8 +147,12 @@ class SessionGate:
         turn_id: str,
         context: Callable[[ToolCall], ToolContext],
         prewarm: Callable[[Path], None] | None = None,
+        subagent: str = "",
     ) -> None:
+        """`subagent`: the description of the subagent whose calls this gate checks (named
+        in its approvals); empty for the agent's own."""
         self.prewarm = prewarm
+        self.subagent = subagent
         self.session = session
         self.broker = broker
         self.policy = policy
@@ -192,6 +196,7 @@ class SessionGate:
             path=facts.path,
             preview=preview,
             always_rule=verdict.always_rule,
+            subagent=self.subagent,
             requested_at=time.time(),
         )
         resolution = await self.broker.ask(request)

@@ -36,6 +36,7 @@ from tether.protocol.events import (
     ItemCompleted,
     ItemDelta,
     ItemStarted,
+    ItemUpdated,
     ModelRetry,
     PermissionMode,
     SessionConfigured,
@@ -171,6 +172,8 @@ class Session:
         self.permission_mode: PermissionMode = permission_mode
         self.model = ""
         """The model chosen for this session's turns; empty: the daemon's configured one."""
+        self.subagent_model = ""
+        """The model chosen for this session's subagents; empty: the configured one."""
         self.pending_approvals: dict[str, ApprovalRequest] = {}
         self.resolved_approvals: dict[str, ApprovalResolved] = {}
         self.queued_inputs: dict[str, QueuedInput] = {}
@@ -227,15 +230,21 @@ class Session:
         )
 
     def configure(
-        self, *, permission_mode: PermissionMode | None = None, model: str | None = None
+        self,
+        *,
+        permission_mode: PermissionMode | None = None,
+        model: str | None = None,
+        subagent_model: str | None = None,
     ) -> None:
         """Change the session's settings, emitting `session_configured` with what changed
         (nothing when nothing does)."""
         mode = permission_mode if permission_mode != self.permission_mode else None
         chosen = model.strip() if model is not None else None
         chosen = chosen if chosen != self.model else None
-        if mode is not None or chosen is not None:
-            self.emit(SessionConfigured(permission_mode=mode, model=chosen))
+        sub = subagent_model.strip() if subagent_model is not None else None
+        sub = sub if sub != self.subagent_model else None
+        if mode is not None or chosen is not None or sub is not None:
+            self.emit(SessionConfigured(permission_mode=mode, model=chosen, subagent_model=sub))
 
     # --- the event stream -----------------------------------------------------------------
 
@@ -308,7 +317,9 @@ class Session:
                 if turn is not None:
                     turn.partial.setdefault(item_id, []).append(delta)
             case (
-                ItemStarted(turn_id=turn_id, item=item) | ItemCompleted(turn_id=turn_id, item=item)
+                ItemStarted(turn_id=turn_id, item=item)
+                | ItemCompleted(turn_id=turn_id, item=item)
+                | ItemUpdated(turn_id=turn_id, item=item)
             ):
                 turn = self._turns_by_id.get(turn_id)
                 if isinstance(item, UserMessage):
@@ -338,6 +349,8 @@ class Session:
                     self.permission_mode = mode
                 if model is not None:
                     self.model = model
+                if event.subagent_model is not None:
+                    self.subagent_model = event.subagent_model
             case ApprovalRequested(approval=approval):
                 self.pending_approvals[approval.id] = approval
             case ApprovalResolved(approval_id=approval_id):
@@ -386,6 +399,7 @@ class Session:
             turn_count=len(self.turns),
             permission_mode=self.permission_mode,
             model=self.model,
+            subagent_model=self.subagent_model,
             state=self.state(),
             clients=len(self.subscribers),
         )

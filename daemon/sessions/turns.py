@@ -41,10 +41,12 @@ from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.session import Session, new_id
-from tether.daemon.tools.base import ChangeTracker, NoChanges, ToolContext
+from tether.daemon.sessions.subagents import ContextFactory, GateFactory, Subagents
+from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
 from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.task import SUBAGENTS_SERVICE
 from tether.daemon.tools.todo_write import TODOS_SERVICE
-from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
+from tether.daemon.turn.loop import Diagnose, TurnLoop, TurnOutcome, split_cancelled
 from tether.daemon.turn.permissions import PermissionPolicy
 from tether.protocol.enums import NoticeCode
 from tether.protocol.errors import ErrorCode, RpcError
@@ -55,6 +57,7 @@ from tether.protocol.events import (
     ItemCompleted,
     ItemDelta,
     ItemStarted,
+    ItemUpdated,
     ModelRetry,
     SessionRenamed,
     TodoEntry,
@@ -91,6 +94,9 @@ class Sink:
 
     def item_completed(self, item: AnyItem) -> None:
         self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))
+
+    def item_updated(self, item: AnyItem) -> None:
+        self.session.emit(ItemUpdated(turn_id=self.turn_id, item=item))
 
     def notice(self, level: NoticeLevel, code: NoticeCode, message: str) -> None:
         item = Notice(id=new_id("i"), level=level, code=code, message=message)
@@ -295,6 +301,33 @@ class Turns:
         if running is not None:
             await running.done.wait()
 
+    def _subagents(
+        self,
+        session: Session,
+        turn_id: str,
+        sink: Sink,
+        config: Config,
+        gate: GateFactory,
+        context: ContextFactory,
+        diagnose: Diagnose,
+    ) -> Subagents:
+        provider = subagent_provider(session, config)
+        return Subagents(
+            session=session,
+            turn_id=turn_id,
+            sink=sink,
+            tools=self.tools,
+            lease=lambda: self.models.lease(provider),
+            model=provider.model,
+            gate=gate,
+            context=context,
+            workspace=self.workspace,
+            max_steps=config.max_steps,
+            diagnose=diagnose,
+            window=provider.context_window,
+            max_output=provider.max_output_tokens,
+        )
+
     def _policy(
         self, session: Session, workspace: WorkspaceRules, user: PermissionsConfig
     ) -> PermissionPolicy:
@@ -312,17 +345,21 @@ class Turns:
         turn_id = running.turn_id
         changes = self.change_tracker(session, turn_id)
         sink = Sink(live, turn_id)
+        subagents: Subagents | None = None
 
-        def context(item: ToolCall) -> ToolContext:
+        def context(item: ToolCall, versions: ReadVersions | None = None) -> ToolContext:
+            services = {**self.services, TODOS_SERVICE: _TodoBoard(session)}
+            if subagents is not None:
+                services[SUBAGENTS_SERVICE] = subagents
             return ToolContext(
                 self.workspace,
                 session_id=session.id,
                 turn_id=turn_id,
                 item_id=item.id,
-                versions=live.versions,
+                versions=live.versions if versions is None else versions,
                 changes=changes,
                 output=lambda text: sink.item_delta(item.id, text),
-                services={**self.services, TODOS_SERVICE: _TodoBoard(session)},
+                services=services,
             )
 
         async def diagnose(item: ToolCall, paths: list[Path]) -> str:
@@ -347,17 +384,31 @@ class Turns:
             rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
 
         def make_loop(config: Config, model: ModelClient) -> TurnLoop:
-            gate = SessionGate(
-                session=session,
-                broker=live.broker,
-                policy=self._policy(session, rules, config.permissions),
-                tools=self.tools,
-                workspace=self.workspace,
-                turn_id=turn_id,
-                context=context,
-                prewarm=(lambda path: lsp.prewarm([path]))
-                if (lsp := self.lsp) is not None
-                else None,
+            nonlocal subagents
+            policy = self._policy(session, rules, config.permissions)
+
+            def make_gate(
+                tools: ToolRegistry,
+                subagent: str = "",
+                context: Callable[[ToolCall], ToolContext] = context,
+            ) -> SessionGate:
+                return SessionGate(
+                    session=session,
+                    broker=live.broker,
+                    policy=policy,
+                    tools=tools,
+                    workspace=self.workspace,
+                    turn_id=turn_id,
+                    context=context,
+                    prewarm=(lambda path: lsp.prewarm([path]))
+                    if (lsp := self.lsp) is not None
+                    else None,
+                    subagent=subagent,
+                )
+
+            gate = make_gate(self.tools)
+            subagents = self._subagents(
+                session, turn_id, sink, config, make_gate, context, diagnose
             )
             live.context.configure(
                 model=model,
@@ -436,6 +487,11 @@ class Turns:
                 usage = outcome.usage
             else:
                 usage = loop.usage() if loop is not None else Usage()
+            if subagents is not None:
+                usage = Usage(
+                    input_tokens=usage.input_tokens + subagents.input_tokens,
+                    output_tokens=usage.output_tokens + subagents.output_tokens,
+                )
             summary = TurnSummary(
                 id=new_id("i"),
                 stop_reason=status,
@@ -458,6 +514,14 @@ class Turns:
                 )
             )
             self.end(session, running)
+
+
+def subagent_provider(session: Session, config: Config) -> ProviderConfig:
+    """The provider settings a subagent of `session` calls: the session's subagent model,
+    else the user's `subagent_model`, else the turn's own."""
+    provider = provider_for(session, config)
+    model = session.subagent_model or config.subagent_model
+    return msgspec.structs.replace(provider, model=model) if model else provider
 
 
 def provider_for(session: Session, config: Config) -> ProviderConfig:

@@ -65,6 +65,14 @@ Step keys:
     type defaults to ``text/html; charset=utf-8``. Only ``delay_ms`` may be combined with it.
 ``delay_ms`` / ``chunk_delay_ms``
     Wait before sending the response headers / between streamed events.
+``match``
+    A string: the step answers only a request whose first user message contains it (its
+    text, in either dialect). A request takes the first step, in script order, that no
+    earlier request took and that it matches (a step without ``match`` matches every
+    request), so the requests of several conversations served at once — an agent and its
+    subagents — each follow their own steps whatever order they arrive in. A request that
+    no step left matches is answered as an exhausted script; in loop mode the steps start
+    over once none left in this round matches.
 
 Script keys besides ``steps``: ``model``, ``loop``, and ``tool_support``: ``"native"``
 (default) or ``"none"``, a model without tool support: a request that offers ``tools`` is
@@ -104,14 +112,15 @@ _STEP_KEYS = frozenset(
         "usage",
         "malformed_after_chunks",
         "page",
+        "match",
     }
 )
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "arguments_raw", "id"})
 _USAGE_KEYS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
 _ERROR_KEYS = frozenset({"status", "message", "retry_after", "type", "code"})
-_ERROR_COMPATIBLE_KEYS = frozenset({"error", "delay_ms"})
+_ERROR_COMPATIBLE_KEYS = frozenset({"error", "delay_ms", "match"})
 _PAGE_KEYS = frozenset({"body", "content_type"})
-_PAGE_COMPATIBLE_KEYS = frozenset({"page", "delay_ms"})
+_PAGE_COMPATIBLE_KEYS = frozenset({"page", "delay_ms", "match"})
 DEFAULT_PAGE_TYPE = "text/html; charset=utf-8"
 
 
@@ -164,6 +173,8 @@ class Step:
     usage: UsageSpec | None = None
     malformed_after_chunks: int | None = None
     page: PageSpec | None = None
+    match: str | None = None
+    """Only a request whose first user message contains this takes the step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +294,7 @@ def _parse_step(index: int, value: object) -> Step:
     where = f"script step {index}"
     data = _as_mapping(where, value)
     _check_keys(where, data, _STEP_KEYS)
+    match = _get_str(where, data, "match", nonempty=True) if "match" in data else None
 
     if "page" in data:
         for key in data:
@@ -304,6 +316,7 @@ def _parse_step(index: int, value: object) -> Step:
                 ),
             ),
             delay_ms=_get_ms(where, data, "delay_ms") if "delay_ms" in data else 0.0,
+            match=match,
         )
     if "error" in data:
         for key in data:
@@ -314,6 +327,7 @@ def _parse_step(index: int, value: object) -> Step:
         return Step(
             error=_parse_error(f"{where}: 'error'", data["error"]),
             delay_ms=_get_ms(where, data, "delay_ms") if "delay_ms" in data else 0.0,
+            match=match,
         )
 
     text = _get_str(where, data, "text") if "text" in data else None
@@ -331,7 +345,7 @@ def _parse_step(index: int, value: object) -> Step:
         )
     if text is None and reasoning is None and not tool_calls:
         raise ScriptError(
-            f"{where}: needs at least one of 'text', 'reasoning', 'tool_calls' or 'error'"
+            f"{where}: needs at least one of 'text', 'reasoning', 'tool_calls', 'error' or 'page'"
         )
 
     chunks: int | None = None
@@ -362,6 +376,7 @@ def _parse_step(index: int, value: object) -> Step:
         delay_ms=_get_ms(where, data, "delay_ms") if "delay_ms" in data else 0.0,
         chunk_delay_ms=_get_ms(where, data, "chunk_delay_ms") if "chunk_delay_ms" in data else 0.0,
         usage=_parse_usage(f"{where}: 'usage'", data["usage"]) if "usage" in data else None,
+        match=match,
     )
 
 
@@ -413,3 +428,28 @@ def load_script(path: str | os.PathLike[str]) -> Script:
 
 def coerce_script(script: Mapping[str, Any] | Script) -> Script:
     return script if isinstance(script, Script) else parse_script(script)
+
+
+def first_user_text(body: Mapping[str, Any]) -> str:
+    """The text of a request's first user message, in either dialect ("" when it has none):
+    what a step's ``match`` is looked for in."""
+    messages: object = body.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    for message in cast(list[object], messages):
+        if not isinstance(message, dict):
+            continue
+        entry = cast(Mapping[str, Any], message)
+        if entry.get("role") != "user":
+            continue
+        content: object = entry.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(
+                str(cast(Mapping[str, Any], part).get("text", ""))
+                for part in cast(list[object], content)
+                if isinstance(part, dict)
+            )
+        return ""
+    return ""

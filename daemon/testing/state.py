@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 
-from tether.testing.script import JSONObject, Script, Step
+from tether.testing.script import JSONObject, Script, Step, first_user_text
 
 
 class ServerState:
@@ -22,6 +22,9 @@ class ServerState:
         """Notified whenever a request is recorded."""
         self.script = script
         self.position = 0
+        """Requests answered with a step (the `<request>` of default tool call ids)."""
+        self.taken: set[int] = set()
+        """The steps taken in this round (every one of them, outside loop mode)."""
         self.requests: list[JSONObject] = []
         self.headers: list[dict[str, str]] = []
         self.stopping = threading.Event()
@@ -30,6 +33,7 @@ class ServerState:
         with self.lock:
             self.script = script
             self.position = 0
+            self.taken = set()
             self.requests = []
             self.headers = []
 
@@ -41,21 +45,32 @@ class ServerState:
             self.arrived.notify_all()
 
     def take(self, body: JSONObject, headers: dict[str, str]) -> tuple[int, Step | None, Script]:
-        """Record the request and claim the next step (None when the script is exhausted)."""
+        """Record the request and claim its step: the first not taken yet that it matches
+        (None when there is none; in loop mode a new round starts first)."""
         with self.lock:
             self.requests.append(body)
             self.headers.append(headers)
             self.arrived.notify_all()
             script = self.script
             ordinal = self.position
-            step: Step | None = None
-            if script.loop and script.steps:
-                step = script.steps[ordinal % len(script.steps)]
-            elif ordinal < len(script.steps):
-                step = script.steps[ordinal]
-            if step is not None:
-                self.position += 1
-            return ordinal, step, script
+            text = first_user_text(body) if any(s.match for s in script.steps) else ""
+            index = self._first_match(script, text)
+            if index is None and script.loop and self.taken:
+                self.taken = set()
+                index = self._first_match(script, text)
+            if index is None:
+                return ordinal, None, script
+            self.taken.add(index)
+            if script.loop and len(self.taken) == len(script.steps):
+                self.taken = set()
+            self.position += 1
+            return ordinal, script.steps[index], script
+
+    def _first_match(self, script: Script, text: str) -> int | None:
+        for index, step in enumerate(script.steps):
+            if index not in self.taken and (step.match is None or step.match in text):
+                return index
+        return None
 
     def recorded(self) -> list[JSONObject]:
         with self.lock:

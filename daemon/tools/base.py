@@ -25,7 +25,7 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 import msgspec
 
 from tether.daemon.workspace import display_path
-from tether.protocol.items import FileChange
+from tether.protocol.items import FileChange, Subagent
 
 ToolKind = Literal["read", "edit", "command", "other"]
 DEFAULT_RESULT_CAP = 20_000
@@ -52,6 +52,8 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     """A foreground command's exit status (negative: the signal that ended it)."""
     diff: str = ""
     """The unified diff an edit made ("" when it changed nothing)."""
+    subagent: Subagent | None = None
+    """The subagent a `task` call ran."""
 
 
 class FileVersion(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,6 +164,14 @@ class EditTool(Protocol):
 
     async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
         """A unified diff of what the call would change (raises ToolFailure if it cannot)."""
+        ...
+
+
+@runtime_checkable
+class ConcurrentTool(Protocol):
+    def concurrent(self, params: ToolParams) -> bool:
+        """Whether this call, though the tool's kind is not `read`, may run beside the
+        neighbouring read-only calls (it changes nothing itself)."""
         ...
 
 

@@ -13,6 +13,7 @@ from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.read_file import ReadFile
 from tether.daemon.tools.run_command import RunCommand
+from tether.daemon.tools.task import Task
 from tether.daemon.tools.todo_write import TodoWrite
 from tether.daemon.tools.write_file import WriteFile
 
@@ -31,4 +32,5 @@ def default_tools(*, kill_grace: float = KILL_GRACE) -> list[Tool]:
         CommandOutput(),
         CommandKill(),
         TodoWrite(),
+        Task(),
     ]

@@ -25,6 +25,7 @@ import msgspec
 
 from tether.daemon.providers.base import ToolSet, ToolSpec
 from tether.daemon.tools.base import (
+    ConcurrentTool,
     EditTool,
     Tool,
     ToolContext,
@@ -32,6 +33,7 @@ from tether.daemon.tools.base import (
     ToolParams,
 )
 from tether.daemon.truncate import cap_result
+from tether.protocol.items import Subagent
 from tether.protocol.methods import ToolInfo
 
 Outcome = Literal["completed", "failed"]
@@ -45,6 +47,8 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """A foreground command's exit status (see `ToolOutput`)."""
     diff: str = ""
     """The unified diff an edit made, capped like `output`."""
+    subagent: Subagent | None = None
+    """The subagent a `task` call ran (see `ToolOutput`)."""
 
 
 class ToolRegistry:
@@ -73,6 +77,19 @@ class ToolRegistry:
     def is_read_only(self, name: str) -> bool:
         tool = self._tools.get(name)
         return tool is not None and tool.kind == "read"
+
+    def runs_concurrently(self, name: str, params: ToolParams) -> bool:
+        """Whether a validated call may run beside neighbouring concurrent calls: a read,
+        or a call its tool says changes nothing itself (an explore subagent)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return False
+        return tool.kind == "read" or (isinstance(tool, ConcurrentTool) and tool.concurrent(params))
+
+    def subset(self, names: Iterable[str]) -> "ToolRegistry":
+        """A registry of the tools named that this one has, in this one's order."""
+        wanted = set(names)
+        return ToolRegistry(tool for name, tool in self._tools.items() if name in wanted)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -127,6 +144,7 @@ class ToolRegistry:
             output=cap_result(output.text, ctx.result_cap),
             exit_code=output.exit_code,
             diff=cap_result(output.diff, ctx.result_cap),
+            subagent=output.subagent,
         )
 
 

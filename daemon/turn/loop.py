@@ -11,8 +11,9 @@ in the history; an unexpected exception (a bug) propagates too, after they are c
 failed.
 
 Rules:
-- Scheduling: consecutive read-only calls run concurrently; any other call runs alone, in the
-  order the model asked; results join the history in the original order.
+- Scheduling: consecutive read-only calls run concurrently (with calls that change nothing
+  themselves, such as explore subagents); any other call runs alone, in the order the model
+  asked; results join the history in the original order.
 - Retries: a retryable model error (busy server, dropped stream) is retried up to 3 times
   after ~1, 2, 4 s (±25% jitter); the server's Retry-After wins, and one over 60 s fails the
   turn instead. A server silent for the whole silence timeout is retried once only (a second
@@ -351,7 +352,7 @@ class TurnLoop:
         last_parallel = False
         for entry in prepared:
             item, params = entry
-            parallel = isinstance(params, str) or self.tools.is_read_only(item.tool)
+            parallel = isinstance(params, str) or self.tools.runs_concurrently(item.tool, params)
             if parallel and last_parallel:
                 groups[-1].append(entry)
             else:
@@ -385,6 +386,7 @@ class TurnLoop:
             exit_code=result.exit_code,
             diff=result.diff,
             duration_seconds=round(duration, 3),
+            subagent=result.subagent,
         )
         self._open_calls.pop(item.id, None)
         self.sink.item_completed(done)

@@ -26,6 +26,11 @@ class ToolRunner(Protocol):
         """Whether tool `name` only looks (its calls may run beside other reads)."""
         ...
 
+    def runs_concurrently(self, name: str, params: ToolParams) -> bool:
+        """Whether a validated call may run beside neighbouring concurrent calls (reads, and
+        calls that change nothing themselves); every other call runs alone."""
+        ...
+
     def edited_path(self, name: str, params: ToolParams) -> Path | None:
         """The file a validated call changes, for the diagnostics after edits; None when
         the tool is not an edit tool."""

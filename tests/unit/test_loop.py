@@ -469,6 +469,9 @@ class NotedEdits:
     def is_read_only(self, name: str) -> bool:
         return False
 
+    def runs_concurrently(self, name: str, params: ToolParams) -> bool:
+        return False
+
     def edited_path(self, name: str, params: ToolParams) -> Path | None:
         assert isinstance(params, SleepParams)
         return Path(params.name)

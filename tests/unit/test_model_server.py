@@ -292,6 +292,69 @@ def test_loop_mode_cycles(client: httpx.Client) -> None:
     assert texts == ["a", "b", "a", "b", "a"]
 
 
+def _said(client: httpx.Client, server: ModelServer, first_user: str) -> str:
+    body = {
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": first_user},
+            {"role": "assistant", "content": "earlier"},
+            {"role": "user", "content": "later message"},
+        ]
+    }
+    reply = client.post(f"{server.base_url}/chat/completions", json=body)
+    if reply.status_code != 200:
+        return f"HTTP {reply.status_code}"
+    return reply.json()["choices"][0]["message"]["content"]
+
+
+def test_matched_steps_follow_each_conversation_whatever_order_requests_come_in(
+    client: httpx.Client,
+) -> None:
+    steps = [
+        {"match": "agent:", "text": "agent 1"},
+        {"match": "sub-a:", "text": "a 1"},
+        {"match": "sub-b:", "text": "b 1"},
+        {"match": "sub-a:", "text": "a 2"},
+        {"text": "anyone"},
+        {"match": "agent:", "text": "agent 2"},
+    ]
+    with ModelServer({"steps": steps}) as server:
+        said = [
+            _said(client, server, first)
+            for first in (
+                "sub-b: go",
+                "agent: go",
+                "sub-a: go",
+                "sub-b: go",
+                "sub-a: go",
+                "agent: go",
+                "sub-a: go",
+                "later message",
+            )
+        ]
+        recorded = len(server.requests)
+    # The match is looked for in the first user message only: "later message" is in every
+    # request, and takes no matched step.
+    assert said == ["b 1", "agent 1", "a 1", "anyone", "a 2", "agent 2", "HTTP 500", "HTTP 500"]
+    assert recorded == 8
+
+
+def test_matched_steps_in_anthropic_requests_and_in_loop_mode(client: httpx.Client) -> None:
+    steps = [{"match": "one", "text": "first"}, {"match": "two", "text": "second"}]
+    with ModelServer({"loop": True, "steps": steps}) as server:
+        texts = []
+        for first in ("two", "two", "one", "one"):
+            body = {
+                "model": "m",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": first}]}],
+            }
+            reply = client.post(f"{server.base_url}/messages", json=body).json()
+            texts.append(reply["content"][0]["text"])
+    # In loop mode a round starts over once no step left in it matches.
+    assert texts == ["second", "second", "first", "first"]
+
+
 def test_requests_are_recorded_in_order(client: httpx.Client) -> None:
     with ModelServer({"steps": [{"text": "1"}, {"text": "2"}, {"text": "3"}]}) as server:
         url = f"{server.base_url}/chat/completions"
@@ -479,6 +542,9 @@ INVALID_SCRIPTS: list[tuple[dict[str, Any], list[str]]] = [
     ({"steps": [{"page": {"body": "x"}, "text": "a"}]}, ["step 0", "'text'", "'page'"]),
     ({"steps": [{"page": {"content_type": "text/html"}}]}, ["step 0", "'page'", "'body'"]),
     ({"steps": [{"text": "a", "malformed_after_chunks": -1}]}, ["'malformed_after_chunks'"]),
+    ({"steps": [{"text": "a", "match": ""}]}, ["step 0", "'match'", "empty"]),
+    ({"steps": [{"text": "a", "match": 3}]}, ["step 0", "'match'", "string"]),
+    ({"steps": [{"match": "x"}]}, ["step 0", "needs at least one"]),
 ]
 
 

@@ -66,13 +66,37 @@ def test_default_tools_in_order_with_kinds() -> None:
         "command_output",
         "command_kill",
         "todo_write",
+        "task",
     ]
     read_only = [name for name in registry.names if registry.is_read_only(name)]
     assert read_only == ["read_file", "list_dir", "glob", "grep", "command_output"]
     kinds = {tool.name: tool.kind for tool in default_tools()}
     assert kinds["edit_file"] == kinds["write_file"] == "edit"
     assert kinds["run_command"] == kinds["command_kill"] == "command"
-    assert kinds["todo_write"] == "other"
+    assert kinds["todo_write"] == kinds["task"] == "other"
+
+
+def test_explore_tasks_run_beside_reads_and_general_ones_alone() -> None:
+    registry = ToolRegistry(default_tools())
+    explore = registry.validate("task", '{"description": "look", "prompt": "p"}')
+    general = registry.validate(
+        "task", '{"description": "do", "prompt": "p", "subagent_type": "general"}'
+    )
+    assert not isinstance(explore, str)
+    assert not isinstance(general, str)
+    assert registry.runs_concurrently("task", explore)
+    assert not registry.runs_concurrently("task", general)
+    read = registry.validate("read_file", '{"path": "a"}')
+    edit = registry.validate("edit_file", '{"path": "a", "old_string": "x", "new_string": "y"}')
+    assert not isinstance(read, str)
+    assert not isinstance(edit, str)
+    assert registry.runs_concurrently("read_file", read)
+    assert not registry.runs_concurrently("edit_file", edit)
+    assert isinstance(registry.validate("task", '{"description": "", "prompt": "p"}'), str)
+    assert isinstance(
+        registry.validate("task", '{"description": "x", "prompt": "p", "subagent_type": "other"}'),
+        str,
+    )
 
 
 def test_schemas_are_self_contained_and_documented() -> None:
@@ -297,3 +321,12 @@ async def test_cancellation_propagates_through_run(
             )
     assert scope.cancelled_caught
     assert results == []
+
+
+async def test_task_without_a_subagent_runner_fails_saying_so(tmp_path: Path) -> None:
+    registry = ToolRegistry(default_tools())
+    params = registry.validate("task", '{"description": "look", "prompt": "p"}')
+    assert not isinstance(params, str)
+    result = await registry.run("task", params, ToolContext(tmp_path))
+    assert result.status == "failed"
+    assert "Subagents are not available here" in result.output

@@ -60,6 +60,8 @@ from tether.clients.cli.render.text import (
     diff_lines,
     failed,
     failure_tail,
+    first_line,
+    nested_prefix,
     output_tail,
     tool_line,
     visible,
@@ -74,6 +76,7 @@ from tether.protocol.events import (
     ItemCompleted,
     ItemDelta,
     ItemStarted,
+    ItemUpdated,
     ModelRetry,
     TurnCompleted,
     TurnStarted,
@@ -202,7 +205,9 @@ class Renderer:
         self._reasoning: dict[str, tuple[float, str]] = {}
         """Reasoning being streamed: when it started, the text so far."""
         self._calls: dict[str, _Call] = {}
-        """Tool calls started and not completed."""
+        """Tool calls started and not completed (a subagent's among them)."""
+        self._subagents: dict[str, str] = {}
+        """Task calls seen, by item id: the description of their subagent."""
         self._approvals: set[str] = set()
         self._waiting_since: float | None = None
         """A model call is under way and has not sent its first token."""
@@ -262,7 +267,8 @@ class Renderer:
             return f"↻ retrying in {max(0, math.ceil(until - now))} s {reason}"
         if self._calls:
             call = list(self._calls.values())[-1]
-            parts = [f"{frame} {describe_call(call.item)}", f"{max(0.0, now - call.started):.1f} s"]
+            what = f"{self._nesting(call.item).lstrip()}{describe_call(call.item)}"
+            parts = [f"{frame} {what}", f"{max(0.0, now - call.started):.1f} s"]
             parts += output_tail(call.output, 1)
             if len(self._calls) > 1:
                 parts.append(f"{len(self._calls) - 1} more running")
@@ -363,12 +369,20 @@ class Renderer:
                 painter.line(f"  {visible(line)}", "dim italic", width)
                 for line in thought[-REASONING_LINES:]
             ]
-        for call in self._calls.values():
+        for call in self._calls_in_order():
+            nested = "    " if call.item.parent_item_id in self._calls else ""
             elapsed = f" · {self._now - call.started:.1f} s"
-            spans = [(f"{frame} ", "cyan"), (describe_call(call.item), ""), (elapsed, "dim")]
+            sub = call.item.subagent
+            if sub is not None and sub.state == "queued":
+                elapsed = f" · queued{elapsed}"
+            spans = [
+                (f"{nested}{frame} ", "cyan"),
+                (describe_call(call.item), ""),
+                (elapsed, "dim"),
+            ]
             lines.append(painter.spans(spans, width))
             tail = output_tail(call.output)
-            lines += [painter.line(f"  │ {line}", "dim", width) for line in tail]
+            lines += [painter.line(f"{nested}  │ {line}", "dim", width) for line in tail]
         if self._retry is not None:
             until, reason = self._retry
             left = max(0, math.ceil(until - self._now))
@@ -377,6 +391,24 @@ class Renderer:
             waited = f"thinking… {max(0.0, self._now - self._waiting_since):.0f} s"
             lines.append(painter.spans([(f"{frame} ", "cyan"), (waited, "dim")], width))
         return lines
+
+    def _calls_in_order(self) -> list[_Call]:
+        """The running calls, each subagent's right under its task call."""
+        calls = list(self._calls.values())
+        ordered: list[_Call] = []
+        for call in calls:
+            if call.item.parent_item_id in self._calls:
+                continue
+            ordered.append(call)
+            ordered += [c for c in calls if c.item.parent_item_id == call.item.id]
+        return ordered
+
+    def _nesting(self, item: AnyItem) -> str:
+        """The prefix of a line about `item`: empty for the turn's own items, the subagent's
+        mark and description for one of a subagent's."""
+        if not item.parent_item_id:
+            return ""
+        return nested_prefix(self._subagents.get(item.parent_item_id, ""))
 
     def _block_rows(self, message: _Message, painter: "Painter", columns: int) -> list[str]:
         """The rows of a styled message's open block (all of them, those printed already
@@ -398,6 +430,10 @@ class Renderer:
                 self._waiting_since = self._now
             case ItemDelta(item_id=item_id, delta=delta):
                 self._delta(item_id, delta)
+            case ItemStarted(item=item) if item.parent_item_id and not isinstance(item, ToolCall):
+                pass  # a subagent's text: shown whole when it completes
+            case ItemUpdated(item=ToolCall() as call) if call.id in self._calls:
+                self._calls[call.id].item = call
             case ItemStarted(item=AgentMessage(id=item_id)):
                 self._waiting_since = None
                 self._retry = None
@@ -411,7 +447,7 @@ class Renderer:
                 self._reasoning[item_id] = (self._now, "")
             case ItemStarted(item=ToolCall() as call):
                 self._waiting_since = None
-                self._calls[call.id] = _Call(call, self._now)
+                self._started_call(call)
             case ItemCompleted(item=item):
                 self._completed(item)
             case TurnCompleted(status=status, error=error):
@@ -566,8 +602,33 @@ class Renderer:
             lines = [*head, *([preview] if preview else []), *after]
         self._emit(self.err, lines)
 
+    def _started_call(self, call: ToolCall) -> None:
+        self._calls[call.id] = _Call(call, self._now)
+        if call.tool == "task":
+            self._subagents[call.id] = _task_description(call)
+
+    def _nested_completed(self, item: AnyItem) -> None:
+        """One line for a subagent's finished item, under its task call: a tool call's line,
+        the first line of its text, a notice. Its reasoning is not shown."""
+        prefix = self._nesting(item)
+        match item:
+            case ToolCall():
+                running = self._calls.pop(item.id, None)
+                started = running.started if running is not None else None
+                self._tool_done(item, started, running.output if running is not None else "")
+            case AgentMessage(text=text, superseded=False) if text.strip():
+                line = f"{prefix}{first_line(text)}"
+                painter = self._err_painter()
+                self._emit(self.err, [painter.line(line, "dim") if painter is not None else line])
+            case Notice(level=level, message=message):
+                self._say(f"{prefix.strip()} {level}: {visible(message)}", level)
+            case _:
+                pass
+
     def _tool_done(self, item: ToolCall, started: float | None, streamed: str) -> None:
         mark, call, rest = tool_line(item, None if started is None else self._now - started)
+        prefix = self._nesting(item)
+        mark = f"{prefix}{mark}"
         diff = diff_lines(item.diff)
         tail = [f"  │ {line}" for line in failure_tail(item, streamed)] if failed(item) else []
         painter = self._err_painter()
@@ -585,6 +646,9 @@ class Renderer:
         self._emit(self.err, lines)
 
     def _completed(self, item: AnyItem) -> None:
+        if item.parent_item_id:
+            self._nested_completed(item)
+            return
         match item:
             case AgentMessage() as message:
                 self._agent_message(message)
@@ -645,7 +709,15 @@ class Renderer:
             for index, item in enumerate(turn.items):
                 last = index == len(turn.items) - 1
                 if isinstance(item, ToolCall) and item.status == "running":
-                    self._calls[item.id] = _Call(item, self._now)
+                    self._started_call(item)
+                elif isinstance(item, ToolCall) and item.tool == "task":
+                    self._subagents[item.id] = _task_description(item)
+                    self._completed(item)
+                elif (
+                    isinstance(item, AgentMessage | Reasoning)
+                    and item.parent_item_id in self._calls
+                ):
+                    continue  # its subagent still runs: its text shows when it completes
                 elif isinstance(item, UserMessage):
                     self._user_message(item)
                 elif isinstance(item, AgentMessage) and item.superseded:
@@ -682,3 +754,16 @@ class Renderer:
             self.out.write(visible(item.text, multiline=True))
             self._mid_line = bool(item.text) and not item.text.endswith("\n")
             self._erasable = item.id
+
+
+def _task_description(call: ToolCall) -> str:
+    """The description of a task call's subagent (from the call's arguments while it has no
+    `subagent` yet)."""
+    if call.subagent is not None:
+        return call.subagent.description
+    try:
+        args = msgspec.json.decode(call.arguments or "{}")
+    except msgspec.DecodeError:
+        return ""
+    description = args.get("description") if isinstance(args, dict) else None  # type: ignore[union-attr]
+    return description if isinstance(description, str) else ""

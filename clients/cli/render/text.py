@@ -40,13 +40,17 @@ def visible(text: str, *, multiline: bool = False) -> str:
 
 
 def describe_call(item: ToolCall) -> str:
-    """`tool(arg=value, …)` on one line, escaped, the arguments cut at `MAX_ARGS_SHOWN`."""
+    """`tool(arg=value, …)` on one line, escaped, the arguments cut at `MAX_ARGS_SHOWN`; a
+    `task` call as `task(explore: its description)`."""
     try:
         args = msgspec.json.decode(item.arguments or "{}")
     except msgspec.DecodeError:
         shown = item.arguments
     else:
-        if isinstance(args, dict):
+        if item.tool == "task" and isinstance(args, dict) and "description" in args:
+            kind = args.get("subagent_type") or "explore"  # type: ignore[union-attr]
+            shown = f"{kind}: {args['description']}"  # type: ignore[index]
+        elif isinstance(args, dict):
             shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
         else:
             shown = repr(args)
@@ -83,6 +87,10 @@ def outcome(item: ToolCall, elapsed: float | None = None) -> str:
         parts.append(f"failed: {visible(first[:200])}" if first else "failed")
     elif item.exit_code is not None:
         parts.append(exit_text(item.exit_code))
+    sub = item.subagent
+    if sub is not None and sub.model_calls:
+        parts.append(f"{sub.model_calls} model call{'s' if sub.model_calls != 1 else ''}")
+        parts.append(f"{sub.input_tokens + sub.output_tokens:,} tokens")
     seconds = item.duration_seconds or elapsed
     if seconds and seconds >= 0.05:
         parts.append(f"{seconds:.1f} s")
@@ -135,6 +143,8 @@ def approval_parts(approval: ApprovalRequest) -> tuple[list[str], str, list[str]
     first, *rest = subject.split("\n")
     head = [f"tether: approval needed [{approval.id}] {visible(approval.tool)}: {visible(first)}"]
     head += [f"  │ {visible(line)}" for line in rest]
+    if approval.subagent:
+        head.append(f"  asked by the subagent: {visible(approval.subagent)}")
     head.append(f"  why: {visible(approval.reason)}")
     preview = visible(approval.preview, multiline=True).rstrip("\r\n")
     after = (
@@ -164,3 +174,22 @@ def describe_summary(summary: TurnSummary) -> str:
         count = len(summary.files_changed)
         parts.append(f"{count} file{'s' if count != 1 else ''} changed (+{added} -{removed})")
     return " · ".join(parts)
+
+
+NESTED = "  ⎿ "
+"""What a subagent's line starts with, under its task call."""
+
+
+def nested_prefix(description: str) -> str:
+    """The start of a line about a subagent's item: `  ⎿ [its description] `, escaped."""
+    return f"{NESTED}[{visible(description)}] " if description else NESTED
+
+
+def first_line(text: str, limit: int = MAX_ARGS_SHOWN) -> str:
+    """The first non-blank line of `text`, escaped, cut at `limit` ("…" when there is more)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = visible(lines[0].strip())
+    more = len(lines) > 1 or len(line) > limit
+    return (line[: limit - 1] if len(line) > limit else line) + ("…" if more else "")

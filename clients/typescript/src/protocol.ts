@@ -12,6 +12,12 @@ export interface AgentMessage {
   type: "agent_message";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   /** Default: `""`. */
   text?: string;
   /**
@@ -71,6 +77,12 @@ export interface ApprovalRequest {
    * Default: `""`.
    */
   alwaysRule?: string;
+  /**
+   * The description of the subagent that made the call (its `item_id` is nested under that subagent's `task` call); empty for the agent's own calls.
+   *
+   * Default: `""`.
+   */
+  subagent?: string;
   /**
    * Seconds since the Unix epoch (a float).
    *
@@ -162,6 +174,12 @@ export interface Compaction {
   type: "compaction";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   /** `earlier_turns` or `old_tool_results` (outputs replaced by stubs), or `summary` (older history summarised by the model). */
   step: "earlier_turns" | "old_tool_results" | "summary";
   /**
@@ -498,6 +516,19 @@ export interface ItemStarted {
   item: AnyItem;
 }
 
+/**
+ * A started item changed while it is still in progress (a `task` call's subagent left
+ * the queue and started). Its copy replaces the item; it stays open until its
+ * `item_completed`. A client that ignores this event loses nothing `item_completed` does
+ * not carry.
+ */
+export interface ItemUpdated {
+  type: "item_updated";
+  turnId: string;
+  /** One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know. */
+  item: AnyItem;
+}
+
 /** One language server the daemon runs (or ran) for a language and project root. */
 export interface LspServerStatus {
   name: string;
@@ -555,6 +586,12 @@ export interface Notice {
   type: "notice";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   /** Default: `"info"`. */
   level?: "error" | "info" | "warning";
   message: string;
@@ -708,6 +745,12 @@ export interface Reasoning {
   type: "reasoning";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   /** Default: `""`. */
   text?: string;
   /** Default: `0`. */
@@ -793,6 +836,12 @@ export interface SessionConfigureParams {
    * Default: `null`.
    */
   model?: string | null;
+  /**
+   * The model the session's subagents (the `task` tool) call; empty: back to the user's `subagent_model`, else the model the turn calls.
+   *
+   * Default: `null`.
+   */
+  subagentModel?: string | null;
 }
 
 /** The session with its settings as they are now. */
@@ -811,6 +860,12 @@ export interface SessionConfigured {
    * Default: `null`.
    */
   model?: string | null;
+  /**
+   * The model chosen for the session's subagents from now on (empty: the user's `subagent_model`, else the model the turn calls).
+   *
+   * Default: `null`.
+   */
+  subagentModel?: string | null;
 }
 
 /** A new, empty session; it is not attached (send `session/attach`). */
@@ -897,6 +952,12 @@ export interface SessionInfo {
    * Default: `"idle"`.
    */
   state?: "awaiting_approval" | "cancelled" | "failed" | "idle" | "interrupted" | "paused" | "running";
+  /**
+   * The model this session's subagents call, chosen for it (`session/configure`); empty: the user's `subagent_model`, else the model its turns call.
+   *
+   * Default: `""`.
+   */
+  subagentModel?: string;
   /**
    * Connections attached to the session now, controllers and observers (an attaching client counts itself in its snapshot); 0 for a session the daemon has not loaded.
    *
@@ -1002,6 +1063,40 @@ export interface SessionUndoResult {
   note?: string;
 }
 
+/** The subagent a `task` call started: what it is, and how far it got. */
+export interface Subagent {
+  /** What it does, in a few words (the call's `description`). */
+  description: string;
+  /**
+   * `explore` (read-only tools) or `general` (may edit files and run commands).
+   *
+   * Default: `"explore"`.
+   */
+  subagentType?: "explore" | "general";
+  /**
+   * The model it calls.
+   *
+   * Default: `""`.
+   */
+  model?: string;
+  /**
+   * `queued` (waiting for one of the subagents that may run at once to finish), `running`, or `done` (its report is the call's `output`).
+   *
+   * Default: `"queued"`.
+   */
+  state?: "done" | "queued" | "running";
+  /** Default: `0`. */
+  modelCalls?: number;
+  /** Default: `0`. */
+  inputTokens?: number;
+  /**
+   * Tokens its model calls took; they count in the turn's summary too.
+   *
+   * Default: `0`.
+   */
+  outputTokens?: number;
+}
+
 /** One entry of the agent's todo list. */
 export interface TodoEntry {
   content: string;
@@ -1025,6 +1120,12 @@ export interface ToolCall {
   type: "tool_call";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   callId: string;
   tool: string;
   arguments: string;
@@ -1060,6 +1161,12 @@ export interface ToolCall {
    * Default: `0.0`.
    */
   durationSeconds?: number;
+  /**
+   * For a `task` call: its subagent, set by `item_updated` while it is queued and running, and on completion. The subagent's own items name this call's id as their `parentItemId`.
+   *
+   * Default: `null`.
+   */
+  subagent?: Subagent | null;
 }
 
 /** One tool the model can call. */
@@ -1222,6 +1329,12 @@ export interface TurnSummary {
   type: "turn_summary";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   /** How the turn ended: the `status` of its `turn_completed`. */
   stopReason: "cancelled" | "completed" | "failed" | "interrupted" | "paused";
   durationSeconds: number;
@@ -1253,6 +1366,12 @@ export interface UserMessage {
   type: "user_message";
   /** Stable for the item's lifetime: `item_delta`s and `item_completed` name it. */
   id: string;
+  /**
+   * The `task` tool call whose subagent made this item; empty for the turn's own items. A client that nests shows it under that call; one that does not shows it in the turn, in order. Only the subagent's report (the task call's `output`) joins the agent's conversation.
+   *
+   * Default: `""`.
+   */
+  parentItemId?: string;
   text: string;
   /**
    * What was attached to the message for the model: editor state, mentioned files and folders (already capped), and the repository's instructions when they changed.
@@ -1282,7 +1401,7 @@ export interface Methods {
   "session/detach": { params: SessionRef; result: Empty };
   /** Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs. Attached clients are detached and sent `session/deleted`. */
   "session/delete": { params: SessionRef; result: Empty };
-  /** Change a session's permission mode or model; attached clients get `session_configured`. */
+  /** Change a session's permission mode, model or subagent model; attached clients get `session_configured`. */
   "session/configure": { params: SessionConfigureParams; result: SessionConfigureResult };
   /** Run the agent on a message. */
   "turn/start": { params: TurnStartParams; result: TurnStartResult };
@@ -1367,7 +1486,7 @@ export const METHOD_INFO = {
     "controllerOnly": true
   },
   "session/configure": {
-    "description": "Change a session's permission mode or model; attached clients get `session_configured`.",
+    "description": "Change a session's permission mode, model or subagent model; attached clients get `session_configured`.",
     "errors": [
       -32013,
       -32010
@@ -1521,7 +1640,7 @@ export const ERROR_DOCS: Record<string, string> = {
 };
 
 /** Tagged by `type`. */
-export type AnyEvent = TurnStarted | ItemStarted | ItemDelta | ItemCompleted | TurnCompleted | SessionRenamed | SessionConfigured | ApprovalRequested | ApprovalResolved | InputQueued | InputDropped | ModelRetry | TodosUpdated | ContextUpdated | DiagnosticsReported;
+export type AnyEvent = TurnStarted | ItemStarted | ItemDelta | ItemCompleted | TurnCompleted | SessionRenamed | SessionConfigured | ApprovalRequested | ApprovalResolved | InputQueued | InputDropped | ModelRetry | TodosUpdated | ContextUpdated | DiagnosticsReported | ItemUpdated;
 export type EventType = AnyEvent["type"];
 
 /** Tagged by `type`. */

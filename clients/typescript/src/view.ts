@@ -6,6 +6,9 @@
 //   (agent messages, reasoning) or output (tool calls); `item_completed` replaces the item
 //   with its authoritative copy.
 // - A user message item takes its input out of the queued inputs.
+// - `item_updated` replaces an item that stays open (a task call's subagent left the queue).
+// - A subagent's items carry `parentItemId`, the id of the `task` call that started it: they
+//   live in the turn like every item, and `children(id)` / `topLevel()` give the nesting.
 // - Event types, item types and fields this library does not know are ignored: an unknown
 //   event changes nothing, an unknown item is not kept, unknown fields ride along untouched.
 // - Objects are replaced, never changed in place, so a renderer can compare by identity.
@@ -52,6 +55,16 @@ export class TurnView {
     readonly id: string,
     readonly startedAt: number,
   ) {}
+
+  /** The turn's own items (not a subagent's), in the order they started. */
+  topLevel(): AnyItem[] {
+    return [...this.items.values()].filter((item) => !item.parentItemId);
+  }
+
+  /** The items of the subagent that the task call `parentId` started, in order. */
+  children(parentId: string): AnyItem[] {
+    return [...this.items.values()].filter((item) => item.parentItemId === parentId);
+  }
 
   /** The turn as the daemon's snapshot shows it. */
   snapshot(): TurnSnapshot {
@@ -130,6 +143,7 @@ export class SessionView {
         return true;
       }
       case "item_started":
+      case "item_updated":
       case "item_completed": {
         const item = e.item;
         if (!ITEM_TYPES.has(item.type)) return true;
