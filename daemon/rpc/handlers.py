@@ -316,7 +316,7 @@ class Handlers:
         return await self.sessions.compact(session, conn.provider_env)
 
     async def tools_list(self, conn: Connection, params: Empty) -> ToolsListResult:
-        return ToolsListResult(tools=self.sessions.tools.infos())
+        return ToolsListResult(tools=self.sessions.current_tools().infos())
 
     async def models_list(self, conn: Connection, params: Empty) -> ModelsListResult:
         models = self.sessions.models

@@ -10,9 +10,12 @@ Rules (every client sees the same thing):
   `daemon`.
 - "Always allow" adds the request's `alwaysRule` to the session's rules (persisted with the
   resolution event, so it survives a restart).
+- A call that needs the user's trust (`TrustGated`: a workspace's skills) asks whatever the
+  mode; any yes is remembered by the tool, for the workspace, beyond the session.
 """
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +29,7 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolParams,
+    TrustGated,
     resolve_in_workspace,
 )
 from tether.daemon.tools.filetree import FileSearch
@@ -42,6 +46,8 @@ from tether.protocol.events import (
     DecisionScope,
 )
 from tether.protocol.items import ToolCall
+
+log = logging.getLogger(__name__)
 
 DENIED = (
     "The user denied this call{why}. Do not retry it; choose another way to reach the goal, "
@@ -130,7 +136,8 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
             path = display_path(workspace, resolve_in_workspace(workspace, path))
     glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
     command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
-    return CallFacts(tool=name, kind=kind, path=path, glob=glob, command=command)
+    trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""
+    return CallFacts(tool=name, kind=kind, path=path, glob=glob, command=command, trust=trust)
 
 
 class SessionGate:
@@ -196,6 +203,11 @@ class SessionGate:
         )
         resolution = await self.broker.ask(request)
         if resolution.decision == "allow":
+            if facts.trust and isinstance(tool, TrustGated):
+                try:
+                    await tool.trust_granted(params, resolution.by)
+                except OSError:
+                    log.exception("could not record the trust the user gave (%s)", facts.trust)
             return None
         why = f" ({resolution.message})" if resolution.message else ""
         return DENIED.format(why=why)

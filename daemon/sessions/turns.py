@@ -41,7 +41,10 @@ from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.skills.catalog import catalog
+from tether.daemon.skills.library import SkillLibrary, protected_folders
 from tether.daemon.tools.base import ChangeTracker, NoChanges, ToolContext
+from tether.daemon.tools.builtin import skill_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.todo_write import TODOS_SERVICE
 from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
@@ -169,16 +172,24 @@ class Turns:
         change_tracker: ChangeTrackerFactory | None = None,
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
+        skills: SkillLibrary | None = None,
     ) -> None:
         """`models` gives each turn the user's settings as they are when it starts (the
         model client, the permission rules, `max_steps`, the context window);
         `on_settle(session_id)` is called whenever a session's turn starts or ends;
         `services` are handed to tools (the process table, …); `change_tracker` records a
         turn's file changes (default: nothing); `lsp` reports diagnostics after edits (None:
-        no diagnostics); `on_turn_end` is called after every turn."""
+        no diagnostics); `on_turn_end` is called after every turn; `skills` are read again at
+        each turn's start: while there are any, the system prompt ends with their catalog and
+        the `skill` tool follows `tools` (None: no skills)."""
         self.workspace = workspace
         self.models = models
         self.tools = tools
+        self.skills = skills
+        self._with_skills = tools.extended(skill_tools(skills)) if skills is not None else tools
+        self._protected = protected_folders(
+            workspace, skills.user_folder if skills is not None else None
+        )
         self.services: Mapping[str, object] = services or {}
         self.change_tracker: ChangeTrackerFactory = change_tracker or (
             lambda _session, _turn: NoChanges()
@@ -200,6 +211,10 @@ class Turns:
     @property
     def count(self) -> int:
         return len(self._running)
+
+    def current_tools(self) -> ToolRegistry:
+        """The tools a turn starting now would offer, as of the skills' last reading."""
+        return self._with_skills if self.skills is not None and self.skills.current else self.tools
 
     def running(self, session_id: str) -> RunningTurn | None:
         return self._running.get(session_id)
@@ -251,6 +266,7 @@ class Turns:
         sent = request.turn_input or TurnInput()
         if request.turn_input is not None:
             live.read_instructions = request.turn_input.instructions
+        live.mentioned.update(sent.files)
         session.configure(permission_mode=request.permission_mode, model=request.model)
         problems = list(sent.problems)
         if running is not None:
@@ -295,6 +311,16 @@ class Turns:
         if running is not None:
             await running.done.wait()
 
+    def _tools_for(self, live: LoadedSession) -> ToolRegistry:
+        """The tools of a turn of `live` starting now; puts the skills catalog (as the skills
+        were last read, ordered by the session's files in play) at the end of its system
+        prompt, or takes it away."""
+        tools = self.current_tools()
+        skills = self.skills.current.skills if self.skills is not None else ()
+        live.use_catalog(catalog(skills, live.files_in_play(self.workspace)))
+        live.context.use_tools(tools.toolset)
+        return tools
+
     def _policy(
         self, session: Session, workspace: WorkspaceRules, user: PermissionsConfig
     ) -> PermissionPolicy:
@@ -303,6 +329,7 @@ class Turns:
             allow=user.allow,
             ask=[*user.ask, *workspace.ask],
             deny=[*user.deny, *workspace.deny],
+            protected=self._protected,
         )
         policy.session_rules = session.session_rules
         return policy
@@ -345,13 +372,16 @@ class Turns:
         rules = WorkspaceRules()
         with trio.CancelScope(shield=True):
             rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
+            if self.skills is not None:
+                await trio.to_thread.run_sync(self.skills.refresh)
+        tools = self._tools_for(live)
 
         def make_loop(config: Config, model: ModelClient) -> TurnLoop:
             gate = SessionGate(
                 session=session,
                 broker=live.broker,
                 policy=self._policy(session, rules, config.permissions),
-                tools=self.tools,
+                tools=tools,
                 workspace=self.workspace,
                 turn_id=turn_id,
                 context=context,
@@ -366,7 +396,7 @@ class Turns:
             )
             return TurnLoop(
                 model=model,
-                tools=self.tools,
+                tools=tools,
                 tool_context=context,
                 history=live.history,
                 sink=sink,
