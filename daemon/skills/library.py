@@ -23,7 +23,6 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
 
 import msgspec
 
@@ -37,10 +36,11 @@ from tether.daemon.skills.parse import (
 from tether.daemon.skills.trust import WorkspaceTrust
 from tether.daemon.truncate import middle_truncate
 from tether.daemon.workspace import display_path
+from tether.protocol.enums import SkillOrigin
 
 log = logging.getLogger(__name__)
 
-Origin = Literal["user", "workspace"]
+Origin = SkillOrigin
 MAX_SKILLS = 64
 SKILL_FILE = "SKILL.md"
 WORKSPACE_FOLDERS = (".claude/skills", ".agents/skills", ".tether/skills")
