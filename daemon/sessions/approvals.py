@@ -163,12 +163,21 @@ class SessionGate:
         self.workspace = workspace
         self.turn_id = turn_id
         self.context = context
+        self._trust_asked = trio.Lock()
 
     def facts(self, item: ToolCall, params: ToolParams) -> CallFacts:
         return call_facts(self.tools, self.workspace, item.tool, params)
 
     async def check(self, item: ToolCall, params: ToolParams) -> str | None:
         facts = self.facts(item, params)
+        if facts.trust:
+            # Concurrent reads of one step would each ask the same trust question: one asks,
+            # the others look again once it is answered.
+            async with self._trust_asked:
+                return await self._check(item, params, self.facts(item, params))
+        return await self._check(item, params, facts)
+
+    async def _check(self, item: ToolCall, params: ToolParams, facts: CallFacts) -> str | None:
         if self.prewarm is not None and facts.path and facts.kind in ("read", "edit"):
             # A file the agent looks at is likely to be edited next: start its language
             # servers now, so that the diagnostics after the edit find them warm.

@@ -205,8 +205,18 @@ class Turns:
         """Own the turns until cancelled, which interrupts every running turn."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if self.skills is not None:
+                # Read once now, so that a first turn finds the skills parsed (PyYAML loaded).
+                nursery.start_soon(self._read_skills, self.skills)
             task_status.started()
             await trio.sleep_forever()
+
+    @staticmethod
+    async def _read_skills(skills: SkillLibrary) -> None:
+        try:
+            await trio.to_thread.run_sync(skills.refresh)
+        except Exception:  # a turn's start reads them again, and says what goes wrong there
+            log.exception("reading the skills failed")
 
     @property
     def count(self) -> int:

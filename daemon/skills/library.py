@@ -21,8 +21,10 @@ logged once, when it first appears.
 
 import logging
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
+from stat import S_ISLNK
 
 import msgspec
 
@@ -132,9 +134,9 @@ def _stat_key(stat: os.stat_result) -> _StatKey:
 class _Candidate(msgspec.Struct, frozen=True):
     source: Source
     folder_name: str
-    file: Path
+    file: str
     key: _StatKey
-    real_folder: Path
+    real_folder: str
     escapes: bool
     """A workspace skill whose folder or file resolves outside the workspace."""
 
@@ -154,9 +156,10 @@ class SkillLibrary:
         self.trust = trust if trust is not None else WorkspaceTrust(None)
         self.current = SkillSet()
         """The set as of the last `refresh`."""
-        self._fingerprint: tuple[tuple[Path, _StatKey, Path, bool], ...] | None = None
-        self._parsed: dict[Path, tuple[_StatKey, _Parsed]] = {}
+        self._fingerprint: list[tuple[str, _StatKey, str, bool]] | None = None
+        self._parsed: dict[str, tuple[_StatKey, _Parsed]] = {}
         self._logged: set[tuple[Path, str]] = set()
+        self._lock = threading.Lock()
 
     def is_trusted(self, skill: Skill) -> bool:
         return skill.origin == "user" or self.trust.trusted
@@ -166,9 +169,14 @@ class SkillLibrary:
         self.trust.grant(by)
 
     def refresh(self) -> SkillSet:
-        """The skills as they are on disk now (blocking: call it in a worker thread)."""
+        """The skills as they are on disk now (blocking: call it in a worker thread; two
+        threads may call it at once)."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> SkillSet:
         candidates = [c for source in self.sources for c in self._candidates(source)]
-        fingerprint = tuple((c.file, c.key, c.real_folder, c.escapes) for c in candidates)
+        fingerprint = [(c.file, c.key, c.real_folder, c.escapes) for c in candidates]
         if fingerprint == self._fingerprint:
             return self.current
         self._fingerprint = fingerprint
@@ -180,24 +188,45 @@ class SkillLibrary:
                 log.warning("skill %s ignored: %s", problem.file, problem.reason)
         return self.current
 
+    def _inside(self, real: str) -> bool:
+        return real.startswith(self._root_prefix)
+
+    @property
+    def _root_prefix(self) -> str:
+        return os.path.join(str(self.root), "")
+
     def _candidates(self, source: Source) -> Iterable[_Candidate]:
+        # Only what a symlink could move is resolved: the source folder once, then the
+        # entries and files that are links themselves (scandir and lstat say which), so an
+        # unchanged set costs one listing and one or two stats per skill.
+        folder = str(source.folder)
         try:
-            entries = sorted(os.scandir(source.folder), key=lambda entry: entry.name)
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
         except OSError:
             return
+        real_source = os.path.realpath(folder)
+        workspace = source.origin == "workspace"
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            file = Path(entry.path) / SKILL_FILE
+            file = os.path.join(entry.path, SKILL_FILE)
             try:
-                stat = file.stat()
+                stat = os.lstat(file)
+                if S_ISLNK(stat.st_mode):
+                    stat = os.stat(file)
+                    real_file = os.path.realpath(file)
+                else:
+                    real_file = ""
             except OSError:
                 continue  # not a skill (or a dangling link): nothing to report
-            real_folder = Path(os.path.realpath(entry.path))
-            escapes = False
-            if source.origin == "workspace":
-                real_file = Path(os.path.realpath(file))
-                escapes = not all(self.root in p.parents for p in (real_folder, real_file))
+            if entry.is_symlink():
+                real_folder = os.path.realpath(entry.path)
+            else:
+                real_folder = os.path.join(real_source, entry.name)
+            escapes = workspace and not (
+                self._inside(real_folder)
+                and self._inside(real_file or os.path.join(real_folder, SKILL_FILE))
+            )
             yield _Candidate(source, entry.name, file, _stat_key(stat), real_folder, escapes)
 
     def _parse(self, candidate: _Candidate) -> _Parsed:
@@ -205,7 +234,7 @@ class SkillLibrary:
         if cached is not None and cached[0] == candidate.key:
             return cached[1]
         try:
-            with candidate.file.open("rb") as handle:
+            with open(candidate.file, "rb") as handle:
                 data = handle.read(FILE_MAX + 1)
             parsed: _Parsed = parse_skill(data)
         except SkillProblem as exc:
@@ -223,7 +252,7 @@ class SkillLibrary:
             if candidate.escapes:
                 invalid.append(
                     InvalidSkill(
-                        file=candidate.file,
+                        file=Path(candidate.file),
                         origin=origin,
                         reason="it leads out of the workspace through a symlink",
                     )
@@ -231,7 +260,9 @@ class SkillLibrary:
                 continue
             parsed = self._parse(candidate)
             if isinstance(parsed, SkillProblem):
-                invalid.append(InvalidSkill(file=candidate.file, origin=origin, reason=str(parsed)))
+                invalid.append(
+                    InvalidSkill(file=Path(candidate.file), origin=origin, reason=str(parsed))
+                )
                 continue
             front, body = parsed
             warnings: list[str] = []
@@ -244,7 +275,7 @@ class SkillLibrary:
                 if earlier.source == candidate.source.label:
                     invalid.append(
                         InvalidSkill(
-                            file=candidate.file,
+                            file=Path(candidate.file),
                             origin=origin,
                             reason=f"the name {front.name!r} is taken by "
                             f"{earlier.file.parent.name}/ in the same folder",
@@ -259,8 +290,8 @@ class SkillLibrary:
                 globs=front.globs,
                 origin=origin,
                 source=candidate.source.label,
-                folder=candidate.real_folder,
-                file=candidate.file,
+                folder=Path(candidate.real_folder),
+                file=Path(candidate.file),
                 body=middle_truncate(body, half, BODY_MAX - half),
                 body_chars=len(body),
                 warnings=tuple(warnings),

@@ -1,6 +1,6 @@
 """Skills on disk: parsing and its rules, the sources and their order, the limits, the
-stat-based refresh, the catalog's order and cap, and bundled files kept inside their folder.
-Real files in temporary folders throughout."""
+stat-based refresh, the catalog's order and cap, bundled files kept inside their folder, and
+the gate's rules for skills. Real files in temporary folders throughout."""
 
 import os
 from pathlib import Path
@@ -18,6 +18,7 @@ from tether.daemon.skills.parse import (
 )
 from tether.daemon.skills.resources import ResourceRefused, resolve_resource
 from tether.daemon.skills.trust import WorkspaceTrust
+from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 
 
 def write_skill(
@@ -346,3 +347,33 @@ def test_a_resource_outside_the_folder_is_refused(tmp_path: Path, resource: str,
     with pytest.raises(ResourceRefused) as caught:
         resolve_resource(folder, resource)
     assert why in str(caught.value)
+
+
+# --- the gate's rules ----------------------------------------------------------------------
+
+
+def test_a_trust_question_asks_in_every_mode_and_over_allow_rules() -> None:
+    facts = CallFacts(tool="skill", kind="read", trust="the skill x comes from the repository")
+    for mode in ("ask", "edits", "auto"):
+        policy = PermissionPolicy(mode=mode, allow=["skill"])
+        verdict = policy.decide(facts)
+        assert (verdict.action, verdict.always_rule) == ("ask", "")
+    denied = PermissionPolicy(mode="auto", deny=["skill"]).decide(facts)
+    assert denied.action == "deny"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".tether/skills/x/SKILL.md", ".Claude/Skills/x/SKILL.md", ".agents/skills", "my/skills/a"],
+)
+def test_edits_in_a_skill_folder_ask_in_auto_unless_a_rule_names_them(path: str) -> None:
+    facts = CallFacts(tool="write_file", kind="edit", path=path)
+    protected = (".claude/skills", ".agents/skills", ".tether/skills", "my/skills")
+    policy = PermissionPolicy(mode="auto", protected=protected)
+    verdict = policy.decide(facts)
+    assert verdict.action == "ask"
+    assert "skill folder" in verdict.reason
+    policy.session_rules = [verdict.always_rule]
+    assert policy.decide(facts).action == "allow"
+    elsewhere = CallFacts(tool="write_file", kind="edit", path="src/skills.py")
+    assert PermissionPolicy(mode="auto", protected=protected).decide(elsewhere).action == "allow"

@@ -288,3 +288,32 @@ async def test_writing_into_a_skill_folder_asks_even_in_auto_mode(
         (places.workspace / folder).exists()
         for folder in (".tether/skills", ".agents/skills", ".claude/skills")
     )
+
+
+async def test_two_reads_of_workspace_skills_in_one_step_ask_once(places: Places) -> None:
+    folder = places.workspace / ".tether/skills"
+    write_skill(folder, "one", "First.", "BODY ONE")
+    write_skill(folder, "two", "Second.", "BODY TWO")
+    both = {
+        "tool_calls": [
+            {"name": "skill", "arguments": {"name": "one"}},
+            {"name": "skill", "arguments": {"name": "two"}},
+        ]
+    }
+    with trio.fail_after(20), ModelServer({"steps": [both, {"text": "ok"}]}) as server:
+        async with running_sessions(
+            places.store, places.workspace, server, skills=places.library()
+        ) as sessions:
+            session = await sessions.create()
+            watcher = Watcher()
+            session.attach(watcher, "controller", None)
+            sessions.start_turn(session, TurnRequest(text="both"))
+            asked = await watcher.wait_for(lambda e: isinstance(e, ApprovalRequested))
+            assert isinstance(asked, ApprovalRequested)
+            broker = await sessions.broker(session.id)
+            broker.respond(asked.approval.id, decision="allow", scope="once", by="cli")
+            await sessions.wait_idle(session.id)
+            assert sum(isinstance(e, ApprovalRequested) for e in watcher.events) == 1
+    one, two = tool_results(server.requests[-1])
+    assert "BODY ONE" in one
+    assert "BODY TWO" in two
