@@ -89,8 +89,12 @@ class SkillTool:
 
 def _instructions(skill: Skill) -> str:
     files, more = bundled_files(skill.folder)
-    parts = [f'<skill name="{skill.name}" source="{skill.source}/{skill.file.parent.name}">']
-    parts.append(skill.body or "(The skill's instructions are empty.)")
+    origin = "repository" if skill.origin == "workspace" else "user"
+    where = f"{skill.source}/{skill.file.parent.name}"
+    parts = [f'<skill name="{skill.name}" from="{origin}" source="{where}">']
+    # The body cannot close the frame early and pass what follows for tether's own words.
+    body = skill.body.replace("</skill>", "&lt;/skill>")
+    parts.append(body or "(The skill's instructions are empty.)")
     if files:
         listing = "\n".join(f"- {file}" for file in files)
         if more:
