@@ -40,3 +40,7 @@ CompactionTrigger = Literal["auto", "manual"]
 
 DaemonEventKind = Literal["lsp/crashed", "lsp/restarted", "store/write_failed"]
 """What a `daemon/event` is about."""
+
+SkillOrigin = Literal["user", "workspace"]
+"""Where a skill comes from: the user's own skills folder (trusted), or the workspace's
+(`.tether/skills/`, `.claude/skills/`, `.agents/skills/`: used once the user trusts them)."""

@@ -12,7 +12,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 import msgspec
 
 from tether.protocol.base import Wire
-from tether.protocol.enums import DaemonEventKind
+from tether.protocol.enums import DaemonEventKind, SkillOrigin
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import (
     AnyEvent,
@@ -765,6 +765,58 @@ PROCESS_KILL = _declare(
     errors=(ErrorCode.PROCESS_NOT_FOUND,),
 )
 TOOLS_LIST = _declare("tools/list", Empty, ToolsListResult, "The tools the model can call.")
+
+
+# --- skills/list: the skills the agent can load --------------------------------------------
+
+
+class SkillInfo(Wire, frozen=True, kw_only=True):
+    """One skill the agent can load."""
+
+    name: str
+    description: str
+    origin: SkillOrigin
+    source: str
+    """The folder it was found in (`.tether/skills`, `~/.config/tether/skills`, …)."""
+    path: str
+    """Its `SKILL.md`."""
+    trusted: bool
+    """The agent may use it: a user's skill always, a workspace's once the user said yes."""
+    globs: list[str] = []
+    """`paths` and `autoAttach`: files that put it at the top of the catalog."""
+    warnings: list[str] = []
+    """Things worth fixing that do not stop it loading (a skill it overrides, …)."""
+
+
+class InvalidSkill(Wire, frozen=True, kw_only=True):
+    """A `SKILL.md` that is not loaded, and why; never shown to the model."""
+
+    path: str
+    origin: SkillOrigin
+    reason: str
+
+
+class SkillsListResult(Wire, frozen=True, kw_only=True):
+    """The skills as the next turn would read them."""
+
+    skills: list[SkillInfo] = []
+    """By name."""
+    invalid: list[InvalidSkill] = []
+    catalog_tokens: int = 0
+    """Estimated tokens the catalog adds to the system prompt, and the `skill` tool's schema
+    to every request (0: no skills, nothing is added)."""
+    workspace_trusted: bool = False
+    """The user trusts this workspace's skills."""
+    sources: list[str] = []
+    """The folders looked in, lowest first (a later one wins a name)."""
+
+
+SKILLS_LIST = _declare(
+    "skills/list",
+    Empty,
+    SkillsListResult,
+    "The skills of the user and the workspace, read now, with the invalid ones and why.",
+)
 
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,

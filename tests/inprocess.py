@@ -15,6 +15,7 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
+from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.events import AnyEvent
@@ -77,6 +78,7 @@ async def running_sessions(
     *,
     keep_idle: int = 4,
     models: ModelSource | None = None,
+    skills: SkillLibrary | None = None,
 ) -> AsyncGenerator[Sessions]:
     """`Sessions` over `store`, the default tools and the scripted model server, serving in
     a nursery of its own; running turns are interrupted on the way out. Its turns get their
@@ -91,6 +93,7 @@ async def running_sessions(
         tools=ToolRegistry(default_tools()),
         keep_idle=keep_idle,
         model_named=client.with_model,
+        skills=skills,
     )
     try:
         async with trio.open_nursery() as nursery:

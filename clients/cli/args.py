@@ -128,6 +128,9 @@ _approvals = _listing(
     "approvals", "list the workspace's pending approvals", "approvals.cmd_approvals"
 )
 _models = _listing("models", "the models the model server offers (* = in use)", "models.cmd_models")
+_skills = _listing(
+    "skills", "the skills the agent can load, and the invalid ones", "skills.cmd_skills"
+)
 
 
 def _chat(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
@@ -298,6 +301,7 @@ COMMANDS: dict[str, Adder] = {
     "cancel": _cancel,
     "daemon": _daemon,
     "models": _models,
+    "skills": _skills,
     "doctor": _doctor,
     "demo": _demo,
     "bridge": _bridge,

@@ -46,6 +46,16 @@ def process_record_path(workspace: str) -> Path:
     return state_dir() / "workspaces" / workspace_key(workspace) / "processes.json"
 
 
+def user_skills_dir() -> Path:
+    """The user's own skills, beside `config.toml`."""
+    return config_dir() / "skills"
+
+
+def skills_trust_path(workspace: str) -> Path:
+    """Whether the user trusts the workspace's skills (see `tether.daemon.skills.trust`)."""
+    return state_dir() / "workspaces" / workspace_key(workspace) / "skills-trust.json"
+
+
 def private_dir(path: Path) -> None:
     """Make `path` a folder only its owner may enter: missing folders on the way are created
     0700, and `path` itself is tightened to 0700 if it is wider."""

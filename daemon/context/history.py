@@ -1,7 +1,8 @@
 """The conversation as the model sees it: a growing list of provider-neutral messages.
 
-The first message is the system prompt, which never changes within a session, so the prompt
-prefix stays byte-identical and provider prompt caches keep hitting. Providers encode each
+The first message is the system prompt, which never changes within a turn (between turns only
+when the skills catalog does), so the prompt prefix stays byte-identical and provider prompt
+caches keep hitting. Providers encode each
 message once and keep the encoding on it (see `Message.cache`).
 
 A summary of the earlier conversation (compaction's last step) stands in the history as one
@@ -44,6 +45,16 @@ class History:
         holds it (a `TokenMeter`) always reads the current conversation."""
         self._open_calls: dict[str, str] = {}
         """call id -> tool name, for calls not yet answered."""
+
+    def set_system_prompt(self, text: str) -> None:
+        """Replace the system prompt (between turns only: the skills catalog changed). A no-op
+        when it is the same text, so its cached encodings stay."""
+        if self.messages[0].content != text:
+            self.messages[0] = Message(role="system", content=text)
+
+    @property
+    def system_prompt(self) -> str:
+        return self.messages[0].content
 
     def add_user(self, text: str, context: str = "") -> None:
         self.close_open_calls()

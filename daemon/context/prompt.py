@@ -1,7 +1,11 @@
 """The system prompt: the first message of every conversation, identical on every step of a
 session so that providers can cache the prompt prefix. It is built once per session (when the
 daemon creates or loads it); per-turn context (the repository's instructions, mentions) goes
-into the user's messages instead."""
+into the user's messages instead.
+
+The one part that may change between turns is the skills catalog at its end (`with_skills`),
+and only when the skills, or the set of them that match the files in play, changed: without
+skills the prompt is exactly the base."""
 
 from pathlib import Path
 
@@ -36,3 +40,9 @@ def subagent_prompt(workspace: Path, subagent_type: str) -> str:
         "left open. Keep it short; do not ask questions back.\n\n"
         f"{environment_block(workspace)}\n"
     )
+
+
+def with_skills(base: str, catalog: str) -> str:
+    """The system prompt `base` with the skills `catalog` at its end (`base` itself when the
+    catalog is empty)."""
+    return f"{base}{catalog}\n" if catalog else base

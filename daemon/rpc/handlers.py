@@ -15,6 +15,7 @@ from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.skills import list_skills
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -40,6 +41,7 @@ from tether.protocol.methods import (
     SESSION_LIST,
     SESSION_READ,
     SESSION_UNDO,
+    SKILLS_LIST,
     TOOLS_LIST,
     TURN_CANCEL,
     TURN_START,
@@ -71,6 +73,7 @@ from tether.protocol.methods import (
     SessionRef,
     SessionUndoParams,
     SessionUndoResult,
+    SkillsListResult,
     ToolsListResult,
     TurnCancelParams,
     TurnCancelResult,
@@ -147,6 +150,7 @@ class Handlers:
             on(PROCESS_LIST, self.process_list),
             on(PROCESS_KILL, self.process_kill),
             on(PROCESS_OUTPUT, self.process_output),
+            on(SKILLS_LIST, self.skills_list),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -318,7 +322,10 @@ class Handlers:
         return await self.sessions.compact(session, conn.provider_env)
 
     async def tools_list(self, conn: Connection, params: Empty) -> ToolsListResult:
-        return ToolsListResult(tools=self.sessions.tools.infos())
+        return ToolsListResult(tools=self.sessions.current_tools().infos())
+
+    async def skills_list(self, conn: Connection, params: Empty) -> SkillsListResult:
+        return await list_skills(self.sessions.skills)
 
     async def models_list(self, conn: Connection, params: Empty) -> ModelsListResult:
         models = self.sessions.models

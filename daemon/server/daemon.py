@@ -52,6 +52,8 @@ from tether.daemon.sessions.models import ModelPool
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.schema import StoreOpenError
 from tether.daemon.sessions.store import Store
+from tether.daemon.skills.library import SkillLibrary
+from tether.daemon.skills.trust import WorkspaceTrust
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
@@ -129,6 +131,11 @@ class Daemon:
             change_tracker=self._change_tracker,
             lsp=self.lsp,
             on_turn_end=self._touch,
+            skills=SkillLibrary(
+                workspace,
+                paths.user_skills_dir(),
+                WorkspaceTrust(paths.skills_trust_path(str(workspace))),
+            ),
         )
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()

@@ -10,9 +10,12 @@ Rules (every client sees the same thing):
   `daemon`.
 - "Always allow" adds the request's `alwaysRule` to the session's rules (persisted with the
   resolution event, so it survives a restart).
+- A call that needs the user's trust (`TrustGated`: a workspace's skills) asks whatever the
+  mode; any yes is remembered by the tool, for the workspace, beyond the session.
 """
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +29,7 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolParams,
+    TrustGated,
     resolve_in_workspace,
 )
 from tether.daemon.tools.filetree import FileSearch
@@ -42,6 +46,8 @@ from tether.protocol.events import (
     DecisionScope,
 )
 from tether.protocol.items import ToolCall
+
+log = logging.getLogger(__name__)
 
 DENIED = (
     "The user denied this call{why}. Do not retry it; choose another way to reach the goal, "
@@ -130,7 +136,8 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
             path = display_path(workspace, resolve_in_workspace(workspace, path))
     glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
     command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
-    return CallFacts(tool=name, kind=kind, path=path, glob=glob, command=command)
+    trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""
+    return CallFacts(tool=name, kind=kind, path=path, glob=glob, command=command, trust=trust)
 
 
 class SessionGate:
@@ -160,12 +167,21 @@ class SessionGate:
         self.workspace = workspace
         self.turn_id = turn_id
         self.context = context
+        self._trust_asked = trio.Lock()
 
     def facts(self, item: ToolCall, params: ToolParams) -> CallFacts:
         return call_facts(self.tools, self.workspace, item.tool, params)
 
     async def check(self, item: ToolCall, params: ToolParams) -> str | None:
         facts = self.facts(item, params)
+        if facts.trust:
+            # Concurrent reads of one step would each ask the same trust question: one asks,
+            # the others look again once it is answered.
+            async with self._trust_asked:
+                return await self._check(item, params, self.facts(item, params))
+        return await self._check(item, params, facts)
+
+    async def _check(self, item: ToolCall, params: ToolParams, facts: CallFacts) -> str | None:
         if self.prewarm is not None and facts.path and facts.kind in ("read", "edit"):
             # A file the agent looks at is likely to be edited next: start its language
             # servers now, so that the diagnostics after the edit find them warm.
@@ -201,6 +217,11 @@ class SessionGate:
         )
         resolution = await self.broker.ask(request)
         if resolution.decision == "allow":
+            if facts.trust and isinstance(tool, TrustGated):
+                try:
+                    await tool.trust_granted(params, resolution.by)
+                except OSError:
+                    log.exception("could not record the trust the user gave (%s)", facts.trust)
             return None
         why = f" ({resolution.message})" if resolution.message else ""
         return DENIED.format(why=why)

@@ -1,7 +1,7 @@
 """A session's context budget as the turn loop sees it: the token meter, the compaction
 ladder before each model call, and the meter clients see (`context_updated`)."""
 
-from tether.daemon.context.budget import TokenMeter, context_budget
+from tether.daemon.context.budget import TokenMeter, context_budget, toolset_chars
 from tether.daemon.context.compact import Compaction as CompactionRecord
 from tether.daemon.context.compact import (
     CompactionError,
@@ -52,6 +52,11 @@ class SessionContext:
         self.meter = TokenMeter(
             history.messages, budget=context_budget(window, max_output), tools=tools
         )
+
+    def use_tools(self, tools: ToolSet) -> None:
+        """Count `tools` as the schemas sent with every call from now on (the skill tool comes
+        and goes with the skills)."""
+        self.meter.fixed_chars = toolset_chars(tools)
 
     def configure(self, *, model: ModelClient, window: int, max_output: int) -> None:
         """Summarise with `model`, within the budget of a `window` and `max_output` tokens,

@@ -6,6 +6,7 @@ Reading touches files only, in worker threads; what joins the history, and when 
 instructions count as sent, is the turn's business (`tether.daemon.sessions.loaded`).
 """
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,6 +28,9 @@ class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
     """Editor state and mentioned files, rendered for the model."""
     problems: Sequence[str] = ()
     """Paths that could not be attached, and why, for the client that sent them."""
+    files: Sequence[str] = ()
+    """Workspace-relative paths it names (open in the editor, mentioned): files in play for
+    the skills catalog."""
 
 
 class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,4 +74,17 @@ async def read_turn_input(
                 attachments=[(a.name, a.text) for a in attachments],
             )
         )
-    return TurnInput(instructions=instructions, context=block, problems=problems)
+    named = [*mentions]
+    if editor is not None:
+        named += [*([editor.open_file] if editor.open_file else []), *editor.open_files]
+    files = tuple(dict.fromkeys(p for p in (_relative(workspace, n) for n in named) if p))
+    return TurnInput(instructions=instructions, context=block, problems=problems, files=files)
+
+
+def _relative(workspace: Path, path: str) -> str:
+    """`path` as a normalised workspace-relative POSIX path ("" when it is outside)."""
+    joined = os.path.normpath(os.path.join(workspace, path.removeprefix("@")))
+    relative = os.path.relpath(joined, os.path.normpath(workspace))
+    if relative == "." or relative.startswith(".."):
+        return ""
+    return Path(relative).as_posix()

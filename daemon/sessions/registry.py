@@ -35,6 +35,7 @@ from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session, new_id, state_after
 from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
+from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import ApprovalRequest, ContextMeter, PermissionMode
@@ -72,6 +73,7 @@ class Sessions:
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
         model_named: Callable[[str], ModelClient] | None = None,
+        skills: SkillLibrary | None = None,
     ) -> None:
         """`models` gives each turn the user's settings and its model client; without it,
         every turn calls `model` (and `model_named(name)` for a session's own model) with
@@ -80,7 +82,8 @@ class Sessions:
         `permissions.mode` is the default mode of new sessions either way. `services` are
         handed to tools (the process table, …); `change_tracker` records each turn's file
         changes (default: nothing); `lsp` reports diagnostics after edits (None: no
-        diagnostics); `on_turn_end` is called after every turn."""
+        diagnostics); `on_turn_end` is called after every turn; `skills` are the workspace's
+        and the user's skills (None: none)."""
         if keep_idle < 1:
             raise ValueError("keep_idle must be at least 1: a session just looked up stays loaded")
         self.keep_idle = keep_idle
@@ -89,6 +92,7 @@ class Sessions:
         self.store = store
         self.workspace = workspace
         self.tools = tools
+        self.skills = skills
         self.permissions = permissions or PermissionsConfig()
         if models is None:
             if model is None:
@@ -115,6 +119,7 @@ class Sessions:
             change_tracker=change_tracker,
             lsp=lsp,
             on_turn_end=on_turn_end,
+            skills=skills,
         )
 
     def stop_accepting(self) -> None:
@@ -137,6 +142,10 @@ class Sessions:
     @property
     def running_count(self) -> int:
         return self._turns.count
+
+    def current_tools(self) -> ToolRegistry:
+        """The tools a turn starting now would offer (`skill` only while skills exist)."""
+        return self._turns.current_tools()
 
     async def _system_prompt(self) -> str:
         """The system prompt for a session being created or loaded. Built per session (the

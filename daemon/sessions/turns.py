@@ -42,7 +42,10 @@ from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.sessions.subagents import ContextFactory, GateFactory, Subagents
+from tether.daemon.skills.catalog import catalog
+from tether.daemon.skills.library import SkillLibrary, protected_folders
 from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
+from tether.daemon.tools.builtin import skill_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.task import SUBAGENTS_SERVICE
 from tether.daemon.tools.todo_write import TODOS_SERVICE
@@ -175,16 +178,24 @@ class Turns:
         change_tracker: ChangeTrackerFactory | None = None,
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
+        skills: SkillLibrary | None = None,
     ) -> None:
         """`models` gives each turn the user's settings as they are when it starts (the
         model client, the permission rules, `max_steps`, the context window);
         `on_settle(session_id)` is called whenever a session's turn starts or ends;
         `services` are handed to tools (the process table, …); `change_tracker` records a
         turn's file changes (default: nothing); `lsp` reports diagnostics after edits (None:
-        no diagnostics); `on_turn_end` is called after every turn."""
+        no diagnostics); `on_turn_end` is called after every turn; `skills` are read again at
+        each turn's start: while there are any, the system prompt ends with their catalog and
+        the `skill` tool follows `tools` (None: no skills)."""
         self.workspace = workspace
         self.models = models
         self.tools = tools
+        self.skills = skills
+        self._with_skills = tools.extended(skill_tools(skills)) if skills is not None else tools
+        self._protected = protected_folders(
+            workspace, skills.user_folder if skills is not None else None
+        )
         self.services: Mapping[str, object] = services or {}
         self.change_tracker: ChangeTrackerFactory = change_tracker or (
             lambda _session, _turn: NoChanges()
@@ -200,12 +211,26 @@ class Turns:
         """Own the turns until cancelled, which interrupts every running turn."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if self.skills is not None:
+                # Read once now, so that a first turn finds the skills parsed (PyYAML loaded).
+                nursery.start_soon(self._read_skills, self.skills)
             task_status.started()
             await trio.sleep_forever()
+
+    @staticmethod
+    async def _read_skills(skills: SkillLibrary) -> None:
+        try:
+            await trio.to_thread.run_sync(skills.refresh)
+        except Exception:  # a turn's start reads them again, and says what goes wrong there
+            log.exception("reading the skills failed")
 
     @property
     def count(self) -> int:
         return len(self._running)
+
+    def current_tools(self) -> ToolRegistry:
+        """The tools a turn starting now would offer, as of the skills' last reading."""
+        return self._with_skills if self.skills is not None and self.skills.current else self.tools
 
     def running(self, session_id: str) -> RunningTurn | None:
         return self._running.get(session_id)
@@ -257,6 +282,7 @@ class Turns:
         sent = request.turn_input or TurnInput()
         if request.turn_input is not None:
             live.read_instructions = request.turn_input.instructions
+        live.mentioned.update(sent.files)
         session.configure(permission_mode=request.permission_mode, model=request.model)
         problems = list(sent.problems)
         if running is not None:
@@ -310,13 +336,14 @@ class Turns:
         gate: GateFactory,
         context: ContextFactory,
         diagnose: Diagnose,
+        tools: ToolRegistry,
     ) -> Subagents:
         provider = subagent_provider(session, config)
         return Subagents(
             session=session,
             turn_id=turn_id,
             sink=sink,
-            tools=self.tools,
+            tools=tools,
             lease=lambda: self.models.lease(provider),
             model=provider.model,
             gate=gate,
@@ -328,6 +355,16 @@ class Turns:
             max_output=provider.max_output_tokens,
         )
 
+    def _tools_for(self, live: LoadedSession) -> ToolRegistry:
+        """The tools of a turn of `live` starting now; puts the skills catalog (as the skills
+        were last read, ordered by the session's files in play) at the end of its system
+        prompt, or takes it away."""
+        tools = self.current_tools()
+        skills = self.skills.current.skills if self.skills is not None else ()
+        live.use_catalog(catalog(skills, live.files_in_play(self.workspace)))
+        live.context.use_tools(tools.toolset)
+        return tools
+
     def _policy(
         self, session: Session, workspace: WorkspaceRules, user: PermissionsConfig
     ) -> PermissionPolicy:
@@ -336,6 +373,7 @@ class Turns:
             allow=user.allow,
             ask=[*user.ask, *workspace.ask],
             deny=[*user.deny, *workspace.deny],
+            protected=self._protected,
         )
         policy.session_rules = session.session_rules
         return policy
@@ -382,6 +420,9 @@ class Turns:
         rules = WorkspaceRules()
         with trio.CancelScope(shield=True):
             rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
+            if self.skills is not None:
+                await trio.to_thread.run_sync(self.skills.refresh)
+        tools = self._tools_for(live)
 
         def make_loop(config: Config, model: ModelClient) -> TurnLoop:
             nonlocal subagents
@@ -406,9 +447,9 @@ class Turns:
                     subagent=subagent,
                 )
 
-            gate = make_gate(self.tools)
+            gate = make_gate(tools)
             subagents = self._subagents(
-                session, turn_id, sink, config, make_gate, context, diagnose
+                session, turn_id, sink, config, make_gate, context, diagnose, tools
             )
             live.context.configure(
                 model=model,
@@ -417,7 +458,7 @@ class Turns:
             )
             return TurnLoop(
                 model=model,
-                tools=self.tools,
+                tools=tools,
                 tool_context=context,
                 history=live.history,
                 sink=sink,

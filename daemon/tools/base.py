@@ -13,6 +13,9 @@ Kinds:
     edit      changes files; implements `target_path` and `preview` for the permission gate
     command   runs a program; implements `command_line` for the permission gate
     other     session bookkeeping (todo_write) and anything else; runs alone, never asks
+
+A tool of any kind may also be `TrustGated` (skill): a call that uses what the user has not
+trusted yet asks first, in every mode.
 """
 
 import errno
@@ -88,6 +91,10 @@ class ReadVersions:
 
     def forget(self, path: Path) -> None:
         self._versions.pop(path, None)
+
+    def paths(self) -> list[Path]:
+        """Every file read or written, resolved."""
+        return list(self._versions)
 
 
 class ChangeTracker(Protocol):
@@ -178,6 +185,20 @@ class ConcurrentTool(Protocol):
 @runtime_checkable
 class CommandTool(Protocol):
     def command_line(self, params: ToolParams) -> str: ...
+
+
+@runtime_checkable
+class TrustGated(Protocol):
+    """A tool some of whose calls use what the user has not trusted yet (a workspace's
+    skills): the permission gate asks about such a call whatever the mode and rules say."""
+
+    def trust_question(self, params: ToolParams) -> str:
+        """What the user is asked to trust, in words for them ("" when nothing is untrusted)."""
+        ...
+
+    async def trust_granted(self, params: ToolParams, by: str) -> None:
+        """Remember that `by` said yes, so that the question is not asked again."""
+        ...
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:

@@ -4,6 +4,7 @@ The one module that knows every tool; the registry takes whichever tools it is g
 """
 
 from tether.daemon.procs.groups import KILL_GRACE
+from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.base import Tool
 from tether.daemon.tools.command_kill import CommandKill
 from tether.daemon.tools.command_output import CommandOutput
@@ -13,6 +14,7 @@ from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.read_file import ReadFile
 from tether.daemon.tools.run_command import RunCommand
+from tether.daemon.tools.skill import SkillTool
 from tether.daemon.tools.task import Task
 from tether.daemon.tools.todo_write import TodoWrite
 from tether.daemon.tools.write_file import WriteFile
@@ -34,3 +36,9 @@ def default_tools(*, kill_grace: float = KILL_GRACE) -> list[Tool]:
         TodoWrite(),
         Task(),
     ]
+
+
+def skill_tools(library: SkillLibrary) -> list[Tool]:
+    """The tools offered after the built-in ones while `library` has skills (and only then, so
+    that without skills the model sees exactly the built-in set)."""
+    return [SkillTool(library)]

@@ -70,6 +70,10 @@ class ToolRegistry:
             ]
         )
 
+    def extended(self, tools: Iterable[Tool]) -> "ToolRegistry":
+        """A registry of these tools followed by `tools` (the model sees them in that order)."""
+        return ToolRegistry([*self._tools.values(), *tools])
+
     @property
     def names(self) -> list[str]:
         return list(self._tools)

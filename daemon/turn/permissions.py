@@ -3,18 +3,25 @@
 Order of the rules, first match wins:
 
     1. a deny rule (user config, or the workspace's own config)        -> deny
-    2. a command with hidden characters (control characters other than
+    2. a call that uses what the user has not trusted yet (a workspace's
+       skill, before the user trusted the workspace's skills)           -> ask
+    3. a command with hidden characters (control characters other than
        tab and newline, bidi controls, zero-width and other invisible
        characters): what a person is shown is not what would run, so
        neither a mode nor a rule may let it through                     -> ask
-    3. mode `auto`                                                      -> allow
-    4. something sensitive (always asks outside `auto`):
+    4. an edit inside a skill folder (`.tether/skills/`, `.claude/skills/`,
+       `.agents/skills/`, the user's own when it is in the workspace), or
+       a command that names one: a skill is instructions the agent will
+       follow later, so it asks in every mode unless an allow rule or
+       the session's "always" rule names the call                     -> ask
+    5. mode `auto`                                                      -> allow
+    6. something sensitive (always asks outside `auto`):
          a read that names a credential-like file (its path, or the glob
          a search selects files by), an edit of a sensitive path,
          a command with shell operators or several lines               -> ask
-    5. an ask rule                                                      -> ask
-    6. an allow rule, or a session rule made by an "always allow" answer -> allow
-    7. the mode: reads and bookkeeping never ask; `edits` lets edits run
+    7. an ask rule                                                      -> ask
+    8. an allow rule, or a session rule made by an "always allow" answer -> allow
+    9. the mode: reads and bookkeeping never ask; `edits` lets edits run
        and asks for commands; `ask` asks for edits and commands          -> allow | ask
 
 Searches (grep, glob) leave credential-like files out of what they read and list unless the
@@ -39,6 +46,7 @@ from typing import Literal
 
 import msgspec
 
+from tether.daemon.skills.library import WORKSPACE_FOLDERS
 from tether.daemon.tools.credentials import (
     glob_names_credentials,
     is_credential_path,
@@ -65,6 +73,8 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     glob: str = ""
     """The file glob a search selects files by (grep's `glob`, glob's `pattern`), if any."""
     command: str = ""
+    trust: str = ""
+    """What the call needs the user to trust first ("" when nothing; see `TrustGated`)."""
 
     @property
     def approval_kind(self) -> ApprovalKind:
@@ -240,8 +250,12 @@ class PermissionPolicy:
         allow: Iterable[str] = (),
         ask: Iterable[str] = (),
         deny: Iterable[str] = (),
+        protected: Iterable[str] = WORKSPACE_FOLDERS,
     ) -> None:
+        """`protected`: workspace-relative folders that edits (and commands naming them) may
+        not change without asking, in any mode (the skill folders)."""
         self.mode: PermissionMode = mode
+        self.protected = tuple(folder.rstrip("/") for folder in protected)
         self.allow = list(allow)
         self.ask = list(ask)
         self.deny = list(deny)
@@ -251,9 +265,16 @@ class PermissionPolicy:
         for rule in self.deny:
             if rule_matches(rule, facts):
                 return Verdict(action="deny", reason=f"denied by the rule `{rule}`")
+        if facts.trust:
+            return Verdict(action="ask", reason=facts.trust)
         always = self._always_rule(facts)
         if facts.kind == "command" and (hidden := hidden_character_risk(facts.command)):
             return Verdict(action="ask", reason=hidden)  # no rule may allow it later
+        protected = self._protected(facts)
+        if protected and not any(
+            rule_matches(rule, facts) for rule in (*self.allow, *self.session_rules)
+        ):
+            return Verdict(action="ask", reason=protected, always_rule=always)
         if self.mode == "auto":
             return Verdict(action="allow", reason="mode auto")
         sensitive = self._sensitive(facts)
@@ -273,6 +294,25 @@ class PermissionPolicy:
         return Verdict(
             action="ask", reason=f"mode {self.mode}: {what} ask first", always_rule=always
         )
+
+    def _protected(self, facts: CallFacts) -> str:
+        if facts.kind == "edit" and facts.path:
+            path = facts.path.casefold()
+            for folder in self.protected:
+                if path == folder.casefold() or path.startswith(folder.casefold() + "/"):
+                    return (
+                        f"{facts.path} is in a skill folder ({folder}/): skills are "
+                        "instructions the agent follows"
+                    )
+        if facts.kind == "command":
+            command = facts.command.casefold()
+            for folder in self.protected:
+                if folder.casefold() in command:
+                    return (
+                        f"the command names a skill folder ({folder}/): skills are "
+                        "instructions the agent follows"
+                    )
+        return ""
 
     @staticmethod
     def _sensitive(facts: CallFacts) -> str:

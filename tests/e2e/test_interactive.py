@@ -353,6 +353,7 @@ def test_slash_commands_answer_from_the_daemon(
     terminal = open_chat(home, workspace, terminals)
     for typed, shown in (
         ("/processes", "no background processes"),
+        ("/skills", "no skills (looked in "),
         ("/todos", "no todos"),
         ("/mode auto", "permission mode: auto"),
         ("/context", "context: "),

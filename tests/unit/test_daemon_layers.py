@@ -20,9 +20,19 @@ LOWER = {
     "procs": {"nursery", "truncate"},
     "lsp": {"nursery", "procs", "truncate", "workspace"},
     "config": {"lsp", "nursery", "procs", "truncate", "workspace"},
-    "tools": {"nursery", "procs", "providers", "truncate", "workspace"},
-    "context": {"providers", "tools", "nursery", "procs", "truncate", "workspace"},
-    "turn": {"context", "providers", "tools", "nursery", "procs", "truncate", "workspace"},
+    "skills": {"truncate", "workspace"},
+    "tools": {"nursery", "procs", "providers", "skills", "truncate", "workspace"},
+    "context": {"providers", "skills", "tools", "nursery", "procs", "truncate", "workspace"},
+    "turn": {
+        "context",
+        "providers",
+        "skills",
+        "tools",
+        "nursery",
+        "procs",
+        "truncate",
+        "workspace",
+    },
 }
 LOWER["sessions"] = {"config", "lsp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}

@@ -18,6 +18,7 @@ from tether.protocol.methods import (
     SESSION_COMPACT,
     SESSION_CONFIGURE,
     SESSION_UNDO,
+    SKILLS_LIST,
     Empty,
     ProcessOutputParams,
     SessionConfigureParams,
@@ -174,6 +175,12 @@ PROCESS_TAIL_LINES = 5
 """Lines of each background process's latest output that `/processes` shows."""
 
 
+async def _skills(chat: "Chat", argument: str) -> None:
+    from tether.clients.cli.commands.skills import describe_skills
+
+    chat.note(describe_skills(await chat.call(SKILLS_LIST, Empty())))
+
+
 async def _cancel(chat: "Chat", argument: str) -> None:
     await chat.cancel()
 
@@ -194,6 +201,7 @@ ACTIONS: dict[str, Action] = {
     "/todos": _todos,
     "/context": _context,
     "/processes": _processes,
+    "/skills": _skills,
     "/cancel": _cancel,
     "/exit": _exit,
 }

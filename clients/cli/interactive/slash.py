@@ -23,6 +23,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/todos", "", "the agent's todo list"),
     SlashCommand("/context", "", "how full the context is"),
     SlashCommand("/processes", "", "background processes the daemon runs"),
+    SlashCommand("/skills", "", "the skills the agent can load"),
     SlashCommand("/cancel", "", "cancel the running turn (also Esc)"),
     SlashCommand("/exit", "", "leave; a running turn keeps running (also Ctrl-D)"),
 )

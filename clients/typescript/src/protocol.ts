@@ -481,6 +481,13 @@ export interface InputQueued {
   context?: string;
 }
 
+/** A `SKILL.md` that is not loaded, and why; never shown to the model. */
+export interface InvalidSkill {
+  path: string;
+  origin: "user" | "workspace";
+  reason: string;
+}
+
 /**
  * An item is finished. Its copy is authoritative: it replaces whatever the client built
  * from `item_started` and the `item_delta`s (a tool call's status, output and diff are set
@@ -1063,6 +1070,61 @@ export interface SessionUndoResult {
   note?: string;
 }
 
+/** One skill the agent can load. */
+export interface SkillInfo {
+  name: string;
+  description: string;
+  origin: "user" | "workspace";
+  /** The folder it was found in (`.tether/skills`, `~/.config/tether/skills`, …). */
+  source: string;
+  /** Its `SKILL.md`. */
+  path: string;
+  /** The agent may use it: a user's skill always, a workspace's once the user said yes. */
+  trusted: boolean;
+  /**
+   * `paths` and `autoAttach`: files that put it at the top of the catalog.
+   *
+   * Default: `[]`.
+   */
+  globs?: Array<string>;
+  /**
+   * Things worth fixing that do not stop it loading (a skill it overrides, …).
+   *
+   * Default: `[]`.
+   */
+  warnings?: Array<string>;
+}
+
+/** The skills as the next turn would read them. */
+export interface SkillsListResult {
+  /**
+   * By name.
+   *
+   * Default: `[]`.
+   */
+  skills?: Array<SkillInfo>;
+  /** Default: `[]`. */
+  invalid?: Array<InvalidSkill>;
+  /**
+   * Estimated tokens the catalog adds to the system prompt, and the `skill` tool's schema to every request (0: no skills, nothing is added).
+   *
+   * Default: `0`.
+   */
+  catalogTokens?: number;
+  /**
+   * The user trusts this workspace's skills.
+   *
+   * Default: `false`.
+   */
+  workspaceTrusted?: boolean;
+  /**
+   * The folders looked in, lowest first (a later one wins a name).
+   *
+   * Default: `[]`.
+   */
+  sources?: Array<string>;
+}
+
 /** The subagent a `task` call started: what it is, and how far it got. */
 export interface Subagent {
   /** What it does, in a few words (the call's `description`). */
@@ -1427,6 +1489,8 @@ export interface Methods {
   "process/kill": { params: ProcessKillParams; result: Empty };
   /** The tools the model can call. */
   "tools/list": { params: Empty; result: ToolsListResult };
+  /** The skills of the user and the workspace, read now, with the invalid ones and why. */
+  "skills/list": { params: Empty; result: SkillsListResult };
 }
 
 export type MethodName = keyof Methods;
@@ -1575,6 +1639,10 @@ export const METHOD_INFO = {
   },
   "tools/list": {
     "description": "The tools the model can call.",
+    "errors": []
+  },
+  "skills/list": {
+    "description": "The skills of the user and the workspace, read now, with the invalid ones and why.",
     "errors": []
   }
 } as const;
