@@ -17,6 +17,7 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     completed_items,
     create_session,
@@ -25,7 +26,6 @@ from tests.support import (
     persisted_events,
     read_events,
     read_snapshot,
-    run_cli,
     start_daemon,
     start_turn,
     tool_calls_answered,
@@ -118,7 +118,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
             cancelled = a.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
             assert cancelled.turn_id == turn_id
         else:
-            result = run_cli(home, "cancel", "-w", str(workspace))
+            result = cli(home, "cancel", "-w", str(workspace))
             assert result.returncode == 0, result.stderr
             assert result.stdout.strip() == f"cancelled turn {turn_id} of session {session_id}"
         events_a = head + collect_until_turn_end(a, session_id, timeout=5)

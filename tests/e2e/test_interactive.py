@@ -13,11 +13,11 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     command_step,
     create_session,
     read_events,
     read_snapshot,
-    run_cli,
     start_daemon,
     start_turn,
     wait_until,
@@ -294,7 +294,7 @@ def test_alt_enter_adds_a_line_and_ctrl_c_twice_leaves(
 
 
 def test_chat_without_a_terminal_says_how_to_run_instead(home: Home, workspace: Path) -> None:
-    done = run_cli(home, "chat", "-w", str(workspace))
+    done = cli(home, "chat", "-w", str(workspace))
     assert done.returncode == 2
     assert "needs a terminal" in done.stderr
     assert "tether run" in done.stderr
