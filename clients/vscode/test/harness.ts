@@ -4,6 +4,7 @@
 // stopping the daemon the library started.
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -128,13 +129,26 @@ export class Home {
   }
 }
 
+/**
+ * Running, not a zombie. The daemon the library started is not our child (the Python that
+ * spawned it has exited): once it exits it waits for init to reap it, which may take a
+ * while, and `kill(pid, 0)` succeeds on a zombie. So where there is a /proc, its state decides.
+ */
 function alive(pid: number): boolean {
+  let stat: string;
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT" && existsSync("/proc/self")) return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
   }
+  const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+  return state !== "Z" && state !== "X";
 }
 
 /** A `Host` that records what it is asked and answers as told. */
