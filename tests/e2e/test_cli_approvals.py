@@ -1,7 +1,7 @@
 """The CLI's approvals across clients, against the real daemon: `tether run` without a terminal
 leaving an approval to another client (`--approval-timeout`), `tether approvals`, and `tether
-approve|deny` without a session. Each test has a daemon of its own: these commands act on every
-pending approval of the workspace."""
+approve|deny` without a session. The tests of those commands have a daemon of their own: they act
+on every pending approval of the workspace; the others, each on a session of its own, share one."""
 
 import re
 import signal
@@ -107,6 +107,7 @@ def waiting_session(daemon: DaemonProcess) -> tuple[str, ApprovalRequest]:
 # --- tether run --approval-timeout -----------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_run_without_a_terminal_waits_for_another_client_to_answer(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -127,6 +128,7 @@ def test_run_without_a_terminal_waits_for_another_client_to_answer(
     assert "answered-elsewhere" in tool_result(model_server)
 
 
+@pytest.mark.shared_daemon
 def test_nobody_answering_within_the_approval_timeout_denies(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -137,6 +139,7 @@ def test_nobody_answering_within_the_approval_timeout_denies(
     assert "nobody answered within 0.2 s" in tool_result(model_server)
 
 
+@pytest.mark.shared_daemon
 def test_an_attached_controller_keeps_the_approval_waiting_past_the_timeout(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -158,6 +161,7 @@ def test_an_attached_controller_keeps_the_approval_waiting_past_the_timeout(
     assert "from-the-editor" in tool_result(model_server)
 
 
+@pytest.mark.shared_daemon
 def test_ctrl_c_in_run_without_a_terminal_cancels_without_asking(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -288,6 +292,7 @@ class AnsweredPrompt:
         return None
 
 
+@pytest.mark.shared_daemon
 def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
     daemon: DaemonProcess, capfd: pytest.CaptureFixture[str]
 ) -> None:
