@@ -29,13 +29,14 @@ from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
 
-SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
+HELD_TEXT = {"text": "x" * 100, "chunks": 50, "hold_at_chunks": [5]}
+"""Waits after five deltas for `model_server.release()`: a message sent then is mid-turn."""
 
 
 def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    model_server.set_script({"steps": [SLOW_TEXT, {"text": "about the follow-up"}]})
+    model_server.set_script({"steps": [HELD_TEXT, {"text": "about the follow-up"}]})
     with daemon.client("a") as a, daemon.client("b") as b:
         session_id = create_session(a)
         attach(a, session_id)
@@ -47,6 +48,7 @@ def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(
             TurnStartParams(session_id=session_id, text="also check the tests"),
         )
         assert (queued.turn_id, queued.queued) == (turn_id, True)
+        model_server.release()
         events_a = collect_until_turn_end(a, session_id)
         events_b = early + collect_until_turn_end(b, session_id)
     for events in (events_a, events_b):
