@@ -101,7 +101,8 @@ describe("the controller against the daemon", () => {
   });
 
   test("the picker lists a session the terminal started, and attaching joins its turn mid-way", async () => {
-    await home.setScript({ steps: [{ text: "word ".repeat(40).trim(), chunks: 40, chunk_delay_ms: 25 }] });
+    // Held after five words until the view has joined: mid-way, however busy the machine.
+    await home.setScript({ steps: [{ text: "word ".repeat(40).trim(), chunks: 40, hold_at_chunks: [5] }] });
     const { controller, host } = home.controller();
     let cliDone = false;
     const cli = home.cli("run", "from the terminal: count words").finally(() => (cliDone = true));
@@ -129,6 +130,7 @@ describe("the controller against the daemon", () => {
       await controller.pick();
       const joined = await host.waitForState((s) => s.session?.id === sessionId);
       assert.ok(joined.runningTurnId !== null, "attached while the turn runs");
+      await home.release();
       const done = await host.waitForState(ended);
       assert.equal(item(done, "agent").text, "word ".repeat(40).trim(), "the text streamed before attaching is there too");
       assert.equal((await cli).code, 0);
@@ -207,7 +209,8 @@ describe("the controller against the daemon", () => {
   });
 
   test("cancel ends the running turn; a bad webview message changes nothing", async () => {
-    await home.setScript({ steps: [{ text: "slow ".repeat(200), chunks: 200, chunk_delay_ms: 50 }] });
+    // Held after five chunks, never released: still running when cancelled.
+    await home.setScript({ steps: [{ text: "slow ".repeat(200), chunks: 200, hold_at_chunks: [5] }] });
     const { controller, host } = home.controller();
     try {
       await controller.send("go slowly");

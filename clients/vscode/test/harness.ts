@@ -79,6 +79,12 @@ export class Home {
     if (!answer.ok) throw new Error(`setting the script: HTTP ${answer.status}: ${await answer.text()}`);
   }
 
+  /** Let streams held by a step's `hold_at_chunks` go on past one more hold. */
+  async release(): Promise<void> {
+    const answer = await fetch(`${this.modelUrl.replace(/\/v1$/, "")}/_tether/release`, { method: "POST" });
+    if (!answer.ok) throw new Error(`releasing the stream: HTTP ${answer.status}: ${await answer.text()}`);
+  }
+
   /** A client of this home's daemon (started when none runs). */
   client(name = "other-client"): Promise<TetherClient> {
     return connect({ workspace: this.workspace, env: this.env, python: PYTHON, clientName: name });
