@@ -292,8 +292,10 @@ def cli(
         finally:
             sys.stdin, sys.stdout, sys.stderr = saved
             gc.unfreeze()  # `main` freezes what it made, fit for a process that ends soon
-            # The daemons it spawned are listed by the module that spawned them.
-            for child in discovery._spawned:  # pyright: ignore[reportPrivateUsage]
+            # Reap the daemons it spawned that have exited, from the list the spawning module
+            # keeps (a zombie would count as alive to a pid probe; `alive` already says not).
+            spawned: list[subprocess.Popen[bytes]] = getattr(discovery, "_spawned", [])
+            for child in spawned:
                 child.poll()
     return subprocess.CompletedProcess(["tether", *args], code, out.getvalue(), err.getvalue())
 
