@@ -33,7 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
     suite starts its hundreds of daemons and CLIs: where PYTHONDONTWRITEBYTECODE is set (and
     uv installs without compiling), each of them would otherwise compile every module it
     imports again, 0.65 s instead of 0.23 s to a daemon's discovery file. Done once, by the
-    process that starts pytest-xdist's workers (or the only one)."""
+    process that starts pytest-xdist's workers (or the only one).
+
+    In every process, pytest may then cache the test modules it rewrites for their asserts:
+    pytest honours PYTHONDONTWRITEBYTECODE too, and would rewrite each of them again in each
+    worker, 3 s of CPU per worker at every run."""
+    sys.dont_write_bytecode = False
     if hasattr(config, "workerinput"):
         return
     importlib.import_module("tether.clients.cli.main")

@@ -158,6 +158,22 @@ class Terminal:
         spaced = _FORWARD.sub(lambda m: " " * int(m.group(1) or 1), self.raw)
         return _ESCAPES.sub("", spaced).replace("\r", "")
 
+    def _find(self, wanted: str, start: int) -> int:
+        """Where `wanted` was drawn at or after `start` in `text`, or -1. prompt_toolkit redraws
+        a line by writing only the cells that change and moving the cursor over the others: a
+        cell moved over kept what was drawn there before, the character wanted when it was
+        moved over for being unchanged. So a match may have such cells, a few, between written
+        ends (a long move over a region is no evidence of what it holds)."""
+        skipped = _FORWARD.sub(lambda m: "\0" * int(m.group(1) or 1), self.raw)
+        drawn = _ESCAPES.sub("", skipped).replace("\r", "")
+        pattern = re.compile("".join(f"(?:{re.escape(c)}|\0)" for c in wanted))
+        while (found := pattern.search(drawn, start)) is not None:
+            match = found.group()
+            if match[0] != "\0" and match[-1] != "\0" and match.count("\0") <= len(match) // 4:
+                return found.start()
+            start = found.start() + 1
+        return -1
+
     def send(self, keys: str) -> None:
         self.program.send(keys)
 
@@ -165,13 +181,12 @@ class Terminal:
         """Wait until `wanted` appears after what earlier `expect`s matched (`anywhere`: in
         all that was shown); the text up to and including it."""
         start = 0 if anywhere else self._seen
-        if not self.program.wait_for(lambda: self.text.find(wanted, start) >= 0, timeout):
+        if not self.program.wait_for(lambda: self._find(wanted, start) >= 0, timeout):
             ended = "the program ended before showing" if self.program.ended else "not shown:"
             raise AssertionError(f"{wanted!r}: {ended} within {timeout} s; screen:\n{self.text}")
-        text = self.text
-        found = text.find(wanted, start)
+        found = self._find(wanted, start)
         begin, self._seen = self._seen, max(self._seen, found + len(wanted))
-        return text[begin : self._seen]
+        return self.text[begin : self._seen]
 
     def wait(self, timeout: float = 20.0) -> int:
         """The exit status, once the program has ended."""

@@ -4,14 +4,17 @@ Every daemon a test starts gets its own HOME and XDG_* folders (platformdirs fol
 tests never see each other's sessions, sockets or discovery files.
 """
 
+import gc
+import io
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Generator
-from contextlib import closing, contextmanager, suppress
+from contextlib import ExitStack, chdir, closing, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +255,49 @@ def run_cli(
         stdin=None if stdin is not None else subprocess.DEVNULL,
         check=False,
     )
+
+
+def cli(
+    home: Home,
+    *args: str,
+    cwd: Path | None = None,
+    stdin: str | bytes | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`tether *args` called in this process (`tether.clients.cli.main.main`), as `run_cli`
+    would run it: `home`'s environment, `stdin` as a file (else /dev/null), stdout and stderr
+    captured. For tests whose subject is what a command says and does, not its process: it
+    saves a Python start per command. A daemon it starts is this process's child (reaped once
+    it exits, so that it never looks alive)."""
+    from tether.clients import discovery
+    from tether.clients.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with ExitStack() as stack:
+        if stdin is None:
+            source = stack.enter_context(open(os.devnull))
+        else:
+            source = stack.enter_context(tempfile.TemporaryFile("w+b"))
+            source.write(stdin.encode() if isinstance(stdin, str) else stdin)
+            source.seek(0)
+            source = stack.enter_context(io.TextIOWrapper(source))
+        stack.enter_context(home.activated())
+        if cwd is not None:
+            stack.enter_context(chdir(cwd))
+        saved = sys.stdin, sys.stdout, sys.stderr
+        sys.stdin, sys.stdout, sys.stderr = source, out, err
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            gc.unfreeze()  # `main` freezes what it made, fit for a process that ends soon
+            # Reap the daemons it spawned that have exited, from the list the spawning module
+            # keeps (a zombie would count as alive to a pid probe; `alive` already says not).
+            spawned: list[subprocess.Popen[bytes]] = getattr(discovery, "_spawned", [])
+            for child in spawned:
+                child.poll()
+    return subprocess.CompletedProcess(["tether", *args], code, out.getvalue(), err.getvalue())
 
 
 def create_session(client: Client) -> str:

@@ -132,6 +132,9 @@ class Handler(BaseHTTPRequestHandler):
             self._messages(raw)
         elif path == "/_tether/script":
             self._replace_script(raw)
+        elif path == "/_tether/release":
+            self._state.release()
+            self._send_json(200, {"ok": True})
         else:
             self._not_found("POST", path)
 
@@ -285,6 +288,11 @@ class Handler(BaseHTTPRequestHandler):
             if limit is not None and sent >= limit:
                 self._drop()
                 return
+            if sent in step.hold_at_chunks:
+                self.wfile.flush()
+                if not state.wait_released(step.hold_at_chunks.index(sent)):
+                    self._drop()
+                    return
             if sent and not state.sleep_ms(step.chunk_delay_ms):
                 self._drop()
                 return

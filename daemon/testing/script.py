@@ -73,6 +73,11 @@ Step keys:
     subagents — each follow their own steps whatever order they arrive in. A request that
     no step left matches is answered as an exhausted script; in loop mode the steps start
     over once none left in this round matches.
+``hold_at_chunks``
+    ``[n, ...]``, ascending: after sending n SSE events, wait for the test to let the stream
+    go on (``ModelServer.release``), so that it can act mid-stream without racing the stream.
+    The k-th hold of a stream waits until ``release`` has been called k times since the
+    script was set (streamed requests only).
 
 Script keys besides ``steps``: ``model``, ``loop``, and ``tool_support``: ``"native"``
 (default) or ``"none"``, a model without tool support: a request that offers ``tools`` is
@@ -111,6 +116,7 @@ _STEP_KEYS = frozenset(
         "chunk_delay_ms",
         "usage",
         "malformed_after_chunks",
+        "hold_at_chunks",
         "page",
         "match",
     }
@@ -172,6 +178,7 @@ class Step:
     chunk_delay_ms: float = 0.0
     usage: UsageSpec | None = None
     malformed_after_chunks: int | None = None
+    hold_at_chunks: tuple[int, ...] = ()
     page: PageSpec | None = None
     match: str | None = None
     """Only a request whose first user message contains this takes the step."""
@@ -373,11 +380,24 @@ def _parse_step(index: int, value: object) -> Step:
             if "malformed_after_chunks" in data
             else None
         ),
+        hold_at_chunks=_parse_holds(where, data) if "hold_at_chunks" in data else (),
         delay_ms=_get_ms(where, data, "delay_ms") if "delay_ms" in data else 0.0,
         chunk_delay_ms=_get_ms(where, data, "chunk_delay_ms") if "chunk_delay_ms" in data else 0.0,
         usage=_parse_usage(f"{where}: 'usage'", data["usage"]) if "usage" in data else None,
         match=match,
     )
+
+
+def _parse_holds(where: str, data: Mapping[str, Any]) -> tuple[int, ...]:
+    holds: object = data["hold_at_chunks"]
+    if not isinstance(holds, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in cast(list[object], holds)
+    ):
+        raise ScriptError(f"{where}: 'hold_at_chunks' must be a list of counts (ints >= 0)")
+    counts = tuple(cast(list[int], holds))
+    if list(counts) != sorted(set(counts)):
+        raise ScriptError(f"{where}: 'hold_at_chunks' must be ascending, without repeats")
+    return counts
 
 
 def parse_script(data: object) -> Script:

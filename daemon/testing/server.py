@@ -3,7 +3,8 @@
 Introspection endpoints: ``GET /_tether/requests`` (every model request body received, either
 dialect, in order), ``GET /_tether/headers`` (the headers of those requests, names in lower
 case, in the same order), ``POST /_tether/script`` (replace the script, reset the step counter
-and the recorded requests), ``GET /_tether/health``. ``GET /v1/models`` lists the script's
+and the recorded requests), ``POST /_tether/release`` (let held streams pass one more hold),
+``GET /_tether/health``. ``GET /v1/models`` lists the script's
 model in the OpenAI shape, or the Anthropic one when the request has an ``anthropic-version``
 header.
 
@@ -178,8 +179,14 @@ class ModelServer:
         return self._state.recorded_headers()
 
     def set_script(self, script: Mapping[str, Any] | Script) -> None:
-        """Replace the script; resets the step counter and the recorded requests."""
+        """Replace the script; resets the step counter, the recorded requests and the count
+        of releases."""
         self._state.set_script(coerce_script(script))
+
+    def release(self) -> None:
+        """Let streams held by a step's ``hold_at_chunks`` pass one more hold (also
+        ``POST /_tether/release``)."""
+        self._state.release()
 
     def __enter__(self) -> ModelServer:
         return self.start()

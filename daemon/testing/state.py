@@ -28,12 +28,16 @@ class ServerState:
         self.requests: list[JSONObject] = []
         self.headers: list[dict[str, str]] = []
         self.stopping = threading.Event()
+        self.releases = 0
+        """`release` calls since the script was set: how many holds a stream may pass."""
+        self.released = threading.Condition(self.lock)
 
     def set_script(self, script: Script) -> None:
         with self.lock:
             self.script = script
             self.position = 0
             self.taken = set()
+            self.releases = 0
             self.requests = []
             self.headers = []
 
@@ -87,6 +91,21 @@ class ServerState:
     def recorded_headers(self) -> list[dict[str, str]]:
         with self.lock:
             return [dict(headers) for headers in self.headers]
+
+    def release(self) -> None:
+        with self.lock:
+            self.releases += 1
+            self.released.notify_all()
+
+    def wait_released(self, hold: int) -> bool:
+        """Wait until the stream may pass its `hold`-th hold (0-based); return False if the
+        server is stopping meanwhile (`stop` sets that without notifying: looked at often)."""
+        with self.released:
+            while self.releases <= hold:
+                if self.stopping.is_set():
+                    return False
+                self.released.wait(0.05)
+        return True
 
     def sleep_ms(self, milliseconds: float) -> bool:
         """Wait; return False if the server is stopping (the caller should give up)."""

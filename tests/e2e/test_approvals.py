@@ -13,11 +13,11 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     command_step,
     create_session,
     read_events,
-    run_cli,
     start_daemon,
     start_turn,
     tool_calls,
@@ -234,7 +234,7 @@ def test_a_command_with_control_characters_asks_even_in_auto_mode_and_shows_them
 ) -> None:
     hidden = "echo harmless\x1b[2K\rrm -rf ~/gone\x07"
     model_server.set_script({"steps": [command_step(hidden), {"text": "done"}]})
-    result = run_cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "go")
+    result = cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "go")
     assert result.returncode == 0, result.stderr
     assert "approval needed" in result.stderr
     assert "U+001B" in result.stderr
@@ -248,7 +248,7 @@ def test_cli_without_a_terminal_denies_with_a_clear_message(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [command_step("echo from-cli"), {"text": "skipped"}]})
-    result = run_cli(home, "run", "-w", str(workspace), "run something")
+    result = cli(home, "run", "-w", str(workspace), "run something")
     assert result.returncode == 0, result.stderr
     assert "approval needed" in result.stderr
     assert "no terminal to ask on" in result.stderr
@@ -261,7 +261,7 @@ def test_cli_permission_mode_auto_runs_without_asking(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [command_step("echo auto-ran"), {"text": "ran"}]})
-    result = run_cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "go")
+    result = cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "go")
     assert result.returncode == 0, result.stderr
     assert "approval needed" not in result.stderr
     assert "auto-ran" in model_server.requests[1]["messages"][-1]["content"]
@@ -271,7 +271,7 @@ def test_approve_from_another_terminal(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [command_step("echo elsewhere"), {"text": "done"}]})
-    detached = run_cli(home, "run", "-w", str(workspace), "--detach", "go")
+    detached = cli(home, "run", "-w", str(workspace), "--detach", "go")
     assert detached.returncode == 0, detached.stderr
     session_id = detached.stdout.strip()
     with daemon.client("watcher") as watcher:
@@ -282,10 +282,10 @@ def test_approve_from_another_terminal(
                 break
             assert time.monotonic() < deadline, "no approval was requested"
             time.sleep(0.05)
-        approved = run_cli(home, "approve", "-w", str(workspace), session_id)
+        approved = cli(home, "approve", "-w", str(workspace), session_id)
         assert approved.returncode == 0, approved.stderr
         assert "allowed run_command: echo elsewhere" in approved.stdout
-        again = run_cli(home, "approve", "-w", str(workspace), session_id)
+        again = cli(home, "approve", "-w", str(workspace), session_id)
         assert again.returncode == 2  # nothing to act on
         assert f"no pending approval in session {session_id}" in again.stderr
     followed = subprocess.run(

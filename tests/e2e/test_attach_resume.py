@@ -1,7 +1,7 @@
 """Attach, resume and resync against the real daemon: nothing lost, nothing doubled.
 
-Every test drives the daemon subprocess over real websockets. Turns are slowed down by the
-scripted model server (`chunk_delay_ms`) so that a second client can join or leave while the
+Every test drives the daemon subprocess over real websockets. Turns are held mid-stream by the
+scripted model server (`hold_at_chunks`) so that a second client can join or leave while the
 turn is still streaming. Deltas carry numbered text (`<0007>`), so a repeated or reordered
 event changes the payload, not just its seq.
 """
@@ -40,13 +40,14 @@ from tether.testing import ModelServer
 _encode = msgspec.json.Encoder().encode
 
 
-def slow_text(count: int = 100, delay_ms: int = 12) -> dict[str, Any]:
-    """A streamed answer of `count` deltas, `delay_ms` apart (100 x 12 ms: after the first ten,
-    a second left for a second client to join or leave mid-stream)."""
-    return {"text": numbered(count), "chunks": count, "chunk_delay_ms": delay_ms}
+def held_text(count: int = 100, *holds: int) -> dict[str, Any]:
+    """A streamed answer of `count` deltas that waits after the first ten (and after each of
+    `holds` more) for `model_server.release()`: a second client joins or leaves mid-stream
+    with no race against the stream, however busy the machine."""
+    return {"text": numbered(count), "chunks": count, "hold_at_chunks": [10, *holds]}
 
 
-TOOLS_THEN_SLOW_TEXT = {
+TOOLS_THEN_HELD_TEXT = {
     "steps": [
         {
             "tool_calls": [
@@ -54,7 +55,7 @@ TOOLS_THEN_SLOW_TEXT = {
                 {"name": "read_file", "arguments": {"path": "README.md"}},
             ]
         },
-        slow_text(),
+        held_text(),
     ]
 }
 
@@ -108,7 +109,7 @@ def test_two_attached_clients_see_identical_events(
     model_server.set_script(
         {
             "steps": [
-                TOOLS_THEN_SLOW_TEXT["steps"][0],
+                TOOLS_THEN_HELD_TEXT["steps"][0],
                 {"text": numbered(30), "chunks": 30, "chunk_delay_ms": 2},
             ]
         }
@@ -142,7 +143,7 @@ def test_two_attached_clients_see_identical_events(
 def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    model_server.set_script(TOOLS_THEN_SLOW_TEXT)
+    model_server.set_script(TOOLS_THEN_HELD_TEXT)
     with daemon.client("a") as a, daemon.client("b") as b:
         session_id = create_session(a)
         attach(a, session_id)
@@ -154,6 +155,7 @@ def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
         attached = attach(b, session_id, after=Cursor(seq=0))
         assert (attached.mode, attached.from_seq, attached.snapshot) == ("replay", 0, None)
         assert attached.epoch == head[0].epoch
+        model_server.release()
         events_b = collect_until_turn_end(b, session_id)
         events_a = head + collect_until_turn_end(a, session_id)
 
@@ -171,7 +173,7 @@ def test_mid_turn_attach_from_seq_zero_replays_then_continues_live(
 def test_reconnect_with_cursor_resumes_exactly_after_it(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    model_server.set_script(TOOLS_THEN_SLOW_TEXT)
+    model_server.set_script({"steps": [TOOLS_THEN_HELD_TEXT["steps"][0], held_text(100, 30)]})
     with daemon.client("reference") as reference:
         with daemon.client("a") as a:
             session_id = create_session(a)
@@ -180,6 +182,7 @@ def test_reconnect_with_cursor_resumes_exactly_after_it(
             start_turn(a, session_id, "go")
             seen_by_a = read_events(a, session_id, deltas_at_least(10))
         cursor = Cursor(epoch=seen_by_a[-1].epoch, seq=seen_by_a[-1].seq)
+        model_server.release()  # to the second hold, 20 deltas on
 
         with daemon.client("b") as b:
             # The turn goes on while nobody who started it is connected.
@@ -192,6 +195,7 @@ def test_reconnect_with_cursor_resumes_exactly_after_it(
                 cursor.seq,
             )
             assert attached.snapshot is None
+            model_server.release()
             seen_by_b = collect_until_turn_end(b, session_id)
         everything = collect_until_turn_end(reference, session_id)
 
@@ -212,9 +216,9 @@ def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
     model_server.set_script(
         {
             "steps": [
-                TOOLS_THEN_SLOW_TEXT["steps"][0],
+                TOOLS_THEN_HELD_TEXT["steps"][0],
                 {"text": "It greets."},
-                slow_text(),
+                held_text(),
             ]
         }
     )
@@ -229,6 +233,7 @@ def test_cursor_from_another_epoch_gets_a_snapshot_then_live_events(
         stale = Cursor(epoch="0" * 16, seq=head[-1].seq)
         assert stale.epoch != attached_a.epoch
         attached = attach(b, session_id, after=stale)
+        model_server.release()
         events_b = collect_until_turn_end(b, session_id)
         everything = turn_one + head + collect_until_turn_end(a, session_id)
 
@@ -274,7 +279,7 @@ def test_attach_without_cursor_and_read_give_the_same_snapshot_read_does_not_sub
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
     model_server.set_script(
-        {"steps": [TOOLS_THEN_SLOW_TEXT["steps"][0], {"text": "first"}, {"text": "second"}]}
+        {"steps": [TOOLS_THEN_HELD_TEXT["steps"][0], {"text": "first"}, {"text": "second"}]}
     )
     with daemon.client("a") as a, daemon.client("b") as b, daemon.client("reader") as reader:
         session_id = create_session(a)
@@ -413,7 +418,7 @@ def test_slow_client_is_dropped_told_to_resync_and_catches_up(
 def test_session_list_shows_running_then_idle(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    model_server.set_script({"steps": [slow_text(50)]})
+    model_server.set_script({"steps": [held_text(50)]})
     with daemon.client() as client:
         session_id = create_session(client)
         created = session_info(client, session_id)
@@ -422,6 +427,7 @@ def test_session_list_shows_running_then_idle(
         start_turn(client, session_id, "go")
         running = session_info(client, session_id)
         assert (running.status, running.turn_count) == ("running", 1)
+        model_server.release()
         events = collect_until_turn_end(client, session_id)
         assert isinstance(events[-1].event, TurnCompleted)
         done = session_info(client, session_id)

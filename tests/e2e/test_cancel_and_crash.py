@@ -1,7 +1,7 @@
 """Cancelling turns, losing clients and losing the daemon, against the real daemon subprocess.
 
-Turns are slowed down by the scripted model server (`chunk_delay_ms`) so that the cancel, the
-disconnect or the signal lands while the model is still streaming.
+Turns are held mid-stream by the scripted model server (`hold_at_chunks`) so that the cancel,
+the disconnect or the signal lands while the model is still streaming.
 """
 
 import sqlite3
@@ -17,6 +17,7 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     completed_items,
     create_session,
@@ -25,7 +26,6 @@ from tests.support import (
     persisted_events,
     read_events,
     read_snapshot,
-    run_cli,
     start_daemon,
     start_turn,
     tool_calls_answered,
@@ -51,7 +51,9 @@ _encode = msgspec.json.Encoder().encode
 
 
 SLOW_ANSWER = numbered(200)
-SLOW_STEP = {"text": SLOW_ANSWER, "chunks": 200, "chunk_delay_ms": 20}
+HELD_STEP = {"text": SLOW_ANSWER, "chunks": 200, "hold_at_chunks": [10]}
+"""Streams ten deltas, then waits (for a `model_server.release()` these tests never give): the
+cancel, the kill or the SIGTERM comes mid-stream, however busy the machine."""
 """About 4 s of streaming: long enough to act on a turn in the middle of it."""
 
 READ_TOOLS = {
@@ -106,7 +108,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
     workspace: Path,
     model_server: ModelServer,
 ) -> None:
-    model_server.set_script({"steps": [SLOW_STEP, {"text": "the next turn's answer"}]})
+    model_server.set_script({"steps": [HELD_STEP, {"text": "the next turn's answer"}]})
     with daemon.client("a") as a, daemon.client("b") as b:
         session_id = create_session(a)
         attach(a, session_id)
@@ -118,7 +120,7 @@ def test_cancel_mid_stream_ends_the_turn_cancelled_for_every_client(
             cancelled = a.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
             assert cancelled.turn_id == turn_id
         else:
-            result = run_cli(home, "cancel", "-w", str(workspace))
+            result = cli(home, "cancel", "-w", str(workspace))
             assert result.returncode == 0, result.stderr
             assert result.stdout.strip() == f"cancelled turn {turn_id} of session {session_id}"
         events_a = head + collect_until_turn_end(a, session_id, timeout=5)
@@ -163,7 +165,7 @@ def test_turn_survives_its_client_disconnecting(
 ) -> None:
     final = numbered(60)
     model_server.set_script(
-        {"steps": [READ_TOOLS, {"text": final, "chunks": 60, "chunk_delay_ms": 20}]}
+        {"steps": [READ_TOOLS, {"text": final, "chunks": 60, "hold_at_chunks": [3]}]}
     )
     with daemon.client("starter") as starter:
         session_id = create_session(starter)
@@ -173,6 +175,7 @@ def test_turn_survives_its_client_disconnecting(
     with daemon.client("later") as later:
         # The starter is gone and the turn is still running ...
         assert the_turn(read_snapshot(later, session_id), turn_id).status == "running"
+        model_server.release()
         wait_until_idle(later, session_id)
         # ... and it finished: an attach afterwards shows the whole answer.
         attached = attach(later, session_id)
@@ -197,7 +200,7 @@ def test_daemon_killed_mid_turn_leaves_an_interrupted_turn_with_its_finished_ite
     workspace: Path,
     model_server: ModelServer,
 ) -> None:
-    model_server.set_script({"steps": [READ_TOOLS, SLOW_STEP]})
+    model_server.set_script({"steps": [READ_TOOLS, HELD_STEP]})
     with daemon.client("a") as a:
         session_id = create_session(a)
         old = attach(a, session_id)
@@ -251,7 +254,7 @@ def test_sigterm_mid_turn_persists_interrupted_and_the_session_goes_on(
     workspace: Path,
     model_server: ModelServer,
 ) -> None:
-    model_server.set_script({"steps": [READ_TOOLS, SLOW_STEP, {"text": "Picking up again."}]})
+    model_server.set_script({"steps": [READ_TOOLS, HELD_STEP, {"text": "Picking up again."}]})
     with daemon.client("a") as a:
         session_id = create_session(a)
         attach(a, session_id)

@@ -1,7 +1,7 @@
 """The CLI's approvals across clients, against the real daemon: `tether run` without a terminal
 leaving an approval to another client (`--approval-timeout`), `tether approvals`, and `tether
-approve|deny` without a session. Each test has a daemon of its own: these commands act on every
-pending approval of the workspace."""
+approve|deny` without a session. The tests of those commands have a daemon of their own: they act
+on every pending approval of the workspace; the others, each on a session of its own, share one."""
 
 import re
 import signal
@@ -18,10 +18,10 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     command_step,
     create_session,
     read_snapshot,
-    run_cli,
     start_turn,
 )
 from tests.terminal import TerminalCli
@@ -107,6 +107,7 @@ def waiting_session(daemon: DaemonProcess) -> tuple[str, ApprovalRequest]:
 # --- tether run --approval-timeout -----------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_run_without_a_terminal_waits_for_another_client_to_answer(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -116,7 +117,7 @@ def test_run_without_a_terminal_waits_for_another_client_to_answer(
         waiting = run.wait_for_line(ANSWER_LINE.pattern)
         assert "waiting up to 60 s for another client to answer" in waiting.string
         session_id, approval_id = waiting.groups()
-        approved = run_cli(home, "approve", "-w", str(workspace), session_id, approval_id)
+        approved = cli(home, "approve", "-w", str(workspace), session_id, approval_id)
         assert approved.returncode == 0, approved.stderr
         code, out, err = run.finish()
     finally:
@@ -127,16 +128,18 @@ def test_run_without_a_terminal_waits_for_another_client_to_answer(
     assert "answered-elsewhere" in tool_result(model_server)
 
 
+@pytest.mark.shared_daemon
 def test_nobody_answering_within_the_approval_timeout_denies(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [command_step("echo unanswered"), {"text": "ok"}]})
-    result = run_cli(home, "run", "-w", str(workspace), "--approval-timeout", "0.2", "go")
+    result = cli(home, "run", "-w", str(workspace), "--approval-timeout", "0.2", "go")
     assert result.returncode == 0, result.stderr
     assert ANSWER_LINE.search(result.stderr)
     assert "nobody answered within 0.2 s" in tool_result(model_server)
 
 
+@pytest.mark.shared_daemon
 def test_an_attached_controller_keeps_the_approval_waiting_past_the_timeout(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -158,6 +161,7 @@ def test_an_attached_controller_keeps_the_approval_waiting_past_the_timeout(
     assert "from-the-editor" in tool_result(model_server)
 
 
+@pytest.mark.shared_daemon
 def test_ctrl_c_in_run_without_a_terminal_cancels_without_asking(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -187,7 +191,7 @@ def test_approvals_lists_every_pending_approval_of_the_workspace(
     model_server.set_script({"steps": [command_step("echo second")], "loop": True})
     second = waiting_session(daemon)
 
-    listed = run_cli(home, "approvals", "-w", str(workspace))
+    listed = cli(home, "approvals", "-w", str(workspace))
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert len(lines) == 2
@@ -196,7 +200,7 @@ def test_approvals_lists_every_pending_approval_of_the_workspace(
         assert line.endswith(f"  {approval.command}")
         assert re.search(r"  \d+ s  ", line)
 
-    as_json = run_cli(home, "approvals", "-w", str(workspace), "--json")
+    as_json = cli(home, "approvals", "-w", str(workspace), "--json")
     assert as_json.returncode == 0, as_json.stderr
     decoded = msgspec.json.decode(as_json.stdout, type=list[PendingApproval])
     assert [(p.session_id, p.approval.id) for p in decoded] == [
@@ -212,7 +216,7 @@ def test_approve_without_a_session_answers_the_only_pending_approval(
     session_id, _ = waiting_session(daemon)
     with daemon.client() as client:
         create_session(client)  # the latest session now, with nothing pending
-        denied = run_cli(home, "deny", "-w", str(workspace), "-m", "not today")
+        denied = cli(home, "deny", "-w", str(workspace), "-m", "not today")
         assert denied.returncode == 0, denied.stderr
         assert "denied run_command: echo the-only-one" in denied.stdout
         assert not read_snapshot(client, session_id).pending_approvals
@@ -226,7 +230,7 @@ def test_approve_without_a_session_and_several_pending_fails_listing_them_withou
     model_server.set_script({"steps": [command_step("echo one")], "loop": True})
     first = waiting_session(daemon)
     second = waiting_session(daemon)
-    result = run_cli(home, "approve", "-w", str(workspace))
+    result = cli(home, "approve", "-w", str(workspace))
     assert result.returncode == 2
     assert "2 approvals are pending in the workspace; name one" in result.stderr
     for session_id, approval in (first, second):
@@ -264,7 +268,7 @@ def test_approve_always_refuses_an_approval_without_a_rule(
     model_server.set_script({"steps": [command_step("echo hidden\x07"), {"text": "ok"}]})
     session_id, approval = waiting_session(daemon)
     assert approval.always_rule == ""
-    result = run_cli(home, "approve", "-w", str(workspace), "--always")
+    result = cli(home, "approve", "-w", str(workspace), "--always")
     assert result.returncode == 2
     assert "offers no rule to allow always" in result.stderr
     with daemon.client() as client:
@@ -288,6 +292,7 @@ class AnsweredPrompt:
         return None
 
 
+@pytest.mark.shared_daemon
 def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
     daemon: DaemonProcess, capfd: pytest.CaptureFixture[str]
 ) -> None:

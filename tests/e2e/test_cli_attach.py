@@ -4,7 +4,7 @@ on, and exits with that turn's code (see clients/cli/exit_codes.py)."""
 from pathlib import Path
 
 from tests.e2e.test_cli_approvals import waiting_session
-from tests.support import DaemonProcess, Home, command_step, run_cli, start_daemon
+from tests.support import DaemonProcess, Home, cli, command_step, start_daemon
 from tether.testing import ModelServer
 
 
@@ -16,10 +16,10 @@ def test_attach_after_a_failed_turn_says_so_and_exits_1(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"error": {"status": 404, "message": "no such model"}}]})
-    ran = run_cli(home, "run", "-w", str(workspace), "hello")
+    ran = cli(home, "run", "-w", str(workspace), "hello")
     assert ran.returncode == 1, ran.stderr
-    session_id = run_cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
-    attached = run_cli(home, "attach", "-w", str(workspace), session_id)
+    session_id = cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
+    attached = cli(home, "attach", "-w", str(workspace), session_id)
     assert attached.returncode == 1, attached.stderr
     assert f"the last turn of session {session_id} failed; {go_on(session_id)}" in attached.stderr
 
@@ -32,7 +32,7 @@ def test_attach_after_a_turn_the_daemon_interrupted_says_so_and_exits_3(
     daemon.stop()
     again = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
-        attached = run_cli(home, "attach", "-w", str(workspace), session_id)
+        attached = cli(home, "attach", "-w", str(workspace), session_id)
     finally:
         again.stop()
     assert attached.returncode == 3, attached.stderr
@@ -52,11 +52,11 @@ def test_attach_after_a_turn_paused_at_its_step_budget_says_so_and_exits_4(
     model_server.set_script({"steps": [listing, {"text": "never"}]})
     daemon = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
-        ran = run_cli(home, "run", "-w", str(workspace), "explore")
+        ran = cli(home, "run", "-w", str(workspace), "explore")
         assert ran.returncode == 4, ran.stderr
-        session_id = run_cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
+        session_id = cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
         assert f"turn paused (session {session_id}): it reached its step budget" in ran.stderr
-        attached = run_cli(home, "attach", "-w", str(workspace), session_id)
+        attached = cli(home, "attach", "-w", str(workspace), session_id)
     finally:
         daemon.stop()
     assert attached.returncode == 4, attached.stderr

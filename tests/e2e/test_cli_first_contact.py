@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import DaemonProcess, Home, alive, run_cli, wait_until
+from tests.support import DaemonProcess, Home, alive, cli, run_cli, wait_until
 from tether.protocol.version import __version__
 from tether.testing import ModelServer
 
@@ -40,7 +40,7 @@ def test_the_prompt_is_read_from_stdin_without_a_prompt_argument(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"text": "answered from stdin"}]})
-    result = run_cli(home, "run", "-w", str(workspace), stdin="what does app.py do?\n")
+    result = cli(home, "run", "-w", str(workspace), stdin="what does app.py do?\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "answered from stdin"
     assert user_texts(model_server.requests[0])[-1].endswith("what does app.py do?")
@@ -51,7 +51,7 @@ def test_piped_text_reaches_the_model_as_context_of_the_prompt(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     log = "step 1 ok\nstep 2 FAILED: ImportError: no module named 'greeter'\n"
-    result = run_cli(home, "run", "-w", str(workspace), "why does this fail?", stdin=log)
+    result = cli(home, "run", "-w", str(workspace), "why does this fail?", stdin=log)
     assert result.returncode == 0, result.stderr
     sent = user_texts(model_server.requests[0])[-1]
     assert f'<attachment name="stdin" characters="{len(log)}">\n{log}\n</attachment>' in sent
@@ -65,7 +65,7 @@ def test_a_long_pipe_is_cut_within_the_attachment_budget(
     # 3 MB of log lines: the CLI keeps head and tail, the daemon cuts to its budget; the
     # last line, where the error is, still reaches the model.
     lines = [f"line {i:07d} fine" for i in range(150_000)] + ["FATAL: disk full"]
-    result = run_cli(home, "run", "-w", str(workspace), "what broke?", stdin="\n".join(lines))
+    result = cli(home, "run", "-w", str(workspace), "what broke?", stdin="\n".join(lines))
     assert result.returncode == 0, result.stderr
     sent = user_texts(model_server.requests[0])[-1]
     attachment = re.search(r'<attachment name="stdin" characters="(\d+)" truncated="true">', sent)
@@ -79,7 +79,7 @@ def test_a_long_pipe_is_cut_within_the_attachment_budget(
 def test_binary_stdin_is_refused_before_anything_is_sent(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
-    result = run_cli(home, "run", "-w", str(workspace), "what is this?", stdin=b"\x7fELF\0\0\1")
+    result = cli(home, "run", "-w", str(workspace), "what is this?", stdin=b"\x7fELF\0\0\1")
     assert result.returncode == EXIT_USAGE
     assert "binary" in result.stderr
     assert model_server.requests == []
@@ -89,35 +89,35 @@ def test_run_continue_joins_the_latest_session(
     home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"text": "one"}, {"text": "two"}, {"text": "three"}]})
-    assert run_cli(home, "run", "-w", str(workspace), "first").returncode == 0
-    assert run_cli(home, "run", "-w", str(workspace), "second").returncode == 0
-    result = run_cli(home, "run", "-w", str(workspace), "-c", "and then?")
+    assert cli(home, "run", "-w", str(workspace), "first").returncode == 0
+    assert cli(home, "run", "-w", str(workspace), "second").returncode == 0
+    result = cli(home, "run", "-w", str(workspace), "-c", "and then?")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "three"
     # The third request continues the second session: its history, not the first's.
     assert user_texts(model_server.requests[2])[-2:] == ["second", "and then?"]
-    listed = run_cli(home, "sessions", "-w", str(workspace))
+    listed = cli(home, "sessions", "-w", str(workspace))
     assert len(listed.stdout.splitlines()) == 2
     assert "2 turns" in listed.stdout.splitlines()[0]
-    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    cli(home, "daemon", "stop", "-w", str(workspace))
 
 
 def test_run_continue_without_a_session_says_so(home: Home, workspace: Path) -> None:
-    result = run_cli(home, "run", "-w", str(workspace), "--continue", "go on")
-    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    result = cli(home, "run", "-w", str(workspace), "--continue", "go on")
+    cli(home, "daemon", "stop", "-w", str(workspace))
     assert result.returncode == EXIT_USAGE
     assert "no sessions yet" in result.stderr
 
 
 def test_run_without_any_prompt_explains_how_to_give_one(home: Home, workspace: Path) -> None:
-    result = run_cli(home, "run", "-w", str(workspace))  # stdin is /dev/null
+    result = cli(home, "run", "-w", str(workspace))  # stdin is /dev/null
     assert result.returncode == EXIT_USAGE
     assert "give the prompt" in result.stderr
     assert home.read_discovery(workspace) is None  # nothing could be asked: no daemon started
-    blank = run_cli(home, "run", "-w", str(workspace), stdin="   \n")
+    blank = cli(home, "run", "-w", str(workspace), stdin="   \n")
     # A pipe may hold a prompt, so the CLI started a daemon before reading it: stop that one.
     wait_until(lambda: home.read_discovery(workspace) is not None, "the early daemon")
-    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    cli(home, "daemon", "stop", "-w", str(workspace))
     assert blank.returncode == EXIT_USAGE
     assert "give the prompt" in blank.stderr
 
@@ -138,9 +138,9 @@ def test_every_command_starts_the_daemon_it_needs(
     home: Home, workspace: Path, command: list[str], code: int, says: str
 ) -> None:
     assert home.read_discovery(workspace) is None
-    result = run_cli(home, *command, "-w", str(workspace))
+    result = cli(home, *command, "-w", str(workspace))
     info = home.read_discovery(workspace)
-    run_cli(home, "daemon", "stop", "-w", str(workspace))
+    cli(home, "daemon", "stop", "-w", str(workspace))
     assert result.returncode == code, result.stderr
     assert says in result.stdout + result.stderr
     assert "no daemon" not in result.stderr
@@ -153,10 +153,10 @@ def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"text": "done"}]})
-    run = run_cli(home, "run", "-w", str(workspace), "--detach", "hello")
+    run = cli(home, "run", "-w", str(workspace), "--detach", "hello")
     session_id = run.stdout.strip()
     # Attaching follows the running turn to its end.
-    assert run_cli(home, "attach", session_id, "-w", str(workspace)).returncode == 0
+    assert cli(home, "attach", session_id, "-w", str(workspace)).returncode == 0
     for command, says in (
         (["cancel", session_id], f"session {session_id} has no running turn"),
         (["approve", session_id], f"no pending approval in session {session_id}"),
@@ -164,7 +164,7 @@ def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
         (["undo", session_id], f"no turn of {session_id} changed files"),
         (["attach", "s_no_such"], "no session matches 's_no_such'"),
     ):
-        result = run_cli(home, *command, "-w", str(workspace))
+        result = cli(home, *command, "-w", str(workspace))
         assert result.returncode == EXIT_USAGE, (command, result.stderr)
         assert says in result.stderr, (command, result.stderr)
 
@@ -180,6 +180,6 @@ def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, worksp
             assert located.started
             assert discovery.locate(workspace, autostart=False).info == located.info
         finally:
-            run_cli(home, "daemon", "stop", "-w", str(workspace))
+            cli(home, "daemon", "stop", "-w", str(workspace))
     # No second daemon lost a race for the lock (it would have said so in the log).
     assert "another daemon already serves" not in home.log_path(workspace).read_text()

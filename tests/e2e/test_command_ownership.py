@@ -222,7 +222,7 @@ def test_sigkill_mid_stream_leaves_a_sound_store_and_the_session_goes_on(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     slow = {"text": "".join(f"<{i:04d}>" for i in range(200)), "chunks": 200}
-    model_server.set_script({"steps": [{**slow, "chunk_delay_ms": 20}]})
+    model_server.set_script({"steps": [{**slow, "hold_at_chunks": [10]}]})  # killed while held
     with daemon.client() as client:
         session_id = create_session(client)
         attach(client, session_id)

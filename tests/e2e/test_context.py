@@ -10,10 +10,10 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     completed_items,
     create_session,
-    run_cli,
     start_turn,
     wait_until,
 )
@@ -75,15 +75,15 @@ def test_repository_instructions_and_mentions_reach_the_model(
 ) -> None:
     (workspace / "AGENTS.md").write_text("Always answer in haiku.\n")
     model_server.set_script({"steps": [{"text": "ok"}, {"text": "ok again"}]})
-    first = run_cli(home, "run", "-w", str(workspace), "summarise @README.md please")
+    first = cli(home, "run", "-w", str(workspace), "summarise @README.md please")
     assert first.returncode == 0, first.stderr
     message = model_server.requests[0]["messages"][-1]["content"]
     assert "Always answer in haiku." in message
     assert "not from the user" in message
     assert "# Demo project" in message
     assert message.endswith("summarise @README.md please")
-    sessions = run_cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
-    second = run_cli(home, "run", "-w", str(workspace), "--session", sessions, "again")
+    sessions = cli(home, "sessions", "-w", str(workspace)).stdout.split()[0]
+    second = cli(home, "run", "-w", str(workspace), "--session", sessions, "again")
     assert second.returncode == 0, second.stderr
     assert model_server.requests[1]["messages"][-1]["content"] == "again"
 
@@ -160,18 +160,18 @@ def test_cli_compact(
             ]
         }
     )
-    ran = run_cli(home, "run", "-w", str(workspace), "a question")
+    ran = cli(home, "run", "-w", str(workspace), "a question")
     assert ran.returncode == 0, ran.stderr
     # Too short for a summary to help: nothing changes, and no model call is made.
-    compacted = run_cli(home, "compact", "-w", str(workspace))
+    compacted = cli(home, "compact", "-w", str(workspace))
     assert compacted.returncode == 0, compacted.stderr
     assert compacted.stdout.startswith("nothing compacted in s_")
     assert "too short" in compacted.stdout
     assert len(model_server.requests) == 1
 
-    ran = run_cli(home, "run", "-w", str(workspace), "a question; " + "with details. " * 60)
+    ran = cli(home, "run", "-w", str(workspace), "a question; " + "with details. " * 60)
     assert ran.returncode == 0, ran.stderr
-    compacted = run_cli(home, "compact", "-w", str(workspace))
+    compacted = cli(home, "compact", "-w", str(workspace))
     assert compacted.returncode == 0, compacted.stderr
     assert compacted.stdout.startswith("compacted s_")
     assert "tools" not in model_server.requests[2]

@@ -26,6 +26,7 @@ from tests.support import (
     Home,
     alive,
     attach,
+    cli,
     collect_until_turn_end,
     create_session,
     persisted_events,
@@ -79,6 +80,12 @@ def _status(daemon: DaemonProcess) -> DaemonStatusResult:
 
 def _client_count(client: Client) -> int:
     return client.call(DAEMON_STATUS).clients
+
+
+def _wait_for_clients(client: Client, count: int) -> None:
+    """Until the daemon counts `count` connections: one an earlier test closed may not have
+    been dropped yet (the daemon is shared)."""
+    wait_until(lambda: _client_count(client) == count, f"{count} clients")
 
 
 def _terminate(pid: int) -> None:
@@ -218,6 +225,7 @@ def test_sigterm_interrupts_turns_and_closes_clients_cleanly(
 # --- 2. one daemon per workspace ----------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_second_daemon_for_same_workspace_exits_3(
     daemon: DaemonProcess, home: Home, workspace: Path
 ) -> None:
@@ -241,6 +249,7 @@ def test_second_daemon_for_same_workspace_exits_3(
     assert status.workspace == str(workspace.resolve())
 
 
+@pytest.mark.shared_daemon
 def test_another_workspace_gets_its_own_daemon(
     daemon: DaemonProcess, home: Home, tmp_path: Path
 ) -> None:
@@ -260,27 +269,28 @@ def test_another_workspace_gets_its_own_daemon(
 # --- 3. the CLI's daemon commands ---------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_cli_daemon_start_and_status_report_the_running_daemon(
     daemon: DaemonProcess, home: Home, workspace: Path
 ) -> None:
     w = str(workspace)
     pid = daemon.proc.pid
-    started = run_cli(home, "daemon", "start", "-w", w)
+    started = cli(home, "daemon", "start", "-w", w)
     assert started.returncode == 0, started.stderr
     assert "already running" in started.stdout
     assert f"pid {pid}" in started.stdout
-    started_json = run_cli(home, "daemon", "start", "--json", "-w", w)
+    started_json = cli(home, "daemon", "start", "--json", "-w", w)
     assert json.loads(started_json.stdout)["started"] is False
     assert json.loads(started_json.stdout)["pid"] == pid
 
-    status = run_cli(home, "daemon", "status", "--json", "-w", w)
+    status = cli(home, "daemon", "status", "--json", "-w", w)
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["running"] is True
     assert data["pid"] == pid
     assert data["port"] == daemon.port
     assert data["workspace"] == str(workspace.resolve())
-    text = run_cli(home, "daemon", "status", "-w", w)
+    text = cli(home, "daemon", "status", "-w", w)
     assert text.returncode == 0, text.stderr
     assert f"pid {pid}" in text.stdout
     # Neither command started another daemon or disturbed this one.
@@ -323,17 +333,17 @@ def test_cli_daemon_status_then_start_after_the_daemon_stopped(
     assert _status(daemon).pid == pid  # fully up (see the SIGTERM race test)
     assert daemon.stop() == 0
     with _cleanup_daemon(home, workspace):
-        gone = run_cli(home, "daemon", "status", "-w", w)
+        gone = cli(home, "daemon", "status", "-w", w)
         assert gone.returncode == 1
         assert "no tether daemon is running" in gone.stdout
-        gone_json = run_cli(home, "daemon", "status", "--json", "-w", w)
+        gone_json = cli(home, "daemon", "status", "--json", "-w", w)
         assert gone_json.returncode == 1
         assert json.loads(gone_json.stdout)["running"] is False
         # Stopping what is not running is not an error, and starts nothing.
-        assert run_cli(home, "daemon", "stop", "-w", w).returncode == 0
+        assert cli(home, "daemon", "stop", "-w", w).returncode == 0
         assert home.read_discovery(workspace) is None
 
-        restarted = run_cli(home, "daemon", "start", "--idle-timeout", "0", "-w", w)
+        restarted = cli(home, "daemon", "start", "--idle-timeout", "0", "-w", w)
         assert restarted.returncode == 0, restarted.stderr
         assert "started: pid " in restarted.stdout
         info = home.read_discovery(workspace)
@@ -341,7 +351,7 @@ def test_cli_daemon_status_then_start_after_the_daemon_stopped(
         assert info.pid != pid
         assert f"pid {info.pid}" in restarted.stdout
         assert alive(info.pid)
-        again = run_cli(home, "daemon", "status", "--json", "-w", w)
+        again = cli(home, "daemon", "status", "--json", "-w", w)
         assert again.returncode == 0, again.stderr
         data = json.loads(again.stdout)
         assert (data["running"], data["pid"], data["idleTimeout"]) == (True, info.pid, 0)
@@ -352,7 +362,7 @@ def test_cli_status_ignores_a_stale_discovery_file(home: Home, workspace: Path) 
     victim = start_daemon(home, workspace, "--idle-timeout", "0")
     victim.kill()
     assert home.discovery_path(workspace).exists()
-    result = run_cli(home, "daemon", "status", "-w", str(workspace))
+    result = cli(home, "daemon", "status", "-w", str(workspace))
     assert result.returncode == 1
     assert "no tether daemon is running" in result.stdout
     # And a new daemon can take over the workspace (the kernel released the lock).
@@ -392,10 +402,10 @@ def test_cli_run_starts_a_daemon_when_none_runs(
 def test_daemon_status_and_stop_do_not_start_one(home: Home, workspace: Path) -> None:
     # Every other command starts the daemon (tests/e2e/test_cli_first_contact.py).
     with _cleanup_daemon(home, workspace):
-        stop = run_cli(home, "daemon", "stop", "-w", str(workspace))
+        stop = cli(home, "daemon", "stop", "-w", str(workspace))
         assert stop.returncode == 0
         assert "no tether daemon is running" in stop.stdout
-        status = run_cli(home, "daemon", "status", "-w", str(workspace))
+        status = cli(home, "daemon", "status", "-w", str(workspace))
         assert status.returncode == 1
         assert home.read_discovery(workspace) is None
 
@@ -445,11 +455,12 @@ def test_idle_timer_waits_for_a_running_turn(
 # --- 6. where the daemon writes -----------------------------------------------------------------
 
 
+@pytest.mark.shared_daemon
 def test_everything_the_daemon_writes_is_under_the_isolated_home(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"text": "stored"}]})
-    result = run_cli(home, "run", "-w", str(workspace), "remember this")
+    result = cli(home, "run", "-w", str(workspace), "remember this")
     assert result.returncode == 0, result.stderr
     key = workspace_key(str(workspace.resolve()))
     database = home.database_path(workspace)
@@ -504,9 +515,10 @@ def _reset(ws: WebSocket) -> None:
     ws.close()  # the socket is already gone; this just marks the client closed
 
 
+@pytest.mark.shared_daemon
 def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> None:
     with daemon.client("observer") as observer:
-        assert _client_count(observer) == 1
+        _wait_for_clients(observer, 1)
 
         # 1. The socket is closed without a close frame (FIN only).
         plain = _initialized_raw(daemon)
@@ -543,6 +555,7 @@ def test_client_vanishing_does_not_crash_the_daemon(daemon: DaemonProcess) -> No
     assert _status(daemon).clients == 1
 
 
+@pytest.mark.shared_daemon
 def test_killed_client_process_is_dropped_and_its_turn_survives(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -573,7 +586,7 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
             assert victim.stdout is not None
             session_id = victim.stdout.readline().decode().strip()
             assert session_id, victim.stderr.read().decode() if victim.stderr else ""
-            assert _client_count(observer) == 2
+            _wait_for_clients(observer, 2)
             victim.kill()
         finally:
             victim.kill()
@@ -682,7 +695,7 @@ def test_a_daemon_whose_discovery_file_is_deleted_is_still_reached_and_stopped(
     try:
         path = home.discovery_path(workspace)
         path.unlink()
-        listed = run_cli(home, "sessions", "--json", "-w", str(workspace))
+        listed = cli(home, "sessions", "--json", "-w", str(workspace))
         assert listed.returncode == 0, listed.stderr
         # The daemon put its file back (the CLI reached it through it, and started no other).
         assert home.read_discovery(workspace) == daemon.info
@@ -747,14 +760,14 @@ def test_a_daemon_stuck_starting_is_reported_at_once_and_can_be_stopped(
         assert holder.stdout is not None
         assert holder.stdout.readline() == "holding\n"
         for command in (("sessions",), ("daemon", "status"), ("daemon", "start")):
-            result = run_cli(home, *command, "-w", str(workspace))
+            result = cli(home, *command, "-w", str(workspace))
             assert result.returncode == 2, (command, result.stdout, result.stderr)
             assert re.search(rf"\(pid {holder.pid}\) has been starting for 6\d s", result.stderr)
             assert str(home.log_path(workspace)) in result.stderr
         assert home.read_discovery(workspace) is None
         assert _daemon_pids(workspace) == []
 
-        stopped = run_cli(home, "daemon", "stop", "-w", str(workspace))
+        stopped = cli(home, "daemon", "stop", "-w", str(workspace))
         assert (stopped.returncode, stopped.stderr) == (0, "")
         assert f"stopped (pid {holder.pid})" in stopped.stdout
         assert holder.wait(timeout=10) == -signal.SIGTERM

@@ -6,7 +6,7 @@ status|restart` say and apply what the daemon uses. The real CLI and the daemon 
 import json
 from pathlib import Path
 
-from tests.support import Home, run_cli
+from tests.support import Home, cli
 from tether.testing import ModelServer
 
 LOOP = {"steps": [{"text": "ok"}], "loop": True}
@@ -24,20 +24,20 @@ def models_asked(server: ModelServer) -> list[str]:
 
 def run(home: Home, workspace: Path, *args: str) -> str:
     """`tether run` that must succeed; its stdout."""
-    done = run_cli(home, "-w", str(workspace), "run", *args)
+    done = cli(home, "-w", str(workspace), "run", *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def status(home: Home, workspace: Path) -> dict[str, object]:
-    done = run_cli(home, "-w", str(workspace), "daemon", "status", "--json")
+    done = cli(home, "-w", str(workspace), "daemon", "status", "--json")
     assert done.returncode == 0, done.stderr
     found: dict[str, object] = json.loads(done.stdout)
     return found
 
 
 def stop(home: Home, workspace: Path) -> None:
-    done = run_cli(home, "-w", str(workspace), "daemon", "stop")
+    done = cli(home, "-w", str(workspace), "daemon", "stop")
     assert done.returncode == 0, done.stderr
 
 
@@ -76,18 +76,18 @@ def test_a_session_s_own_model_wins_over_the_shell_and_is_listed(
     try:
         home.env["TETHER_MODEL"] = "shell"
         run(home, workspace, "--model", "chosen", "hi")
-        listed = run_cli(home, "-w", str(workspace), "sessions", "--json")
+        listed = cli(home, "-w", str(workspace), "sessions", "--json")
         [session] = json.loads(listed.stdout)
         assert (session["model"], session.get("state", "idle")) == ("chosen", "idle")
         home.env["TETHER_MODEL"] = "other-shell"
         run(home, workspace, "--session", session["id"], "again")
         run(home, workspace, "a new session")
         assert models_asked(model_server) == ["chosen", "chosen", "other-shell"]
-        table = run_cli(home, "-w", str(workspace), "sessions").stdout
+        table = cli(home, "-w", str(workspace), "sessions").stdout
         assert any(session["id"] in line and "chosen" in line for line in table.splitlines())
         shown = status(home, workspace)
         assert shown["sessionModels"] == [{"sessionId": session["id"], "model": "chosen"}]
-        words = run_cli(home, "-w", str(workspace), "daemon", "status").stdout
+        words = cli(home, "-w", str(workspace), "daemon", "status").stdout
         assert f"session {session['id']} calls chosen" in words
         assert "model     other-shell (TETHER_MODEL of this shell)" in words
     finally:
@@ -100,11 +100,11 @@ def test_tether_models_marks_the_model_in_use(
     model_server.set_script({"model": "served", "steps": [{"text": "ok"}]})
     try:
         home.env["TETHER_MODEL"] = "served"
-        listed = run_cli(home, "-w", str(workspace), "models")
+        listed = cli(home, "-w", str(workspace), "models")
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.splitlines() == ["* served"]
         home.env["TETHER_MODEL"] = "elsewhere"
-        listed = run_cli(home, "-w", str(workspace), "models")
+        listed = cli(home, "-w", str(workspace), "models")
         assert listed.stdout.splitlines() == [
             "  served",
             "* elsewhere (in use, but the server does not list it)",
@@ -120,7 +120,7 @@ def test_a_bad_config_file_is_reported_with_its_line_and_setting(
     del home.env["TETHER_MODEL"]
     path = config_file(home)
     path.write_text('[provider]\nmodel = "m"\nmodle = "typo"\n')
-    refused = run_cli(home, "-w", str(workspace), "run", "hi")
+    refused = cli(home, "-w", str(workspace), "run", "hi")
     assert refused.returncode == 2
     reason = f"{path}, line 3: provider.modle: unknown setting; provider takes kind, base_url,"
     assert reason in refused.stderr
@@ -132,12 +132,12 @@ def test_a_bad_config_file_is_reported_with_its_line_and_setting(
         run(home, workspace, "hi")
         # Broken while the daemon runs: the turn fails saying why, and nothing else changes.
         path.write_text('[provider]\nmodel = "m"\nmax_output_tokens = "many"\n')
-        failed = run_cli(home, "-w", str(workspace), "run", "hi")
+        failed = cli(home, "-w", str(workspace), "run", "hi")
         assert failed.returncode == 1
         assert f"{path}, line 3: provider.max_output_tokens: Expected `int`" in failed.stderr
         shown = status(home, workspace)
         assert f"{path}, line 3" in str(shown["configError"])
-        listed = run_cli(home, "-w", str(workspace), "sessions", "--json")
+        listed = cli(home, "-w", str(workspace), "sessions", "--json")
         # (the wire leaves out a field at its default: `idle`)
         states = [s.get("state", "idle") for s in json.loads(listed.stdout)]
         assert states == ["failed", "idle"]
@@ -166,17 +166,17 @@ def test_restart_applies_what_only_a_start_reads_and_keeps_the_sessions(
         shown = status(home, workspace)
         assert shown["restartNeeded"] == ["idle_timeout"]
         assert shown["idleTimeout"] == before["idleTimeout"]
-        words = run_cli(home, "-w", str(workspace), "daemon", "status").stdout
+        words = cli(home, "-w", str(workspace), "daemon", "status").stdout
         assert "changed since the daemon started: idle_timeout" in words
         assert "tether daemon restart" in words
-        restarted = run_cli(home, "-w", str(workspace), "daemon", "restart")
+        restarted = cli(home, "-w", str(workspace), "daemon", "restart")
         assert restarted.returncode == 0, restarted.stderr
         assert f"tether daemon stopped (pid {before['pid']})" in restarted.stdout
         after = status(home, workspace)
         assert after["pid"] != before["pid"]
         assert after["idleTimeout"] == 120
         assert "restartNeeded" not in after
-        listed = run_cli(home, "-w", str(workspace), "sessions", "--json")
+        listed = cli(home, "-w", str(workspace), "sessions", "--json")
         assert len(json.loads(listed.stdout)) == 1, "the session survived the restart"
     finally:
         stop(home, workspace)

@@ -14,11 +14,11 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     create_session,
     read_events,
     read_only_folder,
-    run_cli,
     start_daemon,
     start_turn,
 )
@@ -122,7 +122,7 @@ def test_session_delete_refuses_a_running_turn_then_deletes_everything(
         assert rows_of(database, session_id)[0] == 1
         assert all(count > 0 for count in rows_of(database, session_id))
 
-        done = run_cli(home, "sessions", "--delete", session_id, "--workspace", str(workspace))
+        done = cli(home, "sessions", "--delete", session_id, "--workspace", str(workspace))
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"deleted session {session_id}"
 
@@ -222,11 +222,11 @@ def test_a_damaged_database_stops_the_start_untouched_and_doctor_says_how_to_rec
     assert database.read_bytes() == damaged
 
     # The CLI starts the daemon itself and shows the daemon's own line.
-    cli = run_cli(home, "sessions", "--workspace", str(workspace))
-    assert cli.returncode == 2
-    assert f"exited with code 4: the session database {database} is damaged" in cli.stderr
+    listed = cli(home, "sessions", "--workspace", str(workspace))
+    assert listed.returncode == 2
+    assert f"exited with code 4: the session database {database} is damaged" in listed.stderr
 
-    doctor = run_cli(home, "doctor", "--workspace", str(workspace))
+    doctor = cli(home, "doctor", "--workspace", str(workspace))
     assert doctor.returncode == 1
     assert f"database:  {database}" in doctor.stdout
     assert "integrity: DAMAGED" in doctor.stdout
@@ -236,7 +236,7 @@ def test_a_damaged_database_stops_the_start_untouched_and_doctor_says_how_to_rec
 
 def test_doctor_reports_a_sound_database(home: Home, workspace: Path) -> None:
     make_database(home, workspace)
-    doctor = run_cli(home, "doctor", "--workspace", str(workspace))
+    doctor = cli(home, "doctor", "--workspace", str(workspace))
     assert doctor.returncode == 0, doctor.stdout
     assert "integrity: ok" in doctor.stdout
     assert "schema:    version 2" in doctor.stdout

@@ -14,11 +14,11 @@ from tests.support import (
     Home,
     alive,
     attach,
+    cli,
     collect_until_turn_end,
     completed_items,
     create_session,
     read_events,
-    run_cli,
     start_daemon,
     start_turn,
 )
@@ -97,14 +97,14 @@ def test_undo_leaves_files_changed_since_alone_unless_forced(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script(steps(call("write_file", path="notes.txt", content="agent\n")))
-    ran = run_cli(home, "run", "-w", str(workspace), "write notes")
+    ran = cli(home, "run", "-w", str(workspace), "write notes")
     assert ran.returncode == 0, ran.stderr
     (workspace / "notes.txt").write_text("the user's own edit\n")
-    refused = run_cli(home, "undo", "-w", str(workspace))
+    refused = cli(home, "undo", "-w", str(workspace))
     assert refused.returncode == 1
     assert "notes.txt" in refused.stderr
     assert (workspace / "notes.txt").read_text() == "the user's own edit\n"
-    forced = run_cli(home, "undo", "-w", str(workspace), "--force")
+    forced = cli(home, "undo", "-w", str(workspace), "--force")
     assert forced.returncode == 0, forced.stderr
     assert "removed  notes.txt" in forced.stdout
     assert not (workspace / "notes.txt").exists()
@@ -188,7 +188,7 @@ def test_background_processes_are_owned_by_the_daemon(
     )
     daemon = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
-        ran = run_cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "serve")
+        ran = cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "serve")
         assert ran.returncode == 0, ran.stderr
         with daemon.client() as client:
             listed = client.call(PROCESS_LIST).processes
@@ -200,12 +200,12 @@ def test_background_processes_are_owned_by_the_daemon(
                 time.sleep(0.02)
             pid = int((workspace / "server.pid").read_text())
             assert alive(pid)
-            shown = run_cli(home, "processes", "-w", str(workspace))
+            shown = cli(home, "processes", "-w", str(workspace))
             assert listed[0].id in shown.stdout
-            output = run_cli(home, "processes", "--output", listed[0].id, "-w", str(workspace))
+            output = cli(home, "processes", "--output", listed[0].id, "-w", str(workspace))
             assert output.returncode == 0, output.stderr
             assert output.stdout.splitlines()[1:] == ["serving"]
-            unknown = run_cli(home, "processes", "--output", "p_none", "-w", str(workspace))
+            unknown = cli(home, "processes", "--output", "p_none", "-w", str(workspace))
             assert unknown.returncode == 2
             assert "no background process 'p_none'" in unknown.stderr
             client.call(PROCESS_KILL, ProcessKillParams(process_id=listed[0].id))
@@ -225,7 +225,7 @@ def test_background_processes_are_owned_by_the_daemon(
                 final="ok",
             )
         )
-        ran = run_cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "again")
+        ran = cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "again")
         assert ran.returncode == 0, ran.stderr
         deadline = time.monotonic() + 5
         while not (workspace / "second.pid").exists() and time.monotonic() < deadline:

@@ -9,12 +9,12 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     completed_items,
     create_session,
     deltas_at_least,
     read_events,
-    run_cli,
     start_daemon,
     start_turn,
 )
@@ -29,13 +29,14 @@ from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
 
-SLOW_TEXT = {"text": "x" * 100, "chunks": 50, "chunk_delay_ms": 20}
+HELD_TEXT = {"text": "x" * 100, "chunks": 50, "hold_at_chunks": [5]}
+"""Waits after five deltas for `model_server.release()`: a message sent then is mid-turn."""
 
 
 def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    model_server.set_script({"steps": [SLOW_TEXT, {"text": "about the follow-up"}]})
+    model_server.set_script({"steps": [HELD_TEXT, {"text": "about the follow-up"}]})
     with daemon.client("a") as a, daemon.client("b") as b:
         session_id = create_session(a)
         attach(a, session_id)
@@ -47,6 +48,7 @@ def test_message_sent_mid_turn_is_queued_for_everyone_and_joins_the_turn(
             TurnStartParams(session_id=session_id, text="also check the tests"),
         )
         assert (queued.turn_id, queued.queued) == (turn_id, True)
+        model_server.release()
         events_a = collect_until_turn_end(a, session_id)
         events_b = early + collect_until_turn_end(b, session_id)
     for events in (events_a, events_b):
@@ -92,7 +94,7 @@ def test_auth_failure_is_not_retried_and_says_what_to_fix(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"error": {"status": 401, "message": "invalid key"}}]})
-    result = run_cli(home, "run", "-w", str(workspace), "hello")
+    result = cli(home, "run", "-w", str(workspace), "hello")
     assert result.returncode == 1
     assert "TETHER_API_KEY" in result.stderr
     assert "invalid key" in result.stderr
@@ -103,7 +105,7 @@ def test_a_failed_turn_prints_its_reason_once(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"error": {"status": 404, "message": "no such model"}}]})
-    result = run_cli(home, "run", "-w", str(workspace), "hello")
+    result = cli(home, "run", "-w", str(workspace), "hello")
     assert result.returncode == 1
     reasons = [line for line in result.stderr.splitlines() if "no such model" in line]
     assert len(reasons) == 1, result.stderr
@@ -121,13 +123,13 @@ def test_step_budget_pauses_and_continue_resumes(
     model_server.set_script({"steps": [listing, listing, listing, listing, {"text": "finished"}]})
     daemon = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
-        paused = run_cli(home, "run", "-w", str(workspace), "--json", "explore")
+        paused = cli(home, "run", "-w", str(workspace), "--json", "explore")
         assert paused.returncode == 4, paused.stderr
         assert len(model_server.requests) == 3
         assert '"stopReason":"paused"' in paused.stdout
-        sessions = run_cli(home, "sessions", "-w", str(workspace))
+        sessions = cli(home, "sessions", "-w", str(workspace))
         session_id = sessions.stdout.split()[0]
-        resumed = run_cli(home, "run", "-w", str(workspace), "--session", session_id, "continue")
+        resumed = cli(home, "run", "-w", str(workspace), "--session", session_id, "continue")
         assert resumed.returncode == 0, resumed.stderr
         assert "finished" in resumed.stdout
         last = model_server.requests[-1]["messages"]

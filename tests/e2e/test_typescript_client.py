@@ -1,6 +1,11 @@
-"""The TypeScript client library (clients/typescript) drives the real daemon: its own
-`node --test` suite, built from the current sources, run against daemons it starts itself
-with the scripted model server."""
+"""The TypeScript clients drive the real daemon: the client library (clients/typescript) with
+its own `node --test` suite, and the VS Code extension (clients/vscode) with its `npm test` —
+type check, bundles, the `node --test` suites of the layer beneath VS Code, and the .vsix's
+contents. Both are built from the current sources and run against daemons they start
+themselves with the scripted model server.
+
+One module, so that one worker builds the library once for both: two builds at once would
+write the same `dist/` under each other's readers."""
 
 import os
 import shutil
@@ -11,39 +16,59 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "clients" / "typescript"
+LIBRARY = ROOT / "clients" / "typescript"
+EXTENSION = ROOT / "clients" / "vscode"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def node() -> str:
     node = shutil.which("node")
     assert node is not None, "Node.js (20 or later) is required for the TypeScript client tests"
-    assert (PACKAGE / "node_modules" / "ws").is_dir(), (
-        "run `npm ci --prefix clients/typescript` first (the README's test command does)"
-    )
+    for package in (LIBRARY, EXTENSION):
+        assert (package / "node_modules").is_dir(), (
+            f"run `npm ci --prefix {package.relative_to(ROOT)}` first (.ci/run does)"
+        )
     return node
 
 
-def _build(node: str) -> None:
-    tsc = PACKAGE / "node_modules" / "typescript" / "bin" / "tsc"
+@pytest.fixture(scope="module")
+def library(node: str) -> Path:
+    """The library built (`dist/`, with the declarations the extension type-checks against)."""
+    tsc = LIBRARY / "node_modules" / "typescript" / "bin" / "tsc"
     built = subprocess.run(
-        [node, str(tsc), "-p", str(PACKAGE)],
+        [node, str(tsc), "-p", str(LIBRARY)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-2000:]
+    return LIBRARY / "dist"
 
 
-def test_typescript_client_suite(node: str) -> None:
-    _build(node)
-    tests = sorted(str(p) for p in (PACKAGE / "dist" / "test").glob("*.test.js"))
+def test_typescript_client_suite(node: str, library: Path) -> None:
+    tests = sorted(str(p) for p in (library / "test").glob("*.test.js"))
     assert tests, "the build produced no tests"
     env = {**os.environ, "TETHER_PYTHON": sys.executable}
     result = subprocess.run(
         [node, "--test", "--test-concurrency=1", *tests],
-        cwd=PACKAGE,
+        cwd=LIBRARY,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+
+def test_vscode_extension_suite(library: Path) -> None:
+    npm = shutil.which("npm")
+    assert npm is not None, "Node.js 20 or later with npm is required for the VS Code extension"
+    env = {**os.environ, "TETHER_PYTHON": sys.executable}
+    result = subprocess.run(
+        [npm, "test", "--silent"],
+        cwd=EXTENSION,
         env=env,
         capture_output=True,
         text=True,

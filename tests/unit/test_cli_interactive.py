@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from tether.clients.cli.interactive.completion import WorkspaceFiles, matching_paths
+from tether.clients.cli.interactive.leaving import SecondCtrlC
 from tether.clients.cli.interactive.output import TerminalLines
 from tether.clients.cli.interactive.picker import window_start
 from tether.clients.cli.interactive.slash import COMMANDS, parse
@@ -96,3 +97,28 @@ def test_tether_run_loads_neither_prompt_toolkit_nor_asyncio() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_a_second_ctrl_c_leaves_while_its_hint_is_shown_counted_from_its_first_draw() -> None:
+    now = [100.0]
+    ctrl_c = SecondCtrlC(window=3.0, clock=lambda: now[0])
+    assert not ctrl_c.armed()
+    assert not ctrl_c.hint_drawn()
+    ctrl_c.press()
+    # The machine is busy: the hint is first drawn 10 s after the press. It shows all the same,
+    # and the window runs from then.
+    now[0] += 10
+    assert ctrl_c.hint_drawn()
+    now[0] += 2.9
+    assert ctrl_c.hint_drawn()
+    assert ctrl_c.armed()
+    now[0] += 0.2
+    assert not ctrl_c.hint_drawn()
+    assert not ctrl_c.armed(), "the hint is gone, and so is the second press"
+    # Pressed twice before any draw: the second leaves.
+    ctrl_c.press()
+    assert ctrl_c.armed()
+    # Typing in between makes the next press a first one again.
+    ctrl_c.forget()
+    assert not ctrl_c.armed()
+    assert not ctrl_c.hint_drawn()

@@ -271,6 +271,41 @@ def test_drop_after_chunks_truncates_the_stream(client: httpx.Client) -> None:
     assert reassemble(chunks)[0] == "ok"
 
 
+def _read_events_until(sock: socket.socket, received: bytearray, count: int) -> None:
+    """Read the raw response until it holds `count` SSE events."""
+    while received.count(b"data: ") < count:
+        chunk = sock.recv(65536)
+        assert chunk, f"the stream ended with {received.count(b'data: ')} events"
+        received += chunk
+
+
+def test_a_held_stream_waits_at_each_hold_for_a_release() -> None:
+    step = {"text": "abcdef", "chunks": 3, "hold_at_chunks": [1, 2]}
+    with ModelServer({"steps": [step]}) as server:
+        body = json.dumps({"messages": USER, "stream": True}).encode()
+        request = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(request)
+            received = bytearray()
+            _read_events_until(sock, received, 1)
+            for events in (1, 2):
+                sock.settimeout(0.2)
+                with pytest.raises(TimeoutError):  # held: nothing more comes
+                    received += sock.recv(65536)
+                assert received.count(b"data: ") == events
+                sock.settimeout(5)
+                server.release()
+                _read_events_until(sock, received, events + 1)
+            while not received.endswith(b"0\r\n\r\n"):
+                chunk = sock.recv(65536)
+                assert chunk
+                received += chunk
+    assert b"data: [DONE]" in received
+
+
 def test_exhausted_script_answers_500(client: httpx.Client) -> None:
     with ModelServer({"steps": [{"text": "only"}]}) as server:
         url = f"{server.base_url}/chat/completions"
@@ -545,6 +580,8 @@ INVALID_SCRIPTS: list[tuple[dict[str, Any], list[str]]] = [
     ({"steps": [{"text": "a", "match": ""}]}, ["step 0", "'match'", "empty"]),
     ({"steps": [{"text": "a", "match": 3}]}, ["step 0", "'match'", "string"]),
     ({"steps": [{"match": "x"}]}, ["step 0", "needs at least one"]),
+    ({"steps": [{"text": "a", "hold_at_chunks": 1}]}, ["step 0", "'hold_at_chunks'", "list"]),
+    ({"steps": [{"text": "a", "hold_at_chunks": [2, 1]}]}, ["'hold_at_chunks'", "ascending"]),
 ]
 
 

@@ -37,6 +37,7 @@ from prompt_toolkit.utils import get_cwidth
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.interactive.channel import SharedClient
 from tether.clients.cli.interactive.completion import ChatCompleter, WorkspaceFiles
+from tether.clients.cli.interactive.leaving import SecondCtrlC
 from tether.clients.cli.interactive.output import TerminalLines
 from tether.clients.cli.interactive.picker import pick
 from tether.clients.cli.interactive.slash import BY_NAME
@@ -92,9 +93,6 @@ CLIENTS_REFRESH_S = 5.0
 
 TAKES_THE_TERMINAL = frozenset({"/sessions"})
 """Commands that draw an application of their own: run between two prompts."""
-
-CTRL_C_AGAIN_S = 3.0
-"""A second Ctrl-C within this many seconds (nothing typed between) leaves."""
 
 TICK_S = 0.1
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -160,7 +158,7 @@ class Chat:
         self.answerer: ApprovalAnswerer | None = None
         self._holding = False
         self._leaving = False
-        self._ctrl_c_at = 0.0
+        self._ctrl_c = SecondCtrlC()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._prompt: PromptSession[str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -442,7 +440,7 @@ class Chat:
         return _cut(shown, self._terminal_size()[0] - 1)
 
     def _toolbar(self) -> str:
-        if time.monotonic() - self._ctrl_c_at < CTRL_C_AGAIN_S:
+        if self._ctrl_c.hint_drawn():
             return " Ctrl-C again to leave "
         return f" {visible(self.state.status_line())} "
 
@@ -490,11 +488,11 @@ class Chat:
         @kb.add("c-c")
         def _(event: KeyPressEvent) -> None:
             # "In a row": nothing typed since the last one (`_typed` forgets it), and soon.
-            if time.monotonic() - self._ctrl_c_at < CTRL_C_AGAIN_S:
+            if self._ctrl_c.armed():
                 self.leave()
                 return
             event.current_buffer.reset()
-            self._ctrl_c_at = time.monotonic()
+            self._ctrl_c.press()
 
         @kb.add("c-d", filter=asking)
         def _(event: KeyPressEvent) -> None:
@@ -524,7 +522,7 @@ class Chat:
         return session
 
     def _typed(self, _buffer: object) -> None:
-        self._ctrl_c_at = 0.0
+        self._ctrl_c.forget()
 
     def _arguments(self, command: str) -> list[str]:
         if command == "/model":

@@ -3,6 +3,7 @@
 // as a subprocess, the CLI, and stopping the daemons the library started.
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, mkdir, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -37,6 +38,12 @@ export class ModelServer {
       child.on("exit", (code) => reject(new Error(`model server exited with ${code}`)));
     });
     return new ModelServer(child, url);
+  }
+
+  /** Let streams held by a step's `hold_at_chunks` go on past one more hold. */
+  async release(): Promise<void> {
+    const answer = await fetch(`${this.url.replace(/\/v1$/, "")}/_tether/release`, { method: "POST" });
+    if (!answer.ok) throw new Error(`releasing the stream: HTTP ${answer.status}: ${await answer.text()}`);
   }
 
   async setScript(script: object): Promise<void> {
@@ -153,11 +160,24 @@ export class Home {
   }
 }
 
+/**
+ * Running, not a zombie. The daemon the library started is not our child (the Python that
+ * spawned it has exited): once it exits it waits for init to reap it, which may take a
+ * while, and `kill(pid, 0)` succeeds on a zombie. So where there is a /proc, its state decides.
+ */
 function alive(pid: number): boolean {
+  let stat: string;
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT" && existsSync("/proc/self")) return false;
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
   }
+  const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+  return state !== "Z" && state !== "X";
 }

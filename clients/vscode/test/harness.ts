@@ -34,6 +34,11 @@ export class Home {
     return this.home.model.setScript(script);
   }
 
+  /** Let streams held by a step's `hold_at_chunks` go on past one more hold. */
+  release(): Promise<void> {
+    return this.home.model.release();
+  }
+
   /** A client of this home's daemon (started when none runs). */
   client(name = "other-client"): Promise<TetherClient> {
     return connect({ ...this.home.options(), clientName: name });
