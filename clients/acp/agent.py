@@ -486,7 +486,7 @@ class Agent:
                 return self.new_session(p.read(p.NewSession, params, method))
             case "session/load":
                 self.load_session(p.read(p.LoadSession, params, method), replay=True)
-                return None
+                return {}  # a LoadSessionResponse: an object, which typed clients insist on
             case "session/resume":
                 self.load_session(p.read(p.LoadSession, params, method), replay=False)
                 return {}

@@ -480,6 +480,9 @@ def test_a_session_started_from_the_cli_loads_and_resumes_in_the_editor(
     async def test() -> None:
         async with editor_agent(daemon.home, daemon.workspace, loading) as connection:
             await connection.load_session(cwd=str(daemon.workspace), session_id=session_id)
+        # The SDK takes a null answer too; a client decoding into LoadSessionResponse does not.
+        loaded = [m for m in loading.received if "result" in m][-1]
+        assert loaded["result"] == {}
         shown = fold(loading.updates(session_id))["messages"]
         assert list(shown.values()) == ["hello from the terminal", "ok"]
         assert [kind for kind, _ in shown] == ["user_message_chunk", "agent_message_chunk"]

@@ -35,12 +35,12 @@ ANSWER_LINE = re.compile(r"`tether approve (s_\w+) (a_\w+)` or `tether deny \1 \
 
 
 class RunningCli:
-    """`tether run` without a terminal (stdin closed), its stderr read line by line as it
-    comes."""
+    """`tether run` (or another `command` that follows a turn, `attach`) without a terminal
+    (stdin closed), its stderr read line by line as it comes."""
 
-    def __init__(self, home: Home, *args: str) -> None:
+    def __init__(self, home: Home, *args: str, command: str = "run") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.clients.cli.main", "run", *args],
+            [sys.executable, "-m", "tether.clients.cli.main", command, *args],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -56,7 +56,7 @@ pytestmark = pytest.mark.e2e
 KERNEL = "tether-test"
 
 
-def _kernel_home(root: Path) -> dict[str, str]:
+def kernel_home(root: Path) -> dict[str, str]:
     """A kernel spec for this venv's python in `root`, and the variables that make Jupyter
     look there (and keep its runtime and config files there too)."""
     spec = root / "share" / "jupyter" / "kernels" / KERNEL
@@ -74,7 +74,7 @@ def _kernel_home(root: Path) -> dict[str, str]:
 
 
 @contextmanager
-def _environment(env: dict[str, str]) -> Generator[None]:
+def environment(env: dict[str, str]) -> Generator[None]:
     """This process's environment replaced by `env` (the kernel manager reads it)."""
     saved = dict(os.environ)
     os.environ.clear()
@@ -86,7 +86,7 @@ def _environment(env: dict[str, str]) -> Generator[None]:
         os.environ.update(saved)
 
 
-def _text(cell: NotebookNode) -> str:
+def cell_text(cell: NotebookNode) -> str:
     """Everything a cell's outputs say as text: streams, and each display's text/plain."""
     parts: list[str] = []
     for output in cell.outputs:
@@ -159,7 +159,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     cells = dict(zip(sources, nb.cells, strict=True))
     cells["slow"].metadata["tags"] = ["raises-exception"]  # the interrupt ends it with an error
     index = {name: i for i, name in enumerate(sources)}
-    env = {**home.env, **_kernel_home(tmp_path / "jupyter")}
+    env = {**home.env, **kernel_home(tmp_path / "jupyter")}
     client = NotebookClient(
         nb, kernel_name=KERNEL, timeout=60, resources={"metadata": {"path": str(notes)}}
     )
@@ -188,7 +188,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
             await cast(AsyncKernelClient, client.kc).wait_for_ready(timeout=30)
             await run("reload")
             attach = asyncio.create_task(run("attach"))
-            session_id = _text(cells["sessions"]).split()[1]
+            session_id = cell_text(cells["sessions"]).split()[1]
             await asyncio.to_thread(
                 wait_until,
                 lambda: any(
@@ -201,10 +201,10 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
             await attach
             await run("modules")
 
-    with _environment(env), _stopping_its_daemon(home, workspace):
+    with environment(env), _stopping_its_daemon(home, workspace):
         asyncio.run(drive())
         daemon = home.read_discovery(workspace)
-        listed = _text(cells["sessions"]).splitlines()
+        listed = cell_text(cells["sessions"]).splitlines()
         (marked,) = [line for line in listed if line.startswith("*")]
         (session,) = [s for s in _sessions(home, workspace) if s.id == marked.split()[1]]
 
@@ -213,7 +213,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     assert daemon.pid == pids["before the restart"]
 
     # A turn shown in its cell: the question, the tool call's line, the answer.
-    asked = _text(cells["ask"])
+    asked = cell_text(cells["ask"])
     assert "» What does this project do?" in asked
     assert "✓ read_file(path='README.md')" in asked
     assert "It **greets** people." in asked
@@ -223,11 +223,11 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     assert "<b>raw</b>" not in html
 
     # The approval stops its cell, which says how to answer; the next cell answers it.
-    waiting = _text(cells["asks_approval"])
+    waiting = cell_text(cells["asks_approval"])
     assert "approval needed" in waiting
     assert "echo approved-run" in waiting
     assert "%tether approve" in waiting
-    approved = _text(cells["approve"])
+    approved = cell_text(cells["approve"])
     assert "allowed run_command: echo approved-run" in approved
     assert "✓ run_command(command='echo approved-run'" in approved
     assert "The command ran." in approved
@@ -237,8 +237,8 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
 
     # The interrupt detached the cell, saying so in one line, and left the turn running.
     detached = cells["slow"]
-    assert "detached; the turn goes on" in _text(detached)
-    assert "Gate passed." not in _text(detached)
+    assert "detached; the turn goes on" in cell_text(detached)
+    assert "Gate passed." not in cell_text(detached)
     (error,) = [o for o in detached.outputs if o.output_type == "error"]
     assert error.traceback == [
         "tether: detached; the turn goes on (%tether attach follows it again)"
@@ -247,7 +247,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     # After the restart, attach showed the whole turn, completed, in one output, once.
     attached = cells["attach"]
     assert [o.output_type for o in attached.outputs] == ["display_data"]
-    shown = _text(attached)
+    shown = cell_text(attached)
     assert shown.count("» Wait for the gate.") == 1
     assert shown.count("✓ run_command(") == 1
     assert shown.count("Gate passed.") == 1
@@ -255,7 +255,7 @@ def test_a_notebook_follows_answers_and_reattaches_across_a_kernel_restart(
     assert session.turn_count == 3
     assert session.state == "idle"
 
-    assert _text(cells["modules"]).strip() == "[]"
+    assert cell_text(cells["modules"]).strip() == "[]"
 
 
 class _Screen:

@@ -145,6 +145,7 @@ def test_an_approval_answered_in_neovim_ends_the_wait_of_a_cli_client(
     assert picker["items"][0] == "Allow once"
     assert picker["items"][-1] == "Deny"
     assert any("**Approval needed**" in line for line in seen["chat_asking"])
+    assert "- `run_command` echo approved-$((40 + 2)) — running" in seen["chat_asking"]
     assert not any("**Approval needed**" in line for line in seen["chat"])
     assert any("run_command" in line and "— done" in line for line in seen["chat"])
 

@@ -85,6 +85,7 @@ end
 local st = t.state()
 t.result.chat = t.chat()
 t.result.stats = st and st.stats or nil
+t.result.turns = st and st.turns or nil
 t.result.status = { session = tether.status().session, attached = tether.status().attached }
 local file = assert(io.open(result_path, "w"))
 file:write(vim.json.encode(t.result))

@@ -63,7 +63,9 @@ local STATUS = {
 }
 
 function M.tool_line(item)
-  local status = STATUS[item.status] or tostring(item.status)
+  -- The wire omits a field at its default (docs/protocol.md): a running call has no status.
+  local state = item.status or "running"
+  local status = STATUS[state] or tostring(state)
   if item.status == "completed" and item.exitCode ~= nil and item.exitCode ~= 0 then
     status = ("exit %d"):format(item.exitCode)
   end
