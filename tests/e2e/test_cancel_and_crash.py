@@ -29,6 +29,7 @@ from tests.support import (
     start_daemon,
     start_turn,
     tool_calls_answered,
+    wait_until,
 )
 from tether.clients.rpc import Client
 from tether.protocol.events import (
@@ -206,6 +207,16 @@ def test_daemon_killed_mid_turn_leaves_an_interrupted_turn_with_its_finished_ite
         old = attach(a, session_id)
         turn_id = start_turn(a, session_id, "read both files")
         seen = read_events(a, session_id, deltas_at_least(10))
+        # Events are written behind their sending: let the ones seen reach the database, so
+        # that what the restart must keep is known (a kill may lose the last few otherwise).
+        last = max(e.seq for e in seen if not isinstance(e.event, ItemDelta))
+        wait_until(
+            lambda: (
+                max((seq for seq, _ in persisted_events(home, workspace, session_id)), default=0)
+                >= last
+            ),
+            "the events seen persisted",
+        )
         daemon.kill()
     calls_seen = {i.id: i for i in completed_items(seen) if isinstance(i, ToolCall)}
     assert len(calls_seen) == 2
@@ -235,7 +246,7 @@ def test_daemon_killed_mid_turn_leaves_an_interrupted_turn_with_its_finished_ite
         "1\tdef greet(name):",
     ]
     # The new epoch's stream goes on after every event persisted before the kill.
-    assert snapshot.seq > max(e.seq for e in seen if not isinstance(e.event, ItemDelta))
+    assert snapshot.seq > last
     # The restarted daemon closed every item the dead one left open (the streaming answer
     # included), so no client waits on an item that can never complete.
     persisted = [event for _, event in persisted_events(home, workspace, session_id)]
