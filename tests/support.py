@@ -467,7 +467,8 @@ def tool_calls_answered(messages: list[dict[str, Any]]) -> None:
 
 
 def persisted_events(home: Home, workspace: Path, session_id: str) -> list[tuple[int, AnyEvent]]:
-    """The session's (seq, event)s as the daemon wrote them to its database (none running)."""
+    """The session's (seq, event)s as the daemon wrote them to its database (it may be running:
+    the database is in WAL mode, so a reader sees what is committed)."""
     with closing(sqlite3.connect(home.database_path(workspace))) as db:
         rows = db.execute(
             "SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
