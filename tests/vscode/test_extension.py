@@ -20,12 +20,15 @@ from tests.conftest import make_workspace
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
 from tests.support import Home, command_step, run_cli
 from tests.vscode.harness import UI_TIMEOUT_MS, Installation, Workbench, open_vscode
-from tests.vscode.vsix import extension_id
+from tests.vscode.vsix import extension_id, pack_vsix
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.vscode
 
 EXTENSION = Path(__file__).resolve().parents[2] / "clients" / "vscode"
+FIXTURE = Path(__file__).resolve().parent / "fixture-ext"
+"""A minimal extension with a webview view and a button, installed beside tether's: the
+harness's own check (`test_the_harness_round_trips_a_webview_button`)."""
 
 
 @dataclass
@@ -58,6 +61,7 @@ def scene(
 ) -> Iterator[Scene]:
     root = tmp_path_factory.mktemp("vscode-extension")
     vsix = build_vsix(root / "tether.vsix")
+    fixture = pack_vsix(FIXTURE, root / "fixture.vsix")
     workspace = make_workspace(root / "project")
     with ModelServer({"steps": [{"text": "unused"}]}) as model_server:
         home = Home(root / "user", model_server.base_url)
@@ -65,7 +69,7 @@ def scene(
         home.env.update(TETHER_PYTHON=sys.executable, TETHER_PERMISSION_MODE="edits")
         try:
             with open_vscode(
-                root / "code-server", workspace, [vsix], vscode_installation, home.env
+                root / "code-server", workspace, [vsix, fixture], vscode_installation, home.env
             ) as workbench:
                 workbench.run_command("tether: New Session")
                 view = workbench.webview(extension_id(EXTENSION))
@@ -160,3 +164,17 @@ def test_the_view_attaches_mid_turn_to_a_session_started_in_the_terminal(scene: 
     expect(agent_messages(scene.view).last).to_contain_text("<0000>", timeout=UI_TIMEOUT_MS)
     expect(agent_messages(scene.view).last).to_have_text(text, timeout=UI_TIMEOUT_MS)
     expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
+
+
+def test_the_harness_round_trips_a_webview_button(scene: Scene) -> None:
+    """The harness on the fixture extension: a command opens its webview view, a click goes to
+    the extension host and its answer comes back into the page — twice, so "pressed 2" has
+    seen two round trips. Last in the module: the fixture's view takes the side bar."""
+    scene.workbench.run_command("Harness Fixture: Open View")
+    view = scene.workbench.webview(extension_id(FIXTURE))
+    scene.workbench.expect_text(view, "status", "not pressed")
+    scene.workbench.click(view, "press")
+    scene.workbench.expect_text(view, "status", "pressed 1")
+    scene.workbench.click(view, "press")
+    scene.workbench.expect_text(view, "status", "pressed 2")
+    assert scene.workbench.text(view, "status") == "pressed 2"
