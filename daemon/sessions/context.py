@@ -17,6 +17,17 @@ from tether.protocol.events import ContextMeter, ContextUpdated
 from tether.protocol.items import AnyItem, Compaction, Notice
 
 
+def compaction_failed(what: str, exc: ModelError | CompactionError) -> Notice:
+    """The warning that `what` could not be summarised (the call goes ahead without it)."""
+    message = exc.message if isinstance(exc, ModelError) else str(exc)
+    return Notice(
+        id=new_id("i"),
+        level="warning",
+        code="compaction_failed",
+        message=f"Could not summarise {what}: {message}",
+    )
+
+
 def compaction_item(record: CompactionRecord) -> Compaction:
     return Compaction(
         id=new_id("i"),
@@ -83,15 +94,7 @@ class SessionContext:
             records = await compact_history(history, self.meter, self.model, new_turn=new_turn)
         except (ModelError, CompactionError) as exc:
             self.publish()
-            message = exc.message if isinstance(exc, ModelError) else str(exc)
-            return [
-                Notice(
-                    id=new_id("i"),
-                    level="warning",
-                    code="compaction_failed",
-                    message=f"Could not summarise the earlier conversation: {message}",
-                )
-            ]
+            return [compaction_failed("the earlier conversation", exc)]
         self.publish()
         return [compaction_item(r) for r in records]
 

@@ -34,14 +34,14 @@ from tether.daemon.context.compact import CompactionError, compact_history
 from tether.daemon.context.history import History
 from tether.daemon.context.prompt import subagent_prompt
 from tether.daemon.providers.base import ModelClient, ModelError, ModelResponse
-from tether.daemon.sessions.context import compaction_item
+from tether.daemon.sessions.context import compaction_failed, compaction_item
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import ReadVersions, ToolContext, ToolFailure, ToolOutput, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.tools.task import SubagentKind, TaskParams
 from tether.daemon.turn.loop import Diagnose, Gate, TurnLoop
 from tether.protocol.events import Usage
-from tether.protocol.items import AgentMessage, AnyItem, Notice, Subagent, ToolCall
+from tether.protocol.items import AgentMessage, AnyItem, Subagent, ToolCall
 from tether.protocol.session import QueuedInput
 
 MAX_RUNNING = 4
@@ -304,15 +304,7 @@ class _Compactor:
         try:
             records = await compact_history(history, self.meter, self.model)
         except (ModelError, CompactionError) as exc:
-            message = exc.message if isinstance(exc, ModelError) else str(exc)
-            return [
-                Notice(
-                    id=new_id("i"),
-                    level="warning",
-                    code="compaction_failed",
-                    message=f"Could not summarise the subagent's earlier work: {message}",
-                )
-            ]
+            return [compaction_failed("the subagent's earlier work", exc)]
         return [compaction_item(r) for r in records]
 
     def after_call(self, response: ModelResponse) -> None:
