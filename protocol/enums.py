@@ -32,6 +32,8 @@ NoticeCode = Literal[
     "todo_reminder",
     "model_stream",
     "workspace_config",
+    "hook_denied",
+    "hook_failed",
 ]
 """What a notice is about (`Notice.code`); empty: none of these."""
 
