@@ -77,4 +77,3 @@ async def run_hook(
         return HookRun(exit_code=None, output="", error=str(exc))
     output = done.output.render(OUTPUT_HEAD, OUTPUT_TAIL).strip()
     return HookRun(exit_code=done.exit_code, output=output, timed_out=done.timed_out)
-

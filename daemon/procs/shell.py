@@ -4,8 +4,9 @@ daemon's, stopped and forgotten.
 Rules:
 - Every command runs in the user's shell (`$SHELL` when it names a file, else `/bin/sh`) as
   `shell -c COMMAND`, in a new session (so in its own process group, whose id is the shell's
-  pid), with stdin from `/dev/null` (or given bytes) and stdout and stderr merged into one pipe. The shell is
-  forked by the daemon's owner thread and dies with the daemon (`tether.daemon.procs.spawn`).
+  pid), with stdin from `/dev/null` (or given bytes: a hook's event) and stdout and stderr
+  merged into one pipe. The shell is forked by the daemon's owner thread and dies with the
+  daemon (`tether.daemon.procs.spawn`).
 - The group is recorded durably (`tether.daemon.procs.ownership`) on the owner thread right
   after the fork, before anything else can happen, so a crash right after still finds it.
 - Ending a command (`reap`) is shielded and always complete: the tree stopped, the leader

@@ -230,7 +230,7 @@ def start_child(
 
 def _stdin_file(data: bytes) -> BinaryIO:
     """An unnamed file holding `data`, positioned at its start (the child's stdin)."""
-    handle = tempfile.TemporaryFile()
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it once forked)
     try:
         handle.write(data)
         handle.seek(0)

@@ -193,8 +193,6 @@ class SessionGate:
             # servers now, so that the diagnostics after the edit find them warm.
             self.prewarm(self.workspace / facts.path)
         verdict = self.policy.decide(facts)
-        if verdict.action == "allow":
-            return None
         if verdict.action == "deny":
             return (
                 f"Permission denied: {verdict.reason}. Do not retry this call; choose another way."
@@ -203,6 +201,8 @@ class SessionGate:
             denial = await self.hooks.pre_tool(item, facts, self.subagent)
             if denial is not None:
                 return denial
+        if verdict.action == "allow":
+            return None
         preview = ""
         tool = self.tools.get(item.tool)
         if isinstance(tool, EditTool):

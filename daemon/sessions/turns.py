@@ -33,8 +33,8 @@ from tether.daemon.config.settings import (
     WorkspaceRules,
     load_workspace_rules,
 )
-from tether.daemon.lsp.pool import LspPool
 from tether.daemon.hooks.turn import TurnHooks
+from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate

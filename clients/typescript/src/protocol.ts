@@ -607,7 +607,7 @@ export interface Notice {
    *
    * Default: `""`.
    */
-  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
+  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
 }
 
 /** An approval waiting in one of the workspace's sessions. */
