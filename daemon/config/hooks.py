@@ -5,11 +5,13 @@ Only the user's own file is read for hooks: a workspace's `.tether/config.toml` 
 because a hook is a command tether runs by itself, outside the permission gate.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
-HookEventName = Literal["pre_tool", "post_tool", "turn_end", "session_start"]
+from tether.protocol.enums import HookEvent
+
+HookEventName = HookEvent
 TOOL_EVENTS: tuple[HookEventName, ...] = ("pre_tool", "post_tool")
 """The events of one tool call, the only ones `match` applies to."""
 

@@ -8,15 +8,20 @@ hands it the facts of a call (the same ones the permission rules match).
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import trio
+
 from tether.daemon.config.hooks import HookConfig
+from tether.daemon.config.settings import load_workspace_rules
 from tether.daemon.hooks.turn import Notify, TurnHooks
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.sessions.approvals import call_facts
+from tether.daemon.sessions.models import ModelSource
 from tether.daemon.tools.base import ToolParams
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.daemon.turn.loop import AfterTool
 from tether.protocol.items import ToolCall
+from tether.protocol.methods import HookInfo, HooksListResult
 
 
 def turn_hooks(
@@ -56,3 +61,27 @@ def post_tool_hooks(
         return after
 
     return for_caller
+
+
+async def list_hooks(
+    models: ModelSource, workspace: Path, client_env: Mapping[str, str] | None
+) -> HooksListResult:
+    """The user's hooks as a turn starting now for that client would run them, and whether
+    the workspace tries to set some (never read)."""
+    report = await models.report(client_env)
+    rules = await trio.to_thread.run_sync(load_workspace_rules, workspace)
+    return HooksListResult(
+        hooks=[
+            HookInfo(
+                event=hook.event,
+                command=hook.command,
+                name=hook.name,
+                match=hook.match,
+                timeout_seconds=hook.timeout,
+            )
+            for hook in report.config.hooks
+        ],
+        config_file=report.config_file,
+        error=report.error,
+        workspace_ignored="hooks" in rules.ignored,
+    )
