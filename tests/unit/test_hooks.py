@@ -185,7 +185,7 @@ async def test_a_hook_whose_rule_does_not_match_is_not_run_and_changes_nothing(
             async with hooked_sessions(places, server, configured) as sessions:
                 session = await sessions.create(permission_mode="auto")
                 await turn(sessions, session)
-        sent.append([request["messages"][1:] for request in server.requests])
+        sent.append(server.requests)
         assert (places.workspace / "ran.txt").exists()
     assert places.seen("push.jsonl") == []
     assert sent[0] == sent[1]
@@ -329,3 +329,48 @@ def test_the_stdin_json_keeps_its_field_names() -> None:
         "workspace": "/w",
         "status": "failed",
     }
+
+
+async def test_a_subagents_calls_run_the_hooks_and_name_the_subagent(places: Places) -> None:
+    (places.workspace / "README.md").write_text("hello\n")
+    hooks = [
+        HookConfig(event="pre_tool", command=places.recorder("pre.jsonl"), match=["read_file"]),
+        HookConfig(
+            event="post_tool",
+            command=places.recorder("post.jsonl", "echo checked"),
+            match=["read_file"],
+            name="check",
+        ),
+    ]
+    task = {
+        "name": "task",
+        "arguments": {
+            "description": "Read the readme",
+            "prompt": "alpha: read README.md",
+            "subagent_type": "explore",
+        },
+    }
+    read = {"name": "read_file", "arguments": {"path": "README.md"}}
+    script = {
+        "steps": [
+            {"match": "parent:", "tool_calls": [task]},
+            {"match": "alpha:", "tool_calls": [read]},
+            {"match": "alpha:", "text": "alpha report"},
+            {"match": "parent:", "text": "done"},
+        ]
+    }
+    with trio.fail_after(20), ModelServer(script) as server:
+        async with hooked_sessions(places, server, hooks) as sessions:
+            session = await sessions.create()
+            await turn(sessions, session, "parent: go")
+    (pre,) = places.seen("pre.jsonl")
+    assert (pre["tool"], pre["path"], pre["subagent"]) == (
+        "read_file",
+        "README.md",
+        "Read the readme",
+    )
+    (post,) = places.seen("post.jsonl")
+    assert post["subagent"] == "Read the readme"
+    assert "hello" in post["result"]["output"]
+    alpha = [r for r in server.requests if "alpha:" in json.dumps(r["messages"][1:2])]
+    assert tool_results(alpha[-1])[0].endswith("[post_tool hook `check`]\nchecked")
