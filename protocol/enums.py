@@ -32,6 +32,8 @@ NoticeCode = Literal[
     "todo_reminder",
     "model_stream",
     "workspace_config",
+    "hook_denied",
+    "hook_failed",
 ]
 """What a notice is about (`Notice.code`); empty: none of these."""
 
@@ -40,6 +42,10 @@ CompactionTrigger = Literal["auto", "manual"]
 
 DaemonEventKind = Literal["lsp/crashed", "lsp/restarted", "store/write_failed"]
 """What a `daemon/event` is about."""
+
+HookEvent = Literal["pre_tool", "post_tool", "turn_end", "session_start"]
+"""When a user's hook runs: before a tool call (it may refuse it), after one (its output may
+join the result), when a turn ends, when a session's first turn starts."""
 
 SkillOrigin = Literal["user", "workspace"]
 """Where a skill comes from: the user's own skills folder (trusted), or the workspace's

@@ -12,7 +12,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 import msgspec
 
 from tether.protocol.base import Wire
-from tether.protocol.enums import DaemonEventKind, SkillOrigin
+from tether.protocol.enums import DaemonEventKind, HookEvent, SkillOrigin
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import (
     AnyEvent,
@@ -816,6 +816,36 @@ SKILLS_LIST = _declare(
     Empty,
     SkillsListResult,
     "The skills of the user and the workspace, read now, with the invalid ones and why.",
+)
+
+# --- hooks/list: the user's hooks ----------------------------------------------------------
+
+
+class HookInfo(Wire, frozen=True, kw_only=True):
+    """One hook of the user's config, in the order they run."""
+
+    event: HookEvent
+    command: str
+    name: str = ""
+    match: list[str] = []
+    """The permission rules a call must match (empty: every call; tool events only)."""
+    timeout_seconds: float = 0.0
+
+
+class HooksListResult(Wire, frozen=True, kw_only=True):
+    """The hooks a turn starting now would run."""
+
+    hooks: list[HookInfo] = []
+    config_file: str = ""
+    """The user's config file, where hooks are configured."""
+    error: str = ""
+    """Why the config cannot be read now (the hooks listed are those the daemon started with)."""
+    workspace_ignored: bool = False
+    """The workspace's `.tether/config.toml` sets hooks, which are never read."""
+
+
+HOOKS_LIST = _declare(
+    "hooks/list", Empty, HooksListResult, "The user's hooks, as the next turn would run them."
 )
 
 NOTIFICATIONS: dict[str, type[Wire]] = {

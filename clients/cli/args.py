@@ -131,6 +131,7 @@ _models = _listing("models", "the models the model server offers (* = in use)", 
 _skills = _listing(
     "skills", "the skills the agent can load, and the invalid ones", "skills.cmd_skills"
 )
+_hooks = _listing("hooks", "the hooks your config runs at tool calls and turns", "hooks.cmd_hooks")
 
 
 def _chat(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
@@ -302,6 +303,7 @@ COMMANDS: dict[str, Adder] = {
     "daemon": _daemon,
     "models": _models,
     "skills": _skills,
+    "hooks": _hooks,
     "doctor": _doctor,
     "demo": _demo,
     "bridge": _bridge,

@@ -27,6 +27,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from tether.daemon.config import paths
+from tether.daemon.config.hooks import HookConfig
 from tether.daemon.config.problems import settings_problem, syntax_problem
 from tether.daemon.lsp.servers import BUILTIN_SERVERS, LspServerConfig
 from tether.protocol.events import PermissionMode
@@ -84,6 +85,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     diagnostics_wait: Annotated[float, msgspec.Meta(ge=0)] = 1.5
     """Seconds a step waits after an edit for the language servers' diagnostics (read at the
     daemon's start)."""
+    hooks: list[HookConfig] = []
+    """Commands run at tool calls, turn ends and session starts: `[[hooks]]` tables with
+    event, command, match, name, timeout (docs/hooks.md). Never read from a workspace."""
 
 
 def config_file() -> Path:

@@ -53,18 +53,19 @@ async def run_to_completion(
     tail: int,
     grace: float = KILL_GRACE,
     owned: OwnedGroups | None = None,
+    stdin: bytes | None = None,
 ) -> Completed:
     """Run `command` in the user's shell in its own session and wait for it, passing cleaned
     output to `on_output` as it arrives (at most every `OUTPUT_INTERVAL` seconds) and keeping
     its first `head` and last `tail` characters. The group is recorded in `owned` while it
-    runs (see `tether.daemon.procs.ownership`).
+    runs (see `tether.daemon.procs.ownership`). Its stdin is /dev/null, or `stdin`.
 
     After `time_limit` seconds the tree is stopped and the result says so. When the shell
     exits, members of its group that are still alive are stopped too. Cancellation stops the
     whole tree (shielded: it waits up to `grace` plus about a second) and then propagates.
     """
     started = trio.current_time()
-    process = await open_command(command, cwd, env, owned)
+    process = await open_command(command, cwd, env, owned, stdin)
     buffer = OutputBuffer(head, tail)
 
     def sink(text: str) -> None:

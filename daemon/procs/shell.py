@@ -4,8 +4,9 @@ daemon's, stopped and forgotten.
 Rules:
 - Every command runs in the user's shell (`$SHELL` when it names a file, else `/bin/sh`) as
   `shell -c COMMAND`, in a new session (so in its own process group, whose id is the shell's
-  pid), with stdin from `/dev/null` and stdout and stderr merged into one pipe. The shell is
-  forked by the daemon's owner thread and dies with the daemon (`tether.daemon.procs.spawn`).
+  pid), with stdin from `/dev/null` (or given bytes: a hook's event) and stdout and stderr
+  merged into one pipe. The shell is forked by the daemon's owner thread and dies with the
+  daemon (`tether.daemon.procs.spawn`).
 - The group is recorded durably (`tether.daemon.procs.ownership`) on the owner thread right
   after the fork, before anything else can happen, so a crash right after still finds it.
 - Ending a command (`reap`) is shielded and always complete: the tree stopped, the leader
@@ -41,16 +42,21 @@ def user_shell(env: Mapping[str, str] | None = None) -> str:
 
 
 async def open_command(
-    command: str, cwd: Path, env: Mapping[str, str], owned: OwnedGroups | None
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    owned: OwnedGroups | None,
+    stdin: bytes | None = None,
 ) -> Child:
     """Start `command` in the user's shell on the owner thread, recording its group in
-    `owned` before anything else can happen (so a crash right after still finds it)."""
+    `owned` before anything else can happen (so a crash right after still finds it). Its
+    stdin is /dev/null, or `stdin` when given."""
     tag = new_tag()
     full_env = {**env, TAG_VARIABLE: tag}
     argv = [user_shell(env), "-c", command]
 
     def start() -> Started:
-        started = start_child(argv, cwd=cwd, env=full_env)
+        started = start_child(argv, cwd=cwd, env=full_env, stdin=stdin)
         if owned is not None:
             pid = started[0].pid
             shown = command[:200]  # for log lines only

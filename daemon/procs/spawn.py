@@ -26,10 +26,11 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 import trio
 
@@ -194,17 +195,21 @@ Started = tuple["subprocess.Popen[bytes]", int]
 """A child just forked, and the read end of its output pipe."""
 
 
-def start_child(argv: list[str], *, cwd: Path, env: Mapping[str, str]) -> Started:
-    """Fork and exec `argv` in a new session, stdin from /dev/null, stdout and stderr into
-    one pipe, with the death signal set. Blocking: call it on the owner thread
+def start_child(
+    argv: list[str], *, cwd: Path, env: Mapping[str, str], stdin: bytes | None = None
+) -> Started:
+    """Fork and exec `argv` in a new session, stdout and stderr into one pipe, with the death
+    signal set. Its stdin is /dev/null, or a file holding `stdin` (read at the child's pace:
+    a child that never reads it blocks nobody). Blocking: call it on the owner thread
     (`OWNER_THREAD.run`), then wrap the result in a `Child` on the trio side."""
     prefix = _death_signal_prefix()
     preexec = None if prefix else die_with(os.getpid())
+    source = _stdin_file(stdin) if stdin is not None else None
     read_end, write_end = os.pipe()
     try:
         popen = subprocess.Popen(
             [*prefix, *argv],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if source is None else source,
             stdout=write_end,
             stderr=write_end,
             cwd=cwd,
@@ -218,4 +223,18 @@ def start_child(argv: list[str], *, cwd: Path, env: Mapping[str, str]) -> Starte
         raise
     finally:
         os.close(write_end)
+        if source is not None:
+            source.close()
     return popen, read_end
+
+
+def _stdin_file(data: bytes) -> BinaryIO:
+    """An unnamed file holding `data`, positioned at its start (the child's stdin)."""
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 (the caller closes it once forked)
+    try:
+        handle.write(data)
+        handle.seek(0)
+    except BaseException:
+        handle.close()
+        raise
+    return handle

@@ -12,6 +12,7 @@ from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
+from tether.daemon.sessions.hooks import list_hooks
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
@@ -24,6 +25,7 @@ from tether.protocol.methods import (
     CLIENT_NOTIFICATIONS,
     DAEMON_SHUTDOWN,
     DAEMON_STATUS,
+    HOOKS_LIST,
     INITIALIZE,
     LSP_STATUS,
     METHODS,
@@ -50,6 +52,7 @@ from tether.protocol.methods import (
     DaemonCapabilities,
     DaemonStatusResult,
     Empty,
+    HooksListResult,
     InitializeParams,
     InitializeResult,
     LspServerStatus,
@@ -151,6 +154,7 @@ class Handlers:
             on(PROCESS_KILL, self.process_kill),
             on(PROCESS_OUTPUT, self.process_output),
             on(SKILLS_LIST, self.skills_list),
+            on(HOOKS_LIST, self.hooks_list),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -326,6 +330,9 @@ class Handlers:
 
     async def skills_list(self, conn: Connection, params: Empty) -> SkillsListResult:
         return await list_skills(self.sessions.skills)
+
+    async def hooks_list(self, conn: Connection, params: Empty) -> HooksListResult:
+        return await list_hooks(self.sessions.models, self.daemon.workspace, conn.provider_env)
 
     async def models_list(self, conn: Connection, params: Empty) -> ModelsListResult:
         models = self.sessions.models

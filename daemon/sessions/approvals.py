@@ -10,6 +10,8 @@ Rules (every client sees the same thing):
   `daemon`.
 - "Always allow" adds the request's `alwaysRule` to the session's rules (persisted with the
   resolution event, so it survives a restart).
+- The user's pre_tool hooks run for a call the rules do not deny, before a person is asked;
+  one of them may refuse it (`tether.daemon.hooks.turn`).
 - A call that needs the user's trust (`TrustGated`: a workspace's skills) asks whatever the
   mode; any yes is remembered by the tool, for the workspace, beyond the session.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import trio
 
+from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import (
     CommandTool,
@@ -155,9 +158,12 @@ class SessionGate:
         context: Callable[[ToolCall], ToolContext],
         prewarm: Callable[[Path], None] | None = None,
         subagent: str = "",
+        hooks: TurnHooks | None = None,
     ) -> None:
         """`subagent`: the description of the subagent whose calls this gate checks (named
-        in its approvals); empty for the agent's own."""
+        in its approvals); empty for the agent's own. `hooks`: the user's pre_tool hooks run
+        for a call the rules do not deny, before anyone is asked."""
+        self.hooks = hooks
         self.prewarm = prewarm
         self.subagent = subagent
         self.session = session
@@ -187,12 +193,16 @@ class SessionGate:
             # servers now, so that the diagnostics after the edit find them warm.
             self.prewarm(self.workspace / facts.path)
         verdict = self.policy.decide(facts)
-        if verdict.action == "allow":
-            return None
         if verdict.action == "deny":
             return (
                 f"Permission denied: {verdict.reason}. Do not retry this call; choose another way."
             )
+        if self.hooks is not None:
+            denial = await self.hooks.pre_tool(item, facts, self.subagent)
+            if denial is not None:
+                return denial
+        if verdict.action == "allow":
+            return None
         preview = ""
         tool = self.tools.get(item.tool)
         if isinstance(tool, EditTool):

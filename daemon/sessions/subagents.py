@@ -39,7 +39,7 @@ from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import ReadVersions, ToolContext, ToolFailure, ToolOutput, ToolParams
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.tools.task import SubagentKind, TaskParams
-from tether.daemon.turn.loop import Diagnose, Gate, TurnLoop
+from tether.daemon.turn.loop import AfterTool, Diagnose, Gate, TurnLoop
 from tether.protocol.events import Usage
 from tether.protocol.items import AgentMessage, AnyItem, Subagent, ToolCall
 from tether.protocol.session import QueuedInput
@@ -99,11 +99,14 @@ class Subagents:
         diagnose: Diagnose | None = None,
         window: int = 65536,
         max_output: int = 8192,
+        after_tool: Callable[[str], AfterTool] | None = None,
     ) -> None:
         """`lease` holds the subagents' model client (named `model`) while one runs;
         `max_steps` is the user's, capped at `MAX_STEPS`; `diagnose` reports language
         servers' errors after a general subagent's edits; `window` and `max_output` give
-        its context budget."""
+        its context budget; `after_tool(description)` what becomes of the results of a
+        subagent's calls (the post_tool hooks)."""
+        self.after_tool = after_tool
         self.session = session
         self.turn_id = turn_id
         self.sink = sink
@@ -174,6 +177,7 @@ class Subagents:
                 compactor=_Compactor(history, model, tools, self.window, self.max_output),
                 diagnose=self.diagnose if kind == "general" else None,
                 max_steps=self.max_steps,
+                after_tool=self.after_tool(params.description) if self.after_tool else None,
             )
             try:
                 outcome = await loop.run()

@@ -33,10 +33,12 @@ from tether.daemon.config.settings import (
     WorkspaceRules,
     load_workspace_rules,
 )
+from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
+from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
 from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
@@ -337,6 +339,7 @@ class Turns:
         context: ContextFactory,
         diagnose: Diagnose,
         tools: ToolRegistry,
+        hooks: TurnHooks | None = None,
     ) -> Subagents:
         provider = subagent_provider(session, config)
         return Subagents(
@@ -353,6 +356,7 @@ class Turns:
             diagnose=diagnose,
             window=provider.context_window,
             max_output=provider.max_output_tokens,
+            after_tool=post_tool_hooks(hooks, tools, self.workspace) if hooks else None,
         )
 
     def _tools_for(self, live: LoadedSession) -> ToolRegistry:
@@ -384,6 +388,7 @@ class Turns:
         changes = self.change_tracker(session, turn_id)
         sink = Sink(live, turn_id)
         subagents: Subagents | None = None
+        hooks: TurnHooks | None = None
 
         def context(item: ToolCall, versions: ReadVersions | None = None) -> ToolContext:
             services = {**self.services, TODOS_SERVICE: _TodoBoard(session)}
@@ -425,8 +430,16 @@ class Turns:
         tools = self._tools_for(live)
 
         def make_loop(config: Config, model: ModelClient) -> TurnLoop:
-            nonlocal subagents
+            nonlocal subagents, hooks
             policy = self._policy(session, rules, config.permissions)
+            hooks = turn_hooks(
+                config.hooks,
+                workspace=self.workspace,
+                session_id=session.id,
+                turn_id=turn_id,
+                notify=sink.notice,
+                services=self.services,
+            )
 
             def make_gate(
                 tools: ToolRegistry,
@@ -445,11 +458,12 @@ class Turns:
                     if (lsp := self.lsp) is not None
                     else None,
                     subagent=subagent,
+                    hooks=hooks,
                 )
 
             gate = make_gate(tools)
             subagents = self._subagents(
-                session, turn_id, sink, config, make_gate, context, diagnose, tools
+                session, turn_id, sink, config, make_gate, context, diagnose, tools, hooks
             )
             live.context.configure(
                 model=model,
@@ -467,6 +481,7 @@ class Turns:
                 compactor=live.context,
                 diagnose=diagnose,
                 max_steps=config.max_steps,
+                after_tool=post_tool_hooks(hooks, tools, self.workspace)("") if hooks else None,
             )
 
         ignored = rules.ignored
@@ -490,11 +505,17 @@ class Turns:
                 else:
                     async with self.models.lease(provider_for(session, config)) as model:
                         loop = make_loop(config, model)
+                        if hooks is not None and len(session.turns) == 1:
+                            await hooks.session_start()
                         outcome = await loop.run()
             if outcome is None:
                 status = running.ended_by_cancel()
             else:
                 status, error = outcome.status, outcome.error
+            if hooks is not None:
+                # Here, not in `finally`: a daemon stopping cancels it, and the turn still
+                # ends with its summary.
+                await hooks.turn_end(status)
         except BaseException as exc:
             # Cancellation can arrive as a group (from a nursery inside a tool), alone or
             # beside a bug's exception: it decides the status; a bug is logged.

@@ -122,6 +122,12 @@ class Gate(Protocol):
         ...
 
 
+class AfterTool(Protocol):
+    async def __call__(self, item: ToolCall, params: ToolParams, result: ToolResult) -> ToolResult:
+        """What becomes of the result of a call that ran (the user's post_tool hooks)."""
+        ...
+
+
 class OpenGate:
     """A gate that lets everything through (tests of the loop alone)."""
 
@@ -149,8 +155,10 @@ class TurnLoop:
         compactor: Compactor | None = None,
         diagnose: Diagnose | None = None,
         max_steps: int = 60,
+        after_tool: AfterTool | None = None,
     ) -> None:
         self.compactor = compactor
+        self.after_tool = after_tool
         self.diagnose = diagnose
         self._changed: list[Path] = []
         self._last_edit: str | None = None
@@ -378,6 +386,8 @@ class TurnLoop:
                 result = await self.tools.run(item.tool, params, self.tool_context(item))
                 duration = trio.current_time() - started
                 result = await self._after_edit(item, params, result)
+                if self.after_tool is not None:
+                    result = await self.after_tool(item, params, result)
         result = self._note_repeats(item, result)
         done = msgspec.structs.replace(
             item,

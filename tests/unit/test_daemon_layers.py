@@ -34,7 +34,8 @@ LOWER = {
         "workspace",
     },
 }
-LOWER["sessions"] = {"config", "lsp", "turn", *LOWER["turn"]}
+LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}
+LOWER["sessions"] = {"config", "hooks", "lsp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
 LOWER["server"] = {"rpc", *LOWER["rpc"]}
 LOWER["__main__"] = {"server", *LOWER["server"]}

@@ -431,6 +431,46 @@ export interface FileChange {
   deleted?: boolean;
 }
 
+/** One hook of the user's config, in the order they run. */
+export interface HookInfo {
+  event: "post_tool" | "pre_tool" | "session_start" | "turn_end";
+  command: string;
+  /** Default: `""`. */
+  name?: string;
+  /**
+   * The permission rules a call must match (empty: every call; tool events only).
+   *
+   * Default: `[]`.
+   */
+  match?: Array<string>;
+  /** Default: `0.0`. */
+  timeoutSeconds?: number;
+}
+
+/** The hooks a turn starting now would run. */
+export interface HooksListResult {
+  /** Default: `[]`. */
+  hooks?: Array<HookInfo>;
+  /**
+   * The user's config file, where hooks are configured.
+   *
+   * Default: `""`.
+   */
+  configFile?: string;
+  /**
+   * Why the config cannot be read now (the hooks listed are those the daemon started with).
+   *
+   * Default: `""`.
+   */
+  error?: string;
+  /**
+   * The workspace's `.tether/config.toml` sets hooks, which are never read.
+   *
+   * Default: `false`.
+   */
+  workspaceIgnored?: boolean;
+}
+
 /** The first request of every connection: who the client is and which protocol version it speaks (a daemon refuses a newer one with UNSUPPORTED_PROTOCOL). */
 export interface InitializeParams {
   clientName: string;
@@ -607,7 +647,7 @@ export interface Notice {
    *
    * Default: `""`.
    */
-  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
+  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
 }
 
 /** An approval waiting in one of the workspace's sessions. */
@@ -1491,6 +1531,8 @@ export interface Methods {
   "tools/list": { params: Empty; result: ToolsListResult };
   /** The skills of the user and the workspace, read now, with the invalid ones and why. */
   "skills/list": { params: Empty; result: SkillsListResult };
+  /** The user's hooks, as the next turn would run them. */
+  "hooks/list": { params: Empty; result: HooksListResult };
 }
 
 export type MethodName = keyof Methods;
@@ -1643,6 +1685,10 @@ export const METHOD_INFO = {
   },
   "skills/list": {
     "description": "The skills of the user and the workspace, read now, with the invalid ones and why.",
+    "errors": []
+  },
+  "hooks/list": {
+    "description": "The user's hooks, as the next turn would run them.",
     "errors": []
   }
 } as const;
