@@ -29,6 +29,7 @@ import msgspec
 from tether.daemon.config import paths
 from tether.daemon.config.problems import settings_problem, syntax_problem
 from tether.daemon.lsp.servers import BUILTIN_SERVERS, LspServerConfig
+from tether.daemon.mcp.config import McpServerConfig
 from tether.protocol.events import PermissionMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -81,6 +82,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name, command, extensions, root_markers."""
     idle_timeout: float = 900.0
     """Seconds with no client and no running turn before the daemon exits; 0 = never."""
+    mcp_servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict, name="mcpServers")
+    """MCP servers, by name: `[mcpServers.NAME]` tables with `command`/`args`/`env` or
+    `url`/`headers` (see docs/mcp.md)."""
     diagnostics_wait: Annotated[float, msgspec.Meta(ge=0)] = 1.5
     """Seconds a step waits after an edit for the language servers' diagnostics (read at the
     daemon's start)."""
