@@ -73,7 +73,9 @@ class HttpTransport:
                 if response.status_code == 202 or not kind:
                     return
                 if kind == "application/json":
-                    deliver(_decode(await response.aread()))
+                    body = await response.aread()
+                    if body.strip():  # an acknowledged notification may come back empty
+                        deliver(_decode(body))
                 elif kind == "text/event-stream":
                     await _read_events(response, deliver)
                 else:
@@ -110,16 +112,22 @@ def _decode(data: bytes) -> object:
 
 
 async def _read_events(response: httpx.Response, deliver: Deliver) -> None:
-    """Each SSE event's data is one JSON-RPC message; comments and other fields are skipped."""
+    """Each SSE event's data is one JSON-RPC message; comments, other fields and events
+    with empty data (the priming event a server may send first, with only an id) are
+    skipped."""
     data: list[str] = []
     async for line in response.aiter_lines():
         if not line:
-            if data:
-                deliver(_decode("\n".join(data).encode()))
-                data = []
+            _deliver_event(data, deliver)
+            data = []
             continue
         field, _, value = line.partition(":")
         if field == "data":
             data.append(value.removeprefix(" "))
-    if data:
-        deliver(_decode("\n".join(data).encode()))
+    _deliver_event(data, deliver)
+
+
+def _deliver_event(data: list[str], deliver: Deliver) -> None:
+    text = "\n".join(data)
+    if text.strip():
+        deliver(_decode(text.encode()))
