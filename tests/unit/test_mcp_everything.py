@@ -18,7 +18,7 @@ import trio
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
 from tether.daemon.mcp.content import result_text
 from tether.daemon.mcp.pool import McpPool
-from tether.daemon.tools.mcp import McpArguments, mcp_tools
+from tether.daemon.tools.mcp import McpArguments, McpServerTool, mcp_tools
 
 EVERYTHING = (
     Path(__file__).resolve().parents[1]
@@ -76,7 +76,8 @@ async def exercise(pool: McpPool) -> None:
     assert {"echo", "get-sum", "get-tiny-image", "get-resource-links"} <= set(names)
     tools = {tool.name: tool for tool in mcp_tools(offered, pool.call)}
     echo = tools["mcp__everything__echo"]
-    assert echo.input_schema()["required"] == ["message"]  # pyright: ignore[reportAttributeAccessIssue]
+    assert isinstance(echo, McpServerTool)
+    assert echo.input_schema()["required"] == ["message"]
     said = await pool.call("everything", "echo", {"message": "hi"})
     assert result_text(said) == ("Echo: hi", False)
     summed = await pool.call("everything", "get-sum", {"a": 2, "b": 40})
@@ -86,10 +87,10 @@ async def exercise(pool: McpPool) -> None:
     assert "not shown, tether passes only text to the model]" in image
     links, _ = result_text(await pool.call("everything", "get-resource-links", {"count": 2}))
     assert links.count("[resource link] ") == 2
-    refused = echo.decode('{"message": 5}')  # pyright: ignore[reportAttributeAccessIssue]
+    refused = echo.decode('{"message": 5}')
     assert isinstance(refused, str)
     assert "$.message: expected string" in refused
-    assert isinstance(echo.decode('{"message": "ok"}'), McpArguments)  # pyright: ignore[reportAttributeAccessIssue]
+    assert isinstance(echo.decode('{"message": "ok"}'), McpArguments)
 
 
 async def test_the_reference_server_over_stdio(tmp_path: Path) -> None:
