@@ -22,7 +22,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 import msgspec
 
@@ -120,10 +120,23 @@ def parse_config(path: Path, text: str) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(syntax_problem(path, exc)) from exc
+    _check_mcp_servers(path, raw.get("mcpServers"))
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
         raise ConfigError(settings_problem(path, text, exc, Config)) from exc
+
+
+def _check_mcp_servers(path: Path, servers: object) -> None:
+    """ConfigError naming the `[mcpServers.NAME]` table that is wrong (msgspec's own error
+    would not name the table: it is a key of a mapping)."""
+    if not isinstance(servers, dict):
+        return
+    for name, table in cast("dict[str, object]", servers).items():
+        try:
+            msgspec.convert(table, McpServerConfig)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"{path}: [mcpServers.{name}]: {exc}") from exc
 
 
 PROVIDER_VARIABLES = (
