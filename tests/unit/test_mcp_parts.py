@@ -9,10 +9,18 @@ import pytest
 
 from tether.daemon.config.settings import ConfigError, read_config_file
 from tether.daemon.mcp.approvals import ServerApprovals
-from tether.daemon.mcp.config import McpServerConfig, merge, read_workspace_servers
+from tether.daemon.mcp.client import McpTool, ToolAnnotations
+from tether.daemon.mcp.config import (
+    McpServerConfig,
+    ServerDefinition,
+    merge,
+    read_workspace_servers,
+)
 from tether.daemon.mcp.content import result_text
 from tether.daemon.mcp.schema import problems
-from tether.daemon.tools.mcp import tool_name
+from tether.daemon.tools.base import ToolParams
+from tether.daemon.tools.mcp import mcp_tools, tool_name
+from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 
 SCHEMA: dict[str, object] = {
@@ -181,3 +189,23 @@ def test_tool_names_keep_to_what_providers_accept() -> None:
     assert tool_name("gh", "search") == "mcp__gh__search"
     assert tool_name("gh", "repos.list/all") == "mcp__gh__repos_list_all"
     assert len(tool_name("gh", "x" * 100)) == 64
+
+
+async def _never(server: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+    raise AssertionError("not called")
+
+
+def test_read_only_tools_run_beside_reads_only_when_the_server_allows_it() -> None:
+    hinted = McpTool(name="look", annotations=ToolAnnotations(readOnlyHint=True))
+    plain = McpTool(name="write")
+    for allowed in (False, True):
+        config = McpServerConfig(command="tool", parallel_reads=allowed)
+        definition = ServerDefinition(name="gh", source="user", config=config)
+        registry = ToolRegistry(mcp_tools([(definition, hinted), (definition, plain)], _never))
+        look = registry.validate("mcp__gh__look", "{}")
+        write = registry.validate("mcp__gh__write", "{}")
+        assert isinstance(look, ToolParams)
+        assert isinstance(write, ToolParams)
+        assert registry.runs_concurrently("mcp__gh__look", look) is allowed
+        assert registry.runs_concurrently("mcp__gh__write", write) is False
+        assert not registry.is_read_only("mcp__gh__look")  # never a plain read to the gate
