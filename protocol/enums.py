@@ -34,13 +34,18 @@ NoticeCode = Literal[
     "workspace_config",
     "hook_denied",
     "hook_failed",
+    "mcp",
 ]
 """What a notice is about (`Notice.code`); empty: none of these."""
 
 CompactionStep = Literal["earlier_turns", "old_tool_results", "summary"]
 CompactionTrigger = Literal["auto", "manual"]
 
-DaemonEventKind = Literal["lsp/crashed", "lsp/restarted", "store/write_failed"]
+McpEventKind = Literal["mcp/crashed", "mcp/restarted", "mcp/failed"]
+"""What a `daemon/event` about an MCP server says: it crashed (it is restarted after a
+backoff), it is back, or it kept failing and tether stopped trying for now."""
+
+DaemonEventKind = Literal["lsp/crashed", "lsp/restarted", "store/write_failed", McpEventKind]
 """What a `daemon/event` is about."""
 
 HookEvent = Literal["pre_tool", "post_tool", "turn_end", "session_start"]
@@ -50,3 +55,8 @@ join the result), when a turn ends, when a session's first turn starts."""
 SkillOrigin = Literal["user", "workspace"]
 """Where a skill comes from: the user's own skills folder (trusted), or the workspace's
 (`.tether/skills/`, `.claude/skills/`, `.agents/skills/`: used once the user trusts them)."""
+
+McpServerState = Literal[
+    "needs_approval", "idle", "starting", "running", "crashed", "restarting", "failed"
+]
+"""Where an MCP server is in its life (docs/mcp.md draws the machine)."""

@@ -44,6 +44,7 @@ class ErrorCode(enum.IntEnum):
     PROCESS_NOT_FOUND = -32023
     MODEL_UNAVAILABLE = -32024
     COMPACTION_FAILED = -32025
+    MCP_SERVER_NOT_FOUND = -32026
     SHUTTING_DOWN = -32030
 
 
@@ -72,6 +73,7 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.COMPACTION_FAILED: (
         "The model's summary was empty or unusable; nothing was compacted."
     ),
+    ErrorCode.MCP_SERVER_NOT_FOUND: "No MCP server of that name is configured for the workspace.",
     ErrorCode.SHUTTING_DOWN: "The daemon is shutting down and takes no new work.",
 }
 

@@ -12,7 +12,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 import msgspec
 
 from tether.protocol.base import Wire
-from tether.protocol.enums import DaemonEventKind, HookEvent, SkillOrigin
+from tether.protocol.enums import DaemonEventKind, HookEvent, McpServerState, SkillOrigin
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import (
     AnyEvent,
@@ -375,7 +375,9 @@ class DaemonEventParams(Wire, frozen=True, kw_only=True):
     kind: DaemonEventKind
     """`lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back),
     `store/write_failed` (the daemon could not save something to its database; it goes on,
-    and the message says what was lost)."""
+    and the message says what was lost), `mcp/crashed` (an MCP server died or could not
+    start; it is restarted after a backoff), `mcp/restarted` (it is back), `mcp/failed` (it
+    kept failing; the next turn tries again)."""
     message: str
 
 
@@ -846,6 +848,74 @@ class HooksListResult(Wire, frozen=True, kw_only=True):
 
 HOOKS_LIST = _declare(
     "hooks/list", Empty, HooksListResult, "The user's hooks, as the next turn would run them."
+)
+
+# --- mcp/status, mcp/approve: the MCP servers the agent's tools come from ------------------
+
+
+class McpToolSummary(Wire, frozen=True, kw_only=True):
+    """One tool a running MCP server offers (the model sees it as `mcp__SERVER__NAME`)."""
+
+    name: str
+    description: str = ""
+    read_only: bool = False
+    """The server says it changes nothing (`readOnlyHint`)."""
+
+
+class McpServerInfo(Wire, frozen=True, kw_only=True):
+    """One MCP server of the workspace, whatever its state."""
+
+    name: str
+    source: Literal["user", "workspace"]
+    """`user`: the user's config.toml; `workspace`: the workspace's `.mcp.json` (or
+    `.tether/mcp.json`), which runs only once approved."""
+    origin: str = ""
+    """The file that defines it."""
+    transport: Literal["stdio", "http"]
+    state: McpServerState
+    tools: list[McpToolSummary] = []
+    """As last listed (empty unless running)."""
+    last_error: str = ""
+    pid: int | None = None
+    restarts: int = 0
+    command: list[str] = []
+    url: str = ""
+
+
+class McpStatusResult(Wire, frozen=True, kw_only=True):
+    """The workspace's MCP servers (the user's and the workspace's), whatever their state."""
+
+    servers: list[McpServerInfo] = []
+    problems: list[str] = []
+    """Definitions that were not used, and why (an invalid `.mcp.json`, a workspace server
+    shadowed by the user's own)."""
+
+
+class McpApproveParams(Wire, frozen=True, kw_only=True):
+    """Which workspace server to approve."""
+
+    name: str
+    """A workspace server, approved as it is defined now (a changed definition asks again)."""
+
+
+class McpApproveResult(Wire, frozen=True, kw_only=True):
+    """The server as approved; it starts with the next turn."""
+
+    server: McpServerInfo
+
+
+MCP_STATUS = _declare(
+    "mcp/status",
+    Empty,
+    McpStatusResult,
+    "The workspace's MCP servers as the next turn would use them: state, tools, last error.",
+)
+MCP_APPROVE = _declare(
+    "mcp/approve",
+    McpApproveParams,
+    McpApproveResult,
+    "Let a workspace's MCP server run, remembered for the workspace.",
+    errors=(ErrorCode.MCP_SERVER_NOT_FOUND,),
 )
 
 NOTIFICATIONS: dict[str, type[Wire]] = {

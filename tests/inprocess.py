@@ -9,6 +9,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.registry import Sessions
@@ -79,6 +80,7 @@ async def running_sessions(
     keep_idle: int = 4,
     models: ModelSource | None = None,
     skills: SkillLibrary | None = None,
+    mcp: McpPool | None = None,
 ) -> AsyncGenerator[Sessions]:
     """`Sessions` over `store`, the default tools and the scripted model server, serving in
     a nursery of its own; running turns are interrupted on the way out. Its turns get their
@@ -94,6 +96,7 @@ async def running_sessions(
         keep_idle=keep_idle,
         model_named=client.with_model,
         skills=skills,
+        mcp=mcp,
     )
     try:
         async with trio.open_nursery() as nursery:

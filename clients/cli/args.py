@@ -212,6 +212,16 @@ def _processes(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     processes.set_defaults(handler="processes.cmd_processes")
 
 
+def _mcp(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    mcp = add_parser("mcp", parents=[common], help="the MCP servers: state, tools, last error")
+    mcp.add_argument(
+        "action", nargs="?", choices=["approve"], help="approve: let a workspace's server run"
+    )
+    mcp.add_argument("name", nargs="?", help="the server to approve")
+    mcp.add_argument("--json", action="store_true")
+    mcp.set_defaults(handler="mcp.cmd_mcp")
+
+
 def _cancel(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     cancel = add_parser("cancel", parents=[common], help="cancel a session's running turn")
     cancel.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
@@ -304,6 +314,7 @@ COMMANDS: dict[str, Adder] = {
     "models": _models,
     "skills": _skills,
     "hooks": _hooks,
+    "mcp": _mcp,
     "doctor": _doctor,
     "demo": _demo,
     "bridge": _bridge,

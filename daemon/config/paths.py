@@ -56,6 +56,11 @@ def skills_trust_path(workspace: str) -> Path:
     return state_dir() / "workspaces" / workspace_key(workspace) / "skills-trust.json"
 
 
+def mcp_approvals_path(workspace: str) -> Path:
+    """The workspace's MCP servers the user approved (see `tether.daemon.mcp.approvals`)."""
+    return state_dir() / "workspaces" / workspace_key(workspace) / "mcp-approvals.json"
+
+
 def private_dir(path: Path) -> None:
     """Make `path` a folder only its owner may enter: missing folders on the way are created
     0700, and `path` itself is tightened to 0700 if it is wider."""

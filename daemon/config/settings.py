@@ -22,7 +22,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 import msgspec
 
@@ -30,6 +30,7 @@ from tether.daemon.config import paths
 from tether.daemon.config.hooks import HookConfig
 from tether.daemon.config.problems import settings_problem, syntax_problem
 from tether.daemon.lsp.servers import BUILTIN_SERVERS, LspServerConfig
+from tether.daemon.mcp.config import McpServerConfig
 from tether.protocol.events import PermissionMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -82,6 +83,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name, command, extensions, root_markers."""
     idle_timeout: float = 900.0
     """Seconds with no client and no running turn before the daemon exits; 0 = never."""
+    mcp_servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict, name="mcpServers")
+    """MCP servers, by name: `[mcpServers.NAME]` tables with `command`/`args`/`env` or
+    `url`/`headers` (see docs/mcp.md)."""
     diagnostics_wait: Annotated[float, msgspec.Meta(ge=0)] = 1.5
     """Seconds a step waits after an edit for the language servers' diagnostics (read at the
     daemon's start)."""
@@ -120,10 +124,23 @@ def parse_config(path: Path, text: str) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(syntax_problem(path, exc)) from exc
+    _check_mcp_servers(path, raw.get("mcpServers"))
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
         raise ConfigError(settings_problem(path, text, exc, Config)) from exc
+
+
+def _check_mcp_servers(path: Path, servers: object) -> None:
+    """ConfigError naming the `[mcpServers.NAME]` table that is wrong (msgspec's own error
+    would not name the table: it is a key of a mapping)."""
+    if not isinstance(servers, dict):
+        return
+    for name, table in cast("dict[str, object]", servers).items():
+        try:
+            msgspec.convert(table, McpServerConfig)
+        except msgspec.ValidationError as exc:
+            raise ConfigError(f"{path}: [mcpServers.{name}]: {exc}") from exc
 
 
 PROVIDER_VARIABLES = (

@@ -238,3 +238,47 @@ def _stdin_file(data: bytes) -> BinaryIO:
         handle.close()
         raise
     return handle
+
+
+class PipedChild(Child):
+    """A child speaking a protocol over its stdin and stdout (an MCP server)."""
+
+    def __init__(self, started: "PipedStarted") -> None:
+        popen, stdin_fd, stdout_fd = started
+        super().__init__((popen, stdout_fd))
+        self.stdin = trio.lowlevel.FdStream(stdin_fd)
+
+
+PipedStarted = tuple["subprocess.Popen[bytes]", int, int]
+"""A child just forked, the write end of its stdin pipe and the read end of its stdout's."""
+
+
+def start_piped_child(
+    argv: list[str], *, cwd: Path, env: Mapping[str, str], stderr: int
+) -> PipedStarted:
+    """Like `start_child`, with stdin and stdout as two pipes of their own and stderr into the
+    descriptor `stderr`, for a program that speaks a protocol on stdio. Blocking: call it on
+    the owner thread, then wrap the result in a `PipedChild`."""
+    prefix = _death_signal_prefix()
+    preexec = None if prefix else die_with(os.getpid())
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            [*prefix, *argv],
+            stdin=stdin_read,
+            stdout=stdout_write,
+            stderr=stderr,
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+            preexec_fn=preexec,  # noqa: PLW1509
+        )
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:
+        os.close(stdin_read)
+        os.close(stdout_write)
+    return popen, stdin_write, stdout_read

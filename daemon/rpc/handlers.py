@@ -1,14 +1,19 @@
 """The daemon's JSON-RPC methods: one coroutine per `Method` descriptor of the protocol, each
 registered with `on` so the type checker holds it to its method's params and result."""
 
+import contextlib
 import os
 import time
 from pathlib import Path
 from typing import Protocol
 
+import trio
+
 from tether.daemon.config import paths
 from tether.daemon.config.settings import ConfigError
 from tether.daemon.lsp.pool import LspPool
+from tether.daemon.mcp.config import merge, read_workspace_servers
+from tether.daemon.mcp.pool import McpPool
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
@@ -28,6 +33,8 @@ from tether.protocol.methods import (
     HOOKS_LIST,
     INITIALIZE,
     LSP_STATUS,
+    MCP_APPROVE,
+    MCP_STATUS,
     METHODS,
     MODELS_LIST,
     NOTIFICATIONS,
@@ -57,6 +64,9 @@ from tether.protocol.methods import (
     InitializeResult,
     LspServerStatus,
     LspStatusResult,
+    McpApproveParams,
+    McpApproveResult,
+    McpStatusResult,
     ModelInfo,
     ModelsListResult,
     PendingApproval,
@@ -155,6 +165,8 @@ class Handlers:
             on(PROCESS_OUTPUT, self.process_output),
             on(SKILLS_LIST, self.skills_list),
             on(HOOKS_LIST, self.hooks_list),
+            on(MCP_STATUS, self.mcp_status),
+            on(MCP_APPROVE, self.mcp_approve),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -333,6 +345,35 @@ class Handlers:
 
     async def hooks_list(self, conn: Connection, params: Empty) -> HooksListResult:
         return await list_hooks(self.sessions.models, self.daemon.workspace, conn.provider_env)
+
+    async def mcp_status(self, conn: Connection, params: Empty) -> McpStatusResult:
+        pool = self.sessions.mcp
+        if pool is None:
+            return McpStatusResult()
+        problems = await self._configure_mcp(conn, pool)
+        return McpStatusResult(servers=pool.status(), problems=problems)
+
+    async def mcp_approve(self, conn: Connection, params: McpApproveParams) -> McpApproveResult:
+        pool = self.sessions.mcp
+        if pool is not None:
+            await self._configure_mcp(conn, pool)
+            with contextlib.suppress(KeyError):
+                by = conn.client_name or f"client {conn.id}"
+                return McpApproveResult(server=await pool.approve(params.name, by))
+        raise RpcError(
+            ErrorCode.MCP_SERVER_NOT_FOUND, f"no MCP server {params.name!r} in this workspace"
+        )
+
+    async def _configure_mcp(self, conn: Connection, pool: McpPool) -> list[str]:
+        """Give the pool the definitions as a turn starting now would read them."""
+        try:
+            config = await self.sessions.models.settings(conn.provider_env)
+        except ConfigError as exc:
+            return [f"your tether settings cannot be read: {exc}"]
+        found = await trio.to_thread.run_sync(read_workspace_servers, self.sessions.workspace)
+        definitions, problems = merge(config.mcp_servers, found)
+        pool.configure(definitions)
+        return problems
 
     async def models_list(self, conn: Connection, params: Empty) -> ModelsListResult:
         models = self.sessions.models

@@ -38,6 +38,8 @@ from wsproto.events import Request
 from tether.daemon.config import paths
 from tether.daemon.config.live import UserSettings
 from tether.daemon.lsp.pool import LspPool
+from tether.daemon.mcp.approvals import ServerApprovals
+from tether.daemon.mcp.pool import McpPool
 from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.rpc.connection import Connection
@@ -119,6 +121,13 @@ class Daemon:
         self.processes = ProcessTable(
             grace=kill_grace, record=paths.process_record_path(str(workspace))
         )
+        self.mcp = McpPool(
+            workspace,
+            approvals=ServerApprovals(paths.mcp_approvals_path(str(workspace))),
+            owned=self.processes.owned,
+            on_event=self.broadcast,
+            log_dir=paths.log_dir() / "mcp",
+        )
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,
@@ -136,6 +145,7 @@ class Daemon:
                 paths.user_skills_dir(),
                 WorkspaceTrust(paths.skills_trust_path(str(workspace))),
             ),
+            mcp=self.mcp,
         )
         self._handlers = Handlers(self).table()
         self._shutdown = trio.Event()
@@ -206,6 +216,7 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.processes.serve)
                 await nursery.start(self.lsp.serve)
+                await nursery.start(self.mcp.serve)
                 await nursery.start(self.sessions.serve)
                 self.port = await nursery.start(
                     partial(

@@ -29,6 +29,7 @@ from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import (
     CommandTool,
     EditTool,
+    ExternalTool,
     ToolContext,
     ToolFailure,
     ToolParams,
@@ -140,7 +141,16 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
     glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
     command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
     trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""
-    return CallFacts(tool=name, kind=kind, path=path, glob=glob, command=command, trust=trust)
+    external = tool.external_target() if isinstance(tool, ExternalTool) else ""
+    return CallFacts(
+        tool=name,
+        kind=kind,
+        path=path,
+        glob=glob,
+        command=command,
+        trust=trust,
+        external=external,
+    )
 
 
 class SessionGate:

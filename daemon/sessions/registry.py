@@ -25,6 +25,7 @@ from tether.daemon.config.settings import Config, PermissionsConfig, ProviderCon
 from tether.daemon.context.history import History
 from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool
+from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import ApprovalBroker
 from tether.daemon.sessions.context import SessionContext
@@ -74,6 +75,7 @@ class Sessions:
         on_turn_end: Callable[[], None] | None = None,
         model_named: Callable[[str], ModelClient] | None = None,
         skills: SkillLibrary | None = None,
+        mcp: McpPool | None = None,
     ) -> None:
         """`models` gives each turn the user's settings and its model client; without it,
         every turn calls `model` (and `model_named(name)` for a session's own model) with
@@ -120,6 +122,7 @@ class Sessions:
             lsp=lsp,
             on_turn_end=on_turn_end,
             skills=skills,
+            mcp=mcp,
         )
 
     def stop_accepting(self) -> None:
@@ -142,6 +145,10 @@ class Sessions:
     @property
     def running_count(self) -> int:
         return self._turns.count
+
+    @property
+    def mcp(self) -> McpPool | None:
+        return self._turns.mcp
 
     def current_tools(self) -> ToolRegistry:
         """The tools a turn starting now would offer (`skill` only while skills exist)."""

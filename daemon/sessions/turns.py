@@ -36,6 +36,8 @@ from tether.daemon.config.settings import (
 from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
+from tether.daemon.mcp.config import merge, read_workspace_servers
+from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
 from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
@@ -48,6 +50,7 @@ from tether.daemon.skills.catalog import catalog
 from tether.daemon.skills.library import SkillLibrary, protected_folders
 from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
 from tether.daemon.tools.builtin import skill_tools
+from tether.daemon.tools.mcp import mcp_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.task import SUBAGENTS_SERVICE
 from tether.daemon.tools.todo_write import TODOS_SERVICE
@@ -181,6 +184,7 @@ class Turns:
         lsp: LspPool | None = None,
         on_turn_end: Callable[[], None] | None = None,
         skills: SkillLibrary | None = None,
+        mcp: McpPool | None = None,
     ) -> None:
         """`models` gives each turn the user's settings as they are when it starts (the
         model client, the permission rules, `max_steps`, the context window);
@@ -189,8 +193,11 @@ class Turns:
         turn's file changes (default: nothing); `lsp` reports diagnostics after edits (None:
         no diagnostics); `on_turn_end` is called after every turn; `skills` are read again at
         each turn's start: while there are any, the system prompt ends with their catalog and
-        the `skill` tool follows `tools` (None: no skills)."""
+        the `skill` tool follows `tools` (None: no skills); `mcp` runs the MCP servers whose
+        tools follow those (None: none)."""
         self.workspace = workspace
+        self.mcp = mcp
+        self._mcp_reported: set[str] = set()
         self.models = models
         self.tools = tools
         self.skills = skills
@@ -231,8 +238,48 @@ class Turns:
         return len(self._running)
 
     def current_tools(self) -> ToolRegistry:
-        """The tools a turn starting now would offer, as of the skills' last reading."""
+        """The tools a turn starting now would offer, as of the skills' last reading and the
+        MCP servers' last tool lists."""
+        tools = self._base_tools()
+        offered = self.mcp.offered() if self.mcp is not None else []
+        return tools.extended(mcp_tools(offered, self._call_mcp)) if offered else tools
+
+    def _base_tools(self) -> ToolRegistry:
         return self._with_skills if self.skills is not None and self.skills.current else self.tools
+
+    async def _call_mcp(
+        self, server: str, tool: str, arguments: dict[str, object]
+    ) -> dict[str, object]:
+        assert self.mcp is not None
+        return await self.mcp.call(server, tool, arguments)
+
+    async def _with_mcp(
+        self, live: LoadedSession, config: Config, sink: "Sink", tools: ToolRegistry
+    ) -> ToolRegistry:
+        """`tools` followed by the running MCP servers' tools, the servers started first (see
+        `tether.daemon.mcp.pool`), with a notice for problems not reported before."""
+        if self.mcp is None:
+            return tools
+        found = await trio.to_thread.run_sync(read_workspace_servers, self.workspace)
+        definitions, problems = merge(config.mcp_servers, found)
+        self.mcp.configure(definitions)
+        problems += await self.mcp.ensure_started()
+        problems += [
+            f"The workspace's {d.origin} defines the MCP server {d.name}; it runs a program the "
+            f"repository chose, so it starts only once you approve it (`tether mcp approve "
+            f"{d.name}`)"
+            for d in self.mcp.awaiting_approval()
+        ]
+        new = [problem for problem in problems if problem not in self._mcp_reported]
+        self._mcp_reported = set(problems)
+        if new:
+            sink.notice("warning", "mcp", ".\n".join(new) + ".")
+        offered = self.mcp.offered()
+        if not offered:
+            return tools
+        tools = tools.extended(mcp_tools(offered, self._call_mcp))
+        live.context.use_tools(tools.toolset)
+        return tools
 
     def running(self, session_id: str) -> RunningTurn | None:
         return self._running.get(session_id)
@@ -362,8 +409,8 @@ class Turns:
     def _tools_for(self, live: LoadedSession) -> ToolRegistry:
         """The tools of a turn of `live` starting now; puts the skills catalog (as the skills
         were last read, ordered by the session's files in play) at the end of its system
-        prompt, or takes it away."""
-        tools = self.current_tools()
+        prompt, or takes it away. The MCP servers' tools join later (`_with_mcp`)."""
+        tools = self._base_tools()
         skills = self.skills.current.skills if self.skills is not None else ()
         live.use_catalog(catalog(skills, live.files_in_play(self.workspace)))
         live.context.use_tools(tools.toolset)
@@ -503,6 +550,7 @@ class Turns:
                 except ConfigError as exc:
                     outcome = config_failure(sink, exc)
                 else:
+                    tools = await self._with_mcp(live, config, sink, tools)
                     async with self.models.lease(provider_for(session, config)) as model:
                         loop = make_loop(config, model)
                         if hooks is not None and len(session.turns) == 1:

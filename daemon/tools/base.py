@@ -14,6 +14,10 @@ Kinds:
     command   runs a program; implements `command_line` for the permission gate
     other     session bookkeeping (todo_write) and anything else; runs alone, never asks
 
+A tool may bring its own JSON Schema instead of a params Struct (`SchemaTool`: an MCP server's
+tool), and then checks a call's arguments itself; one that calls a program outside tether
+(`ExternalTool`) asks first outside `auto`, unless a rule allows it.
+
 A tool of any kind may also be `TrustGated` (skill): a call that uses what the user has not
 trusted yet asks first, in every mode.
 """
@@ -185,6 +189,28 @@ class ConcurrentTool(Protocol):
 @runtime_checkable
 class CommandTool(Protocol):
     def command_line(self, params: ToolParams) -> str: ...
+
+
+@runtime_checkable
+class SchemaTool(Protocol):
+    """A tool whose parameters are a JSON Schema it was given (an MCP server's), not a
+    Struct: the registry offers that schema and lets the tool check a call's arguments."""
+
+    def input_schema(self) -> dict[str, object]: ...
+
+    def decode(self, arguments: str) -> "ToolParams | str":
+        """The call's params, or what is wrong with its arguments, for the model."""
+        ...
+
+
+@runtime_checkable
+class ExternalTool(Protocol):
+    """A tool that hands the call to a program outside tether (an MCP server): whatever its
+    kind, the permission gate asks about it outside `auto` unless a rule allows it."""
+
+    def external_target(self) -> str:
+        """What the call goes to, in words for the user ("MCP server github")."""
+        ...
 
 
 @runtime_checkable

@@ -27,6 +27,7 @@ from tether.daemon.providers.base import ToolSet, ToolSpec
 from tether.daemon.tools.base import (
     ConcurrentTool,
     EditTool,
+    SchemaTool,
     Tool,
     ToolContext,
     ToolFailure,
@@ -55,9 +56,16 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool]) -> None:
         self._tools: dict[str, Tool] = {tool.name: tool for tool in tools}
         self._decoders = {
-            name: msgspec.json.Decoder(tool.params) for name, tool in self._tools.items()
+            name: msgspec.json.Decoder(tool.params)
+            for name, tool in self._tools.items()
+            if not isinstance(tool, SchemaTool)
         }
-        self._schemas = {name: _inline_schema(tool.params) for name, tool in self._tools.items()}
+        self._schemas = {
+            name: tool.input_schema()
+            if isinstance(tool, SchemaTool)
+            else _inline_schema(tool.params)
+            for name, tool in self._tools.items()
+        }
         # Built once: the tool list is part of the stable prompt prefix.
         self.toolset = ToolSet(
             specs=[
@@ -117,6 +125,9 @@ class ToolRegistry:
 
     def validate(self, name: str, arguments: str) -> ToolParams | str:
         """The decoded params, or an error message for the model."""
+        tool = self._tools.get(name)
+        if isinstance(tool, SchemaTool):
+            return tool.decode(arguments)
         decoder = self._decoders.get(name)
         if decoder is None:
             return f"Unknown tool {name!r}. Available tools: {', '.join(self._tools)}."

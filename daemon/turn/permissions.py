@@ -21,8 +21,9 @@ Order of the rules, first match wins:
          a command with shell operators or several lines               -> ask
     7. an ask rule                                                      -> ask
     8. an allow rule, or a session rule made by an "always allow" answer -> allow
-    9. the mode: reads and bookkeeping never ask; `edits` lets edits run
-       and asks for commands; `ask` asks for edits and commands          -> allow | ask
+    9. the mode: reads and bookkeeping never ask (a call to a program outside
+       tether, an MCP server's tool, asks); `edits` lets edits run and
+       asks for commands; `ask` asks for edits and commands              -> allow | ask
 
 Searches (grep, glob) leave credential-like files out of what they read and list unless the
 call names them (`names_credentials`, the same test the gate applies), so a search over the
@@ -30,7 +31,9 @@ whole workspace never reads a secret without a person being asked.
 
 Rules are strings: `tool` (every call of that tool) or `tool(pattern)`, where the pattern is
 matched against the command line for command tools and against the workspace-relative path for
-edit tools; `*` matches any run of characters (`run_command(npm run build *)`).
+edit tools; `*` matches any run of characters (`run_command(npm run build *)`). An MCP tool
+rule may name many tools with `*` in the tool's name: `mcp__github__*` is every tool of the
+server `github`.
 
 Which settings may come from where is the caller's business (see `tether.daemon.config.settings`):
 the workspace's config can add deny and ask rules, never allow rules or the mode.
@@ -75,6 +78,8 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     command: str = ""
     trust: str = ""
     """What the call needs the user to trust first ("" when nothing; see `TrustGated`)."""
+    external: str = ""
+    """The program outside tether the call goes to ("MCP server github"; see `ExternalTool`)."""
 
     @property
     def approval_kind(self) -> ApprovalKind:
@@ -230,7 +235,10 @@ def always_rule_for_command(tool: str, command: str) -> str:
 
 def rule_matches(rule: str, facts: CallFacts) -> bool:
     tool, _, rest = rule.partition("(")
-    if tool.strip() != facts.tool:
+    named = tool.strip()
+    if named != facts.tool and not (
+        named.startswith("mcp__") and fnmatch.fnmatchcase(facts.tool, named)
+    ):
         return False
     if not rest:
         return True
@@ -286,6 +294,10 @@ class PermissionPolicy:
         for rule in (*self.allow, *self.session_rules):
             if rule_matches(rule, facts):
                 return Verdict(action="allow", reason=f"allowed by `{rule}`")
+        if facts.external:
+            return Verdict(
+                action="ask", reason=f"a call to {facts.external} asks first", always_rule=always
+            )
         if facts.kind in ("read", "other"):
             return Verdict(action="allow", reason="reads never ask")
         if facts.kind == "edit" and self.mode == "edits":

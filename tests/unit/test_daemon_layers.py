@@ -19,9 +19,10 @@ LOWER = {
     "providers": set[str](),
     "procs": {"nursery", "truncate"},
     "lsp": {"nursery", "procs", "truncate", "workspace"},
-    "config": {"lsp", "nursery", "procs", "truncate", "workspace"},
+    "mcp": {"nursery", "procs", "truncate", "workspace"},
+    "config": {"lsp", "mcp", "nursery", "procs", "truncate", "workspace"},
     "skills": {"truncate", "workspace"},
-    "tools": {"nursery", "procs", "providers", "skills", "truncate", "workspace"},
+    "tools": {"mcp", "nursery", "procs", "providers", "skills", "truncate", "workspace"},
     "context": {"providers", "skills", "tools", "nursery", "procs", "truncate", "workspace"},
     "turn": {
         "context",
@@ -35,7 +36,7 @@ LOWER = {
     },
 }
 LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}
-LOWER["sessions"] = {"config", "hooks", "lsp", "turn", *LOWER["turn"]}
+LOWER["sessions"] = {"config", "hooks", "lsp", "mcp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
 LOWER["server"] = {"rpc", *LOWER["rpc"]}
 LOWER["__main__"] = {"server", *LOWER["server"]}

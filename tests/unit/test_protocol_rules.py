@@ -134,6 +134,9 @@ def test_fixed_sets_are_enums() -> None:
         "lsp/crashed",
         "lsp/restarted",
         "store/write_failed",
+        "mcp/crashed",
+        "mcp/restarted",
+        "mcp/failed",
     }
     assert _enum("Compaction", "step") == {"earlier_turns", "old_tool_results", "summary"}
     assert _enum("Compaction", "trigger") == {"auto", "manual"}

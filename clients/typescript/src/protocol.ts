@@ -268,8 +268,8 @@ export interface DaemonCapabilities {
  * connection (a language server crashed and is being restarted, …).
  */
 export interface DaemonEventParams {
-  /** `lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back), `store/write_failed` (the daemon could not save something to its database; it goes on, and the message says what was lost). */
-  kind: "lsp/crashed" | "lsp/restarted" | "store/write_failed";
+  /** `lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back), `store/write_failed` (the daemon could not save something to its database; it goes on, and the message says what was lost), `mcp/crashed` (an MCP server died or could not start; it is restarted after a backoff), `mcp/restarted` (it is back), `mcp/failed` (it kept failing; the next turn tries again). */
+  kind: "lsp/crashed" | "lsp/restarted" | "mcp/crashed" | "mcp/failed" | "mcp/restarted" | "store/write_failed";
   message: string;
 }
 
@@ -594,6 +594,73 @@ export interface LspStatusResult {
   servers: Array<LspServerStatus>;
 }
 
+/** Which workspace server to approve. */
+export interface McpApproveParams {
+  /** A workspace server, approved as it is defined now (a changed definition asks again). */
+  name: string;
+}
+
+/** The server as approved; it starts with the next turn. */
+export interface McpApproveResult {
+  server: McpServerInfo;
+}
+
+/** One MCP server of the workspace, whatever its state. */
+export interface McpServerInfo {
+  name: string;
+  /** `user`: the user's config.toml; `workspace`: the workspace's `.mcp.json` (or `.tether/mcp.json`), which runs only once approved. */
+  source: "user" | "workspace";
+  /**
+   * The file that defines it.
+   *
+   * Default: `""`.
+   */
+  origin?: string;
+  transport: "http" | "stdio";
+  state: "crashed" | "failed" | "idle" | "needs_approval" | "restarting" | "running" | "starting";
+  /**
+   * As last listed (empty unless running).
+   *
+   * Default: `[]`.
+   */
+  tools?: Array<McpToolSummary>;
+  /** Default: `""`. */
+  lastError?: string;
+  /** Default: `null`. */
+  pid?: number | null;
+  /** Default: `0`. */
+  restarts?: number;
+  /** Default: `[]`. */
+  command?: Array<string>;
+  /** Default: `""`. */
+  url?: string;
+}
+
+/** The workspace's MCP servers (the user's and the workspace's), whatever their state. */
+export interface McpStatusResult {
+  /** Default: `[]`. */
+  servers?: Array<McpServerInfo>;
+  /**
+   * Definitions that were not used, and why (an invalid `.mcp.json`, a workspace server shadowed by the user's own).
+   *
+   * Default: `[]`.
+   */
+  problems?: Array<string>;
+}
+
+/** One tool a running MCP server offers (the model sees it as `mcp__SERVER__NAME`). */
+export interface McpToolSummary {
+  name: string;
+  /** Default: `""`. */
+  description?: string;
+  /**
+   * The server says it changes nothing (`readOnlyHint`).
+   *
+   * Default: `false`.
+   */
+  readOnly?: boolean;
+}
+
 /** One model the provider serves. */
 export interface ModelInfo {
   /** What `model` takes in `session/configure`, `session/create` and `turn/start`. */
@@ -647,7 +714,7 @@ export interface Notice {
    *
    * Default: `""`.
    */
-  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
+  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "mcp" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
 }
 
 /** An approval waiting in one of the workspace's sessions. */
@@ -1533,6 +1600,10 @@ export interface Methods {
   "skills/list": { params: Empty; result: SkillsListResult };
   /** The user's hooks, as the next turn would run them. */
   "hooks/list": { params: Empty; result: HooksListResult };
+  /** The workspace's MCP servers as the next turn would use them: state, tools, last error. */
+  "mcp/status": { params: Empty; result: McpStatusResult };
+  /** Let a workspace's MCP server run, remembered for the workspace. */
+  "mcp/approve": { params: McpApproveParams; result: McpApproveResult };
 }
 
 export type MethodName = keyof Methods;
@@ -1690,6 +1761,16 @@ export const METHOD_INFO = {
   "hooks/list": {
     "description": "The user's hooks, as the next turn would run them.",
     "errors": []
+  },
+  "mcp/status": {
+    "description": "The workspace's MCP servers as the next turn would use them: state, tools, last error.",
+    "errors": []
+  },
+  "mcp/approve": {
+    "description": "Let a workspace's MCP server run, remembered for the workspace.",
+    "errors": [
+      -32026
+    ]
   }
 } as const;
 
@@ -1725,6 +1806,7 @@ export const ErrorCode = {
   "PROCESS_NOT_FOUND": -32023,
   "MODEL_UNAVAILABLE": -32024,
   "COMPACTION_FAILED": -32025,
+  "MCP_SERVER_NOT_FOUND": -32026,
   "SHUTTING_DOWN": -32030
 } as const;
 
@@ -1750,6 +1832,7 @@ export const ERROR_DOCS: Record<string, string> = {
   "-32023": "No background process with that id.",
   "-32024": "The model server could not be asked; the message says why.",
   "-32025": "The model's summary was empty or unusable; nothing was compacted.",
+  "-32026": "No MCP server of that name is configured for the workspace.",
   "-32030": "The daemon is shutting down and takes no new work."
 };
 

@@ -1,0 +1,33 @@
+"""What can go wrong talking to an MCP server.
+
+    McpError                 every failure of this package; its message is for the model
+    ├── McpUnavailable       the server is not running: not started, crashed, exited, refused
+    ├── McpTimeout           no answer within the call's timeout (the request was cancelled)
+    ├── McpProtocolError     the server said something that is not MCP (bad JSON, no result)
+    └── McpRemoteError       the server answered the request with a JSON-RPC error
+
+Transport failures (OSError, httpx errors) are mapped to these at the transport, so the
+client and the pool see only this hierarchy.
+"""
+
+
+class McpError(Exception):
+    """A failed exchange with an MCP server, explained."""
+
+
+class McpUnavailable(McpError):
+    pass
+
+
+class McpTimeout(McpError):
+    pass
+
+
+class McpProtocolError(McpError):
+    pass
+
+
+class McpRemoteError(McpError):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"the server answered with error {code}: {message}")
+        self.code = code

@@ -1,0 +1,133 @@
+"""The streamable HTTP transport (MCP 2025-11-25): every message is a POST to the endpoint
+with `Accept: application/json, text/event-stream`; the answer is one JSON message (or a
+batch), an SSE stream of messages ending with the response, or 202 for a notification.
+
+The session id the server gives in `Mcp-Session-Id` at `initialize` goes with every later
+request, and `MCP-Protocol-Version` once negotiated. A 404 for a request carrying a session
+id means the server dropped the session: the connection ends and the pool starts a new one.
+tether does not open the optional GET stream (it asks the server for nothing unprompted).
+Closing sends DELETE for the session, best-effort.
+"""
+
+import contextlib
+import logging
+from collections.abc import Mapping
+
+import httpx
+import msgspec
+import trio
+
+from tether.daemon.mcp.client import Deliver
+from tether.daemon.mcp.errors import McpError, McpProtocolError, McpUnavailable
+
+log = logging.getLogger(__name__)
+
+ACCEPT = "application/json, text/event-stream"
+
+
+class HttpTransport:
+    def __init__(
+        self, url: str, headers: Mapping[str, str], *, name: str, client: httpx.AsyncClient
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers)
+        self.name = name
+        self.client = client
+        self.session_id = ""
+        self.version = ""
+        self._ended = trio.Event()
+        self._end_reason: McpError | None = None
+
+    def negotiated(self, version: str) -> None:
+        self.version = version
+
+    def _headers(self) -> dict[str, str]:
+        headers = {
+            **self.headers,
+            "Accept": ACCEPT,
+            "Content-Type": "application/json",
+        }
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.version:
+            headers["MCP-Protocol-Version"] = self.version
+        return headers
+
+    async def send(self, message: bytes, deliver: Deliver) -> None:
+        """POST one message and hand what the answer carries to `deliver`."""
+        try:
+            async with self.client.stream(
+                "POST", self.url, content=message, headers=self._headers()
+            ) as response:
+                if response.status_code == 404 and self.session_id:
+                    self._end(McpUnavailable("the server ended the session (404)"))
+                    raise McpUnavailable(f"MCP server {self.name}: the session ended")
+                if response.status_code >= 400:
+                    body = (await response.aread())[:300].decode("utf-8", "replace")
+                    raise McpUnavailable(
+                        f"MCP server {self.name} answered HTTP {response.status_code}: {body}"
+                    )
+                if not self.session_id and (sid := response.headers.get("mcp-session-id")):
+                    self.session_id = sid
+                kind = response.headers.get("content-type", "").split(";")[0].strip()
+                if response.status_code == 202 or not kind:
+                    return
+                if kind == "application/json":
+                    body = await response.aread()
+                    if body.strip():  # an acknowledged notification may come back empty
+                        deliver(_decode(body))
+                elif kind == "text/event-stream":
+                    await _read_events(response, deliver)
+                else:
+                    raise McpProtocolError(f"an answer of type {kind!r}")
+        except httpx.HTTPError as exc:
+            raise McpUnavailable(f"MCP server {self.name} at {self.url}: {exc!r}") from exc
+
+    def _end(self, reason: McpError) -> None:
+        self._end_reason = reason
+        self._ended.set()
+
+    async def serve(self, deliver: Deliver) -> None:
+        await self._ended.wait()
+        if self._end_reason is not None:
+            raise self._end_reason
+
+    async def close(self) -> None:
+        """End the session at the server (best-effort, at most 2 s). Shielded."""
+        if not self.session_id:
+            return
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(2.0),
+            contextlib.suppress(httpx.HTTPError),
+        ):
+            await self.client.delete(self.url, headers=self._headers())
+
+
+def _decode(data: bytes) -> object:
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise McpProtocolError(f"an answer that is not JSON: {data[:200]!r}") from exc
+
+
+async def _read_events(response: httpx.Response, deliver: Deliver) -> None:
+    """Each SSE event's data is one JSON-RPC message; comments, other fields and events
+    with empty data (the priming event a server may send first, with only an id) are
+    skipped."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            _deliver_event(data, deliver)
+            data = []
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value.removeprefix(" "))
+    _deliver_event(data, deliver)
+
+
+def _deliver_event(data: list[str], deliver: Deliver) -> None:
+    text = "\n".join(data)
+    if text.strip():
+        deliver(_decode(text.encode()))

@@ -1,0 +1,356 @@
+"""The MCP servers of the workspace: started lazily, kept running across turns, restarted
+after a crash.
+
+Server states (`McpServerInfo.state` in the protocol):
+
+    needs_approval   a workspace server the user has not approved (as defined now): never run
+    idle ─► starting ─► running ─► (exited, closed stdout, session lost) ─► crashed
+               │                                                            │ backoff
+               └──────── (failed to start: no such program, no handshake) ──┤
+                                                                            ▼
+                                                     restarting ─► running | crashed
+    crashed five times in a row without a healthy run (60 s): failed; tried again by the
+    next turn once `max_backoff` has passed since.
+
+Rules:
+- Lazy: nothing starts with the daemon. The first turn that would offer tools
+  (`ensure_started`, before its first model call) starts every approved server at once and
+  waits, each for at most its `startup_timeout`, for the handshake and its tool list; a
+  server not ready by then is left out of that turn (its start goes on) and reported.
+- Each server runs in the pool's own nursery (`serve`, a task in the daemon's tree), not a
+  turn's; a stdio server's process tree is the daemon's like any command's
+  (`tether.daemon.procs.server`: death signal, durable ownership record, group stopped).
+- A crash is reported at once (`on_event("mcp/crashed", message)`) and the server restarts
+  after a backoff: `backoff`, then twice that, … up to `max_backoff`.
+- A call waits for nothing but its own answer: a server not running fails the call at once
+  with its state and last error; a call has the server's `timeout` and is cancelled at the
+  server when it passes or the turn is cancelled.
+- `configure` takes the definitions a turn read: a server whose definition changed is
+  stopped and replaced, a removed one stopped.
+"""
+
+import logging
+import math
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import trio
+
+from tether.daemon.mcp.approvals import ServerApprovals
+from tether.daemon.mcp.client import McpClient, McpTool, Transport
+from tether.daemon.mcp.config import ServerDefinition
+from tether.daemon.mcp.errors import McpError, McpUnavailable
+from tether.daemon.mcp.http import HttpTransport
+from tether.daemon.mcp.stdio import StdioTransport
+from tether.daemon.nursery import LentNursery
+from tether.daemon.procs.env import command_env
+from tether.daemon.procs.ownership import OwnedGroups
+from tether.daemon.procs.server import open_server, stop_server
+from tether.protocol.enums import McpEventKind, McpServerState
+from tether.protocol.methods import McpServerInfo, McpToolSummary
+
+log = logging.getLogger(__name__)
+
+BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+HEALTHY_RUN = 60.0
+MAX_FAILURES = 5
+STOP_GRACE = 1.0
+
+OnEvent = Callable[[McpEventKind, str], None]
+
+
+class _Server:
+    def __init__(self, definition: ServerDefinition, state: McpServerState) -> None:
+        self.definition = definition
+        self.name = definition.name
+        self.config = definition.config
+        self.fingerprint = definition.config.fingerprint()
+        self.state: McpServerState = state
+        self.tools: list[McpTool] = []
+        self.last_error = ""
+        self.restarts = 0
+        self.failures = 0
+        self.failed_at = -math.inf
+        self.pid: int | None = None
+        self.client: McpClient | None = None
+        self.scope = trio.CancelScope()
+        self.ready = trio.Event()
+
+    def info(self) -> McpServerInfo:
+        return McpServerInfo(
+            name=self.name,
+            source=self.definition.source,
+            origin=self.definition.origin,
+            transport=self.config.transport,
+            state=self.state,
+            tools=[
+                McpToolSummary(
+                    name=tool.name,
+                    description=tool.description,
+                    read_only=tool.annotations is not None and tool.annotations.readOnlyHint,
+                )
+                for tool in self.tools
+            ],
+            last_error=self.last_error,
+            pid=self.pid,
+            restarts=self.restarts,
+            command=[self.config.command, *self.config.args] if self.config.command else [],
+            url=self.config.url,
+        )
+
+
+class McpPool:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        approvals: ServerApprovals | None = None,
+        owned: OwnedGroups | None = None,
+        on_event: OnEvent | None = None,
+        log_dir: Path | None = None,
+        backoff: float = BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
+        grace: float = STOP_GRACE,
+    ) -> None:
+        """`owned`: where stdio servers' groups are recorded (the process table's record).
+        `log_dir`: where each stdio server's stderr goes (`NAME.log`; None: nowhere)."""
+        self.workspace = workspace
+        self.approvals = approvals if approvals is not None else ServerApprovals(None)
+        self.owned = owned
+        self.on_event: OnEvent = on_event or (lambda _kind, _message: None)
+        self.log_dir = log_dir
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.grace = grace
+        self._servers: dict[str, _Server] = {}
+        self._lent = LentNursery()
+        self._http: httpx.AsyncClient | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run until cancelled; then every server is stopped before this returns."""
+        async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0)) as http:
+            self._http = http
+            try:
+                async with trio.open_nursery() as nursery:
+                    await self._lent.lend(nursery, task_status)
+            finally:
+                self._http = None
+
+    # --- what the turns use ------------------------------------------------------------
+
+    def configure(self, definitions: list[ServerDefinition]) -> None:
+        """Use these definitions from now on (see the module rules)."""
+        wanted = {d.name: d for d in definitions}
+        for name, server in list(self._servers.items()):
+            definition = wanted.get(name)
+            if (
+                definition is None
+                or definition.source != server.definition.source
+                or definition.config.fingerprint() != server.fingerprint
+            ):
+                server.scope.cancel()
+                del self._servers[name]
+        for name, definition in wanted.items():
+            server = self._servers.get(name)
+            if server is None:
+                self._servers[name] = _Server(definition, self._initial_state(definition))
+            elif server.state == "needs_approval" and self._approved(definition):
+                server.state = "idle"
+
+    def _approved(self, definition: ServerDefinition) -> bool:
+        return definition.source == "user" or self.approvals.approved(
+            definition.name, definition.config.fingerprint()
+        )
+
+    def _initial_state(self, definition: ServerDefinition) -> McpServerState:
+        return "idle" if self._approved(definition) else "needs_approval"
+
+    def awaiting_approval(self) -> list[ServerDefinition]:
+        return [s.definition for s in self._servers.values() if s.state == "needs_approval"]
+
+    async def approve(self, name: str, by: str = "") -> McpServerInfo:
+        """Approve the workspace server `name` as defined now (KeyError: no such server); it
+        starts with the next turn. Writes the approvals file in a thread (an OSError
+        propagates; the server stays approved for this daemon's life)."""
+        server = self._servers[name]
+        if server.definition.source == "workspace":
+            try:
+                await trio.to_thread.run_sync(self.approvals.grant, name, server.fingerprint, by)
+            finally:
+                if server.state == "needs_approval":
+                    server.state = "idle"
+        return server.info()
+
+    async def ensure_started(self) -> list[str]:
+        """Start every approved server not running yet and wait (each at most its startup
+        timeout) until it is running or has failed; list again the tools of servers that
+        said they changed. Returns the problems to report (servers left out and why).
+        Cancellation stops the waiting; the starts go on in the pool's nursery."""
+        nursery = self._lent.nursery
+        if nursery is None:
+            return []
+        waiting: list[_Server] = []
+        now = trio.current_time()
+        for server in self._servers.values():
+            retry = server.state == "failed" and now - server.failed_at >= self.max_backoff
+            if server.state == "idle" or retry:
+                server.state = "starting"
+                server.failures = 0
+                server.ready = trio.Event()
+                nursery.start_soon(self._supervise, server)
+                waiting.append(server)
+            elif server.state in ("starting", "restarting"):
+                waiting.append(server)
+        async with trio.open_nursery() as waits:
+            for server in waiting:
+                waits.start_soon(self._wait_ready, server)
+            for server in self._servers.values():
+                if server.state == "running" and server.client and server.client.tools_changed:
+                    waits.start_soon(self._relist, server)
+        return [
+            f"MCP server {s.name} is {s.state}" + (f": {s.last_error}" if s.last_error else "")
+            for s in waiting
+            if s.state != "running"
+        ]
+
+    @staticmethod
+    async def _wait_ready(server: _Server) -> None:
+        with trio.move_on_after(server.config.startup_timeout + 1.0):
+            await server.ready.wait()
+
+    async def _relist(self, server: _Server) -> None:
+        client = server.client
+        if client is None:
+            return
+        try:
+            server.tools = await client.list_tools(seconds=server.config.startup_timeout)
+        except McpError as exc:
+            server.last_error = f"listing its tools again failed: {exc}"
+
+    def offered(self) -> list[tuple[ServerDefinition, McpTool]]:
+        """The tools of the running servers, server by server in definition order."""
+        return [
+            (server.definition, tool)
+            for server in self._servers.values()
+            if server.state == "running"
+            for tool in server.tools
+        ]
+
+    async def call(self, name: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+        """Call `tool` of server `name`. Raises McpError (see the module rules)."""
+        server = self._servers.get(name)
+        if server is None:
+            raise McpUnavailable(f"there is no MCP server {name} any more")
+        client = server.client
+        if client is None or server.state != "running":
+            why = f": {server.last_error}" if server.last_error else ""
+            raise McpUnavailable(f"MCP server {name} is {server.state}{why}")
+        return await client.call_tool(tool, arguments, seconds=server.config.timeout)
+
+    def status(self) -> list[McpServerInfo]:
+        return [server.info() for server in self._servers.values()]
+
+    # --- one server's life ---------------------------------------------------------------
+
+    async def _supervise(self, server: _Server) -> None:
+        with server.scope:
+            while True:
+                began = trio.current_time()
+                error = await self._run_once(server)
+                server.client = None
+                server.tools = []
+                crashed = server.state == "running"
+                server.last_error = error
+                if trio.current_time() - began >= HEALTHY_RUN:
+                    server.failures = 0
+                server.failures += 1
+                server.ready.set()
+                what = "crashed" if crashed else "failed to start"
+                if server.failures >= MAX_FAILURES:
+                    server.state = "failed"
+                    server.failed_at = trio.current_time()
+                    message = f"MCP server {server.name} {what}: {error}; giving up for now"
+                    log.warning("%s", message)
+                    self.on_event("mcp/failed", message)
+                    return
+                delay = min(self.backoff * 2 ** (server.failures - 1), self.max_backoff)
+                server.state = "crashed"
+                message = f"MCP server {server.name} {what}: {error}; restarting in {delay:g} s"
+                log.warning("%s", message)
+                self.on_event("mcp/crashed", message)
+                await trio.sleep(delay)
+                server.state = "restarting"
+                server.restarts += 1
+                server.ready = trio.Event()
+
+    async def _run_once(self, server: _Server) -> str:
+        """One connection, from start to end; returns why it ended."""
+        ended = "the server closed the connection"
+        try:
+            async with self._connect(server) as transport:
+                client = McpClient(transport, name=server.name)
+                async with trio.open_nursery() as nursery:
+
+                    async def run_client() -> None:
+                        nonlocal ended
+                        try:
+                            await client.run()
+                        except McpError as exc:
+                            ended = str(exc)
+                        finally:
+                            nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(run_client)
+                    timeout = server.config.startup_timeout
+                    try:
+                        with trio.fail_after(timeout):
+                            await client.initialize(seconds=timeout)
+                            tools = await client.list_tools(seconds=timeout)
+                    except trio.TooSlowError:
+                        ended = f"no handshake within {timeout:g} s"
+                        nursery.cancel_scope.cancel()
+                        return ended
+                    except McpError as exc:
+                        ended = str(exc)
+                        nursery.cancel_scope.cancel()
+                        return ended
+                    server.client = client
+                    server.tools = tools
+                    server.state = "running"
+                    server.last_error = ""
+                    server.ready.set()
+                    if server.restarts:
+                        self.on_event("mcp/restarted", f"MCP server {server.name} is back")
+        except OSError as exc:
+            return f"cannot start {server.config.command!r}: {exc.strerror or exc}"
+        except McpError as exc:
+            return str(exc)
+        return ended
+
+    @asynccontextmanager
+    async def _connect(self, server: _Server) -> AsyncGenerator[Transport]:
+        config = server.config
+        if config.command:
+            cwd = self.workspace / config.cwd if config.cwd else self.workspace
+            env = {**command_env(), **config.env}
+            log_path = self.log_dir / f"{server.name}.log" if self.log_dir is not None else None
+            process = await open_server(
+                [config.command, *config.args], cwd, env, self.owned, log_path
+            )
+            server.pid = process.pid
+            try:
+                yield StdioTransport(process, name=server.name, log_path=log_path)
+            finally:
+                server.pid = None
+                await stop_server(process, self.grace, self.owned)
+            return
+        if self._http is None:
+            raise McpUnavailable("the daemon is stopping")
+        transport = HttpTransport(config.url, config.headers, name=server.name, client=self._http)
+        try:
+            yield transport
+        finally:
+            await transport.close()

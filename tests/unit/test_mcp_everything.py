@@ -1,0 +1,111 @@
+"""tether's MCP client against the reference server, `@modelcontextprotocol/server-everything`
+(tests/mcp/package.json; `npm ci --prefix tests/mcp`), over stdio and over streamable HTTP:
+the handshake, the tool list with its schemas, a call, an image and resource links as the
+model sees them, a bad argument refused before the server is called. Skipped only outside CI
+when the package is not installed."""
+
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
+from tether.daemon.mcp.content import result_text
+from tether.daemon.mcp.pool import McpPool
+from tether.daemon.tools.mcp import McpArguments, McpServerTool, mcp_tools
+
+EVERYTHING = (
+    Path(__file__).resolve().parents[1]
+    / "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+NODE = shutil.which("node")
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("CI") and (NODE is None or not EVERYTHING.exists()),
+    reason="the reference MCP server is not installed (npm ci --prefix tests/mcp)",
+)
+
+
+@asynccontextmanager
+async def pool_with(config: McpServerConfig, tmp_path: Path) -> AsyncGenerator[McpPool]:
+    pool = McpPool(tmp_path, log_dir=tmp_path / "logs")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pool.serve)
+        pool.configure([ServerDefinition(name="everything", source="user", config=config)])
+        assert await pool.ensure_started() == []
+        yield pool
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def http_server() -> AsyncGenerator[str]:
+    """The reference server's streamable HTTP transport on a free loopback port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert NODE is not None
+    process = await trio.lowlevel.open_process(
+        [NODE, str(EVERYTHING), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stderr is not None
+        said = b""
+        while b"listening on port" not in said:
+            chunk = await process.stderr.receive_some(4096)
+            assert chunk, f"the server ended: {said!r}"
+            said += chunk
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
+async def exercise(pool: McpPool) -> None:
+    offered = pool.offered()
+    names = [tool.name for _, tool in offered]
+    assert {"echo", "get-sum", "get-tiny-image", "get-resource-links"} <= set(names)
+    tools = {tool.name: tool for tool in mcp_tools(offered, pool.call)}
+    echo = tools["mcp__everything__echo"]
+    assert isinstance(echo, McpServerTool)
+    assert echo.input_schema()["required"] == ["message"]
+    said = await pool.call("everything", "echo", {"message": "hi"})
+    assert result_text(said) == ("Echo: hi", False)
+    summed = await pool.call("everything", "get-sum", {"a": 2, "b": 40})
+    assert "42" in result_text(summed)[0]
+    image, _ = result_text(await pool.call("everything", "get-tiny-image", {}))
+    assert "[image (image/png, " in image
+    assert "not shown, tether passes only text to the model]" in image
+    links, _ = result_text(await pool.call("everything", "get-resource-links", {"count": 2}))
+    assert links.count("[resource link] ") == 2
+    refused = echo.decode('{"message": 5}')
+    assert isinstance(refused, str)
+    assert "$.message: expected string" in refused
+    assert isinstance(echo.decode('{"message": "ok"}'), McpArguments)
+
+
+async def test_the_reference_server_over_stdio(tmp_path: Path) -> None:
+    assert NODE is not None
+    config = McpServerConfig(command=NODE, args=[str(EVERYTHING), "stdio"])
+    with trio.fail_after(60):
+        async with pool_with(config, tmp_path) as pool:
+            await exercise(pool)
+            assert pool.status()[0].transport == "stdio"
+
+
+async def test_the_reference_server_over_streamable_http(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with http_server() as url, pool_with(McpServerConfig(url=url), tmp_path) as pool:
+            await exercise(pool)
+            status = pool.status()[0]
+    assert status.transport == "http"
+    assert status.state == "running"
