@@ -2,7 +2,7 @@
 session sends it, a bare session over a real store, and the one place those tests build
 `Sessions` (so a change of its constructor is adapted here alone)."""
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -62,6 +62,33 @@ class Recorder:
     @property
     def events(self) -> list[AnyEvent]:
         return [decode_event(f).event for f in self.frames]
+
+
+class Watcher:
+    """A subscriber that decodes every live event and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.events: list[AnyEvent] = []
+        self._changed = trio.Event()
+
+    def offer(self, frame: bytes) -> bool:
+        self.events.append(decode_event(frame).event)
+        self._changed.set()
+        self._changed = trio.Event()
+        return True
+
+    def send_nowait(self, frame: bytes) -> None:
+        pass
+
+    async def wait_for(self, found: Callable[[AnyEvent], bool]) -> AnyEvent:
+        """The first event, seen or to come, that `found` accepts."""
+        seen = 0
+        while True:
+            for event in self.events[seen:]:
+                if found(event):
+                    return event
+            seen = len(self.events)
+            await self._changed.wait()
 
 
 def bare_session(store: Store, session_id: str = "s_1") -> Session:

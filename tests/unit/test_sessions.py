@@ -4,15 +4,15 @@ place of a connection."""
 
 import gc
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
 
-import msgspec
 import pytest
 import trio
 import trio.testing
 
+from tests.inprocess import Watcher
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
@@ -25,7 +25,6 @@ from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.todo_write import TODOS_SERVICE
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
-    AnyEvent,
     ApprovalRequested,
     ItemDelta,
     ItemStarted,
@@ -40,7 +39,7 @@ from tether.protocol.items import (
     TurnSummary,
     UserMessage,
 )
-from tether.protocol.methods import SessionCompactResult, SessionEventParams
+from tether.protocol.methods import SessionCompactResult
 from tether.protocol.session import Cursor
 from tether.testing import ModelServer
 
@@ -50,39 +49,6 @@ PAUSE = {
     ]
 }
 """A step whose call asks for approval (mode `edits`): the turn waits until it is answered."""
-
-
-class _Notification(msgspec.Struct):
-    params: SessionEventParams
-
-
-_decode = msgspec.json.Decoder(_Notification).decode
-
-
-class Watcher:
-    """A subscriber that decodes every live event and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[AnyEvent] = []
-        self._changed = trio.Event()
-
-    def offer(self, frame: bytes) -> bool:
-        self.events.append(_decode(frame).params.event)
-        self._changed.set()
-        self._changed = trio.Event()
-        return True
-
-    def send_nowait(self, frame: bytes) -> None:
-        pass
-
-    async def wait_for(self, found: Callable[[AnyEvent], bool]) -> AnyEvent:
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if found(event):
-                    return event
-            seen = len(self.events)
-            await self._changed.wait()
 
 
 class Rig:

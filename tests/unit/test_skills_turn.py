@@ -3,15 +3,14 @@ real HTTP, skills as real files. The catalog in the system prompt, the `skill` t
 prompt without skills, the trust question for a workspace's skills and the skill folders'
 protection against the agent's writes."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-import msgspec
 import pytest
 import trio
 
-from tests.inprocess import running_sessions
+from tests.inprocess import Watcher, running_sessions
 from tests.unit.test_skills import write_skill
 from tether.daemon.context.prompt import system_prompt
 from tether.daemon.sessions.input import TurnRequest
@@ -20,44 +19,10 @@ from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.skills.trust import WorkspaceTrust
-from tether.protocol.events import AnyEvent, ApprovalRequested, TurnCompleted
-from tether.protocol.methods import SessionEventParams
+from tether.protocol.events import ApprovalRequested, TurnCompleted
 from tether.testing import ModelServer
 
 JSON = dict[str, Any]
-
-
-class _Notification(msgspec.Struct):
-    params: SessionEventParams
-
-
-_decode = msgspec.json.Decoder(_Notification).decode
-
-
-class Watcher:
-    """A subscriber that decodes every live event and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[AnyEvent] = []
-        self._changed = trio.Event()
-
-    def offer(self, frame: bytes) -> bool:
-        self.events.append(_decode(frame).params.event)
-        self._changed.set()
-        self._changed = trio.Event()
-        return True
-
-    def send_nowait(self, frame: bytes) -> None:
-        pass
-
-    async def wait_for(self, found: Callable[[AnyEvent], bool]) -> AnyEvent:
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if found(event):
-                    return event
-            seen = len(self.events)
-            await self._changed.wait()
 
 
 class Places:

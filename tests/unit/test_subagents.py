@@ -2,7 +2,7 @@
 temporary workspace, the scripted model server over real HTTP serving the agent's requests
 and its subagents' alike (each step matched to its conversation by its first user message)."""
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,7 @@ import msgspec
 import pytest
 import trio
 
-from tests.inprocess import decode_event, running_sessions
+from tests.inprocess import Watcher, running_sessions
 from tests.support import alive
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
@@ -18,7 +18,6 @@ from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.subagents import MAX_PER_TURN, MAX_RUNNING, NO_REPORT
 from tether.protocol.events import (
-    AnyEvent,
     ApprovalRequested,
     ItemCompleted,
     ItemDelta,
@@ -28,37 +27,9 @@ from tether.protocol.events import (
     TurnCompleted,
 )
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall, TurnSummary
-from tether.protocol.methods import SessionEventParams
 from tether.testing import ModelServer
 
 PARENT = "parent-task:"
-
-
-class Watcher:
-    """A subscriber that decodes every live event and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[AnyEvent] = []
-        self._changed = trio.Event()
-
-    def offer(self, frame: bytes) -> bool:
-        params: SessionEventParams = decode_event(frame)
-        self.events.append(params.event)
-        self._changed.set()
-        self._changed = trio.Event()
-        return True
-
-    def send_nowait(self, frame: bytes) -> None:
-        pass
-
-    async def wait_for(self, found: Callable[[AnyEvent], bool]) -> AnyEvent:
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if found(event):
-                    return event
-            seen = len(self.events)
-            await self._changed.wait()
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
