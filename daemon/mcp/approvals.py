@@ -7,13 +7,12 @@ state folder for this workspace (`mcp-approvals.json`), written atomically, like
 trust; a missing or unreadable file approves nothing.
 """
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import cast
+
+from tether.daemon.private_json import write_private_json
 
 
 class ServerApprovals:
@@ -51,15 +50,4 @@ class ServerApprovals:
         self._approved[name] = {"fingerprint": fingerprint, "by": by, "at": time.time()}
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".mcp-approvals.")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump({"servers": self._approved}, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_private_json(self.path, {"servers": self._approved})

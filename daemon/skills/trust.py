@@ -7,12 +7,11 @@ atomically. The file says who answered and when; a missing or unreadable file me
 trusted", so a damaged record costs one more question, never a silent yes.
 """
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
+
+from tether.daemon.private_json import write_private_json
 
 
 class WorkspaceTrust:
@@ -37,16 +36,4 @@ class WorkspaceTrust:
         self.trusted = True
         if self.path is None:
             return
-        record = {"trusted": True, "by": by, "at": time.time()}
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".skills-trust.")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(record, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_private_json(self.path, {"trusted": True, "by": by, "at": time.time()})
