@@ -560,8 +560,11 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     # A real client process killed with SIGKILL while its turn runs: the daemon drops the
-    # connection, keeps serving, and (closing never cancels a turn) finishes the turn.
-    model_server.set_script({"steps": [{"text": "finished anyway", "delay_ms": 600}]})
+    # connection, keeps serving, and (closing never cancels a turn) finishes the turn. The
+    # answer is held after its first delta until the client is gone.
+    model_server.set_script(
+        {"steps": [{"text": "finished anyway", "chunks": 2, "hold_at_chunks": [1]}]}
+    )
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -594,13 +597,12 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
         wait_until(lambda: _client_count(observer) == 1, "killed client not dropped", 5)
         attached = attach(observer, session_id, role="observer")
         assert attached.snapshot is not None
-        if attached.snapshot.turns[-1].status == "running":
-            events = collect_until_turn_end(observer, session_id, timeout=10)
-            last = events[-1].event
-            assert isinstance(last, TurnCompleted)
-            assert last.status == "completed"
-        else:
-            assert attached.snapshot.turns[-1].status == "completed"
+        assert attached.snapshot.turns[-1].status == "running"
+        model_server.release()
+        events = collect_until_turn_end(observer, session_id, timeout=10)
+        last = events[-1].event
+        assert isinstance(last, TurnCompleted)
+        assert last.status == "completed"
     assert daemon.proc.poll() is None
     info = home.read_discovery(workspace)
     assert info is not None
