@@ -8,6 +8,7 @@ input is echoed.
 
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -20,14 +21,22 @@ from tests.support import Home
 class TerminalCli:
     """One `tether` command on a terminal `columns` wide; read what it shows with `expect`."""
 
-    def __init__(self, home: Home, *args: str, cwd: Path | None = None, columns: int = 240):
+    def __init__(
+        self,
+        home: Home,
+        *args: str,
+        cwd: Path | None = None,
+        columns: int = 240,
+        env: Mapping[str, str] | None = None,
+    ):
+        """`env` is added to `home`'s environment, for this command alone."""
         setsid = shutil.which("setsid")
         if setsid is None:
             pytest.skip("setsid (util-linux) is needed to give the CLI a controlling terminal")
         self.program = PtyProgram(
             # -w: should setsid have to fork, its exit status is still the CLI's.
             [setsid, "-w", "-c", sys.executable, "-m", "tether.clients.cli.main", *args],
-            env=home.env,
+            env={**home.env, **(env or {})},
             cwd=cwd,
             rows=50,
             columns=columns,

@@ -7,8 +7,8 @@ What Ctrl-C does is the caller's choice (`follow(..., on_interrupt=)`):
 - `cancel` (`tether run`): cancel the turn and follow it to its end; a second Ctrl-C leaves at
   once. On a terminal the first says so; without one it just cancels.
 - `detach` (`tether attach`): leave the turn running and say how to stop it (`Detached`); a
-  second Ctrl-C within `DETACH_WINDOW_S` cancels the turn instead, which is then followed to
-  its end.
+  second Ctrl-C within `detach_window()` (`DETACH_WINDOW_S` unless `TETHER_DETACH_WINDOW`
+  says otherwise) cancels the turn instead, which is then followed to its end.
 
 A re-attach after a resync that brings a snapshot (the daemon lost the events in between)
 takes the turn's end and the pending approvals from that snapshot.
@@ -16,7 +16,9 @@ takes the turn's end and the pending approvals from that snapshot.
 While it waits for events it lets the renderer's clock run (`Renderer.tick`).
 """
 
+import os
 import time
+from collections.abc import Mapping
 from typing import Literal
 
 from tether.clients.cli.approvals import ApprovalAnswerer, answer_commands
@@ -45,6 +47,19 @@ TICK_S = 0.1
 
 DETACH_WINDOW_S = 2.0
 """After a Ctrl-C that detaches, how long a second one still cancels the turn."""
+
+
+def detach_window(environ: Mapping[str, str] | None = None) -> float:
+    """The seconds a second Ctrl-C still cancels after one that detached: `TETHER_DETACH_WINDOW`
+    when it holds a number of seconds from 0 to 60 (the test suite's way to not wait out the
+    whole window), else `DETACH_WINDOW_S`."""
+    env = os.environ if environ is None else environ
+    try:
+        seconds = float(env.get("TETHER_DETACH_WINDOW", ""))
+    except ValueError:
+        return DETACH_WINDOW_S
+    return seconds if 0 <= seconds <= 60 else DETACH_WINDOW_S
+
 
 OnInterrupt = Literal["cancel", "detach"]
 
@@ -177,10 +192,11 @@ class Follower:
 
     def _detach(self, turn_id: str) -> None:
         """Say that the turn goes on and how to stop it; return (to cancel it) only when a
-        second Ctrl-C comes within `DETACH_WINDOW_S`, else raise `Detached`."""
+        second Ctrl-C comes within `detach_window()`, else raise `Detached`."""
+        window = detach_window()
         lines = [
             f"detached; the turn goes on — `tether cancel {self.session_id}` stops it"
-            f" (Ctrl-C again within {DETACH_WINDOW_S:g} s cancels it now)"
+            f" (Ctrl-C again within {window:g} s cancels it now)"
         ]
         lines += [
             f"approval {approval.id} waits: {answer_commands(self.session_id, approval.id)}"
@@ -189,7 +205,7 @@ class Follower:
         try:
             for line in lines:
                 self.renderer.say(line)
-            time.sleep(DETACH_WINDOW_S)
+            time.sleep(window)
         except KeyboardInterrupt:
             self.renderer.say(f"cancelling turn {turn_id}", "warning")
             return

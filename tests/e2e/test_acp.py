@@ -10,22 +10,9 @@ import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from acp import PROTOCOL_VERSION, RequestError, text_block
-from acp import Client as AcpClient
-from acp.client.connection import ClientSideConnection
-from acp.connection import StreamDirection, StreamEvent
-from acp.schema import (
-    AllowedOutcome,
-    DeniedOutcome,
-    Implementation,
-    PermissionOption,
-    RequestPermissionResponse,
-    ResourceContentBlock,
-)
-from acp.stdio import spawn_agent_process
 
 from tests.support import (
     DaemonProcess,
@@ -41,6 +28,15 @@ from tests.support import (
 from tether.protocol.events import ApprovalResolved
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
 from tether.testing import ModelServer
+
+if TYPE_CHECKING:
+    from acp import Client as AcpClient
+    from acp.client.connection import ClientSideConnection
+    from acp.connection import StreamEvent
+    from acp.schema import PermissionOption, RequestPermissionResponse
+
+# The SDK is imported where it is used: its schema costs a second of CPU to import, which every
+# pytest worker would pay while collecting (`tests/unit/test_acp_updates.py` does the same).
 
 pytestmark = [pytest.mark.e2e, pytest.mark.shared_daemon]
 
@@ -66,7 +62,9 @@ class Editor:
     async def _refuse(self, request: JSON) -> str | None:
         raise AssertionError(f"unexpected permission request {request}")
 
-    def observe(self, event: StreamEvent) -> None:
+    def observe(self, event: "StreamEvent") -> None:
+        from acp.connection import StreamDirection
+
         if event.direction != StreamDirection.INCOMING:
             return
         message = event.message
@@ -94,8 +92,10 @@ class Editor:
     # --- acp.Client -------------------------------------------------------------------------
 
     async def request_permission(
-        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
-    ) -> RequestPermissionResponse:
+        self, session_id: str, tool_call: Any, options: "list[PermissionOption]", **kwargs: Any
+    ) -> "RequestPermissionResponse":
+        from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
         request_id = self._request_ids.pop(0)
         request = next(m for m in self.received if m.get("id") == request_id)
         self.permission_asked.set()
@@ -111,17 +111,21 @@ class Editor:
         self.parsed_updates += 1
 
 
-def as_client(editor: Editor) -> AcpClient:
+def as_client(editor: Editor) -> "AcpClient":
     """The editor as the SDK types a client: it serves neither files nor terminals, and
     does not say it does (the SDK answers those methods "not found")."""
-    return cast(AcpClient, editor)
+    return cast("AcpClient", editor)
 
 
 @asynccontextmanager
 async def editor_agent(
     home: Home, workspace: Path, editor: Editor
-) -> AsyncGenerator[ClientSideConnection]:
+) -> "AsyncGenerator[ClientSideConnection]":
     """`tether acp` as a subprocess of `home`, started in `workspace`, initialized."""
+    from acp import PROTOCOL_VERSION
+    from acp.schema import Implementation
+    from acp.stdio import spawn_agent_process
+
     log = open(home.root / "acp-stderr.log", "ab")  # noqa: SIM115, ASYNC230
     try:
         async with spawn_agent_process(
@@ -182,6 +186,9 @@ def fold(updates: list[JSON]) -> JSON:
 
 
 def test_initialize_advertises_what_tether_serves(daemon: DaemonProcess) -> None:
+    from acp import PROTOCOL_VERSION
+    from acp.stdio import spawn_agent_process
+
     editor = Editor()
 
     async def test() -> None:
@@ -222,6 +229,9 @@ def test_a_prompt_streams_its_turn_and_a_load_replays_it(
     """Reasoning, text, a read, a plan and an edit, streamed as ACP updates; the same turn
     followed by the CLI's client; replayed by `session/load` in a second editor, equal once
     folded; listed by `tether sessions` and `session/list`."""
+    from acp import text_block
+    from acp.schema import ResourceContentBlock
+
     model_server.set_script(
         {
             "steps": [
@@ -353,6 +363,8 @@ def test_a_prompt_streams_its_turn_and_a_load_replays_it(
 def test_permissions_answered_in_the_editor_resolve_for_the_cli(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
+    from acp import text_block
+
     model_server.set_script(
         {"steps": [command_step("echo granted"), command_step("echo refused"), {"text": "ok"}]}
     )
@@ -399,6 +411,8 @@ def test_cancel_mid_turn_answers_cancelled(
     """Cancelled while the editor is asked to approve a command: the editor answers the
     question `cancelled` (as ACP asks of it), the prompt `cancelled`, and the command never
     runs."""
+    from acp import text_block
+
     marker = daemon.workspace / "cancel-marker"
     model_server.set_script({"steps": [command_step(f"touch {marker}"), {"text": "unused"}]})
     editor = Editor()
@@ -435,6 +449,8 @@ def test_cancel_mid_turn_answers_cancelled(
 def test_a_permission_answered_from_the_cli_is_withdrawn_from_the_editor(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
+    from acp import text_block
+
     model_server.set_script({"steps": [command_step("echo from the cli"), {"text": "done"}]})
     editor = Editor()
 
@@ -469,6 +485,8 @@ def test_a_permission_answered_from_the_cli_is_withdrawn_from_the_editor(
 def test_a_session_started_from_the_cli_loads_and_resumes_in_the_editor(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
+    from acp import text_block
+
     model_server.set_script({"steps": [{"text": "ok"}, {"text": "ok"}]})
     with daemon.client("cli") as cli:
         session_id = create_session(cli)
@@ -498,6 +516,8 @@ def test_a_session_started_from_the_cli_loads_and_resumes_in_the_editor(
 
 
 def test_unknown_sessions_and_methods_get_acp_errors(daemon: DaemonProcess) -> None:
+    from acp import RequestError, text_block
+
     editor = Editor()
 
     async def test() -> None:

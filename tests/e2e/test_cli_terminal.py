@@ -151,11 +151,14 @@ def test_ctrl_c_in_attach_leaves_the_turn_running_and_says_how_to_stop_it(
 ) -> None:
     model_server.set_script({"steps": [command_step("echo later"), {"text": "done"}]})
     session_id, approval = waiting_session(daemon)
-    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+    # What this asserts is what follows a detach, not how long a second Ctrl-C may take.
+    quick = {"TETHER_DETACH_WINDOW": "0.1"}
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id, env=quick) as cli:
         cli.expect(QUESTION_END)
         cli.send("\x03")
         shown = cli.expect("cancels it now)")
         assert "detached; the turn goes on" in shown
+        assert "(Ctrl-C again within 0.1 s cancels it now)" in shown
         assert f"`tether cancel {session_id}` stops it" in shown
         cli.expect(f"tether approve {session_id} {approval.id}")
         assert cli.wait() == 130
@@ -171,10 +174,12 @@ def test_a_second_ctrl_c_in_attach_cancels_the_turn(
 ) -> None:
     model_server.set_script({"steps": [command_step("echo never"), {"text": "never"}]})
     session_id, _ = waiting_session(daemon)
-    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+    # A window the second Ctrl-C cannot miss on a loaded machine (it ends the wait at once).
+    patient = {"TETHER_DETACH_WINDOW": "30"}
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id, env=patient) as cli:
         cli.expect(QUESTION_END)
         cli.send("\x03")
-        cli.expect("cancels it now)")
+        cli.expect("within 30 s cancels it now)")
         cli.send("\x03")
         cli.expect("cancelling turn")
         assert cli.wait() == 3

@@ -144,33 +144,46 @@ def test_discovery_file_is_private_complete_and_removed_on_sigterm(
 
 
 def test_sigterm_right_after_the_discovery_file_appears_stops_cleanly(
-    home: Home, workspace: Path
+    home: Home, workspace: Path, tmp_path: Path
 ) -> None:
     # The discovery file says "ready"; a SIGTERM from then on must be a clean stop (exit 0,
     # file removed), not the default action of the signal (killed, stale file left behind).
-    # The window is small, so the file is watched without sleeping and the cycle repeated.
-    discovery = home.discovery_path(workspace)
-    for attempt in range(5):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+    # The window is small, so the files are watched without sleeping, and five daemons (of as
+    # many workspaces) started at once, each signalled the moment its file appears.
+    workspaces = [workspace]
+    for n in range(1, 5):
+        workspaces.append(tmp_path / f"project-{n}")
+        workspaces[-1].mkdir()
+    discoveries = [home.discovery_path(w) for w in workspaces]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tether.daemon", "--workspace", str(w)],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        try:
-            deadline = time.monotonic() + 15
-            while not discovery.exists():
-                assert proc.poll() is None, f"daemon exited with {proc.returncode}"
-                assert time.monotonic() < deadline, "daemon did not start"
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=10)
-        finally:
+        for w in workspaces
+    ]
+    try:
+        waiting = dict(enumerate(discoveries))
+        deadline = time.monotonic() + 30
+        while waiting:
+            for n, discovery in list(waiting.items()):
+                if discovery.exists():
+                    procs[n].send_signal(signal.SIGTERM)
+                    del waiting[n]
+                else:
+                    assert procs[n].poll() is None, f"daemon {n} exited with {procs[n].returncode}"
+            assert time.monotonic() < deadline, "the daemons did not start"
+        codes = [proc.wait(timeout=10) for proc in procs]
+    finally:
+        for proc in procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=10)
-        assert code == 0, f"attempt {attempt}: SIGTERM right after startup gave exit {code}"
-        assert not discovery.exists(), f"attempt {attempt}: stale discovery file"
+    assert codes == [0] * 5, "SIGTERM right after startup gave these exit codes"
+    assert [d for d in discoveries if d.exists()] == [], "stale discovery files"
 
 
 def test_each_daemon_has_a_fresh_token(home: Home, workspace: Path) -> None:
@@ -560,8 +573,11 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     # A real client process killed with SIGKILL while its turn runs: the daemon drops the
-    # connection, keeps serving, and (closing never cancels a turn) finishes the turn.
-    model_server.set_script({"steps": [{"text": "finished anyway", "delay_ms": 600}]})
+    # connection, keeps serving, and (closing never cancels a turn) finishes the turn. The
+    # answer is held after its first delta until the client is gone.
+    model_server.set_script(
+        {"steps": [{"text": "finished anyway", "chunks": 2, "hold_at_chunks": [1]}]}
+    )
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -594,13 +610,12 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
         wait_until(lambda: _client_count(observer) == 1, "killed client not dropped", 5)
         attached = attach(observer, session_id, role="observer")
         assert attached.snapshot is not None
-        if attached.snapshot.turns[-1].status == "running":
-            events = collect_until_turn_end(observer, session_id, timeout=10)
-            last = events[-1].event
-            assert isinstance(last, TurnCompleted)
-            assert last.status == "completed"
-        else:
-            assert attached.snapshot.turns[-1].status == "completed"
+        assert attached.snapshot.turns[-1].status == "running"
+        model_server.release()
+        events = collect_until_turn_end(observer, session_id, timeout=10)
+        last = events[-1].event
+        assert isinstance(last, TurnCompleted)
+        assert last.status == "completed"
     assert daemon.proc.poll() is None
     info = home.read_discovery(workspace)
     assert info is not None

@@ -5,7 +5,6 @@ import difflib
 from pathlib import Path
 
 import pytest
-from acp.schema import SessionNotification
 
 from tether.clients.acp import diffs
 from tether.clients.acp.updates import JSON, Translator
@@ -35,6 +34,10 @@ def unified(path: str, before: str | None, after: str) -> str:
 
 
 def checked(updates: list[JSON]) -> list[JSON]:
+    # Imported here: the SDK's schema costs every pytest worker a second of CPU to import,
+    # and only the one that runs this module needs it.
+    from acp.schema import SessionNotification
+
     for update in updates:
         SessionNotification.model_validate({"sessionId": "s", "update": update})
     return updates

@@ -6,6 +6,7 @@ its own, `tether.testing` (the scripted model server), which imports nothing of 
 itself."""
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def _part(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
-def _imported_names(path: Path) -> set[str]:
+@functools.cache  # the daemon's modules are parsed once for all the tests here
+def _imported_names(path: Path) -> frozenset[str]:
     """Every dotted name an import in `path` may bring in: `from a import b` gives `a` and
     `a.b` (b may be a module). Relative imports are refused, so none slips past the checks."""
     found: set[str] = set()
@@ -61,7 +63,7 @@ def _imported_names(path: Path) -> set[str]:
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def _imported_parts(path: Path) -> set[str]:

@@ -193,36 +193,40 @@ async def wait_for_state(pool: LspPool, name: str, state: str) -> None:
 # --- conformance: the same edit-and-fix flow against every kind of server ---------------------
 
 
-@pytest.mark.parametrize(
-    "server", ["ruff", "basedpyright", "fake-push", "fake-unversioned"], ids=str
-)
+async def syntax_error_appears_and_goes(pool: LspPool, workspace: Path) -> None:
+    """The edit-and-fix flow every kind of server must follow, on `workspace`'s app.py, with
+    `pool` serving."""
+    app = workspace / "app.py"
+    app.write_text(FIXED)
+    assert await pool.diagnostics_after_edit([app], wait=5) == []
+    app.write_text(BROKEN)
+    broken = await pool.diagnostics_after_edit([app], wait=5)
+    assert broken, "a syntax error is an error for every server"
+    assert all(d.severity == "error" and d.path == str(app) for d in broken)
+    assert broken[0].line == 1
+    # Checked again unchanged: the answer the server gave for this text (pushed servers) or
+    # gives again at once (pulled ones). The call ends on that answer, not at its deadline,
+    # which the test's own limit would never let it reach.
+    assert await pool.diagnostics_after_edit([app], wait=3600) == broken
+    app.write_text(FIXED)
+    assert await pool.diagnostics_after_edit([app], wait=5) == []
+
+
+@pytest.mark.parametrize("server", ["ruff", "fake-push", "fake-unversioned"], ids=str)
 async def test_syntax_error_appears_and_goes(
     server: str, workspace: Path, fake_server: Path, tmp_path: Path
 ) -> None:
-    """ruff and basedpyright are asked (pull, basedpyright only after it registers the
-    capability); the fake pushes, with the version or without (then the settle rule ends the
-    wait)."""
+    """ruff is asked (pull); the fake pushes, with the version or without (then the settle
+    rule ends the wait). basedpyright follows the same flow in its own test below, which
+    starts it once for both."""
     if server.startswith("fake"):
         mode = "push" if server == "fake-push" else "unversioned"
         pool = LspPool(workspace, [fake(fake_server, mode, tmp_path / "log")], builtin=False)
     else:
         pool = LspPool(workspace, builtin=[server])
-    app = workspace / "app.py"
-    app.write_text(FIXED)
     with trio.fail_after(30):
         async with serving(pool):
-            assert await pool.diagnostics_after_edit([app], wait=5) == []
-            app.write_text(BROKEN)
-            broken = await pool.diagnostics_after_edit([app], wait=5)
-            assert broken, "a syntax error is an error for every server"
-            assert all(d.severity == "error" and d.path == str(app) for d in broken)
-            assert broken[0].line == 1
-            # Checked again unchanged: the answer the server gave for this text (pushed
-            # servers) or gives again at once (pulled ones). The call ends on that answer, not
-            # at its deadline, which the test's own limit would never let it reach.
-            assert await pool.diagnostics_after_edit([app], wait=3600) == broken
-            app.write_text(FIXED)
-            assert await pool.diagnostics_after_edit([app], wait=5) == []
+            await syntax_error_appears_and_goes(pool, workspace)
 
 
 # --- real servers -----------------------------------------------------------------------------
@@ -253,12 +257,17 @@ async def test_ruff_reports_errors_only(workspace: Path) -> None:
     }
 
 
-async def test_basedpyright_type_error_after_edit_then_fixed(workspace: Path) -> None:
+async def test_basedpyright_syntax_then_type_errors_after_edits_then_fixed(
+    workspace: Path,
+) -> None:
+    """The conformance flow (asked by pull, only after it registers the capability), then a
+    type error: one basedpyright start, the costliest server to start, for both."""
     pool = LspPool(workspace, builtin=["basedpyright"])
     app = workspace / "app.py"
-    app.write_text("x: int = 1\n")
-    with trio.fail_after(30):
+    with trio.fail_after(45):
         async with serving(pool):
+            await syntax_error_appears_and_goes(pool, workspace)
+            app.write_text("x: int = 1\n")
             assert await pool.diagnostics_after_edit([app], wait=10) == []
             # A column after a character outside the BMP: the server counts UTF-16 units.
             line = 'label = "😀"; x: int = "s"'

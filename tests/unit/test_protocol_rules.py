@@ -3,6 +3,7 @@ described, unions and the top say what to do with the unknown, the transport fac
 daemon's own numbers, and each method's error codes are the ones its handler can raise."""
 
 import ast
+import functools
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,6 +227,12 @@ def _callee(call: ast.Call, cls: str | None) -> str | None:
             return None
 
 
+@functools.cache  # the daemon's sources are parsed once for the tests here
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@functools.cache
 def _daemon_functions() -> dict[str, _Function]:
     """Every function of the daemon (`Class.method` or `function`): the error codes it names
     and the functions it calls, as far as a call can be resolved without running it (a method
@@ -248,7 +255,7 @@ def _daemon_functions() -> dict[str, _Function]:
     for path in DAEMON.rglob("*.py"):
         if "testing" in path.relative_to(DAEMON).parts:
             continue
-        for top in ast.parse(path.read_text()).body:
+        for top in _tree(path).body:
             if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
                 scan(top, None)
             elif isinstance(top, ast.ClassDef):
@@ -332,7 +339,7 @@ def test_error_data_has_the_published_shape() -> None:
     """An `RpcError` with `data` passes the struct `ERROR_DATA` names for its code, and only
     those codes carry data."""
     for path in DAEMON.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             match node:
                 case ast.Call(
                     func=ast.Name(id="RpcError"),

@@ -231,7 +231,8 @@ async def test_background_process_outlives_the_call_and_is_read_incrementally(
     ws: Path, table: ProcessTable
 ) -> None:
     ctx = ToolContext(ws, session_id="s1", services={"processes": table})
-    script = "echo one; sleep 0.4; echo two; sleep 0.4; echo three; sleep 300"
+    # It goes on past "one" only once the test has read that.
+    script = "echo one; while [ ! -e go ]; do sleep 0.01; done; echo two; echo three; sleep 300"
     started = await run(ctx, script, background=True)
     assert started.startswith("Started background process p1 (pid ")
     assert "command_output(id='p1')" in started
@@ -243,7 +244,8 @@ async def test_background_process_outlives_the_call_and_is_read_incrementally(
     assert alive(info.pid)
 
     first = await wait_for_output(ctx, "p1", "one")
-    assert first.startswith("one")
+    assert first.split() == ["one"]
+    (ws / "go").touch()
     rest = await wait_for_output(ctx, "p1", "three")
     assert "one" not in rest
     assert rest.replace("\n", " ").split() == ["two", "three"]

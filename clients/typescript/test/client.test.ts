@@ -117,7 +117,8 @@ describe("against the daemon", () => {
   });
 
   test("re-attaches with its cursor after the socket is killed mid-turn: no gap, no duplicate", async () => {
-    await home.model.setScript({ steps: [{ text: "word ".repeat(60), chunks: 60, chunk_delay_ms: 10 }] });
+    // Held after five deltas until the client is back: the re-attach lands mid-turn.
+    await home.model.setScript({ steps: [{ text: "word ".repeat(60), chunks: 60, hold_at_chunks: [5] }] });
     const sockets: NodeSocket[] = [];
     const base = daemonConnector(home.options());
     const connector: Connector = async (handlers) => {
@@ -135,6 +136,9 @@ describe("against the daemon", () => {
       const { turnId } = await session.startTurn("talk");
       await firstDelta;
       sockets[0]!.terminate();
+      while (session.stats.replays < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(session.view.snapshot().turns?.at(-1)?.status, "running", "the turn still runs");
+      await home.model.release();
       const turn = await session.waitForTurn(turnId);
       assert.equal(turn.status, "completed");
       assert.equal(client.connections, 2);
