@@ -237,6 +237,8 @@ class LspClient:
         self._ended = trio.Event()
         """Set when the server is gone or a stop was requested: `serve` wakes up."""
         self._gone = trio.Event()
+        self._exited = trio.Event()
+        """The process has exited and `_watch_exit` has said how."""
         self._stopping = False
 
     # --- lifetime -----------------------------------------------------------------------------
@@ -358,29 +360,34 @@ class LspClient:
             while True:
                 body = await reader.receive()
                 if body is None:
-                    # Usually the process is exiting: give the exit watcher a moment to say
-                    # how (an exit status tells more than the end of the pipe).
-                    with trio.move_on_after(1.0):
-                        await self._gone.wait()
-                    self._fail("closed its output")
+                    await self._pipe_ended("closed its output")
                     return
                 self._dispatch(body)
         except FramingError as exc:
             self._fail(f"sent a broken message: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._fail("closed its output")
+            await self._pipe_ended("closed its output")
 
     async def _write_loop(self, stream: trio.abc.SendStream) -> None:
         try:
             async for data in self._outbox_receive:
                 await stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._fail("closed its input")
+            await self._pipe_ended("closed its input")
+
+    async def _pipe_ended(self, reason: str) -> None:
+        """A pipe to the server ended. Usually the process is exiting: give the exit watcher a
+        moment to say how first (an exit status, a signal, tells more than the end of a pipe;
+        whichever of the two pipes notices first must not hide it)."""
+        with trio.move_on_after(1.0):
+            await self._exited.wait()
+        self._fail(reason)
 
     async def _watch_exit(self, process: trio.Process) -> None:
         code = await process.wait()
         how = f"signal {-code}" if code < 0 else f"status {code}"
         self._fail(f"exited with {how}")
+        self._exited.set()
 
     def _fail(self, reason: str) -> None:
         """The server is gone (or must be treated as gone): record why, wake everyone."""

@@ -109,3 +109,30 @@ async def test_a_program_that_cannot_start(tmp_path: Path) -> None:
 def test_uris() -> None:
     path = Path("/tmp/a b/ü.py")
     assert path_to_uri(path) == "file:///tmp/a%20b/%C3%BC.py"
+
+
+_CLOSES_ITS_INPUT_THEN_DIES = """
+import json, os, signal, sys, time
+os.close(0)
+# A request the client answers: its answer finds the input pipe broken ...
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "workspace/configuration",
+                   "params": {"items": []}}).encode()
+sys.stdout.buffer.write(b"Content-Length: %d\\r\\n\\r\\n" % len(body) + body)
+sys.stdout.flush()
+time.sleep(0.3)  # ... before the process is gone
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+async def test_a_server_that_dies_is_reported_by_how_it_died_not_by_a_broken_pipe(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text(_CLOSES_ITS_INPUT_THEN_DIES)
+    client = LspClient([sys.executable, str(script)], tmp_path, initialize_timeout=10)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            with pytest.raises(ServerGone):
+                await nursery.start(client.serve)
+    assert client.state == "crashed"
+    assert client.failure == "exited with signal 9"
