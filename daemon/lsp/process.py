@@ -13,10 +13,9 @@ from pathlib import Path
 import trio
 
 from tether.daemon.procs.groups import stop_child
+from tether.daemon.procs.server import open_server_log
 
 KILL_GRACE = 0.5
-MAX_LOG_BYTES = 5 * 1024 * 1024
-"""A server's stderr log is started afresh when it has grown past this."""
 
 
 async def spawn_server(
@@ -26,7 +25,7 @@ async def spawn_server(
     nowhere). Raises OSError when it cannot be started."""
     log: int | None = None
     if log_path is not None:
-        log = await trio.to_thread.run_sync(_open_log, log_path)
+        log = await trio.to_thread.run_sync(open_server_log, log_path)
     try:
         return await trio.lowlevel.open_process(
             list(command),
@@ -48,14 +47,3 @@ async def reap_server(process: trio.Process) -> None:
     for stream in (process.stdin, process.stdout):
         if stream is not None:
             await stream.aclose()
-
-
-def _open_log(path: Path) -> int:
-    """A descriptor appending to a server's stderr log (started afresh when it is large)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        large = path.stat().st_size > MAX_LOG_BYTES
-    except FileNotFoundError:
-        large = False
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if large else os.O_APPEND)
-    return os.open(path, flags, 0o600)

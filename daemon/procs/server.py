@@ -41,7 +41,7 @@ async def open_server(
     """Start `argv` (no shell) in `cwd`. Raises OSError when it cannot be started."""
     tag = new_tag()
     full_env = {**env, TAG_VARIABLE: tag}
-    log = await trio.to_thread.run_sync(_open_log, log_path)
+    log = await trio.to_thread.run_sync(open_server_log, log_path)
 
     def start() -> PipedStarted:
         started = start_piped_child(list(argv), cwd=cwd, env=full_env, stderr=log)
@@ -70,7 +70,9 @@ async def stop_server(process: PipedChild, grace: float, owned: OwnedGroups | No
             await OWNER_THREAD.run(partial(owned.remove, process.pid))
 
 
-def _open_log(path: Path | None) -> int:
+def open_server_log(path: Path | None) -> int:
+    """A descriptor appending to a server's stderr log, started afresh when it has grown over
+    `MAX_LOG_BYTES` (None: the null device)."""
     if path is None:
         return os.open(os.devnull, os.O_WRONLY)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
