@@ -7,6 +7,7 @@ the benchmark fails or is interrupted (SIGTERM is turned into an exception by
 `handle_sigterm()`, so `finally` blocks run). Only 127.0.0.1 is used.
 """
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -36,6 +37,18 @@ DAEMON_START_TIMEOUT = 20.0
 
 # --------------------------------------------------------------------------------------------
 # Signals
+
+
+def runs_argument(doc: str | None, default: int, what: str = "measured runs") -> int:
+    """The `--runs N` of a benchmark whose only option it is (its module docstring is the
+    help), once SIGTERM is handled (see `handle_sigterm`)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=default, help=f"{what} (default {default})")
+    runs: int = parser.parse_args().runs
+    handle_sigterm()
+    return runs
 
 
 def handle_sigterm() -> None:

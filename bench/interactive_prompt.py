@@ -9,14 +9,12 @@ pty answers cursor position requests at once, as a terminal emulator does.
 Usage: python bench/interactive_prompt.py [--runs N]
 """
 
-import argparse
 import sys
 import time
 
 from _harness import (
     bench_home,
     cli_command,
-    handle_sigterm,
     load_line,
     machine_line,
     median,
@@ -25,6 +23,7 @@ from _harness import (
     percentile,
     row,
     running_daemon,
+    runs_argument,
     verdict,
 )
 from tests.screen import CTRL_D, Terminal
@@ -49,13 +48,7 @@ def time_to_prompt(argv: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=11, help="measured runs (default 11)")
-    args = parser.parse_args()
-    runs: int = args.runs
-    handle_sigterm()
+    runs = runs_argument(__doc__, 11)
     load = load_line()
     with (
         model_server({"loop": True, "steps": [{"text": "done"}]}) as server,

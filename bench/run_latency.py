@@ -17,7 +17,6 @@ dependencies, every start compiles them from source.
 Usage: python bench/run_latency.py [--runs N]
 """
 
-import argparse
 import sys
 import time
 from collections.abc import Mapping
@@ -25,7 +24,6 @@ from collections.abc import Mapping
 import tether.clients.cli.main as cli_main
 from _harness import (
     bench_home,
-    handle_sigterm,
     installed_bytecode,
     load_line,
     machine_line,
@@ -38,6 +36,7 @@ from _harness import (
     run_cli,
     run_measured,
     running_daemon,
+    runs_argument,
     verdict,
 )
 
@@ -83,13 +82,7 @@ def importtime_top(module: str, count: int, env: Mapping[str, str]) -> list[tupl
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=15, help="measured runs (default 15)")
-    args = parser.parse_args()
-    runs: int = args.runs
-    handle_sigterm()
+    runs = runs_argument(__doc__, 15)
     load = load_line()
 
     with (

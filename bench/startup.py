@@ -16,7 +16,6 @@ Bytecode is cached in the benchmark's home and filled before measuring (see the 
 Usage: python bench/startup.py [--runs N]
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -29,7 +28,6 @@ from _harness import (
     BenchHome,
     bench_home,
     cli_command,
-    handle_sigterm,
     installed_tether,
     load_line,
     machine_line,
@@ -41,6 +39,7 @@ from _harness import (
     row,
     run_cli,
     run_measured,
+    runs_argument,
     verdict,
 )
 from tether.testing import ModelServer
@@ -187,13 +186,7 @@ def daemon_imports(home: BenchHome) -> tuple[int, list[tuple[str, float]]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=15, help="measured runs (default 15)")
-    args = parser.parse_args()
-    runs: int = args.runs
-    handle_sigterm()
+    runs = runs_argument(__doc__, 15)
     load = load_line()
 
     with model_server(SCRIPT) as server, bench_home(server.base_url) as home:

@@ -16,7 +16,6 @@ Two figures:
 Usage: python bench/step_overhead.py [--runs N]
 """
 
-import argparse
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,6 @@ import msgspec
 from _harness import (
     BenchHome,
     bench_home,
-    handle_sigterm,
     load_line,
     machine_line,
     median,
@@ -35,6 +33,7 @@ from _harness import (
     row,
     run_cli,
     running_daemon,
+    runs_argument,
     verdict,
 )
 
@@ -113,13 +112,7 @@ def run_turn(home: BenchHome) -> TurnRun:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--runs", type=int, default=7, help="runs of each script (default 7)")
-    args = parser.parse_args()
-    runs: int = args.runs
-    handle_sigterm()
+    runs = runs_argument(__doc__, 7, "runs of each script")
     load = load_line()
 
     with (
