@@ -7,6 +7,7 @@ timeout the whole tree is stopped. Nothing here raises for the hook's sake: a ho
 start is an outcome like one that exits 1.
 """
 
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +45,28 @@ class HookRun:
         code = self.exit_code
         if code == 0 or (deny_code is not None and code == deny_code):
             return ""
-        why = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited {code}"
+        why = _exit_reason(code)
         tail = self.output[-300:].strip()
         return f"{why}: {tail}" if tail else why
+
+
+def _exit_reason(code: int | None) -> str:
+    """How a hook's exit reads. A shell that runs the command as its child (rather than
+    exec'ing it) reports a child killed by signal N as 128 + N, so that status names the
+    signal too: the notice reads the same whichever shell the user has."""
+    if code is not None and code < 0:
+        return f"was killed by signal {-code}"
+    if code is not None and code > 128 and _is_signal(code - 128):
+        return f"exited {code} (killed by signal {code - 128})"
+    return f"exited {code}"
+
+
+def _is_signal(number: int) -> bool:
+    try:
+        signal.Signals(number)
+    except ValueError:
+        return False
+    return True
 
 
 async def run_hook(

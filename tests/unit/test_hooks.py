@@ -20,6 +20,7 @@ from tests.inprocess import running_sessions
 from tether.daemon.config.hooks import HookConfig
 from tether.daemon.config.settings import Config, ConfigError, parse_config
 from tether.daemon.hooks.events import TurnEndHookInput
+from tether.daemon.hooks.run import HookRun
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.models import FixedModel
@@ -281,6 +282,22 @@ async def test_a_hook_that_times_out_or_crashes_is_a_notice_and_the_turn_goes_on
     assert "the result is unchanged" in killed_notice
     assert "exited 127" in end_notice
     assert "[post_tool" not in tool_results(server.requests[-1])[0]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "reads"),
+    [
+        (-9, "was killed by signal 9"),
+        (137, "exited 137 (killed by signal 9)"),
+        (143, "exited 143 (killed by signal 15)"),
+        (2, "exited 2"),
+        (200, "exited 200"),
+    ],
+)
+def test_a_signal_reads_the_same_whether_the_shell_exec_ed_the_hook_or_waited_for_it(
+    exit_code: int, reads: str
+) -> None:
+    assert HookRun(exit_code=exit_code, output="").failure(5.0) == reads
 
 
 async def test_hooks_in_the_workspace_config_are_never_run(places: Places) -> None:
