@@ -474,3 +474,20 @@ def persisted_events(home: Home, workspace: Path, session_id: str) -> list[tuple
             "SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
     return [(seq, msgspec.json.decode(body, type=AnyEvent)) for seq, body in rows]
+
+
+def require_program(path_or_name: str, why: str) -> str:
+    """The full path of a system program a test runs for real (bwrap, sshd). Missing, the test
+    is skipped with `why` — or fails where `TETHER_REQUIRE_SYSTEM_TOOLS` is set, as CI sets it
+    after installing them, so that a broken install cannot pass as a skip."""
+    import shutil
+
+    import pytest
+
+    found = path_or_name if os.access(path_or_name, os.X_OK) else shutil.which(path_or_name)
+    if found:
+        return found
+    message = f"{path_or_name} is not installed ({why}); `bash .ci/install-system` installs it"
+    if os.environ.get("TETHER_REQUIRE_SYSTEM_TOOLS"):
+        pytest.fail(message)
+    pytest.skip(message)
