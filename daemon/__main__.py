@@ -1,10 +1,11 @@
 """`python -m tether.daemon --workspace DIR`: run the daemon for one workspace in the
 foreground. Clients start it this way (detached) when no daemon answers for their workspace.
 
-Exit codes: 0 after a clean stop, 2 for bad arguments or configuration, 3 when another daemon
-already serves the workspace (its discovery file says where), 4 when the daemon's data cannot be
-used (a damaged or unwritable session database, one from a newer tether, or a folder it cannot
-create). Every refusal is one line on stderr starting `tether daemon:`, naming the path.
+Exit codes: 0 after a clean stop, 2 for bad arguments or configuration (an unusable token
+file, a fixed port that is taken), 3 when another daemon already serves the workspace (its
+discovery file says where), 4 when the daemon's data cannot be used (a damaged or unwritable
+session database, one from a newer tether, or a folder it cannot create). Every refusal is one
+line on stderr starting `tether daemon:`, naming the path.
 
 SIGTERM before the event loop listens for it (while the arguments, configuration and lock are
 handled, well under a second) takes its default action: nothing is written yet, and the kernel
@@ -73,11 +74,30 @@ def main(argv: list[str] | None = None) -> int:
         default=DISCOVERY_CHECK_INTERVAL,
         help="seconds between checks that the discovery file is in place (at most the default)",
     )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=0,
+        help="the loopback port to listen on (default: any free one; a fixed one serves a"
+        " forwarded port, as in a container)",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="read the clients' token from this file (a mounted secret) instead of making a"
+        " new one at each start",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     workspace = Path(args.workspace).resolve()
     if not workspace.is_dir():
         print(f"tether daemon: {workspace} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        token = None if args.token_file is None else read_token(args.token_file)
+    except ValueError as exc:
+        print(f"tether daemon: {exc}", file=sys.stderr)
         return 2
     try:
         settings = UserSettings(config_file(), os.environ)
@@ -104,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
-        from tether.daemon.server.daemon import Daemon
+        from tether.daemon.server.daemon import Daemon, ListenRefused
         from tether.daemon.sessions.schema import StoreOpenError
 
         daemon = Daemon(
@@ -116,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
             client_queue_bytes=args.client_queue_bytes,
             kill_grace=args.kill_grace,
             discovery_interval=args.discovery_check_interval,
+            port=args.port,
+            token=token,
         )
         gc.freeze()
         gc.enable()
@@ -124,9 +146,46 @@ def main(argv: list[str] | None = None) -> int:
         except StoreOpenError as exc:
             print(f"tether daemon: {exc}", file=sys.stderr)
             return EXIT_DATA_UNUSABLE
+        except ListenRefused as exc:
+            print(f"tether daemon: {exc}", file=sys.stderr)
+            return 2
     finally:
         lock.release()
     return 0
+
+
+TOKEN_MIN_LENGTH = 32
+"""Characters a token read from a file must have at least: it is the only thing between a
+forwarded port and the workspace's shell."""
+
+
+def read_token(path: Path) -> str:
+    """The token in `path` (surrounding whitespace stripped). ValueError naming the path and
+    the fault when it is missing, too short or not one line of printable ASCII (it travels in
+    an HTTP header)."""
+    try:
+        token = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII"
+        raise ValueError(f"cannot read the token file {path}: {reason}") from None
+    if len(token) < TOKEN_MIN_LENGTH:
+        raise ValueError(
+            f"the token in {path} has {len(token)} characters; at least {TOKEN_MIN_LENGTH}"
+            " are needed (`openssl rand -hex 32` makes one)"
+        )
+    if not token.isprintable() or any(c.isspace() for c in token):
+        raise ValueError(f"the token in {path} must be one word of printable ASCII")
+    return token
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:

@@ -16,9 +16,10 @@ end of the cleanup. A stop requested while starting cancels the start; once serv
 cancels the tree in order: turns end `interrupted` (persisted), connections close, the store
 writes what is queued, the discovery file is removed and the lock released.
 
-A database that cannot be used stops the start with `StoreOpenError` (nothing is served, no
-discovery file). A queued write that fails later is rolled back alone, logged, and told to every
-client as a `store/write_failed` daemon event; the daemon goes on serving.
+A database that cannot be used stops the start with `StoreOpenError`, and a fixed port that
+cannot be listened on with `ListenRefused` (nothing is served, no discovery file). A queued
+write that fails later is rolled back alone, logged, and told to every client as a
+`store/write_failed` daemon event; the daemon goes on serving.
 """
 
 import contextlib
@@ -88,20 +89,26 @@ class Daemon:
         client_queue_bytes: int = DEFAULT_MAX_BYTES,
         kill_grace: float = KILL_GRACE,
         discovery_interval: float = DISCOVERY_CHECK_INTERVAL,
+        port: int = 0,
+        token: str | None = None,
     ) -> None:
         """`settings` are the user's, read again at every turn (see
         `tether.daemon.config.live`); what only a start reads comes from `settings.started`.
         `kill_grace`: seconds the processes of commands get between SIGTERM and SIGKILL when
         they are stopped (a cancelled turn, a timeout, the daemon stopping).
         `discovery_interval`: how often a missing or replaced discovery file is put back (at
-        most `DISCOVERY_CHECK_INTERVAL`, which clients count on)."""
+        most `DISCOVERY_CHECK_INTERVAL`, which clients count on).
+        `port`: the loopback port to listen on (0: any free one, the default; a fixed one serves
+        a forwarded port, as in a container). `token`: the clients' token (default: a new
+        random one each start; a fixed one comes from a secret the orchestrator holds)."""
         self.discovery_interval = min(discovery_interval, DISCOVERY_CHECK_INTERVAL)
         self.client_queue_limit = client_queue_limit
         self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
         config = self.config = settings.started
         self.idle_timeout = config.idle_timeout if idle_timeout is None else idle_timeout
-        self.token = secrets.token_hex(32)
+        self.token = token or secrets.token_hex(32)
+        self.listen_port = port
         self.started_at = time.time()
         self.port = 0
         self.store = Store(paths.database_path(str(workspace)))
@@ -178,7 +185,8 @@ class Daemon:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until shut down. The lock must already be held (`lock.acquire()`). A first
         SIGTERM/SIGINT at any moment, even while the store opens, stops it cleanly. Raises
-        `StoreOpenError` when the database cannot be used."""
+        `StoreOpenError` when the database cannot be used, `ListenRefused` when the fixed port
+        cannot be listened on."""
         token = trio.lowlevel.current_trio_token()
 
         def write_failed(what: str, exc: BaseException) -> None:
@@ -201,7 +209,7 @@ class Daemon:
                         log.info("stopped")
                     guard.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            refused = _lone(group, StoreOpenError)
+            refused = _lone(group, StoreOpenError) or _lone(group, ListenRefused)
             if refused is None:
                 raise
             raise refused from None
@@ -218,16 +226,7 @@ class Daemon:
                 await nursery.start(self.lsp.serve)
                 await nursery.start(self.mcp.serve)
                 await nursery.start(self.sessions.serve)
-                self.port = await nursery.start(
-                    partial(
-                        serve_websocket,
-                        self._handle,
-                        "127.0.0.1",
-                        0,
-                        check=self._check_upgrade,
-                        max_message_size=MAX_MESSAGE_BYTES,
-                    )
-                )
+                self.port = await self._listen(nursery)
                 info = DiscoveryInfo(
                     pid=os.getpid(),
                     port=self.port,
@@ -253,6 +252,22 @@ class Daemon:
                 task_status.started(self.port)
                 await self._shutdown.wait()
                 await self._stop(nursery)
+
+    async def _listen(self, nursery: trio.Nursery) -> int:
+        serve = partial(
+            serve_websocket,
+            self._handle,
+            "127.0.0.1",
+            self.listen_port,
+            check=self._check_upgrade,
+            max_message_size=MAX_MESSAGE_BYTES,
+        )
+        try:
+            return await nursery.start(serve)
+        except OSError as exc:
+            raise ListenRefused(
+                f"cannot listen on 127.0.0.1:{self.listen_port}: {exc.strerror or exc}"
+            ) from exc
 
     def broadcast(self, kind: DaemonEventKind, message: str) -> None:
         """Tell every connected client something about the daemon itself: one frame, encoded
@@ -316,6 +331,10 @@ class Daemon:
 
 
 _E = TypeVar("_E", bound=BaseException)
+
+
+class ListenRefused(Exception):
+    """The fixed port asked for cannot be listened on (taken, or not allowed)."""
 
 
 def _lone(group: BaseExceptionGroup[BaseException], kind: type[_E]) -> _E | None:
