@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from tests.inprocess import running_sessions
-from tests.support import group_survivors, require_program
+from tests.support import group_survivors, require_program, tagged
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import Config, parse_config
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
@@ -53,23 +53,6 @@ def ws(tmp_path: Path) -> Path:
 def marker() -> str:
     """A value for the MARK variable of the commands a test runs, to find their processes."""
     return uuid.uuid4().hex
-
-
-def tagged(marker: str) -> list[int]:
-    """The live processes whose environment holds `MARK=marker`, wherever they run."""
-    found: list[int] = []
-    needle = f"MARK={marker}".encode()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{entry.name}/environ").read_bytes()
-            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state not in ("Z", "X"):
-            found.append(int(entry.name))
-    return found
 
 
 def registry(marker: str = "") -> ToolRegistry:
@@ -236,7 +219,7 @@ async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
             started = await run(ctx, script, marker, background=True)
             assert "in the sandbox" in started.output
             managed = table.get("p1")
-            while len(tagged(marker)) < 4:  # noqa: ASYNC110 (the shell, pid 1, two sleeps)
+            while len(tagged(marker)) < 5:  # noqa: ASYNC110 (bwrap, pid 1, shell, two sleeps)
                 await trio.sleep(0.02)
             members = tagged(marker)
             ours = os.readlink("/proc/self/ns/pid")
