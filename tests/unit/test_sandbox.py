@@ -20,6 +20,8 @@ import trio
 
 from tests.inprocess import running_sessions
 from tests.support import group_survivors, require_program, tagged
+from tests.unit.test_live_settings import pooled_rig
+from tether.clients.cli.commands.daemon import status_lines
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import Config, parse_config
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
@@ -35,6 +37,7 @@ from tether.daemon.tools.registry import ToolRegistry, ToolResult
 from tether.daemon.tools.run_command import RunCommand
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 from tether.protocol.items import Notice, ToolCall
+from tether.protocol.methods import DaemonStatusResult
 from tether.testing import ModelServer
 
 GRACE = 0.3
@@ -373,3 +376,48 @@ async def test_a_hidden_folder_is_empty_in_the_sandbox(ws: Path) -> None:
         result = await run(ToolContext(ws, sandbox=sandbox), f"ls -A {folder}; echo listed")
         assert result.output.splitlines()[1:] == ["listed"]
         assert (Path(folder) / "discovery.json").exists()
+
+
+async def test_daemon_status_says_when_sandboxed_commands_cannot_run(
+    tmp_path: Path, sqlite_store: Store, model_server: ModelServer
+) -> None:
+    bwrap = require_program("bwrap", WHY)
+    async with pooled_rig(tmp_path, sqlite_store, model_server, {}) as p:
+        client = await p.rig.client()
+        off = await client.call("daemon/status")
+        assert isinstance(off, DaemonStatusResult)
+        assert (off.sandbox, off.sandbox_problem) == ("off", "")
+        p.write("", f'sandbox = "bwrap"\nsandbox_bwrap = "{tmp_path}/no-such-bwrap"\n')
+        broken = await client.call("daemon/status")
+        assert isinstance(broken, DaemonStatusResult)
+        assert (broken.sandbox, broken.sandbox_network) == ("bwrap", False)
+        assert "is not installed, so commands do not run" in broken.sandbox_problem
+        lines = status_lines(broken, 1234)
+        assert "  sandbox   bwrap, no network" in lines
+        assert f"  commands do not run: {broken.sandbox_problem}" in lines
+        p.write("", f'sandbox = "bwrap"\nsandbox_bwrap = "{bwrap}"\nsandbox_network = true\n')
+        fixed = await client.call("daemon/status")
+        assert isinstance(fixed, DaemonStatusResult)
+        assert (fixed.sandbox_network, fixed.sandbox_problem) == (True, "")
+        assert "  sandbox   bwrap, network allowed" in status_lines(fixed, 1234)
+
+
+async def test_a_background_process_that_needed_the_network_is_told_how_to_allow_it(
+    ws: Path, listener: socket.socket
+) -> None:
+    table = ProcessTable(grace=GRACE)
+    ctx = ToolContext(ws, sandbox=Sandbox(workspace=ws), services={"processes": table})
+    tools = registry()
+    params = tools.validate("command_output", '{"id": "p1"}')
+    assert not isinstance(params, str)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(table.serve)
+            await run(ctx, connect(listener), background=True)
+            await table.get("p1").done.wait()
+            read = await tools.run("command_output", params, ctx)
+            nursery.cancel_scope.cancel()
+    assert read.output.startswith("[p1 exited with code 1:")
+    assert read.output.rstrip().endswith(
+        "set sandbox_network = true in config.toml (the user's own settings; a workspace cannot).)"
+    )
