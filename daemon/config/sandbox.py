@@ -14,8 +14,9 @@ from tether.daemon.procs.sandbox import Sandbox
 
 
 def command_sandbox(config: Config, workspace: Path) -> Sandbox | None:
-    """The sandbox commands run in under `config` (None: the sandbox is off). The runtime dir,
-    whose discovery files hold the daemon's token, is hidden from them."""
+    """The sandbox commands run in under `config` (None: the sandbox is off). tether's own
+    folders stay read-only even in a workspace that holds them; the runtime dir, whose
+    discovery files hold the daemon's token, is hidden."""
     if config.sandbox == "off":
         return None
     return Sandbox(
@@ -23,6 +24,7 @@ def command_sandbox(config: Config, workspace: Path) -> Sandbox | None:
         program=config.sandbox_bwrap,
         network=config.sandbox_network,
         writable=tuple(Path(folder).expanduser().resolve() for folder in config.sandbox_writable),
+        kept=(paths.config_dir(), paths.data_dir(), paths.state_dir()),
         hidden=(paths.runtime_dir(),),
         config_file=str(config_file()),
     )

@@ -36,6 +36,10 @@ What the sandbox is made of, and why each part is there:
                                             with the command.
     --bind WORKSPACE WORKSPACE              the workspace writable (`.git` in it too), then
                                             the extra writable folders the user named.
+    --ro-bind KEPT KEPT                     tether's own folders (settings, data, state) stay
+                                            read-only when a writable folder holds them (a
+                                            workspace that is the home): a command must not
+                                            turn the sandbox off or approve an MCP server.
     --tmpfs HIDDEN                          folders replaced by an empty one: the runtime dir,
                                             whose discovery files hold the daemon's token (the
                                             daemon's API would be a way out).
@@ -98,6 +102,8 @@ class Sandbox:
     network: bool = False
     writable: tuple[Path, ...] = ()
     """More folders a command may write to (those that exist)."""
+    kept: tuple[Path, ...] = ()
+    """Folders that stay read-only inside the writable ones (those that exist)."""
     hidden: tuple[Path, ...] = ()
     """Folders a command sees empty (those that exist)."""
     config_file: str = "config.toml"
@@ -121,9 +127,12 @@ class Sandbox:
         env = shutil.which("env") or "/usr/bin/env"
         init = f'{shlex.quote(env)} --default-signal=TERM,INT,QUIT "$@" <&0 & wait $!'
         mounts = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for folder in (self.workspace, *self.writable):
-            if folder.is_dir():
-                mounts += ["--bind", str(folder), str(folder)]
+        writable = [folder for folder in (self.workspace, *self.writable) if folder.is_dir()]
+        for folder in writable:
+            mounts += ["--bind", str(folder), str(folder)]
+        for folder in self.kept:
+            if folder.is_dir() and any(folder.is_relative_to(w) for w in writable):
+                mounts += ["--ro-bind", str(folder), str(folder)]
         for folder in self.hidden:
             if folder.is_dir() and not folder.is_relative_to("/tmp"):
                 mounts += ["--tmpfs", str(folder)]

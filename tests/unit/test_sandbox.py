@@ -364,7 +364,7 @@ def test_the_settings_make_the_sandbox_and_hide_the_runtime_dir(tmp_path: Path) 
         True,
         (tmp_path.resolve(),),
     )
-    assert len(sandbox.hidden) == 1
+    assert (len(sandbox.kept), len(sandbox.hidden)) == (3, 1)
     assert command_sandbox(Config(), tmp_path) is None
 
 
@@ -421,3 +421,17 @@ async def test_a_background_process_that_needed_the_network_is_told_how_to_allow
     assert read.output.rstrip().endswith(
         "set sandbox_network = true in config.toml (the user's own settings; a workspace cannot).)"
     )
+
+
+async def test_tether_s_own_folders_stay_read_only_in_a_workspace_that_holds_them(
+    ws: Path,
+) -> None:
+    settings = ws / "home/.config/tether"
+    settings.mkdir(parents=True)
+    (settings / "config.toml").write_text('sandbox = "bwrap"\n')
+    sandbox = Sandbox(workspace=ws, kept=(settings,))
+    command = "echo 'sandbox = \"off\"' > home/.config/tether/config.toml; touch home/other"
+    result = await run(ToolContext(ws, sandbox=sandbox), command)
+    assert "Read-only file system" in result.output
+    assert (settings / "config.toml").read_text() == 'sandbox = "bwrap"\n'
+    assert (ws / "home/other").exists()
