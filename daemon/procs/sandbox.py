@@ -125,7 +125,11 @@ class Sandbox:
         """`shell_argv` (`shell -c COMMAND`) run in the sandbox from `cwd`. Raises
         `SandboxUnavailable` when bwrap is not installed (it is not run: see `check`)."""
         env = shutil.which("env") or "/usr/bin/env"
-        init = f'{shlex.quote(env)} --default-signal=TERM,INT,QUIT "$@" <&0 & wait $!'
+        # An asynchronous command's stdin is /dev/null unless redirected: the shell's own is
+        # kept on fd 3 for it.
+        init = (
+            f'exec 3<&0; {shlex.quote(env)} --default-signal=TERM,INT,QUIT "$@" <&3 3<&- & wait $!'
+        )
         mounts = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         writable = [folder for folder in (self.workspace, *self.writable) if folder.is_dir()]
         for folder in writable:

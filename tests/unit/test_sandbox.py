@@ -24,6 +24,8 @@ from tests.unit.test_live_settings import pooled_rig
 from tether.clients.cli.commands.daemon import status_lines
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import Config, parse_config
+from tether.daemon.procs.env import command_env
+from tether.daemon.procs.foreground import run_to_completion
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.openai import OpenAIChatClient
@@ -435,3 +437,19 @@ async def test_tether_s_own_folders_stay_read_only_in_a_workspace_that_holds_the
     assert "Read-only file system" in result.output
     assert (settings / "config.toml").read_text() == 'sandbox = "bwrap"\n'
     assert (ws / "home/other").exists()
+
+
+async def test_a_sandboxed_command_reads_the_stdin_it_is_given(ws: Path) -> None:
+    with trio.fail_after(20):
+        done = await run_to_completion(
+            "cat",
+            cwd=ws,
+            env=command_env(),
+            time_limit=10,
+            on_output=lambda _text: None,
+            head=100,
+            tail=100,
+            sandbox=Sandbox(workspace=ws),
+            stdin=b"from the daemon",
+        )
+    assert (done.exit_code, done.output.render(100, 100)) == (0, "from the daemon")
