@@ -35,6 +35,7 @@ NoticeCode = Literal[
     "hook_denied",
     "hook_failed",
     "mcp",
+    "sandbox",
 ]
 """What a notice is about (`Notice.code`); empty: none of these."""
 

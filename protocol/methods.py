@@ -182,6 +182,14 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     uptime_seconds: float = 0.0
     session_models: list[SessionModel] = []
     """Loaded sessions that chose a model of their own."""
+    # The command sandbox (docs/sandbox.md), as the user's settings have it now.
+    sandbox: str = "off"
+    """`bwrap`: commands run under bubblewrap; `off`: unconfined."""
+    sandbox_network: bool = False
+    """Sandboxed commands may use the network."""
+    sandbox_problem: str = ""
+    """Why sandboxed commands cannot run now (they fail; they never run unconfined); empty:
+    they can, or the sandbox is off."""
 
 
 # --- sessions ---------------------------------------------------------------------------------

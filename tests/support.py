@@ -394,6 +394,24 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
+def tagged(marker: str) -> list[int]:
+    """The live processes (not zombies) whose environment holds `MARK=marker`, wherever they
+    run: in a sandbox's pid namespace too, where the pids a command prints are not ours."""
+    found: list[int] = []
+    needle = f"MARK={marker}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry.name}/environ").read_bytes()
+            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
 def group_survivors(pgid: int) -> list[str]:
     """Members of process group `pgid` that are not zombies, according to ps."""
     out = subprocess.run(

@@ -92,6 +92,18 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hooks: list[HookConfig] = []
     """Commands run at tool calls, turn ends and session starts: `[[hooks]]` tables with
     event, command, match, name, timeout (docs/hooks.md). Never read from a workspace."""
+    # The command sandbox (docs/sandbox.md): like every setting here, never read from a
+    # workspace, so a repository cannot turn it off or the network on.
+    sandbox: Literal["bwrap", "off"] = "off"
+    """`bwrap`: run_command's commands (background ones too) run under bubblewrap, only the
+    workspace writable, /tmp private, no network; they then run without asking in mode
+    `edits`. Never unconfined: without a working bwrap they do not run."""
+    sandbox_network: bool = False
+    """Let sandboxed commands use the network."""
+    sandbox_bwrap: str = "bwrap"
+    """The bubblewrap program: a name looked up on PATH, or a path."""
+    sandbox_writable: list[str] = []
+    """More folders sandboxed commands may write to (`~` allowed), e.g. a build cache."""
 
 
 def config_file() -> Path:

@@ -23,6 +23,7 @@ import trio
 from tether.daemon.procs.groups import KILL_GRACE, count_live_members, kill_tree
 from tether.daemon.procs.output import OutputBuffer, OutputDecoder, pump
 from tether.daemon.procs.ownership import OwnedGroups
+from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.procs.shell import DRAIN_SECONDS, open_command, reap
 
 OUTPUT_INTERVAL = 0.05
@@ -54,18 +55,20 @@ async def run_to_completion(
     grace: float = KILL_GRACE,
     owned: OwnedGroups | None = None,
     stdin: bytes | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Completed:
     """Run `command` in the user's shell in its own session and wait for it, passing cleaned
     output to `on_output` as it arrives (at most every `OUTPUT_INTERVAL` seconds) and keeping
     its first `head` and last `tail` characters. The group is recorded in `owned` while it
-    runs (see `tether.daemon.procs.ownership`). Its stdin is /dev/null, or `stdin`.
+    runs (see `tether.daemon.procs.ownership`). Its stdin is /dev/null, or `stdin`. With
+    `sandbox` it runs in it, or raises `SandboxUnavailable` and nothing runs.
 
     After `time_limit` seconds the tree is stopped and the result says so. When the shell
     exits, members of its group that are still alive are stopped too. Cancellation stops the
     whole tree (shielded: it waits up to `grace` plus about a second) and then propagates.
     """
     started = trio.current_time()
-    process = await open_command(command, cwd, env, owned, stdin)
+    process = await open_command(command, cwd, env, owned, stdin, sandbox)
     buffer = OutputBuffer(head, tail)
 
     def sink(text: str) -> None:

@@ -12,7 +12,10 @@ Rules:
 - Ending a command (`reap`) is shielded and always complete: the tree stopped, the leader
   collected, the pipe closed, the record removed.
 - What this cannot catch: a process that leaves the group on purpose (`setsid`, a daemonising
-  server) is no longer part of the tree.
+  server) is no longer part of the tree — except in the sandbox, where the tree is a pid
+  namespace that ends with its shell (`tether.daemon.procs.sandbox`).
+- With a sandbox, the shell runs in it, or not at all: `SandboxUnavailable` is raised before
+  anything is started when bubblewrap is missing or cannot make one.
 """
 
 import os
@@ -30,6 +33,7 @@ from tether.daemon.procs.ownership import (
     new_tag,
     start_time,
 )
+from tether.daemon.procs.sandbox import Sandbox, check
 from tether.daemon.procs.spawn import OWNER_THREAD, Child, Started, start_child
 
 DRAIN_SECONDS = 1.0
@@ -47,13 +51,19 @@ async def open_command(
     env: Mapping[str, str],
     owned: OwnedGroups | None,
     stdin: bytes | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Child:
     """Start `command` in the user's shell on the owner thread, recording its group in
     `owned` before anything else can happen (so a crash right after still finds it). Its
-    stdin is /dev/null, or `stdin` when given."""
+    stdin is /dev/null, or `stdin` when given. With `sandbox`, the shell runs in it; raises
+    `SandboxUnavailable` (nothing started) when it cannot be made."""
     tag = new_tag()
     full_env = {**env, TAG_VARIABLE: tag}
     argv = [user_shell(env), "-c", command]
+    if sandbox is not None:
+        await trio.to_thread.run_sync(check, sandbox)
+        argv = sandbox.argv(argv, cwd)
+        full_env = sandbox.env(full_env)
 
     def start() -> Started:
         started = start_child(argv, cwd=cwd, env=full_env, stdin=stdin)

@@ -28,6 +28,7 @@ from tether.daemon.nursery import LentNursery
 from tether.daemon.procs.groups import KILL_GRACE, count_live_members, kill_tree
 from tether.daemon.procs.output import OutputDecoder, pump
 from tether.daemon.procs.ownership import OwnedGroups
+from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.procs.shell import DRAIN_SECONDS, open_command, reap
 from tether.daemon.procs.spawn import OWNER_THREAD, Child
 from tether.protocol.methods import ProcessInfo
@@ -67,6 +68,8 @@ class ManagedProcess:
         self.done = trio.Event()
         """Set once the tree is gone and the status is final."""
         self.kill_requested = False
+        self.sandbox: Sandbox | None = None
+        """The sandbox it runs in (None: none)."""
         self._unread: list[str] = []
         self._unread_len = 0
         self._dropped = 0
@@ -160,17 +163,24 @@ class ProcessTable:
             await OWNER_THREAD.run(partial(self.owned.remove, pgid))
 
     async def start(
-        self, command: str, cwd: Path, env: Mapping[str, str], session_id: str = ""
+        self,
+        command: str,
+        cwd: Path,
+        env: Mapping[str, str],
+        session_id: str = "",
+        sandbox: Sandbox | None = None,
     ) -> ManagedProcess:
-        """Start `command` in the user's shell, owned by the table; returns at once."""
+        """Start `command` in the user's shell (in `sandbox` when given: `SandboxUnavailable`
+        when it cannot be made, and nothing starts), owned by the table; returns at once."""
         if self._lent.nursery is None:
             raise ProcessTableClosed("background processes are not available right now")
-        process = await open_command(command, cwd, env, self.owned)
+        process = await open_command(command, cwd, env, self.owned, sandbox=sandbox)
         nursery = self._serving()
         if nursery is None:  # the table stopped while the process was starting
             await reap(process, self.grace, self.owned)
             raise ProcessTableClosed("background processes are not available right now")
         managed = ManagedProcess(f"p{next(self._ids)}", command, cwd, session_id, process)
+        managed.sandbox = sandbox
         self._procs[managed.id] = managed
         nursery.start_soon(self._supervise, managed)
         self._forget_old()

@@ -10,10 +10,12 @@ from typing import Protocol
 import trio
 
 from tether.daemon.config import paths
+from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import ConfigError
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
+from tether.daemon.procs.sandbox import sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
@@ -216,6 +218,7 @@ class Handlers:
         d = self.daemon
         report = await self.sessions.models.report(conn.provider_env)
         provider = report.config.provider
+        sandbox = command_sandbox(report.config, d.workspace)
         return DaemonStatusResult(
             pid=os.getpid(),
             workspace=str(d.workspace),
@@ -237,6 +240,11 @@ class Handlers:
             log_file=str(paths.log_path(str(d.workspace))),
             uptime_seconds=round(max(0.0, time.time() - d.started_at), 1),
             session_models=self.sessions.chosen_models(),
+            sandbox=report.config.sandbox,
+            sandbox_network=report.config.sandbox_network,
+            sandbox_problem=await trio.to_thread.run_sync(sandbox_problem, sandbox)
+            if sandbox is not None
+            else "",
         )
 
     async def daemon_shutdown(self, conn: Connection, params: Empty) -> Empty:

@@ -38,10 +38,12 @@ from wsproto.events import Request
 
 from tether.daemon.config import paths
 from tether.daemon.config.live import UserSettings
+from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.approvals import ServerApprovals
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.procs.groups import KILL_GRACE
+from tether.daemon.procs.sandbox import sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.rpc.connection import Connection
 from tether.daemon.rpc.handlers import Handlers
@@ -249,6 +251,7 @@ class Daemon:
                 log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
+                nursery.start_soon(self._check_sandbox)
                 task_status.started(self.port)
                 await self._shutdown.wait()
                 await self._stop(nursery)
@@ -268,6 +271,19 @@ class Daemon:
             raise ListenRefused(
                 f"cannot listen on 127.0.0.1:{self.listen_port}: {exc.strerror or exc}"
             ) from exc
+
+    async def _check_sandbox(self) -> None:
+        """Try the command sandbox once, at the start, when the settings turn it on: a missing
+        or failing bubblewrap is in the log from the first minute (a turn's notice and
+        `daemon/status` say it too)."""
+        sandbox = command_sandbox(self.config, self.workspace)
+        if sandbox is None:
+            return
+        found = await trio.to_thread.run_sync(sandbox_problem, sandbox)
+        if found:
+            log.warning("%s", found)
+        else:
+            log.info("commands run in the sandbox (bubblewrap)")
 
     def broadcast(self, kind: DaemonEventKind, message: str) -> None:
         """Tell every connected client something about the daemon itself: one frame, encoded

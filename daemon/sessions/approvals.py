@@ -30,6 +30,7 @@ from tether.daemon.tools.base import (
     CommandTool,
     EditTool,
     ExternalTool,
+    SandboxedTool,
     ToolContext,
     ToolFailure,
     ToolParams,
@@ -142,6 +143,7 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
     command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
     trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""
     external = tool.external_target() if isinstance(tool, ExternalTool) else ""
+    sandboxed = isinstance(tool, SandboxedTool) and tool.runs_sandboxed(params)
     return CallFacts(
         tool=name,
         kind=kind,
@@ -150,6 +152,7 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
         command=command,
         trust=trust,
         external=external,
+        sandboxed=sandboxed,
     )
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import (
     Config,
     ConfigError,
@@ -38,6 +39,7 @@ from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
+from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
 from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
@@ -198,6 +200,8 @@ class Turns:
         self.workspace = workspace
         self.mcp = mcp
         self._mcp_reported: set[str] = set()
+        self._sandbox_reported: dict[str, str] = {}
+        """The sandbox problem each session was last told of."""
         self.models = models
         self.tools = tools
         self.skills = skills
@@ -280,6 +284,23 @@ class Turns:
         tools = tools.extended(mcp_tools(offered, self._call_mcp))
         live.context.use_tools(tools.toolset)
         return tools
+
+    async def _sandbox(self, config: Config, sink: "Sink") -> Sandbox | None:
+        """The sandbox this turn's commands run in (None: off). When it cannot be made, the
+        session is told (once per problem): its commands will fail rather than run
+        unconfined."""
+        sandbox = command_sandbox(config, self.workspace)
+        session_id = sink.session.id
+        found = (
+            await trio.to_thread.run_sync(sandbox_problem, sandbox) if sandbox is not None else ""
+        )
+        if found and self._sandbox_reported.get(session_id) != found:
+            sink.notice("error", "sandbox", f"Commands will not run: {found}.")
+        if found:
+            self._sandbox_reported[session_id] = found
+        else:
+            self._sandbox_reported.pop(session_id, None)
+        return sandbox
 
     def running(self, session_id: str) -> RunningTurn | None:
         return self._running.get(session_id)
@@ -417,7 +438,11 @@ class Turns:
         return tools
 
     def _policy(
-        self, session: Session, workspace: WorkspaceRules, user: PermissionsConfig
+        self,
+        session: Session,
+        workspace: WorkspaceRules,
+        user: PermissionsConfig,
+        sandbox: Sandbox | None = None,
     ) -> PermissionPolicy:
         policy = PermissionPolicy(
             mode=session.permission_mode,
@@ -425,6 +450,7 @@ class Turns:
             ask=[*user.ask, *workspace.ask],
             deny=[*user.deny, *workspace.deny],
             protected=self._protected,
+            sandbox=sandbox is not None,
         )
         policy.session_rules = session.session_rules
         return policy
@@ -436,6 +462,7 @@ class Turns:
         sink = Sink(live, turn_id)
         subagents: Subagents | None = None
         hooks: TurnHooks | None = None
+        sandbox: Sandbox | None = None
 
         def context(item: ToolCall, versions: ReadVersions | None = None) -> ToolContext:
             services = {**self.services, TODOS_SERVICE: _TodoBoard(session)}
@@ -450,6 +477,7 @@ class Turns:
                 changes=changes,
                 output=lambda text: sink.item_delta(item.id, text),
                 services=services,
+                sandbox=sandbox,
             )
 
         async def diagnose(item: ToolCall, paths: list[Path]) -> str:
@@ -478,7 +506,7 @@ class Turns:
 
         def make_loop(config: Config, model: ModelClient) -> TurnLoop:
             nonlocal subagents, hooks
-            policy = self._policy(session, rules, config.permissions)
+            policy = self._policy(session, rules, config.permissions, sandbox)
             hooks = turn_hooks(
                 config.hooks,
                 workspace=self.workspace,
@@ -550,6 +578,7 @@ class Turns:
                 except ConfigError as exc:
                     outcome = config_failure(sink, exc)
                 else:
+                    sandbox = await self._sandbox(config, sink)
                     tools = await self._with_mcp(live, config, sink, tools)
                     async with self.models.lease(provider_for(session, config)) as model:
                         loop = make_loop(config, model)

@@ -31,6 +31,7 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.workspace import display_path
 from tether.protocol.items import FileChange, Subagent
 
@@ -146,6 +147,7 @@ class ToolContext:
         output: Callable[[str], None] | None = None,
         services: "dict[str, object] | None" = None,
         result_cap: int = DEFAULT_RESULT_CAP,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace = workspace
         self.session_id = session_id
@@ -158,6 +160,8 @@ class ToolContext:
         self.services: dict[str, object] = services if services is not None else {}
         """Daemon-owned services by name (the process table, the todo board, …)."""
         self.result_cap = result_cap
+        self.sandbox = sandbox
+        """Where commands run (None: unconfined), as the user's settings say this turn."""
 
 
 class Tool(Protocol):
@@ -189,6 +193,14 @@ class ConcurrentTool(Protocol):
 @runtime_checkable
 class CommandTool(Protocol):
     def command_line(self, params: ToolParams) -> str: ...
+
+
+@runtime_checkable
+class SandboxedTool(Protocol):
+    """A command tool whose programs run in the command sandbox when the user turned it on
+    (`ToolContext.sandbox`): the permission gate may then let its calls run without asking."""
+
+    def runs_sandboxed(self, params: ToolParams) -> bool: ...
 
 
 @runtime_checkable

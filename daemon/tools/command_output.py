@@ -5,7 +5,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.procs.table import ManagedProcess, ProcessTable
+from tether.daemon.procs.table import MAX_TAIL, ManagedProcess, ProcessTable
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolParams
 from tether.daemon.tools.run_command import process_table
 
@@ -49,4 +49,10 @@ class CommandOutput:
         assert isinstance(params, CommandOutputParams)
         managed = find_process(process_table(ctx), params.id)
         text = managed.read_new_output()
-        return f"{status_line(managed)}\n{text if text else '(no new output)'}"
+        result = f"{status_line(managed)}\n{text if text else '(no new output)'}"
+        failed = managed.status == "exited" and managed.exit_code != 0
+        if failed and managed.sandbox is not None:
+            last, _ = managed.tail(MAX_TAIL)
+            if advice := managed.sandbox.network_advice(last):
+                result += f"\n({advice})"
+        return result

@@ -1,7 +1,10 @@
 """run_command: run a shell command, in the foreground or as a daemon-owned background process.
 
-The process handling (process groups, killing trees, secret-free environment) lives in
-`tether.daemon.procs`; this module turns it into a tool: parameters, limits, the result text.
+The process handling (process groups, killing trees, secret-free environment, the sandbox)
+lives in `tether.daemon.procs`; this module turns it into a tool: parameters, limits, the
+result text. With the sandbox on (`ToolContext.sandbox`) every command runs in it or not at
+all: when it cannot be made the call fails saying why, and a failed command whose output reads
+like a network failure is told how to allow the network.
 """
 
 import signal
@@ -13,6 +16,7 @@ import msgspec
 from tether.daemon.procs.env import command_env
 from tether.daemon.procs.foreground import Completed, run_to_completion
 from tether.daemon.procs.groups import KILL_GRACE
+from tether.daemon.procs.sandbox import Sandbox, SandboxUnavailable
 from tether.daemon.procs.table import ProcessTable, ProcessTableClosed
 from tether.daemon.tools.base import (
     ToolContext,
@@ -104,39 +108,50 @@ class RunCommand:
         assert isinstance(params, RunCommandParams)
         return params.command
 
+    def runs_sandboxed(self, params: ToolParams) -> bool:
+        return True
+
     async def run(self, params: ToolParams, ctx: ToolContext) -> str | ToolOutput:
         assert isinstance(params, RunCommandParams)
         cwd = resolve_in_workspace(ctx.workspace, params.cwd)
         if not cwd.is_dir():
             raise ToolFailure(f"The working folder {params.cwd} does not exist.")
         env = command_env(self.base_env)
+        sandbox = ctx.sandbox
         if params.background:
             table = process_table(ctx)
             try:
-                managed = await table.start(params.command, cwd, env, ctx.session_id)
+                managed = await table.start(params.command, cwd, env, ctx.session_id, sandbox)
             except ProcessTableClosed as exc:
                 raise ToolFailure(f"Could not start a background process: {exc}.") from exc
+            except SandboxUnavailable as exc:
+                raise ToolFailure(f"Nothing ran: {exc}.") from exc
             where = display_path(ctx.workspace, cwd)
             return (
                 f"Started background process {managed.id} (pid {managed.pid}) in "
-                f"{'the workspace root' if where == '.' else where}. It keeps running after "
+                f"{'the workspace root' if where == '.' else where}"
+                f"{' in the sandbox' if sandbox is not None else ''}. It keeps running after "
                 "this turn until it exits, command_kill stops it or the daemon stops. Read its "
                 f"output with command_output(id={managed.id!r})."
             )
         table = ctx.services.get(PROCESSES_SERVICE)
-        done = await run_to_completion(
-            params.command,
-            cwd=cwd,
-            env=env,
-            time_limit=params.timeout_seconds,
-            on_output=_LimitedStream(ctx.output, self.stream_limit),
-            head=HEAD_CHARS,
-            tail=TAIL_CHARS,
-            grace=self.grace,
-            owned=table.owned if isinstance(table, ProcessTable) else None,
-        )
+        try:
+            done = await run_to_completion(
+                params.command,
+                cwd=cwd,
+                env=env,
+                time_limit=params.timeout_seconds,
+                on_output=_LimitedStream(ctx.output, self.stream_limit),
+                head=HEAD_CHARS,
+                tail=TAIL_CHARS,
+                grace=self.grace,
+                owned=table.owned if isinstance(table, ProcessTable) else None,
+                sandbox=sandbox,
+            )
+        except SandboxUnavailable as exc:
+            raise ToolFailure(f"Nothing ran: {exc}.") from exc
         return ToolOutput(
-            text=render_result(done, params.timeout_seconds, ctx.result_cap),
+            text=render_result(done, params.timeout_seconds, ctx.result_cap, sandbox),
             exit_code=done.exit_code,
         )
 
@@ -158,7 +173,7 @@ class _LimitedStream:
         self.output(text)
 
 
-def render_result(done: Completed, timeout: float, cap: int) -> str:
+def render_result(done: Completed, timeout: float, cap: int, sandbox: Sandbox | None = None) -> str:
     if done.timed_out:
         header = (
             f"Timed out after {timeout:g} s: the command and every process it started were "
@@ -173,6 +188,11 @@ def render_result(done: Completed, timeout: float, cap: int) -> str:
             f"{'were' if done.leftovers != 1 else 'was'} stopped when it exited; use "
             "background: true for servers and watchers.)"
         )
+    failed = done.timed_out or done.exit_code != 0
+    if sandbox is not None and failed:
+        whole = done.output.render(HEAD_CHARS, TAIL_CHARS)
+        if advice := sandbox.network_advice(whole):
+            footer += f"\n({advice})"
     # The whole result fits the registry's cap, so nothing is cut twice.
     budget = max(0, min(HEAD_CHARS + TAIL_CHARS, cap - len(header) - len(footer) - _MARKER_ROOM))
     head = min(HEAD_CHARS, budget // 3)

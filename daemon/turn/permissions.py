@@ -18,12 +18,15 @@ Order of the rules, first match wins:
     6. something sensitive (always asks outside `auto`):
          a read that names a credential-like file (its path, or the glob
          a search selects files by), an edit of a sensitive path,
-         a command with shell operators or several lines               -> ask
+         a command with shell operators or several lines (not when it
+         runs in the sandbox in mode `edits`: see 9)                   -> ask
     7. an ask rule                                                      -> ask
     8. an allow rule, or a session rule made by an "always allow" answer -> allow
     9. the mode: reads and bookkeeping never ask (a call to a program outside
        tether, an MCP server's tool, asks); `edits` lets edits run and
-       asks for commands; `ask` asks for edits and commands              -> allow | ask
+       asks for commands, except commands that run in the command sandbox
+       (`sandboxed`, like Codex's workspace-write policy: what they can
+       change is the workspace); `ask` asks for edits and commands      -> allow | ask
 
 Searches (grep, glob) leave credential-like files out of what they read and list unless the
 call names them (`names_credentials`, the same test the gate applies), so a search over the
@@ -80,6 +83,8 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     """What the call needs the user to trust first ("" when nothing; see `TrustGated`)."""
     external: str = ""
     """The program outside tether the call goes to ("MCP server github"; see `ExternalTool`)."""
+    sandboxed: bool = False
+    """The call's programs run in the command sandbox when it is on (see `SandboxedTool`)."""
 
     @property
     def approval_kind(self) -> ApprovalKind:
@@ -259,10 +264,13 @@ class PermissionPolicy:
         ask: Iterable[str] = (),
         deny: Iterable[str] = (),
         protected: Iterable[str] = WORKSPACE_FOLDERS,
+        sandbox: bool = False,
     ) -> None:
         """`protected`: workspace-relative folders that edits (and commands naming them) may
-        not change without asking, in any mode (the skill folders)."""
+        not change without asking, in any mode (the skill folders). `sandbox`: the command
+        sandbox is on, so sandboxed commands run without asking in mode `edits`."""
         self.mode: PermissionMode = mode
+        self.sandbox = sandbox
         self.protected = tuple(folder.rstrip("/") for folder in protected)
         self.allow = list(allow)
         self.ask = list(ask)
@@ -285,7 +293,10 @@ class PermissionPolicy:
             return Verdict(action="ask", reason=protected, always_rule=always)
         if self.mode == "auto":
             return Verdict(action="allow", reason="mode auto")
-        sensitive = self._sensitive(facts)
+        confined = (
+            self.sandbox and facts.kind == "command" and facts.sandboxed and self.mode == "edits"
+        )
+        sensitive = "" if confined else self._sensitive(facts)
         if sensitive:
             return Verdict(action="ask", reason=sensitive, always_rule=always)
         for rule in self.ask:
@@ -302,6 +313,8 @@ class PermissionPolicy:
             return Verdict(action="allow", reason="reads never ask")
         if facts.kind == "edit" and self.mode == "edits":
             return Verdict(action="allow", reason="mode edits")
+        if confined:
+            return Verdict(action="allow", reason="mode edits: the command runs in the sandbox")
         what = "edits" if facts.kind == "edit" else "commands"
         return Verdict(
             action="ask", reason=f"mode {self.mode}: {what} ask first", always_rule=always

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.support import alive, group_survivors
+from tests.support import alive, group_survivors, require_program
 from tether.daemon.procs.env import command_env
 from tether.daemon.procs.groups import kill_tree, live_members
 from tether.daemon.procs.output import (
@@ -15,6 +15,7 @@ from tether.daemon.procs.output import (
     collapse_carriage_returns,
     strip_ansi,
 )
+from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.procs.table import MAX_TAIL, MAX_UNREAD, ProcessTable, ProcessTableClosed
 from tether.daemon.truncate import cut_marker
 
@@ -32,15 +33,30 @@ async def wait_members(pgid: int, count: int) -> None:
             await trio.sleep(0.02)
 
 
-async def test_serve_cancellation_stops_every_tree(tmp_path: Path) -> None:
+@pytest.fixture(params=["unconfined", "sandboxed"])
+def sandbox(request: pytest.FixtureRequest, tmp_path: Path) -> Sandbox | None:
+    """Each test that takes it runs twice: as it is, and in the command sandbox (bubblewrap),
+    whose tree holds two more members: bwrap and the sandbox's pid 1."""
+    if request.param == "unconfined":
+        return None
+    require_program("bwrap", "the command sandbox runs commands under bubblewrap")
+    return Sandbox(workspace=tmp_path.resolve())
+
+
+def extra(sandbox: Sandbox | None) -> int:
+    """Members a sandboxed tree has beside the command's own: bwrap and the pid 1 shell."""
+    return 0 if sandbox is None else 2
+
+
+async def test_serve_cancellation_stops_every_tree(tmp_path: Path, sandbox: Sandbox | None) -> None:
     table = ProcessTable(grace=GRACE)
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             await nursery.start(table.serve)
-            first = await table.start(IGNORES_TERM, tmp_path, command_env(), "s1")
-            second = await table.start("sleep 300", tmp_path, command_env(), "s2")
-            await wait_members(first.pid, 3)
-            await wait_members(second.pid, 1)
+            first = await table.start(IGNORES_TERM, tmp_path, command_env(), "s1", sandbox)
+            second = await table.start("sleep 300", tmp_path, command_env(), "s2", sandbox)
+            await wait_members(first.pid, 3 + extra(sandbox))
+            await wait_members(second.pid, 1 + extra(sandbox))
             nursery.cancel_scope.cancel()
     for managed in (first, second):
         assert managed.done.is_set()
@@ -55,23 +71,28 @@ async def test_serve_cancellation_stops_every_tree(tmp_path: Path) -> None:
 CLEANS_UP = "trap 'echo cleaning > cleaning; sleep 0.1; exit 0' TERM; sleep 300 & wait"
 
 
-async def test_shutdown_stops_everything_and_kill_escalates(tmp_path: Path) -> None:
+async def test_shutdown_stops_everything_and_kill_escalates(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     table = ProcessTable(grace=GRACE)
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             await nursery.start(table.serve)
-            stubborn = await table.start(IGNORES_TERM, tmp_path, command_env())
-            polite = await table.start("sleep 300", tmp_path, command_env())
-            tidy = await table.start(CLEANS_UP, tmp_path, command_env())
-            await wait_members(stubborn.pid, 3)
-            await wait_members(tidy.pid, 2)
+            stubborn = await table.start(IGNORES_TERM, tmp_path, command_env(), "", sandbox)
+            polite = await table.start("sleep 300", tmp_path, command_env(), "", sandbox)
+            tidy = await table.start(CLEANS_UP, tmp_path, command_env(), "", sandbox)
+            await wait_members(stubborn.pid, 3 + extra(sandbox))
+            await wait_members(tidy.pid, 2 + extra(sandbox))
             await table.shutdown()
             assert [info.status for info in table.list()] == ["killed"] * 3
             # SIGTERM first, and the grace to act on it: the tidy shell finished cleaning up
             # and exited by itself; only what ignored SIGTERM met SIGKILL.
             assert (tmp_path / "cleaning").exists()
             exits = {info.id: info.exit_code for info in table.list()}
-            assert (exits[tidy.id], exits[polite.id], exits[stubborn.id]) == (0, -15, -9)
+            # In the sandbox the status is the pid 1 shell's: a signal N reads as 128 + N,
+            # except the SIGKILL that bwrap itself met.
+            terminated = -15 if sandbox is None else 128 + 15
+            assert (exits[tidy.id], exits[polite.id], exits[stubborn.id]) == (0, terminated, -9)
             assert group_survivors(stubborn.pid) == []
             assert not alive(polite.pid)
             with pytest.raises(KeyError):

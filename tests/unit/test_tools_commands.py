@@ -2,15 +2,18 @@
 the environment, limits, streaming, and process trees that are stopped completely."""
 
 import json
+import os
 import re
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from tests.support import alive, group_survivors
+from tests.support import alive, group_survivors, require_program, tagged
+from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.tools import run_command
 from tether.daemon.tools.base import ToolContext, ToolOutput
@@ -42,6 +45,39 @@ def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return root
+
+
+@pytest.fixture(params=["unconfined", "sandboxed"])
+def sandbox(request: pytest.FixtureRequest, ws: Path) -> Sandbox | None:
+    """Each test that takes it runs twice: as it is, and in the command sandbox (bubblewrap).
+    In the sandbox the pids a command prints are its pid namespace's: such a test finds the
+    tree by the MARK variable its commands get (`marked`)."""
+    if request.param == "unconfined":
+        return None
+    require_program("bwrap", "the command sandbox runs commands under bubblewrap")
+    return Sandbox(workspace=ws.resolve())
+
+
+@pytest.fixture
+def marker() -> str:
+    return uuid.uuid4().hex
+
+
+def marked(marker: str) -> RunCommand:
+    """run_command whose commands carry `MARK=marker` (see `tests.support.tagged`)."""
+    return RunCommand(env={**os.environ, "MARK": marker}, grace=GRACE)
+
+
+async def run_marked(ctx: ToolContext, marker: str, command: str, **args: object) -> str:
+    tools = ToolRegistry([marked(marker)])
+    params = tools.validate(
+        "run_command", json.dumps({"command": command, "description": "test", **args})
+    )
+    assert not isinstance(params, str), params
+    with trio.fail_after(30):
+        result = await tools.run("run_command", params, ctx)
+    assert result.status == "completed", result.output
+    return result.output
 
 
 async def test_output_exit_code_and_duration(ws: Path) -> None:
@@ -141,23 +177,30 @@ async def test_live_output_to_clients_is_bounded(ws: Path) -> None:
     assert out.text.split("\n")[1] == "z" * 1000  # the model still gets all of it
 
 
-async def test_timeout_stops_the_whole_tree(ws: Path) -> None:
+async def test_timeout_stops_the_whole_tree(ws: Path, sandbox: Sandbox | None, marker: str) -> None:
     command = 'trap \'\' TERM; sleep 300 & echo "pid $!"; echo "leader $$"; wait'
-    out = await run(ToolContext(ws), command, timeout_seconds=1)
+    ctx = ToolContext(ws, sandbox=sandbox)
+    out = await run_marked(ctx, marker, command, timeout_seconds=1)
     assert out.startswith("Timed out after 1 s: the command and every process it started")
     pids = [int(p) for p in re.findall(r"pid (\d+)", out)]
     leader = int(re.findall(r"leader (\d+)", out)[0])
     assert pids
-    assert not any(alive(pid) for pid in [*pids, leader])
-    assert group_survivors(leader) == []
+    assert tagged(marker) == []
+    if sandbox is None:
+        assert not any(alive(pid) for pid in [*pids, leader])
+        assert group_survivors(leader) == []
 
 
-async def test_processes_left_running_are_stopped_when_the_shell_exits(ws: Path) -> None:
-    out = await run(ToolContext(ws), 'sleep 300 & echo "pid $!"')
-    pid = int(re.findall(r"pid (\d+)", out)[0])
-    assert "1 process it left running was stopped" in out
-    assert "background: true" in out
-    assert not alive(pid)
+async def test_processes_left_running_are_stopped_when_the_shell_exits(
+    ws: Path, sandbox: Sandbox | None, marker: str
+) -> None:
+    out = await run_marked(ToolContext(ws, sandbox=sandbox), marker, 'sleep 300 & echo "pid $!"')
+    assert re.findall(r"pid (\d+)", out)
+    assert tagged(marker) == []
+    if sandbox is None:
+        # In the sandbox the kernel ends them with its pid namespace, before they are counted.
+        assert "1 process it left running was stopped" in out
+        assert "background: true" in out
 
 
 TREE = (
@@ -169,7 +212,9 @@ TREE = (
 )
 
 
-async def test_cancel_kills_children_and_grandchildren_that_ignore_sigterm(ws: Path) -> None:
+async def test_cancel_kills_children_and_grandchildren_that_ignore_sigterm(
+    ws: Path, sandbox: Sandbox | None, marker: str
+) -> None:
     seen: list[str] = []
     ready = trio.Event()
 
@@ -179,8 +224,8 @@ async def test_cancel_kills_children_and_grandchildren_that_ignore_sigterm(ws: P
         if joined.count("pid ") == 4 and "leader" in joined:
             ready.set()
 
-    ctx = ToolContext(ws, output=on_output)
-    tool = RunCommand(grace=GRACE)
+    ctx = ToolContext(ws, output=on_output, sandbox=sandbox)
+    tool = marked(marker)
     params = RunCommandParams(command=TREE, description="tree")
     outcome: list[object] = []
 
@@ -194,14 +239,19 @@ async def test_cancel_kills_children_and_grandchildren_that_ignore_sigterm(ws: P
             joined = "".join(seen)
             pids = [int(p) for p in re.findall(r"pid (\d+)", joined)]
             leader = int(re.findall(r"leader (\d+)", joined)[0])
-            assert all(alive(pid) for pid in pids)
-            assert len(group_survivors(leader)) == 5  # the shell, sh -c and three sleeps
+            # The shell, sh -c and three sleeps (and, in the sandbox, bwrap and its pid 1).
+            assert len(tagged(marker)) == (5 if sandbox is None else 7)
+            if sandbox is None:
+                assert all(alive(pid) for pid in pids)
+                assert len(group_survivors(leader)) == 5
             nursery.cancel_scope.cancel()
     assert outcome == []  # cancelled, not completed
     # They ignored SIGTERM, so only the SIGKILL after the grace period could stop them (that
     # the grace is given is tests/unit/test_procs.py's).
-    assert not any(alive(pid) for pid in [*pids, leader])
-    assert group_survivors(leader) == []
+    assert tagged(marker) == []
+    if sandbox is None:
+        assert not any(alive(pid) for pid in [*pids, leader])
+        assert group_survivors(leader) == []
 
 
 # --- background processes ---------------------------------------------------------------------
@@ -228,13 +278,14 @@ async def wait_for_output(ctx: ToolContext, process_id: str, needle: str) -> str
 
 
 async def test_background_process_outlives_the_call_and_is_read_incrementally(
-    ws: Path, table: ProcessTable
+    ws: Path, table: ProcessTable, sandbox: Sandbox | None
 ) -> None:
-    ctx = ToolContext(ws, session_id="s1", services={"processes": table})
+    ctx = ToolContext(ws, session_id="s1", services={"processes": table}, sandbox=sandbox)
     # It goes on past "one" only once the test has read that.
     script = "echo one; while [ ! -e go ]; do sleep 0.01; done; echo two; echo three; sleep 300"
     started = await run(ctx, script, background=True)
     assert started.startswith("Started background process p1 (pid ")
+    assert ("in the sandbox" in started) == (sandbox is not None)
     assert "command_output(id='p1')" in started
     [info] = table.list()
     assert info.id == "p1"
@@ -262,9 +313,9 @@ async def test_background_process_outlives_the_call_and_is_read_incrementally(
 
 
 async def test_background_process_that_exits_reports_its_code(
-    ws: Path, table: ProcessTable
+    ws: Path, table: ProcessTable, sandbox: Sandbox | None
 ) -> None:
-    ctx = ToolContext(ws, services={"processes": table})
+    ctx = ToolContext(ws, services={"processes": table}, sandbox=sandbox)
     await run(ctx, "echo done; exit 4", background=True)
     with trio.fail_after(10):
         await table.get("p1").done.wait()

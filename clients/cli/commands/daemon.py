@@ -147,6 +147,11 @@ def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
     for chosen in status.session_models:
         running = ", running" if chosen.running else ""
         lines.append(f"  session {chosen.session_id} calls {visible(chosen.model)}{running}")
+    if status.sandbox != "off":
+        network = "network allowed" if status.sandbox_network else "no network"
+        lines.append(f"  sandbox   {status.sandbox}, {network}")
+        if status.sandbox_problem:
+            lines.append(f"  commands do not run: {status.sandbox_problem}")
     if status.config_error:
         lines.append(
             f"  the config file is invalid, turns fail until it is fixed: {status.config_error}"

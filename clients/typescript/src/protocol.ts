@@ -345,6 +345,24 @@ export interface DaemonStatusResult {
    * Default: `[]`.
    */
   sessionModels?: Array<SessionModel>;
+  /**
+   * `bwrap`: commands run under bubblewrap; `off`: unconfined.
+   *
+   * Default: `"off"`.
+   */
+  sandbox?: string;
+  /**
+   * Sandboxed commands may use the network.
+   *
+   * Default: `false`.
+   */
+  sandboxNetwork?: boolean;
+  /**
+   * Why sandboxed commands cannot run now (they fail; they never run unconfined); empty: they can, or the sandbox is off.
+   *
+   * Default: `""`.
+   */
+  sandboxProblem?: string;
 }
 
 /** One problem a language server reported. */
@@ -714,7 +732,7 @@ export interface Notice {
    *
    * Default: `""`.
    */
-  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "mcp" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "step_budget" | "todo_reminder" | "workspace_config";
+  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "mcp" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "sandbox" | "step_budget" | "todo_reminder" | "workspace_config";
 }
 
 /** An approval waiting in one of the workspace's sessions. */
