@@ -92,6 +92,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     hooks: list[HookConfig] = []
     """Commands run at tool calls, turn ends and session starts: `[[hooks]]` tables with
     event, command, match, name, timeout (docs/hooks.md). Never read from a workspace."""
+    remote_command: str = ""
+    """How `tether --remote` runs tether on another machine (shell text; read by the CLI,
+    not the daemon; docs/remote.md). Empty: `tether`."""
 
 
 def config_file() -> Path:
