@@ -21,6 +21,7 @@ there, the remote tether predates `daemon ensure`.
 """
 
 import json
+import re
 import shlex
 from collections.abc import Sequence
 from typing import NamedTuple, cast
@@ -51,18 +52,20 @@ def parse_target(text: str) -> RemoteTarget:
     """`[user@]host[:path]`; an IPv6 host in brackets (`[::1]:/ws`). A path not starting
     with `/` is relative to the remote login folder (`~/` is that folder). Raises
     `ValueError` saying what is wrong."""
-    if text.startswith("["):
-        host, bracket, rest = text[1:].partition("]")
-        if not bracket or not host or (rest and not rest.startswith(":")):
-            raise ValueError(f"{text!r} is not [user@]host[:path]")
-        destination, path = host, rest[1:]
+    wrong = ValueError(f"{text!r} is not [user@]host[:path]")
+    head = re.split(r"[:\[]", text, maxsplit=1)[0]
+    user, at, rest = text.partition("@") if "@" in head else ("", "", text)
+    if rest.startswith("["):
+        host, bracket, after = rest[1:].partition("]")
+        if not bracket or (after and not after.startswith(":")):
+            raise wrong
+        path = after[1:]
     else:
-        destination, _, path = text.partition(":")
-    user, _, host = destination.rpartition("@")
-    if not host or destination.startswith("-") or any(c.isspace() for c in destination):
-        raise ValueError(f"{text!r} is not [user@]host[:path]")
-    if "@" in user or (not host and user):
-        raise ValueError(f"{text!r} is not [user@]host[:path]")
+        host, _, path = rest.partition(":")
+    for part in (host, user) if at else (host,):
+        if not part or part.startswith("-") or "@" in part or re.search(r"[\s\[\]]", part):
+            raise wrong
+    destination = f"{user}@{host}" if at else host
     if path in ("", "~"):
         return RemoteTarget(destination, None)
     return RemoteTarget(destination, path.removeprefix("~/") or None)

@@ -1,0 +1,216 @@
+"""`tether --remote user@host:WS ...` against a real sshd on 127.0.0.1 (`tests.remote_support`):
+the remote daemon is started there over ssh, its port forwarded here, and the commands behave
+as they do locally — a turn, an approval answered from another terminal, detach and attach,
+`daemon status|stop` — with nothing of ssh left running afterwards, and a one-line error for
+each way of not getting there."""
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_workspace
+from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
+from tests.remote_support import Sshd, free_port, remote_command
+from tests.support import Home, command_step, run_cli, wait_until
+from tether.testing import ModelServer
+
+
+class Remote:
+    """The remote side (a home, a workspace, the sshd) and a local home whose CLI reaches it."""
+
+    def __init__(self, root: Path, sshd: Sshd, model_server: ModelServer) -> None:
+        self.sshd = sshd
+        self.home = Home(root / "remote-user", model_server.base_url)
+        self.workspace = make_workspace(root / "remote-project")
+        self.local = Home(root / "local-user", model_server.base_url)
+        self.tmp = root / "local-tmp"
+        self.tmp.mkdir()
+        self.local.env.update(
+            {
+                "TETHER_SSH_COMMAND": sshd.ssh_command(),
+                "TETHER_REMOTE_COMMAND": remote_command(self.home),
+                "TMPDIR": str(self.tmp),
+            }
+        )
+        self.target = f"{sshd.destination}:{self.workspace}"
+
+    def cli(
+        self, *args: str, target: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        return run_cli(self.local, "--remote", target or self.target, *args, timeout=timeout)
+
+    def assert_nothing_left(self) -> None:
+        """No ssh client of this test runs any more, and its private folders are gone."""
+        wait_until(lambda: not self.sshd.ssh_clients(), "the ssh clients to end", timeout=15)
+        assert list(self.tmp.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_model() -> Iterator[ModelServer]:
+    with ModelServer({"steps": [{"text": "ok"}]}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def remote(
+    tmp_path_factory: pytest.TempPathFactory, sshd: Sshd, remote_model: ModelServer
+) -> Iterator[Remote]:
+    side = Remote(tmp_path_factory.mktemp("remote"), sshd, remote_model)
+    yield side
+    run_cli(side.home, "daemon", "stop", "-w", str(side.workspace))
+
+
+def test_a_turn_runs_on_the_remote_daemon(remote: Remote, remote_model: ModelServer) -> None:
+    remote_model.set_script({"steps": [{"text": "hello from over there"}]})
+    done = remote.cli("run", "say hello")
+    assert done.returncode == 0, done.stderr
+    assert "hello from over there" in done.stdout
+    # The daemon that ran it is the remote home's, serving the remote workspace.
+    info = remote.home.read_discovery(remote.workspace)
+    assert info is not None
+    assert info.workspace == str(remote.workspace)
+    listed = run_cli(remote.home, "sessions", "-w", str(remote.workspace))
+    assert "say hello" in listed.stdout
+    remote.assert_nothing_left()
+
+
+def test_an_approval_is_answered_through_the_remote_path(
+    remote: Remote, remote_model: ModelServer
+) -> None:
+    remote_model.set_script({"steps": [command_step("echo approved-remotely"), {"text": "done"}]})
+    # RunningCli puts its `command` first: here the global option, then the subcommand.
+    run = RunningCli(
+        remote.local, remote.target, "run", "--approval-timeout", "60", "go", command="--remote"
+    )
+    try:
+        session_id, approval_id = run.wait_for_line(ANSWER_LINE.pattern).groups()
+        listed = remote.cli("approvals")
+        assert approval_id in listed.stdout, listed.stderr
+        approved = remote.cli("approve", session_id, approval_id)
+        assert approved.returncode == 0, approved.stderr
+        code, out, err = run.finish(timeout=60)
+    finally:
+        run.close()
+    assert code == 0, err
+    assert "done" in out
+    assert "approved-remotely" in tool_result(remote_model)
+    remote.assert_nothing_left()
+
+
+def test_detach_then_attach_shows_the_turn_once(remote: Remote, remote_model: ModelServer) -> None:
+    remote_model.set_script({"steps": [{"text": "the detached answer"}]})
+    started = remote.cli("run", "--detach", "answer later")
+    assert started.returncode == 0, started.stderr
+    session_id = started.stdout.strip()
+    assert re.fullmatch(r"s_\w+", session_id), started.stdout
+    attached = remote.cli("attach", session_id)
+    assert attached.returncode == 0, attached.stderr
+    assert attached.stdout.count("the detached answer") == 1, attached.stdout
+    remote.assert_nothing_left()
+
+
+def test_a_killed_client_leaves_no_ssh_behind(remote: Remote, remote_model: ModelServer) -> None:
+    remote_model.set_script({"steps": [command_step("echo never"), {"text": "no"}]})
+    run = RunningCli(
+        remote.local, remote.target, "run", "--approval-timeout", "60", "go", command="--remote"
+    )
+    session_id = ""
+    try:
+        session_id, _ = run.wait_for_line(ANSWER_LINE.pattern).groups()
+        assert remote.sshd.ssh_clients()
+        os.kill(run.proc.pid, signal.SIGKILL)
+        run.proc.wait(timeout=10)
+        # The master's stdin was the dead client's: the remote `cat` ends, and the master.
+        wait_until(lambda: not remote.sshd.ssh_clients(), "the master to end", timeout=15)
+    finally:
+        run.close()
+        if session_id:
+            remote.cli("cancel", session_id)
+    for folder in remote.tmp.iterdir():  # SIGKILL gave it no chance to remove its folder
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+
+
+def test_daemon_status_and_stop_act_on_the_remote_daemon(remote: Remote) -> None:
+    assert remote.cli("sessions").returncode == 0
+    info = remote.home.read_discovery(remote.workspace)
+    assert info is not None
+    status = remote.cli("daemon", "status")
+    assert status.returncode == 0, status.stderr
+    assert f"pid {info.pid}" in status.stdout
+    assert str(remote.workspace) in status.stdout
+    stopped = remote.cli("daemon", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped (pid {info.pid})" in stopped.stdout
+    after = remote.cli("daemon", "status")
+    assert after.returncode == 1
+    assert "no tether daemon is running" in after.stdout
+    remote.assert_nothing_left()
+
+
+# --- what goes wrong ---------------------------------------------------------------------------
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line of stderr of a command that failed to reach the remote (exit code 2)."""
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("tether: ")
+    return lines[0]
+
+
+def test_an_unreachable_host_is_one_line(remote: Remote) -> None:
+    closed = free_port()
+    remote.local.env["TETHER_SSH_COMMAND"] = f"{remote.sshd.ssh_command()} -p {closed}"
+    try:
+        line = _one_line_error(remote.cli("sessions"))
+    finally:
+        remote.local.env["TETHER_SSH_COMMAND"] = remote.sshd.ssh_command()
+    assert f"cannot reach {remote.sshd.destination} over ssh" in line
+    assert "Connection refused" in line
+    remote.assert_nothing_left()
+
+
+def test_a_refused_key_is_one_line(remote: Remote) -> None:
+    stranger = remote.sshd.client_config("stranger_config", remote.sshd.root / "stranger_key")
+    remote.local.env["TETHER_SSH_COMMAND"] = remote.sshd.ssh_command(stranger)
+    try:
+        line = _one_line_error(remote.cli("run", "hi"))
+    finally:
+        remote.local.env["TETHER_SSH_COMMAND"] = remote.sshd.ssh_command()
+    assert "Permission denied" in line
+    remote.assert_nothing_left()
+
+
+def test_tether_missing_on_the_remote_is_one_line(remote: Remote) -> None:
+    missing = shlex.quote(str(remote.home.root / "no" / "tether"))
+    line = _one_line_error(remote.cli("--remote-command", missing, "sessions"))
+    assert "is not found on" in line
+    assert "--remote-command" in line
+    remote.assert_nothing_left()
+
+
+def test_a_missing_remote_workspace_is_one_line(remote: Remote) -> None:
+    absent = remote.workspace.parent / "absent"
+    line = _one_line_error(remote.cli("sessions", target=f"{remote.sshd.destination}:{absent}"))
+    assert f"{absent} is not a directory" in line
+    line = _one_line_error(
+        remote.cli("daemon", "status", target=f"{remote.sshd.destination}:{absent}")
+    )
+    assert f"{absent} is not a directory" in line
+    remote.assert_nothing_left()
