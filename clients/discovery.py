@@ -22,6 +22,9 @@ shared `flock`: if it is granted, no daemon runs and any discovery file is stale
 
 A discovery file naming another pid than the lock's holder is a dead daemon's and is ignored.
 
+A workspace that `reach_remotely` registered is another machine's (`tether --remote`):
+`locate` asks its `RemoteLocator`, and nothing looks for or starts a daemon of that path here.
+
 `start_early` spawns the daemon without waiting for it, so that a command can go on with its
 own start (its imports) while the daemon starts on the other core; the `locate` that follows
 waits for that daemon instead of spawning another.

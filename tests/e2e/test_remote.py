@@ -9,14 +9,18 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import make_workspace
+from tests.e2e.test_bridge import BridgeProcess, initialize
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
+from tests.e2e.test_interactive import READY, STATUS
 from tests.remote_support import Sshd, free_port, remote_command
+from tests.screen import CTRL_D, ENTER, Terminal
 from tests.support import Home, command_step, run_cli, wait_until
 from tether.testing import ModelServer
 
@@ -159,6 +163,47 @@ def test_daemon_status_and_stop_act_on_the_remote_daemon(remote: Remote) -> None
     after = remote.cli("daemon", "status")
     assert after.returncode == 1
     assert "no tether daemon is running" in after.stdout
+    remote.assert_nothing_left()
+
+
+def test_chat_on_a_terminal_talks_to_the_remote_daemon(
+    remote: Remote, remote_model: ModelServer
+) -> None:
+    remote_model.set_script({"steps": [{"text": "The remote answer is 42."}]})
+    argv = [sys.executable, "-m", "tether.clients.cli.main", "--remote", remote.target]
+    terminal = Terminal(argv, env=remote.local.env)
+    try:
+        terminal.expect(READY)
+        terminal.expect(STATUS)
+        terminal.send(f"what is it?{ENTER}")
+        terminal.expect("The remote answer is 42.")
+        terminal.send(CTRL_D)
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    remote.assert_nothing_left()
+
+
+def test_a_bridge_reconnects_to_a_restarted_remote_daemon(remote: Remote) -> None:
+    bridge = BridgeProcess(
+        remote.local, remote.workspace, argv=["--remote", remote.target, "bridge"]
+    )
+    try:
+        initialize(bridge)
+        before = bridge.call("daemon/status")["pid"]
+        stopped = run_cli(remote.home, "daemon", "stop", "-w", str(remote.workspace))
+        assert stopped.returncode == 0, stopped.stderr
+        bridge.wait_for(lambda m: m.get("method") == "bridge/disconnected")
+        # The daemon is gone there: reconnecting starts another, on another port, and
+        # forwards that one.
+        reconnected = bridge.call("bridge/reconnect")
+        assert reconnected["started"] is True
+        assert reconnected["pid"] != before
+        initialize(bridge)
+        assert bridge.call("daemon/status")["pid"] == reconnected["pid"]
+        assert bridge.close() == (0, b"")
+    finally:
+        bridge.kill()
     remote.assert_nothing_left()
 
 
