@@ -125,6 +125,7 @@ class RemoteDaemon:
         (for `tether.clients.prelude`)."""
         if not self._fresh or self._record is None:
             return None
+        self._fresh = False  # a connection that fails goes round `locate`, which asks again
         return json.dumps(self._record).encode()
 
     @property

@@ -79,9 +79,17 @@ class SshMaster:
         self._control = self._folder / "control"
         self._log: IO[bytes] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._ready = False
+        """Whether the master is up (its command has succeeded)."""
 
     def _ssh(self, *options: str) -> list[str]:
+        """ssh through the master (or, before it is up, as the master with `options`)."""
         return [*self.ssh_command, "-o", f"ControlPath={self._control}", *options]
+
+    def _client(self, *options: str) -> list[str]:
+        """An ssh that only asks the master (its `ControlMaster` the user's config may set
+        otherwise)."""
+        return self._ssh("-o", "ControlMaster=no", *options)
 
     def start(self, remote_command: str) -> list[str]:
         """Connect, run `remote_command` (a line for the remote login shell) as the master's
@@ -91,8 +99,7 @@ class SshMaster:
         try:
             self._proc = subprocess.Popen(
                 [
-                    *self._ssh("-M", "-o", "ControlPersist=no", "-o", "ExitOnForwardFailure=yes"),
-                    "-T",
+                    *self._ssh("-M", "-o", "ControlPersist=no", *ONE_SESSION),
                     self.destination,
                     "--",
                     f"{remote_command} && echo {_END} && exec cat >/dev/null",
@@ -109,9 +116,11 @@ class SshMaster:
         for raw in self._proc.stdout:
             line = raw.decode(errors="replace").rstrip("\r\n")
             if line == _END:
+                self._ready = True
                 return lines
             lines.append(line)
         code = self._proc.wait()
+        self._ready = False
         self._log.seek(0)
         raise self._failure(code, self._log.read().decode(errors="replace"))
 
@@ -119,7 +128,7 @@ class SshMaster:
         """Run `remote_command` through the master and return what it printed on stdout.
         Raises `SshUnreachable` or `RemoteFailed`."""
         done = subprocess.run(
-            [*self._ssh(), "-T", self.destination, "--", remote_command],
+            [*self._client(*ONE_SESSION), self.destination, "--", remote_command],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             check=False,
@@ -136,7 +145,7 @@ class SshMaster:
             local = _free_port()
             forward = f"127.0.0.1:{local}:127.0.0.1:{remote_port}"
             done = subprocess.run(
-                [*self._ssh("-O", "forward", "-L", forward), self.destination],
+                [*self._client("-O", "forward", "-L", forward), self.destination],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 check=False,
@@ -150,7 +159,7 @@ class SshMaster:
         """Stop a forward `forward` made (nothing happens when the master is gone)."""
         forward = f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"
         subprocess.run(
-            [*self._ssh("-O", "cancel", "-L", forward), self.destination],
+            [*self._client("-O", "cancel", "-L", forward), self.destination],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             check=False,
@@ -165,12 +174,15 @@ class SshMaster:
         """End the master (and so every forward), and remove the private folder. Idempotent."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
-            subprocess.run(
-                [*self._ssh("-O", "exit"), self.destination],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                check=False,
-            )
+            if self._ready:
+                subprocess.run(
+                    [*self._client("-O", "exit"), self.destination],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    check=False,
+                )
+            else:
+                proc.terminate()  # still connecting (or asking for a passphrase)
             assert proc.stdin is not None
             proc.stdin.close()
             try:
@@ -191,6 +203,11 @@ class SshMaster:
             return SshUnreachable(f"cannot reach {self.destination} over ssh: {said or 'failed'}")
         return RemoteFailed(f"on {self.destination}: {said or f'exit status {code}'}", code, said)
 
+
+ONE_SESSION = ("-T", "-o", "RemoteCommand=none", "-o", "ClearAllForwardings=yes")
+"""Options of an ssh that runs one remote command: no terminal, and none of the remote
+command or forwards the user's config may give the host (a `LocalForward` that cannot bind
+would fail the connection; one that can would be ours to own)."""
 
 _END = "tether-ssh-command-done"
 """What the master's remote shell prints once its command has succeeded: the command's

@@ -32,7 +32,14 @@ from tether.clients.remote import (
     explain,
     parse_target,
 )
-from tether.clients.ssh import RemoteFailed, SshError, SshUnreachable, last_line, ssh_command_from
+from tether.clients.ssh import (
+    ONE_SESSION,
+    RemoteFailed,
+    SshError,
+    SshUnreachable,
+    last_line,
+    ssh_command_from,
+)
 
 RUN_THERE = frozenset({"daemon"})
 """Command modules whose commands run on the remote machine as a whole."""
@@ -83,7 +90,7 @@ def run_there(
     line = " ".join([remote_command, *(shlex.quote(w) for w in words)])
     try:
         done = subprocess.run(
-            [*ssh, "-T", target.destination, "--", line],
+            [*ssh, *ONE_SESSION, target.destination, "--", line],
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             check=False,

@@ -18,10 +18,12 @@ import pytest
 from tests.conftest import make_workspace
 from tests.e2e.test_bridge import BridgeProcess, initialize
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
+from tests.e2e.test_cli_terminal import QUESTION_END
 from tests.e2e.test_interactive import READY, STATUS
 from tests.remote_support import Sshd, free_port, remote_command
 from tests.screen import CTRL_D, ENTER, Terminal
 from tests.support import Home, command_step, run_cli, wait_until
+from tests.terminal import TerminalCli
 from tether.testing import ModelServer
 
 
@@ -181,6 +183,22 @@ def test_chat_on_a_terminal_talks_to_the_remote_daemon(
         assert terminal.wait() == 0
     finally:
         terminal.close()
+    remote.assert_nothing_left()
+
+
+def test_ctrl_c_in_a_remote_run_cancels_the_turn_there(
+    remote: Remote, remote_model: ModelServer
+) -> None:
+    # The terminal's Ctrl-C reaches the ssh master too (same process group): it must stay up
+    # for the CLI to send the cancel through it.
+    remote_model.set_script({"steps": [command_step("echo never"), {"text": "never"}]})
+    with TerminalCli(remote.local, "--remote", remote.target, "run", "go") as cli:
+        cli.expect(QUESTION_END)
+        cli.send("\x03")
+        cli.expect("cancelling (Ctrl-C again to leave it)")
+        shown = cli.expect("continue`")
+        assert "turn cancelled (session" in shown
+        assert cli.wait() == 3
     remote.assert_nothing_left()
 
 
