@@ -4,6 +4,7 @@ as they do locally — a turn, an approval answered from another terminal, detac
 `daemon status|stop` — with nothing of ssh left running afterwards, and a one-line error for
 each way of not getting there."""
 
+import json
 import os
 import re
 import shlex
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,7 @@ from tests.e2e.test_cli_terminal import QUESTION_END
 from tests.e2e.test_interactive import READY, STATUS
 from tests.remote_support import Sshd, free_port, remote_command
 from tests.screen import CTRL_D, ENTER, Terminal
-from tests.support import Home, command_step, run_cli, wait_until
+from tests.support import Home, cli, command_step, run_cli, wait_until
 from tests.terminal import TerminalCli
 from tether.testing import ModelServer
 
@@ -223,6 +225,35 @@ def test_a_bridge_reconnects_to_a_restarted_remote_daemon(remote: Remote) -> Non
     finally:
         bridge.kill()
     remote.assert_nothing_left()
+
+
+def test_daemon_ensure_prints_the_discovery_record(home: Home, workspace: Path) -> None:
+    def ensure(*args: str) -> dict[str, Any]:
+        done = cli(home, "daemon", "ensure", "-w", str(workspace), *args)
+        assert done.returncode == 0, done.stderr
+        [line] = done.stdout.splitlines()
+        answer: dict[str, Any] = json.loads(line)
+        assert answer["discoveryFile"] == str(home.discovery_path(workspace))
+        return answer
+
+    assert ensure("--no-start") == {
+        "discovery": None,
+        "started": False,
+        "discoveryFile": str(home.discovery_path(workspace)),
+    }
+    first = ensure()
+    try:
+        info = home.read_discovery(workspace)
+        assert info is not None
+        assert first["started"] is True
+        assert first["discovery"]["token"] == info.token
+        assert first["discovery"]["port"] == info.port
+        assert ensure("--no-start") == {**first, "started": False}
+        refused = cli(home, "daemon", "status", "--no-start", "-w", str(workspace))
+        assert refused.returncode == 2
+        assert "--no-start goes with `tether daemon ensure`" in refused.stderr
+    finally:
+        cli(home, "daemon", "stop", "-w", str(workspace))
 
 
 # --- what goes wrong ---------------------------------------------------------------------------

@@ -1,16 +1,21 @@
 """What `--remote` accepts before any ssh runs: the target, where the subcommand starts, the
 commands that refuse it, and how each remote failure is said."""
 
+import os
+import re
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
 from tests.support import Home, cli
 from tether.clients.cli.args import command_word
+from tether.clients.cli.exit_codes import CliError
 from tether.clients.cli.main import _interactive  # pyright: ignore[reportPrivateUsage]
-from tether.clients.cli.remote import subcommand_words
+from tether.clients.cli.remote import remote_command_of, subcommand_words
 from tether.clients.remote import RemoteTarget, explain, parse_target
 from tether.clients.ssh import RemoteFailed, SshUnreachable
+from tether.daemon.config.settings import load_config
 
 
 @pytest.mark.parametrize(
@@ -81,3 +86,27 @@ def test_each_remote_failure_is_named() -> None:
     assert said(2, "tether: /srv/x is not a directory") == "on devbox: /srv/x is not a directory"
     unreachable = SshUnreachable("cannot reach devbox over ssh: Connection refused")
     assert explain(unreachable, "tether", "devbox") == str(unreachable)
+
+
+def test_the_remote_command_comes_from_the_flag_the_environment_or_the_config(
+    tmp_path: Path,
+) -> None:
+    home = Home(tmp_path)
+    config = tmp_path / "config" / "tether" / "config.toml"
+    config.parent.mkdir(parents=True)
+    with home.activated():
+        assert remote_command_of(Namespace(remote_command=None)) == "tether"
+        config.write_text('remote_command = "~/.local/bin/tether"\n')
+        assert remote_command_of(Namespace(remote_command=None)) == "~/.local/bin/tether"
+        # The daemon reads the same file: the setting must not make it invalid there.
+        assert load_config(path=config).remote_command == "~/.local/bin/tether"
+        os.environ["TETHER_REMOTE_COMMAND"] = "env X=1 tether"
+        assert remote_command_of(Namespace(remote_command=None)) == "env X=1 tether"
+        assert remote_command_of(Namespace(remote_command="/opt/tether")) == "/opt/tether"
+        del os.environ["TETHER_REMOTE_COMMAND"]
+        config.write_text("remote_command = [1]\n")
+        with pytest.raises(CliError, match="remote_command must be a string"):
+            remote_command_of(Namespace(remote_command=None))
+        config.write_text("remote_command = \n")
+        with pytest.raises(CliError, match=re.escape(str(config))):
+            remote_command_of(Namespace(remote_command=None))

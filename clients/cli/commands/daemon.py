@@ -14,7 +14,7 @@ import msgspec
 
 from tether.clients.cli import doctor
 from tether.clients.cli.commands.output import print_json
-from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, CliError
+from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
 from tether.clients.discovery import (
@@ -34,6 +34,8 @@ from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatus
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     workspace = target_workspace(args)
+    if args.no_start and args.action != "ensure":
+        raise CliError("--no-start goes with `tether daemon ensure`", EXIT_USAGE)
     if args.action == "ensure":
         return _ensure(args, workspace)
     if args.action == "start":
@@ -103,8 +105,7 @@ def _ensure(args: argparse.Namespace, workspace: Path) -> int:
             started=located.started,
             discovery_file=str(discovery_path(workspace)),
         )
-    sys.stdout.buffer.write(msgspec.json.encode(answer) + b"\n")
-    sys.stdout.flush()
+    print(msgspec.json.encode(answer).decode(), flush=True)
     return EXIT_OK
 
 
