@@ -128,10 +128,6 @@ class RemoteDaemon:
         self._fresh = False  # a connection that fails goes round `locate`, which asks again
         return json.dumps(self._record).encode()
 
-    @property
-    def master_pid(self) -> int | None:
-        return self._master.pid
-
     def close(self) -> None:
         self._master.close()
 

@@ -165,11 +165,6 @@ class SshMaster:
             check=False,
         )
 
-    @property
-    def pid(self) -> int | None:
-        """The master's pid while it runs."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
     def close(self) -> None:
         """End the master (and so every forward), and remove the private folder. Idempotent."""
         proc, self._proc = self._proc, None
