@@ -104,6 +104,11 @@ def reach_remotely(workspace: Path, locator: RemoteLocator) -> None:
     _remote[workspace] = locator
 
 
+def forget_remote(workspace: Path) -> None:
+    """Undo `reach_remotely` (its locator closed)."""
+    _remote.pop(workspace, None)
+
+
 def remote_locator(workspace: Path) -> RemoteLocator | None:
     return _remote.get(workspace)
 

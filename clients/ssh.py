@@ -22,12 +22,13 @@ Errors:
                         last line it wrote on stderr
 """
 
+import contextlib
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -56,8 +57,20 @@ class RemoteFailed(SshError):
         self.said = said
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+@contextlib.contextmanager
+def _sigint_ignored() -> Generator[None]:
+    """SIGINT ignored while a child is spawned, which keeps that disposition across `exec`
+    (a preexec hook would do it in the child, but is unsafe in a process with threads). Off
+    the main thread, where Python cannot change it, the child gets the default."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def last_line(text: str) -> str:
@@ -97,18 +110,18 @@ class SshMaster:
         status 0. Raises `SshUnreachable`, or `RemoteFailed` with the command's status."""
         self._log = open(self._folder / "master.log", "w+b")  # noqa: SIM115 (closed by close)
         try:
-            self._proc = subprocess.Popen(
-                [
-                    *self._ssh("-M", "-o", "ControlPersist=no", *ONE_SESSION),
-                    self.destination,
-                    "--",
-                    f"{remote_command} && echo {_END} && exec cat >/dev/null",
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                preexec_fn=_ignore_sigint,  # noqa: PLW1509 (the CLI has no other thread yet)
-            )
+            with _sigint_ignored():
+                self._proc = subprocess.Popen(
+                    [
+                        *self._ssh("-M", "-o", "ControlPersist=no", *ONE_SESSION),
+                        self.destination,
+                        "--",
+                        f"{remote_command} && echo {_END} && exec cat >/dev/null",
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=self._log,
+                )
         except FileNotFoundError as exc:
             raise SshError(f"{self.ssh_command[0]} is not installed on this machine") from exc
         assert self._proc.stdout is not None

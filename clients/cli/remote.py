@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tether.clients.cli.args import VALUED_OPTIONS, command_word
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
-from tether.clients.discovery import reach_remotely
+from tether.clients.discovery import forget_remote, reach_remotely
 from tether.clients.remote import (
     RemoteDaemon,
     RemoteTarget,
@@ -74,6 +74,7 @@ def reach(args: argparse.Namespace, argv: Sequence[str], stack: contextlib.ExitS
     stack.callback(daemon.close)
     root = daemon.connect()
     reach_remotely(Path(root), daemon)
+    stack.callback(forget_remote, Path(root))
     args.workspace = root
     args.remote_root = True
     return None

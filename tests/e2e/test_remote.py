@@ -26,6 +26,7 @@ from tests.remote_support import Sshd, free_port, remote_command
 from tests.screen import CTRL_D, ENTER, Terminal
 from tests.support import Home, cli, command_step, run_cli, wait_until
 from tests.terminal import TerminalCli
+from tether.clients import discovery
 from tether.testing import ModelServer
 
 
@@ -224,6 +225,15 @@ def test_a_bridge_reconnects_to_a_restarted_remote_daemon(remote: Remote) -> Non
         assert bridge.close() == (0, b"")
     finally:
         bridge.kill()
+    remote.assert_nothing_left()
+
+
+def test_the_remote_is_forgotten_when_the_command_ends(remote: Remote) -> None:
+    # In one process (as an embedding would run commands), the path names a local workspace
+    # again afterwards.
+    done = cli(remote.local, "--remote", remote.target, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert discovery.remote_locator(remote.workspace) is None
     remote.assert_nothing_left()
 
 
