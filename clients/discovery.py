@@ -22,6 +22,9 @@ shared `flock`: if it is granted, no daemon runs and any discovery file is stale
 
 A discovery file naming another pid than the lock's holder is a dead daemon's and is ignored.
 
+A workspace that `reach_remotely` registered is another machine's (`tether --remote`):
+`locate` asks its `RemoteLocator`, and nothing looks for or starts a daemon of that path here.
+
 `start_early` spawns the daemon without waiting for it, so that a command can go on with its
 own start (its imports) while the daemon starts on the other core; the `locate` that follows
 waits for that daemon instead of spawning another.
@@ -32,7 +35,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from tether.clients.places import discovery_path, lock_path, log_path
 from tether.protocol.workspace_files import DISCOVERY_CHECK_INTERVAL
@@ -77,6 +80,37 @@ class Located(NamedTuple):
     info: "DiscoveryInfo"
     started: bool
     """Whether this call started the daemon."""
+
+
+class RemoteLocator(Protocol):
+    """A daemon on another machine that a workspace path names (`tether.clients.remote`)."""
+
+    def locate(self, *, autostart: bool) -> Located:
+        """What `locate` answers for the workspace; raises as `locate` does."""
+        ...
+
+    def discovery(self) -> bytes | None:
+        """Its discovery record as a file would hold it, when it is known to serve."""
+        ...
+
+
+_remote: dict[Path, RemoteLocator] = {}
+"""Workspaces whose daemon is elsewhere, for this process's life (`reach_remotely`)."""
+
+
+def reach_remotely(workspace: Path, locator: RemoteLocator) -> None:
+    """From now on `workspace` names the daemon `locator` reaches, not a local one: `locate`
+    asks it, and nothing looks for (or starts) a daemon of that path on this machine."""
+    _remote[workspace] = locator
+
+
+def forget_remote(workspace: Path) -> None:
+    """Undo `reach_remotely` (its locator closed)."""
+    _remote.pop(workspace, None)
+
+
+def remote_locator(workspace: Path) -> RemoteLocator | None:
+    return _remote.get(workspace)
 
 
 def find_workspace(start: Path | None = None) -> Path:
@@ -175,7 +209,9 @@ def start_early(
 ) -> None:
     """Spawn the workspace's daemon now when no process holds its lock, and return at once;
     the next `locate` of `workspace` waits for it. Does nothing when one holds the lock."""
-    if workspace in _early or held_lock_record(lock_path(workspace)) is not None:
+    if workspace in _early or workspace in _remote:
+        return
+    if held_lock_record(lock_path(workspace)) is not None:
         return
     _early[workspace] = _spawn(workspace, log_path(workspace), idle_timeout, env)
 
@@ -190,6 +226,9 @@ def locate(
     """The discovery info of the daemon that serves `workspace`, starting one when none runs
     and `autostart` allows. Raises `NotRunning` (none runs, none to start) or
     `DaemonUnavailable` (one holds the workspace but does not serve it, or a start failed)."""
+    remote = _remote.get(workspace)
+    if remote is not None:
+        return remote.locate(autostart=autostart)
     lock = lock_path(workspace)
     log = log_path(workspace)
     began = time.monotonic()

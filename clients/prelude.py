@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from tether.clients.call_error import CallError
-from tether.clients.discovery import held_lock_record
+from tether.clients.discovery import held_lock_record, remote_locator
 from tether.clients.places import discovery_path, lock_path
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol.version import PROTOCOL_VERSION, __version__
@@ -58,6 +58,9 @@ def initialize_params(client_name: str, env: Mapping[str, str]) -> JsonObject:
 def serving_daemon(workspace: Path) -> bytes | None:
     """The discovery file of the daemon serving `workspace` when one holds its lock, records
     that it serves, and is the process the file names; else None."""
+    remote = remote_locator(workspace)
+    if remote is not None:
+        return remote.discovery()
     held = held_lock_record(lock_path(workspace))
     if held is None:
         return None  # no daemon runs

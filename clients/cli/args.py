@@ -46,6 +46,18 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
+    parser.add_argument(
+        "--remote",
+        metavar="[USER@]HOST[:PATH]",
+        help="act on the workspace PATH on HOST over ssh: its daemon there, this terminal"
+        " here (see docs/remote.md)",
+    )
+    parser.add_argument(
+        "--remote-command",
+        metavar="COMMAND",
+        help="how the remote shell runs tether (default: TETHER_REMOTE_COMMAND, the config's"
+        " remote_command, else `tether`)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     wanted = None if argv is None else command_word(argv)
     added: set[Adder] = set()
@@ -56,12 +68,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+VALUED_OPTIONS = ("--workspace", "-w", "--remote", "--remote-command")
+"""The options before a subcommand that take a value (as the next word, or after `=`)."""
+
+
 def command_word(argv: Sequence[str]) -> str | None:
     """The subcommand `argv` names when it names one of `COMMANDS`: its first word that is
-    neither an option nor the value of `--workspace`/`-w`."""
+    neither an option nor the value of one of `VALUED_OPTIONS`."""
     words = iter(argv)
     for word in words:
-        if word in ("--workspace", "-w"):
+        if word in VALUED_OPTIONS:
             next(words, None)
         elif not word.startswith("-"):
             return word if word in COMMANDS else None
@@ -230,9 +246,17 @@ def _cancel(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
 
 def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     daemon = add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
-    daemon.add_argument("action", choices=["start", "stop", "restart", "status"])
+    daemon.add_argument(
+        "action",
+        choices=["start", "stop", "restart", "status", "ensure"],
+        help="ensure: start it unless one runs, print its discovery record (token included)"
+        " as JSON (what `tether --remote` runs on the remote machine)",
+    )
     daemon.add_argument("--json", action="store_true")
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
+    daemon.add_argument(
+        "--no-start", action="store_true", help="ensure: only report, start no daemon"
+    )
     daemon.set_defaults(handler="daemon.cmd_daemon")
 
 

@@ -19,7 +19,7 @@ from collections.abc import Generator
 from typing import NoReturn
 
 from tether.clients.cli import commands
-from tether.clients.cli.args import build_parser
+from tether.clients.cli.args import VALUED_OPTIONS, build_parser
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
 from tether.clients.discovery import DaemonUnavailable, start_early
 
@@ -48,9 +48,10 @@ def _start_daemon_early(args: argparse.Namespace) -> None:
 
 
 def _interactive(argv: list[str]) -> bool:
-    """`tether` alone, or with only `--workspace`: the interactive session (`tether chat`)."""
-    rest = [a for a in argv if not a.startswith("--workspace=")]
-    while rest[:1] in (["-w"], ["--workspace"]):
+    """`tether` alone, or with only `--workspace` or `--remote`: the interactive session
+    (`tether chat`)."""
+    rest = [a for a in argv if not a.startswith(tuple(f"{o}=" for o in VALUED_OPTIONS))]
+    while rest[:1] and rest[0] in VALUED_OPTIONS:
         rest = rest[2:]
     return not rest
 
@@ -73,11 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     if _interactive(argv):
         argv = [*argv, "chat"]
     try:
-        with _collector_paused():
-            args = build_parser(argv).parse_args(argv)
-            _start_daemon_early(args)
-            command = commands.load(args.handler)
-        return int(command(args))
+        with contextlib.ExitStack() as stack:
+            with _collector_paused():
+                args = build_parser(argv).parse_args(argv)
+                if args.remote is not None:
+                    from tether.clients.cli.remote import reach
+
+                    done = reach(args, argv, stack)
+                    if done is not None:
+                        return done
+                else:
+                    _start_daemon_early(args)
+                command = commands.load(args.handler)
+            return int(command(args))
     except CliError as exc:
         _die(str(exc), exc.code)
     except DaemonUnavailable as exc:

@@ -13,8 +13,11 @@ if TYPE_CHECKING:  # `main` resolves the workspace before the client's imports a
 
 
 def workspace(args: argparse.Namespace) -> Path:
-    """`--workspace` when given (it must be a folder), else the git root above the current one."""
+    """`--workspace` when given (it must be a folder), else the git root above the current one;
+    with `--remote`, the folder on the remote machine (checked there)."""
     given: str | None = getattr(args, "workspace", None)
+    if given and getattr(args, "remote_root", False):
+        return Path(given)
     if given:
         path = Path(given).resolve()
         if not path.is_dir():

@@ -104,6 +104,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The bubblewrap program: a name looked up on PATH, or a path."""
     sandbox_writable: list[str] = []
     """More folders sandboxed commands may write to (`~` allowed), e.g. a build cache."""
+    remote_command: str = ""
+    """How `tether --remote` runs tether on another machine (shell text; read by the CLI,
+    not the daemon; docs/remote.md). Empty: `tether`."""
 
 
 def config_file() -> Path:

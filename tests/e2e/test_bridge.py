@@ -34,9 +34,11 @@ Message = dict[str, Any]
 class BridgeProcess:
     """`tether bridge` with its stdout read, line by line, on a thread."""
 
-    def __init__(self, home: Home, workspace: Path) -> None:
+    def __init__(self, home: Home, workspace: Path, *, argv: list[str] | None = None) -> None:
+        """`argv`: the CLI's arguments (default: `bridge -w WORKSPACE`)."""
+        argv = ["bridge", "-w", str(workspace)] if argv is None else argv
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.clients.cli.main", "bridge", "-w", str(workspace)],
+            [sys.executable, "-m", "tether.clients.cli.main", *argv],
             env=home.env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -6,7 +6,7 @@ chat           chat (and `tether` alone): the interactive session
 approvals      approvals, approve, deny
 sessions       sessions (list, delete), undo, compact
 processes      processes (list, kill)
-daemon         daemon start/stop/restart/status, doctor
+daemon         daemon start/stop/restart/status/ensure, doctor
 models         models
 scripted_model demo, dev model-server
 bridge         bridge: JSON-RPC lines on stdin/stdout, for editors

@@ -1,5 +1,9 @@
-"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status`, and
-`tether doctor`, which checks what the daemon keeps without it."""
+"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status|ensure`, and
+`tether doctor`, which checks what the daemon keeps without it.
+
+`ensure` is for `tether --remote` (and scripts): it starts the daemon unless one runs (or
+`--no-start`) and prints one JSON line, `{"discovery": DiscoveryInfo | null, "started": bool,
+"discoveryFile": path}`, the token included; exit 0 whether or not a daemon runs."""
 
 import argparse
 import sys
@@ -10,7 +14,7 @@ import msgspec
 
 from tether.clients.cli import doctor
 from tether.clients.cli.commands.output import print_json
-from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, CliError
+from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
 from tether.clients.discovery import (
@@ -22,12 +26,18 @@ from tether.clients.discovery import (
     terminate_holder,
     wait_until_stopped,
 )
+from tether.clients.places import discovery_path
 from tether.clients.rpc import Client
+from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     workspace = target_workspace(args)
+    if args.no_start and args.action != "ensure":
+        raise CliError("--no-start goes with `tether daemon ensure`", EXIT_USAGE)
+    if args.action == "ensure":
+        return _ensure(args, workspace)
     if args.action == "start":
         return _start(args, workspace)
     if args.action == "restart":
@@ -73,6 +83,29 @@ def _start(args: argparse.Namespace, workspace: Path) -> int:
     else:
         verb = "started" if started else "already running"
         print(f"tether daemon {verb}: pid {info.pid}, port {info.port}, {info.workspace}")
+    return EXIT_OK
+
+
+class Ensured(msgspec.Struct, kw_only=True, rename="camel"):
+    discovery: DiscoveryInfo | None
+    started: bool
+    discovery_file: str
+
+
+def _ensure(args: argparse.Namespace, workspace: Path) -> int:
+    try:
+        located = locate(workspace, autostart=not args.no_start, idle_timeout=args.idle_timeout)
+    except NotRunning:
+        answer = Ensured(
+            discovery=None, started=False, discovery_file=str(discovery_path(workspace))
+        )
+    else:
+        answer = Ensured(
+            discovery=located.info,
+            started=located.started,
+            discovery_file=str(discovery_path(workspace)),
+        )
+    print(msgspec.json.encode(answer).decode(), flush=True)
     return EXIT_OK
 
 
