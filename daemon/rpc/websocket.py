@@ -18,7 +18,6 @@ copied per client. Control frames (ping, pong, close) and the handshake answer a
 """
 
 import contextlib
-import logging
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,7 +38,9 @@ from wsproto.events import (
 )
 from wsproto.utilities import RemoteProtocolError
 
-log = logging.getLogger(__name__)
+from tether.daemon.logs.log import get_logger
+
+log = get_logger(__name__)
 
 RECEIVE_CHUNK = 64 * 1024
 CLOSE_TIMEOUT = 2.0
@@ -99,6 +100,15 @@ class WebSocket:
         """The code and reason of the close frame `receive` sent, while it waits for the answer."""
         self.closed: ConnectionClosed | None = None
         """Why the websocket is over, once it is."""
+
+    @property
+    def peer(self) -> str:
+        """The client's address, `host:port` (empty once the socket is gone)."""
+        try:
+            host, port, *_ = self._stream.socket.getpeername()
+        except OSError:
+            return ""
+        return f"{host}:{port}"
 
     @property
     def max_message_size(self) -> int:
