@@ -1,4 +1,5 @@
-"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status`, and
+"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status` (`logs` is
+`commands/logs.py`), and
 `tether doctor`, which checks what the daemon keeps without it."""
 
 import argparse
@@ -10,7 +11,7 @@ import msgspec
 
 from tether.clients.cli import doctor
 from tether.clients.cli.commands.output import print_json
-from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, CliError
+from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
 from tether.clients.discovery import (
@@ -25,8 +26,18 @@ from tether.clients.discovery import (
 from tether.clients.rpc import Client
 from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
 
+LOG_OPTIONS = {"follow": "-f", "level": "--level", "session": "--session", "lines": "-n"}
+"""The options only `tether daemon logs` takes, by their argparse names."""
+
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    if args.action == "logs":
+        from tether.clients.cli.commands.logs import cmd_logs
+
+        return cmd_logs(args)
+    given = [flag for name, flag in LOG_OPTIONS.items() if getattr(args, name) not in (None, False)]
+    if given:
+        raise CliError(f"{', '.join(given)}: only `tether daemon logs` takes this", EXIT_USAGE)
     workspace = target_workspace(args)
     if args.action == "start":
         return _start(args, workspace)
