@@ -66,10 +66,12 @@ class LogFile:
         for index in range(self.keep - 1, 0, -1):
             with contextlib.suppress(FileNotFoundError):
                 rotated(self.path, index).rename(rotated(self.path, index + 1))
-        if self.keep > 0:
-            self.path.rename(rotated(self.path, 1))
-        else:
-            self.path.unlink()
+        # Gone already (someone cleaned up): nothing to keep, the new file begins.
+        with contextlib.suppress(FileNotFoundError):
+            if self.keep > 0:
+                self.path.rename(rotated(self.path, 1))
+            else:
+                self.path.unlink()
         self._fd = self._open()
         self._size = 0
 
