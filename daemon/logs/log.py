@@ -75,10 +75,23 @@ class _Output:
         self.captures: list[list[dict[str, object]]] = []
         self.encoder = msgspec.json.Encoder(enc_hook=str)
         self.lock = threading.Lock()
+        self.second = (-1, "")
+        """The last whole second a line was written in, and its text (lines come many to a
+        second); replaced whole, so a thread reads a consistent pair."""
+
+    def timestamp(self, now: float) -> str:
+        seconds = int(now)
+        cached = self.second
+        if cached[0] != seconds:
+            cached = self.second = (
+                seconds,
+                time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)),
+            )
+        return f"{cached[1]}.{int((now - seconds) * 1_000_000):06d}Z"
 
     def emit(self, level: int, logger: str, msg: str, fields: dict[str, object]) -> None:
         record: dict[str, object] = {
-            "ts": _timestamp(time.time()),
+            "ts": self.timestamp(time.time()),
             "level": NAMES[level],
             "logger": logger,
             "msg": msg,
@@ -106,12 +119,6 @@ class _Output:
 
 
 _output = _Output()
-
-
-def _timestamp(now: float) -> str:
-    seconds = int(now)
-    micros = int((now - seconds) * 1_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}Z"
 
 
 class Logger:
