@@ -247,7 +247,9 @@ def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         " docs/logs.md.",
     )
     daemon.add_argument("action", choices=["start", "stop", "restart", "status", "logs"])
-    daemon.add_argument("--json", action="store_true", help="(logs) the lines as written: JSON")
+    daemon.add_argument(
+        "--json", action="store_true", help="JSON output (logs: the lines as written)"
+    )
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     logs = daemon.add_argument_group("logs")
     logs.add_argument(

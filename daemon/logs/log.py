@@ -70,7 +70,10 @@ class _Output:
     def __init__(self) -> None:
         self.threshold = WARNING
         self.file: LogFile | None = None
-        self.echo: IO[str] | None = sys.stderr
+        self.configured = False
+        self.echo: IO[str] | None = None
+        """Where lines are echoed once configured; before, warnings go to `sys.stderr` as it
+        is when they are written (a test's capture)."""
         self.scrubber = Scrubber()
         self.captures: list[list[dict[str, object]]] = []
         self.encoder = msgspec.json.Encoder(enc_hook=str)
@@ -108,10 +111,11 @@ class _Output:
         line = self.scrubber.scrub(self.encoder.encode(record)) + b"\n"
         if self.file is not None:
             self.file.write(line)
-        if self.echo is not None:
+        echo = self.echo if self.configured else sys.stderr
+        if echo is not None:
             with contextlib.suppress(OSError, ValueError):
-                self.echo.write(line.decode(errors="replace"))
-                self.echo.flush()
+                echo.write(line.decode(errors="replace"))
+                echo.flush()
         if self.captures:
             decoded = msgspec.json.decode(line)
             for captured in self.captures:
@@ -171,6 +175,7 @@ def configure(file: LogFile | None, *, level: str, echo: IO[str] | None = None) 
         _output.threshold = LEVELS[level]
         _output.file = file
         _output.echo = echo
+        _output.configured = True
 
 
 def add_secret(secret: str) -> None:
@@ -184,6 +189,15 @@ def close() -> None:
         if _output.file is not None:
             _output.file.close()
             _output.file = None
+
+
+def reset() -> None:
+    """Close the file and go back to the state before `configure` (for tests)."""
+    close()
+    with _output.lock:
+        _output.threshold = WARNING
+        _output.echo = None
+        _output.configured = False
 
 
 @contextlib.contextmanager

@@ -4,7 +4,6 @@ line, the level threshold, and the scrubber that masks secrets in every line."""
 import json
 import os
 import stat
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,8 +78,7 @@ def written(tmp_path: Path) -> Iterator[Path]:
     try:
         yield path
     finally:
-        log.close()
-        log.configure(None, level="warning", echo=sys.stderr)
+        log.reset()
 
 
 def records(path: Path) -> list[dict[str, object]]:
@@ -153,8 +151,7 @@ def test_the_level_keeps_lines_at_or_above_it(tmp_path: Path) -> None:
         _log.error("e")
         assert not log.Logger.enabled(log.INFO)
     finally:
-        log.close()
-        log.configure(None, level="warning", echo=sys.stderr)
+        log.reset()
     assert [r["msg"] for r in records(path)] == ["w", "e"]
 
 
@@ -208,3 +205,13 @@ def test_the_token_and_keys_told_to_the_log_are_masked_in_every_line(written: Pa
     _log.info("quoting", detail="the token-0123456789abcdef leaked", env=os.environ.get("X"))
     assert "0123456789abcdef" not in written.read_text()
     assert "[redacted]" in written.read_text()
+
+
+def test_before_it_is_configured_only_warnings_go_to_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _log.info("quiet")
+    _log.warning("loud", n=1)
+    err = capsys.readouterr().err
+    assert '"msg":"loud","n":1' in err
+    assert "quiet" not in err
