@@ -4,8 +4,9 @@ Log records are built without headers or environments, so a secret reaches a lin
 accident (an exception's message, a model's reply quoting a key). The scrubber is the net
 under that rule: every value it was told of (the daemon's token, API keys, the values of the
 environment variables commands do not get) and the value after an `Authorization`,
-`x-api-key` or `Bearer` is replaced by `MASK`. Values shorter than `MIN_SECRET_CHARS` are not
-masked: masking `1` would wreck every line, and no key is that short.
+`x-api-key`, `api_key` or `Bearer` is replaced by `MASK` when it looks like a credential (8
+characters or more, not a lowercase word). Known values shorter than `MIN_SECRET_CHARS` are
+not masked: masking `1` would wreck every line, and no key is that short.
 """
 
 import re
@@ -20,8 +21,9 @@ _HEADER = re.compile(
     rb"(?i)(authorization|x-api-key|api[-_]?key|bearer)"
     # what may stand between the name and the value in a header, a dict's repr or JSON
     rb"((?:\\?[\"'])?\s*[:=]?\s*(?:\\?[\"'])?\s*(?:bearer\s+|basic\s+)?)"
-    rb"([^\s\"'\\,;}\]]{4,})"
+    rb"([^\s\"'\\,;:}\]]{8,})"
 )
+_WORD = re.compile(rb"[a-z]+")
 
 
 class Scrubber:
@@ -58,6 +60,8 @@ class Scrubber:
 
 
 def _mask_value(match: re.Match[bytes]) -> bytes:
-    if match.group(3) == MASK:
+    value = match.group(3)
+    # Prose ("a wrong bearer token", "authorization required") names a header without one.
+    if value == MASK or _WORD.fullmatch(value):
         return match.group(0)
     return match.group(1) + match.group(2) + MASK

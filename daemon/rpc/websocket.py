@@ -104,11 +104,7 @@ class WebSocket:
     @property
     def peer(self) -> str:
         """The client's address, `host:port` (empty once the socket is gone)."""
-        try:
-            host, port, *_ = self._stream.socket.getpeername()
-        except OSError:
-            return ""
-        return f"{host}:{port}"
+        return _peer(self._stream)
 
     @property
     def max_message_size(self) -> int:
@@ -260,6 +256,14 @@ async def _handshake(
                 refusal = check(event)
                 if refusal is not None:
                     status, reason = refusal
+                    # The reason says what was wrong, never the token or headers sent.
+                    log.warning(
+                        "websocket upgrade refused",
+                        peer=_peer(stream),
+                        status=status,
+                        reason=reason,
+                        user_agent=_header(event, b"user-agent"),
+                    )
                     body = reason.encode()
                     headers = [
                         (b"content-type", b"text/plain; charset=utf-8"),
@@ -275,6 +279,21 @@ async def _handshake(
                 return WebSocket(stream, ws, event, max_message_size=max_message_size)
         if not data:
             return None
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port, *_ = stream.socket.getpeername()
+    except OSError:
+        return ""
+    return f"{host}:{port}"
+
+
+def _header(request: Request, name: bytes) -> str:
+    for key, value in request.extra_headers:
+        if key.lower() == name:
+            return bytes(value).decode(errors="replace")[:200]
+    return ""
 
 
 async def serve_websocket(

@@ -5,6 +5,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from tests.support import (
     Home,
     attach,
@@ -12,12 +14,14 @@ from tests.support import (
     create_session,
     start_daemon,
 )
+from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol.methods import TURN_START, TurnStartParams
 from tether.testing import ModelServer
 
 API_KEY = "sk-test-4f9c2e7a1b3d5f60"
 SECRET_VALUE = "hunter2-db-password-8d1e"
 BEARER_VALUE = "opaque-bearer-29b7c4e1"
+WRONG_TOKEN = "f" * 64
 
 
 def test_a_debug_log_of_a_turn_carries_ids_and_no_secret(
@@ -59,6 +63,11 @@ def test_a_debug_log_of_a_turn_carries_ids_and_no_secret(
                 ),
             ).turn_id
             collect_until_turn_end(client, session_id)
+        # A client with a wrong token is refused, and the refusal logged without what it sent.
+        with pytest.raises(HandshakeRejected):
+            WebSocket.connect(
+                "127.0.0.1", daemon.port, headers={"Authorization": f"Bearer {WRONG_TOKEN}"}
+            ).close()
     finally:
         assert daemon.stop() == 0
     assert model_server.request_headers[0]["authorization"] == f"Bearer {API_KEY}"
@@ -68,7 +77,7 @@ def test_a_debug_log_of_a_turn_carries_ids_and_no_secret(
     assert home.log_path(workspace) in files
     for path in files:
         text = path.read_text(errors="replace")
-        for secret in (API_KEY, SECRET_VALUE, BEARER_VALUE, token):
+        for secret in (API_KEY, SECRET_VALUE, BEARER_VALUE, WRONG_TOKEN, token):
             assert secret not in text, (path.name, secret)
     assert stat.S_IMODE(os.stat(home.log_path(workspace)).st_mode) == 0o600
 
@@ -103,6 +112,9 @@ def test_a_debug_log_of_a_turn_carries_ids_and_no_secret(
     assert all(len(r["body"]) <= 4000 + 40 for r in bodies)
     assert bodies[0]["body"].endswith(" characters in all]"), "a request is cut at 4,000"
     assert "[redacted]" in bodies[-1]["body"]
+    refused = by_msg["websocket upgrade refused"]
+    assert refused["status"] == 401
+    assert "token" in refused["reason"]
     closed = by_msg["connection closed"]
     assert closed["client"]
     assert closed["conn"] == opened["conn"]

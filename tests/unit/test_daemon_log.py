@@ -200,6 +200,19 @@ def test_header_values_are_masked_whatever_their_spelling(text: str) -> None:
     json.loads(masked)  # still one JSON object
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "missing or wrong bearer token (see the daemon's discovery file)",
+        "authorization required: permission denied",
+        "the api key is not set",
+    ],
+)
+def test_prose_that_names_a_header_is_left_alone(text: str) -> None:
+    line = json.dumps({"msg": "m", "reason": text}).encode()
+    assert Scrubber().scrub(line) == line
+
+
 def test_the_token_and_keys_told_to_the_log_are_masked_in_every_line(written: Path) -> None:
     log.add_secret("token-0123456789abcdef")
     _log.info("quoting", detail="the token-0123456789abcdef leaked", env=os.environ.get("X"))
