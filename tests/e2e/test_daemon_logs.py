@@ -10,6 +10,7 @@ import pytest
 from tests.support import (
     Home,
     attach,
+    cli,
     collect_until_turn_end,
     create_session,
     start_daemon,
@@ -118,3 +119,21 @@ def test_a_debug_log_of_a_turn_carries_ids_and_no_secret(
     closed = by_msg["connection closed"]
     assert closed["client"]
     assert closed["conn"] == opened["conn"]
+
+
+def test_a_daemon_that_cannot_start_says_why_on_its_stderr_file(
+    home: Home, workspace: Path
+) -> None:
+    home.env["TETHER_LOG_LEVEL"] = "loud"
+    refused = cli(home, "sessions", "-w", str(workspace))
+    assert refused.returncode == 2
+    assert "TETHER_LOG_LEVEL must be one of debug, info, warning, error, not 'loud'" in (
+        refused.stderr
+    )
+    said = home.stderr_path(workspace).read_text()
+    assert "tether daemon: bad config: TETHER_LOG_LEVEL must be one of" in said
+    assert stat.S_IMODE(os.stat(home.stderr_path(workspace)).st_mode) == 0o600
+    # No log was begun: reading it says so, and where the stderr went.
+    shown = cli(home, "daemon", "logs", "-w", str(workspace))
+    assert shown.returncode == 2
+    assert str(home.stderr_path(workspace)) in shown.stderr
