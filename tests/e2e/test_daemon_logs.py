@@ -137,3 +137,24 @@ def test_a_daemon_that_cannot_start_says_why_on_its_stderr_file(
     shown = cli(home, "daemon", "logs", "-w", str(workspace))
     assert shown.returncode == 2
     assert str(home.stderr_path(workspace)) in shown.stderr
+
+
+def test_at_the_default_level_no_body_or_request_is_logged(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "hello there"}]})
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            session_id = create_session(client)
+            attach(client, session_id)
+            client.call(TURN_START, TurnStartParams(session_id=session_id, text="hi"))
+            collect_until_turn_end(client, session_id)
+    finally:
+        assert daemon.stop() == 0
+    records = home.log_records(workspace)
+    assert {r["level"] for r in records} == {"info"}
+    messages = [r["msg"] for r in records]
+    assert "model call" in messages
+    assert "turn ended" in messages
+    assert "hello there" not in home.log_path(workspace).read_text()
