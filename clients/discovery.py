@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from tether.clients.places import discovery_path, lock_path, log_path
+from tether.clients.places import discovery_path, lock_path, log_path, stderr_path
 from tether.protocol.workspace_files import DISCOVERY_CHECK_INTERVAL
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def start_early(
         return
     if held_lock_record(lock_path(workspace)) is not None:
         return
-    _early[workspace] = _spawn(workspace, log_path(workspace), idle_timeout, env)
+    _early[workspace] = _spawn(workspace, stderr_path(workspace), idle_timeout, env)
 
 
 def locate(
@@ -230,7 +230,7 @@ def locate(
     if remote is not None:
         return remote.locate(autostart=autostart)
     lock = lock_path(workspace)
-    log = log_path(workspace)
+    log = stderr_path(workspace)
     began = time.monotonic()
     child = _early.pop(workspace, None)
     while True:
@@ -262,7 +262,10 @@ def locate(
             if held is not None:
                 reason = f"did not serve within {START_TIMEOUT:g} s"
                 raise DaemonUnavailable(_holder_message(workspace, held, reason), held.record)
-            raise DaemonUnavailable(f"the daemon for {workspace} did not start in time; see {log}")
+            raise DaemonUnavailable(
+                f"the daemon for {workspace} did not start in time; see {log}"
+                f" and {log_path(workspace)}"
+            )
         time.sleep(POLL_INTERVAL)
 
 
@@ -291,6 +294,7 @@ def _spawn(
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _keep_small(log)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     with open(fd, "ab") as out:
         child = subprocess.Popen(
@@ -306,10 +310,24 @@ def _spawn(
     return child
 
 
+STDERR_KEEP_BYTES = 1024 * 1024
+"""A daemon's stderr file past this size is moved to `NAME.1` (replacing it) at a spawn."""
+
+
+def _keep_small(stderr: Path) -> None:
+    # Appended to by every daemon a client starts; what a crash wrote must survive the
+    # next start, but the file must not grow forever.
+    try:
+        if stderr.stat().st_size > STDERR_KEEP_BYTES:
+            stderr.replace(stderr.with_name(stderr.name + ".1"))
+    except OSError:
+        pass
+
+
 def _daemon_said(log: Path) -> tuple[str, bool]:
     """What a daemon that failed to start said, and whether it was its own refusal: it says
-    why in its log, on a line of its own starting `tether daemon:` (else its last line is
-    taken, which may be the end of a traceback)."""
+    why on its stderr (see `stderr_path`), on a line of its own starting `tether daemon:`
+    (else its last line is taken, which may be the end of a traceback)."""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))

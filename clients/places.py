@@ -1,6 +1,6 @@
 """Where a workspace's daemon and its clients meet on disk: the runtime dir holding the
-discovery and lock files, and the daemon's log. Every path comes from platformdirs, so `HOME`
-and `XDG_*` relocate all of it.
+discovery and lock files, the daemon's log and the file its stderr goes to. Every path comes
+from platformdirs, so `HOME` and `XDG_*` relocate all of it.
 
 Both sides must compute the same paths, so both take them from here: this is the one module of
 `tether.clients` the daemon imports, and it imports nothing of tether but the protocol's
@@ -39,8 +39,15 @@ def lock_path(workspace: str | Path) -> Path:
 
 
 def log_path(workspace: str | Path) -> Path:
-    """The daemon's log for `workspace` (clients name it when the daemon fails them)."""
+    """The daemon's log for `workspace`: JSON lines, rotated to `.log.1`, `.log.2`, ...
+    (see docs/logs.md; `tether daemon logs` reads them)."""
     return log_dir() / f"daemon-{workspace_key(str(workspace))}.log"
+
+
+def stderr_path(workspace: str | Path) -> Path:
+    """Where the stderr of a daemon a client started goes: its refusals to start, and a
+    crash's traceback (clients quote it when the daemon fails them)."""
+    return log_dir() / f"daemon-{workspace_key(str(workspace))}.stderr"
 
 
 def state_dir() -> Path:

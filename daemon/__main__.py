@@ -21,7 +21,6 @@ import gc
 gc.disable()
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -31,6 +30,8 @@ import trio
 from tether.daemon.config import paths
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.settings import ConfigError, config_file
+from tether.daemon.logs import log
+from tether.daemon.logs.file import LogFile
 from tether.daemon.procs.groups import KILL_GRACE
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
@@ -88,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         help="read the clients' token from this file (a mounted secret) instead of making a"
         " new one at each start",
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=list(log.LEVELS),
+        default=None,
+        help="the log's level (default: log_level in config.toml, TETHER_LOG_LEVEL, info)",
+    )
     args = parser.parse_args(argv)
     workspace = Path(args.workspace).resolve()
     if not workspace.is_dir():
@@ -107,20 +114,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for folder in paths.private_dirs():
             paths.private_dir(folder)
-        _setup_logging(str(workspace), args.log_level)
     except OSError as exc:
-        print(
-            f"tether daemon: cannot prepare {exc.filename}: {exc.strerror or exc} (the daemon"
-            " keeps its sessions and logs there, owner-only)",
-            file=sys.stderr,
-        )
-        return EXIT_DATA_UNUSABLE
+        return _cannot_prepare(exc)
     lock = WorkspaceLock(paths.lock_path(str(workspace)))
     try:
         lock.acquire()
     except AlreadyRunning:
         print(f"tether daemon: another daemon already serves {workspace}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
+    try:
+        # Opened once the lock is ours: only the daemon that serves writes (and rotates) it.
+        log_file = LogFile(paths.log_path(str(workspace)))
+    except OSError as exc:
+        lock.release()
+        return _cannot_prepare(exc)
+    log.configure(
+        log_file,
+        level=args.log_level or settings.started.log_level,
+        # Run by hand, it shows its log; started by a client, its stderr is a file of its own.
+        echo=sys.stderr if sys.stderr.isatty() else None,
+    )
+    _mask_known_secrets(settings)
     try:
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
@@ -144,13 +158,21 @@ def main(argv: list[str] | None = None) -> int:
         try:
             trio.run(daemon.run)
         except StoreOpenError as exc:
+            _log.error("the store cannot be used", error=str(exc))
             print(f"tether daemon: {exc}", file=sys.stderr)
             return EXIT_DATA_UNUSABLE
         except ListenRefused as exc:
+            _log.error("the port cannot be listened on", error=str(exc))
             print(f"tether daemon: {exc}", file=sys.stderr)
             return 2
+        except BaseException as exc:
+            if not isinstance(exc, KeyboardInterrupt | SystemExit):
+                # The traceback goes to stderr as well, where a client that started it looks.
+                _log.exception("the daemon crashed", exc=exc)
+            raise
     finally:
         lock.release()
+        log.close()
     return 0
 
 
@@ -188,6 +210,30 @@ def _port(text: str) -> int:
     return value
 
 
+_log = log.get_logger(__name__)
+
+
+def _cannot_prepare(exc: OSError) -> int:
+    print(
+        f"tether daemon: cannot prepare {exc.filename}: {exc.strerror or exc} (the daemon"
+        " keeps its sessions and logs there, owner-only)",
+        file=sys.stderr,
+    )
+    return EXIT_DATA_UNUSABLE
+
+
+def _mask_known_secrets(settings: UserSettings) -> None:
+    """Tell the log's scrubber the secrets known at start: the API key in use and the values
+    of the environment variables commands do not get (the token and keys that come later are
+    added where they appear)."""
+    from tether.daemon.procs.env import is_secret_name
+
+    log.add_secret(settings.started.provider.api_key)
+    for name, value in settings.env.items():
+        if is_secret_name(name):
+            log.add_secret(value)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -196,22 +242,6 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
-
-
-def _setup_logging(workspace: str, level: str) -> None:
-    path = paths.log_path(workspace)
-    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
-    paths.tighten(path, 0o600)
-    handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    if sys.stderr.isatty():
-        # Run by hand, it shows its log; started by a client, its stderr already is the log
-        # file, and a second handler would write every line twice.
-        root.addHandler(logging.StreamHandler())
-    root.setLevel(level.upper())
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,15 @@ class Home:
         key = workspace_key(str(workspace.resolve()))
         return self.root / "state" / "tether" / "log" / f"daemon-{key}.log"
 
+    def stderr_path(self, workspace: Path) -> Path:
+        """Where a daemon a client started writes its stderr."""
+        return self.log_path(workspace).with_suffix(".stderr")
+
+    def log_records(self, workspace: Path) -> list[dict[str, Any]]:
+        """The lines of the workspace's daemon log (the current file), decoded."""
+        text = self.log_path(workspace).read_text()
+        return [msgspec.json.decode(line) for line in text.splitlines() if line]
+
     def database_path(self, workspace: Path) -> Path:
         key = workspace_key(str(workspace.resolve()))
         return self.root / "data" / "tether" / "workspaces" / key / "tether.sqlite3"

@@ -21,6 +21,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of lines (0 or more)")
+    return value
+
+
 AddParser = Callable[..., argparse.ArgumentParser]
 """`add_parser` of the subcommands' action."""
 Adder = Callable[[AddParser, argparse.ArgumentParser], None]
@@ -245,17 +255,37 @@ def _cancel(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
 
 
 def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    daemon = add_parser("daemon", parents=[common], help="start, stop or inspect the daemon")
-    daemon.add_argument(
-        "action",
-        choices=["start", "stop", "restart", "status", "ensure"],
-        help="ensure: start it unless one runs, print its discovery record (token included)"
-        " as JSON (what `tether --remote` runs on the remote machine)",
+    daemon = add_parser(
+        "daemon",
+        parents=[common],
+        help="start, stop or inspect the daemon, or read its log",
+        description="`logs` reads the daemon's log files (the daemon need not run); see"
+        " docs/logs.md. `ensure` starts it unless one runs and prints its discovery record"
+        " (token included) as JSON: what `tether --remote` runs on the remote machine.",
     )
-    daemon.add_argument("--json", action="store_true")
+    daemon.add_argument(
+        "action", choices=["start", "stop", "restart", "status", "ensure", "logs"]
+    )
+    daemon.add_argument(
+        "--json", action="store_true", help="JSON output (logs: the lines as written)"
+    )
     daemon.add_argument("--idle-timeout", type=float, default=None, help="seconds (0 = never)")
     daemon.add_argument(
         "--no-start", action="store_true", help="ensure: only report, start no daemon"
+    )
+    logs = daemon.add_argument_group("logs")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="then print new lines as they come"
+    )
+    logs.add_argument(
+        "--level",
+        type=str.lower,
+        choices=["debug", "info", "warning", "error"],
+        help="only lines at or above this level",
+    )
+    logs.add_argument("--session", metavar="ID", help="only lines of this session (or prefix)")
+    logs.add_argument(
+        "-n", "--lines", type=_count, metavar="N", help="only the last N lines (-f: 10)"
     )
     daemon.set_defaults(handler="daemon.cmd_daemon")
 

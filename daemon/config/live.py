@@ -35,9 +35,9 @@ from tether.daemon.config.settings import (
     parse_config,
 )
 
-RESTART_ONLY = ("permissions.mode", "idle_timeout", "lsp")
+RESTART_ONLY = ("permissions.mode", "idle_timeout", "lsp", "log_level")
 """Settings the daemon reads when it starts: the default permission mode of sessions, how long
-it waits idle, the language servers it runs."""
+it waits idle, the language servers it runs, what its log keeps."""
 
 Source = Literal["session", "client", "daemon", "file", "default"]
 """Where a setting in effect comes from: the session's own choice, the asking client's
@@ -101,6 +101,8 @@ class UserSettings:
             changed.append("idle_timeout")
         if msgspec.json.encode(config.lsp) != msgspec.json.encode(started.lsp):
             changed.append("lsp")
+        if config.log_level != started.log_level:
+            changed.append("log_level")
         return changed
 
     def sources(self, client: Mapping[str, str] | None) -> dict[str, Source]:

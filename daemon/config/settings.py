@@ -37,6 +37,10 @@ DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 DEFAULT_MODEL = "qwen3-coder"
 
 
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
+
+
 class ConfigError(Exception):
     """The config file cannot be read; the message names the file and the problem."""
 
@@ -107,6 +111,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     remote_command: str = ""
     """How `tether --remote` runs tether on another machine (shell text; read by the CLI,
     not the daemon; docs/remote.md). Empty: `tether`."""
+    log_level: LogLevel = "info"
+    """What the daemon's log keeps: `debug` adds each request and model bodies (truncated),
+    `warning` and `error` keep less (docs/logs.md). Read at the daemon's start."""
 
 
 def config_file() -> Path:
@@ -191,13 +198,22 @@ def apply_environment(config: Config, env: Mapping[str, str]) -> Config:
         if mode not in ("ask", "edits", "auto"):
             raise ConfigError(f"TETHER_PERMISSION_MODE must be ask, edits or auto, not {mode!r}")
         permissions = msgspec.structs.replace(permissions, mode=mode)
+    log_level = config.log_level
+    if value := env.get("TETHER_LOG_LEVEL"):
+        if value.lower() not in LOG_LEVELS:
+            raise ConfigError(
+                f"TETHER_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {value!r}"
+            )
+        log_level = cast("LogLevel", value.lower())
     lsp = config.lsp
     if value := env.get("TETHER_LSP"):
         if value != "off":
             raise ConfigError(f"TETHER_LSP may only be off (no language servers), not {value!r}")
         names = dict.fromkeys([*(s.name for s in BUILTIN_SERVERS), *(s.name for s in lsp)])
         lsp = [*lsp, *(LspServerConfig(name=name, enabled=False) for name in names)]
-    return msgspec.structs.replace(config, provider=provider, permissions=permissions, lsp=lsp)
+    return msgspec.structs.replace(
+        config, provider=provider, permissions=permissions, lsp=lsp, log_level=log_level
+    )
 
 
 KEY_VARIABLES: dict[ProviderKind, str] = {

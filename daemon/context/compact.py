@@ -59,6 +59,7 @@ from tether.daemon.context.budget import (
     messages_tokens,
 )
 from tether.daemon.context.history import History, is_summary, summary_message
+from tether.daemon.logs.log import get_logger
 from tether.daemon.providers.base import (
     Message,
     ModelClient,
@@ -69,6 +70,8 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
 from tether.daemon.truncate import cap_result
 from tether.protocol.enums import CompactionStep, CompactionTrigger
+
+log = get_logger(__name__)
 
 KEEP_TOOL_RESULTS = 6
 """Step 1 keeps this many of the newest tool results whole."""
@@ -488,4 +491,14 @@ async def compact_history(
                     usage=summary.usage,
                 )
             )
+    for record in records:
+        log.info(
+            "compaction",
+            step=record.step,
+            trigger=record.trigger,
+            tokens_before=record.tokens_before,
+            tokens_after=record.tokens_after,
+            budget=record.budget,
+            messages=record.messages,
+        )
     return records

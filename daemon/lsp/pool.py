@@ -46,6 +46,7 @@ from typing import Literal
 import msgspec
 import trio
 
+from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.client import (
     INITIALIZE_TIMEOUT,
     REQUEST_TIMEOUT,
@@ -75,6 +76,8 @@ ServerState = Literal["starting", "running", "crashed", "restarting", "stopped"]
 EventKind = Literal[
     "server_started", "server_restarted", "server_crashed", "server_stopped", "diagnostics"
 ]
+
+log = get_logger(__name__)
 
 IDLE_TIMEOUT = 30 * 60.0
 DIAGNOSTICS_WAIT = 1.5
@@ -388,6 +391,13 @@ class LspPool:
             entry.state = "running"
             entry.pid = client.pid
             entry.last_used = trio.current_time()
+            log.info(
+                "language server started",
+                server=entry.spec.name,
+                root=entry.root,
+                pid=entry.pid,
+                restarts=entry.restarts,
+            )
             kind: EventKind = "server_restarted" if restarting else "server_started"
             what = f"restarted (restart {entry.restarts})" if restarting else "started"
             self._emit(kind, self._server_event(entry, f"{self._label(entry)} {what}"))
@@ -399,6 +409,8 @@ class LspPool:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        # A server outlives the turn that started it.
+        bind(conn=None, session=None, turn=None)
         try:
             await client.serve(task_status=task_status)
         finally:
@@ -410,6 +422,14 @@ class LspPool:
     def _ended(self, entry: _Entry, client: LspClient) -> None:
         if entry.client is not client:
             return
+        log.info(
+            "language server exited",
+            server=entry.spec.name,
+            root=entry.root,
+            pid=entry.pid,
+            state=client.state,
+            reason=client.failure or entry.stop_reason,
+        )
         entry.pid = None
         entry.recent.clear()
         if client.state != "crashed":

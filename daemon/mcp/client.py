@@ -13,13 +13,13 @@ propagates). When the transport ends, every waiting request fails with `McpUnava
 
 import contextlib
 import itertools
-import logging
 from collections.abc import Callable
 from typing import Protocol, TypeVar, cast
 
 import msgspec
 import trio
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.errors import (
     McpError,
     McpProtocolError,
@@ -28,7 +28,7 @@ from tether.daemon.mcp.errors import (
     McpUnavailable,
 )
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PROTOCOL_VERSION = "2025-11-25"
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -135,7 +135,9 @@ class McpClient:
             try:
                 await self.transport.send(message, self.deliver)
             except McpError as exc:  # the connection is ending; `run` reports that
-                log.info("MCP server %s: an answer was not delivered: %s", self.name, exc)
+                log.info(
+                    "an answer to an MCP server was not delivered", server=self.name, error=exc
+                )
 
     def deliver(self, message: object) -> None:
         """One incoming message (decoded JSON): a response, a request, a notification."""
@@ -144,7 +146,7 @@ class McpClient:
                 self.deliver(item)
             return
         if not isinstance(message, dict):
-            log.warning("MCP server %s sent a non-object message", self.name)
+            log.warning("an MCP server sent a non-object message", server=self.name)
             return
         body = cast("dict[str, object]", message)
         method = body.get("method")
@@ -183,7 +185,9 @@ class McpClient:
         try:
             self._answers_send.send_nowait(msgspec.json.encode(reply))
         except trio.WouldBlock:
-            log.warning("MCP server %s: too many requests unanswered; dropped one", self.name)
+            log.warning(
+                "an MCP server left too many requests unanswered; dropped one", server=self.name
+            )
 
     async def notify(self, method: str, params: dict[str, object] | None = None) -> None:
         message: dict[str, object] = {"jsonrpc": "2.0", "method": method}

@@ -10,17 +10,17 @@ Closing sends DELETE for the session, best-effort.
 """
 
 import contextlib
-import logging
 from collections.abc import Mapping
 
 import httpx
 import msgspec
 import trio
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.client import Deliver
 from tether.daemon.mcp.errors import McpError, McpProtocolError, McpUnavailable
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ACCEPT = "application/json, text/event-stream"
 

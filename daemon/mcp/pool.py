@@ -29,7 +29,6 @@ Rules:
   stopped and replaced, a removed one stopped.
 """
 
-import logging
 import math
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
@@ -38,6 +37,7 @@ from pathlib import Path
 import httpx
 import trio
 
+from tether.daemon.logs.log import add_secret, bind, get_logger
 from tether.daemon.mcp.approvals import ServerApprovals
 from tether.daemon.mcp.client import McpClient, McpTool, Transport
 from tether.daemon.mcp.config import ServerDefinition
@@ -45,13 +45,13 @@ from tether.daemon.mcp.errors import McpError, McpUnavailable
 from tether.daemon.mcp.http import HttpTransport
 from tether.daemon.mcp.stdio import StdioTransport
 from tether.daemon.nursery import LentNursery
-from tether.daemon.procs.env import command_env
+from tether.daemon.procs.env import command_env, is_secret_name
 from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.procs.server import open_server, stop_server
 from tether.protocol.enums import McpEventKind, McpServerState
 from tether.protocol.methods import McpServerInfo, McpToolSummary
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 BACKOFF = 1.0
 MAX_BACKOFF = 30.0
@@ -256,6 +256,8 @@ class McpPool:
     # --- one server's life ---------------------------------------------------------------
 
     async def _supervise(self, server: _Server) -> None:
+        # A server outlives the turn that started it.
+        bind(conn=None, session=None, turn=None)
         with server.scope:
             while True:
                 began = trio.current_time()
@@ -273,13 +275,15 @@ class McpPool:
                     server.state = "failed"
                     server.failed_at = trio.current_time()
                     message = f"MCP server {server.name} {what}: {error}; giving up for now"
-                    log.warning("%s", message)
+                    log.warning("an MCP server gave up", server=server.name, error=error)
                     self.on_event("mcp/failed", message)
                     return
                 delay = min(self.backoff * 2 ** (server.failures - 1), self.max_backoff)
                 server.state = "crashed"
                 message = f"MCP server {server.name} {what}: {error}; restarting in {delay:g} s"
-                log.warning("%s", message)
+                log.warning(
+                    "an MCP server stopped", server=server.name, what=what, error=error, delay=delay
+                )
                 self.on_event("mcp/crashed", message)
                 await trio.sleep(delay)
                 server.state = "restarting"
@@ -322,6 +326,13 @@ class McpPool:
                     server.state = "running"
                     server.last_error = ""
                     server.ready.set()
+                    log.info(
+                        "MCP server started",
+                        server=server.name,
+                        pid=server.pid,
+                        tools=len(tools),
+                        restarts=server.restarts,
+                    )
                     if server.restarts:
                         self.on_event("mcp/restarted", f"MCP server {server.name} is back")
         except OSError as exc:
@@ -333,6 +344,12 @@ class McpPool:
     @asynccontextmanager
     async def _connect(self, server: _Server) -> AsyncGenerator[Transport]:
         config = server.config
+        # Never logged, but masked should a server's error quote one.
+        for name, value in config.env.items():
+            if is_secret_name(name):
+                add_secret(value)
+        for value in config.headers.values():
+            add_secret(value.removeprefix("Bearer "))
         if config.command:
             cwd = self.workspace / config.cwd if config.cwd else self.workspace
             env = {**command_env(), **config.env}

@@ -5,17 +5,17 @@ kill the session); a line longer than `MAX_LINE` ends the connection. The proces
 the daemon like a command's tree (`tether.daemon.procs.server`).
 """
 
-import logging
 from pathlib import Path
 
 import msgspec
 import trio
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.client import Deliver
 from tether.daemon.mcp.errors import McpProtocolError, McpUnavailable
 from tether.daemon.procs.spawn import PipedChild
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_LINE = 64 * 1024 * 1024
 
@@ -79,7 +79,9 @@ class StdioTransport:
                 try:
                     message: object = decoder.decode(line)
                 except msgspec.DecodeError:
-                    log.warning("MCP server %s printed a non-JSON line: %.200r", self.name, line)
+                    log.warning(
+                        "an MCP server printed a non-JSON line", server=self.name, line=line[:200]
+                    )
                     continue
                 deliver(message)
             if len(buffer) > MAX_LINE:

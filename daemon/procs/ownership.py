@@ -35,14 +35,15 @@ Reading /proc and the file is blocking: every method here runs on the owner thre
 """
 
 import contextlib
-import logging
 import os
 import secrets
 from pathlib import Path
 
 import msgspec
 
-log = logging.getLogger(__name__)
+from tether.daemon.logs.log import get_logger
+
+log = get_logger(__name__)
 
 TAG_VARIABLE = "TETHER_PROCESS_GROUP"
 """Environment variable that marks a command's processes as the daemon's."""
@@ -163,10 +164,10 @@ class OwnedGroups:
                 confirmed.append(record)
             else:
                 log.warning(
-                    "process group %d from the previous daemon could not be confirmed as "
-                    "its own (%s); leaving it alone",
-                    record.pgid,
-                    record.command,
+                    "a process group of the previous daemon could not be confirmed as its own;"
+                    " leaving it alone",
+                    pgid=record.pgid,
+                    command=record.command,
                 )
         for record in confirmed:
             self._groups.setdefault(record.pgid, record)
@@ -189,7 +190,7 @@ class OwnedGroups:
         except FileNotFoundError:
             return groups
         except OSError as exc:
-            log.warning("ignoring the unreadable process record %s: %s", self.path, exc)
+            log.warning("ignoring the unreadable process record", path=self.path, error=exc)
             return groups
         for raw in data.splitlines():
             try:
@@ -215,7 +216,7 @@ class OwnedGroups:
             self._lines += 1
         except OSError as exc:
             # The commands run all the same; only the clean-up after a crash is lost.
-            log.warning("could not write the process record %s: %s", self.path, exc)
+            log.warning("could not write the process record", path=self.path, error=exc)
 
     @staticmethod
     def _open_for_append(path: Path) -> int:
@@ -241,6 +242,6 @@ class OwnedGroups:
             os.replace(temporary, self.path)
             self._lines = len(lines)
         except OSError as exc:
-            log.warning("could not write the process record %s: %s", self.path, exc)
+            log.warning("could not write the process record", path=self.path, error=exc)
             with contextlib.suppress(OSError):
                 temporary.unlink()

@@ -15,7 +15,6 @@ Errors: `ProcessTableClosed` (the table is not serving: the daemon is starting o
 """
 
 import itertools
-import logging
 import time
 from collections.abc import Mapping
 from functools import partial
@@ -24,6 +23,7 @@ from typing import Literal
 
 import trio
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.nursery import LentNursery
 from tether.daemon.procs.groups import KILL_GRACE, count_live_members, kill_tree
 from tether.daemon.procs.output import OutputDecoder, pump
@@ -33,7 +33,7 @@ from tether.daemon.procs.shell import DRAIN_SECONDS, open_command, reap
 from tether.daemon.procs.spawn import OWNER_THREAD, Child
 from tether.protocol.methods import ProcessInfo
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_UNREAD = 200_000
 MAX_TAIL = 16_000
@@ -149,7 +149,7 @@ class ProcessTable:
         try:
             async with trio.open_nursery() as nursery:
                 for record in await OWNER_THREAD.run(self.owned.take_over):
-                    log.info("stopping process group %d left by a previous daemon", record.pgid)
+                    log.info("stopping a process group left by a previous daemon", pgid=record.pgid)
                     nursery.start_soon(self._stop_leftover, record.pgid)
                 await self._lent.lend(nursery, task_status)
             # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.

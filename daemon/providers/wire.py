@@ -33,6 +33,7 @@ import httpx
 import msgspec
 import trio
 
+from tether.daemon.logs.log import DEBUG, add_secret, clip, get_logger
 from tether.daemon.providers.base import (
     ModelError,
     ModelHTTPError,
@@ -46,6 +47,8 @@ from tether.daemon.providers.base import (
     ToolCallRequest,
 )
 from tether.daemon.providers.texttools import TextToolCalls, ToolMode, says_tools_unsupported
+
+log = get_logger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
 EVENT_STREAM = "text/event-stream"
@@ -561,6 +564,8 @@ class DialectClient:
         """True once tools go as text: configured, or switched to by `auto`."""
         self._config_hint = config_hint
         self._silence_timeout = silence_timeout
+        # The key goes into a header only here; no line may show it, whatever quotes it.
+        add_secret(api_key)
         self._http = http_client(
             self._headers(api_key),
             base_url=self.base_url,
@@ -608,6 +613,16 @@ class DialectClient:
         self, body: bytes, callbacks: StreamCallbacks, *, text_mode: bool
     ) -> ModelResponse:
         """POST `body` and read the reply's stream; raises `Rejected` for an error status."""
+        if log.enabled(DEBUG):
+            # The body only: the headers carry the key.
+            log.debug(
+                "model request",
+                provider=self.provider,
+                model=self.model,
+                path=self.stream_path,
+                bytes=len(body),
+                body=clip(body.decode(errors="replace")),
+            )
         with transport_errors(
             self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
         ):
@@ -620,11 +635,19 @@ class DialectClient:
                 await accept_stream(response, base_url=self.base_url, fix=self._stream_fix())
                 reply = StreamedReply(callbacks, text_mode=text_mode)
                 await self._read_stream(response, reply)
-                return reply.finish(
+                answer = reply.finish(
                     base_url=self.base_url,
                     dialect_json=self.dialect_json,
                     request_bytes=len(body),
                 )
+        if log.enabled(DEBUG):
+            log.debug(
+                "model response",
+                provider=self.provider,
+                model=self.model,
+                body=clip(msgspec.json.encode(answer).decode(errors="replace")),
+            )
+        return answer
 
     def _unreachable_hint(self) -> str:
         """What to check when nothing answers at `base_url`."""

@@ -32,13 +32,13 @@ closed with 1008.
 """
 
 import itertools
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 import msgspec
 import trio
 
+from tether.daemon.logs.log import DEBUG, bind, get_logger
 from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, Outbox
 from tether.daemon.rpc.websocket import ConnectionClosed, WebSocket
 from tether.daemon.sessions.replay import DEFAULT_RING_BYTES
@@ -62,7 +62,7 @@ from tether.protocol.methods import (
 )
 from tether.protocol.session import Role
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PING_INTERVAL = 20.0
 PING_TIMEOUT = 20.0
@@ -123,6 +123,9 @@ class Connection:
         self.outbox = Outbox(queue_limit, queue_bytes)
         self.initialized = False
         self.client_name = ""
+        self.client_version = ""
+        self.close_reason = ""
+        """Why the daemon closed it (empty: the client did, or the socket broke)."""
         self.provider_env: dict[str, str] | None = None
         """The client's provider variables from `initialize` (None: it sent none), by their
         environment names; held for this connection only."""
@@ -157,6 +160,10 @@ class Connection:
     async def serve(self) -> None:
         """Run until the client goes away or is cut off. Cancelling it closes the connection,
         and either way the requests still running are cancelled (and not answered)."""
+        # Every line this connection's tasks write carries its id, and no session's or turn's
+        # until a request names one.
+        bind(conn=f"c{self.id}", session=None, turn=None)
+        log.info("connection opened", peer=self.ws.peer)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop)
@@ -169,9 +176,18 @@ class Connection:
             for session in self.sessions.values():
                 session.detach(self)
             self.sessions.clear()
+            closed = self.ws.closed
+            log.info(
+                "connection closed",
+                client=self.client_name,
+                client_version=self.client_version,
+                code=None if closed is None else closed.code,
+                reason=self.close_reason or (closed.reason if closed is not None else ""),
+            )
 
     async def close(self, reason: str) -> None:
         """Send what is queued (the answer to `daemon/shutdown`, last events), then close."""
+        self.close_reason = reason
         with trio.move_on_after(2):
             await self.outbox.wait_drained()
         await self.ws.aclose(code=1001, reason=reason)
@@ -193,8 +209,9 @@ class Connection:
 
     async def _watch_overrun(self) -> None:
         await self.outbox.wait_overrun()
-        log.warning("client %s does not read what it is sent; closing", self.id)
-        await self.ws.aclose(OVERRUN_CLOSE_CODE, "the client is not reading its messages")
+        self.close_reason = "the client is not reading its messages"
+        log.warning("the client does not read what it is sent; closing")
+        await self.ws.aclose(OVERRUN_CLOSE_CODE, self.close_reason)
 
     async def _keepalive(self) -> None:
         while True:
@@ -205,8 +222,9 @@ class Connection:
                 except ConnectionClosed:
                     return
             if timer.cancelled_caught:
-                log.info("client %s stopped answering pings; closing", self.id)
-                await self.ws.aclose(code=1011, reason="ping timeout")
+                self.close_reason = "ping timeout"
+                log.info("the client stopped answering pings; closing")
+                await self.ws.aclose(code=1011, reason=self.close_reason)
                 return
 
     async def _dispatch(self, message: str | bytes, nursery: trio.Nursery) -> None:
@@ -299,6 +317,8 @@ class Connection:
         answer: "_Answer | None",
         scope: trio.CancelScope,
     ) -> None:
+        if isinstance(session := getattr(params, "session_id", None), str):
+            bind(session=session)
         try:
             with scope:
                 await self._run(handler, method, params, answer)
@@ -318,19 +338,31 @@ class Connection:
     async def _run(
         self, handler: Handler, method: str, params: Wire, answer: "_Answer | None"
     ) -> None:
+        started = trio.current_time()
+        request_id = None if answer is None else answer.id
         try:
             reply = await handler(self, params)
         except RpcError as exc:
+            log.warning(
+                "request failed",
+                method=method,
+                id=request_id,
+                code=exc.code,
+                error=exc.message,
+                ms=_ms_since(started),
+            )
             if answer is not None:
                 self.outbox.send_nowait(error_frame(answer.id, exc.code, exc.message, exc.data))
             return
         except Exception:
-            log.exception("handler for %s failed", method)
+            log.exception("a handler failed", method=method, id=request_id)
             if answer is not None:
                 self.outbox.send_nowait(
                     error_frame(answer.id, ErrorCode.INTERNAL_ERROR, f"internal error in {method}")
                 )
             return
+        if log.enabled(DEBUG):
+            log.debug("request", method=method, id=request_id, ms=_ms_since(started))
         if answer is None:
             return
         if isinstance(reply, Reply):
@@ -339,6 +371,10 @@ class Connection:
                 self.outbox.send_nowait(frame)
         else:
             self.outbox.send_nowait(result_frame(answer.id, reply))
+
+
+def _ms_since(started: float) -> float:
+    return round((trio.current_time() - started) * 1000, 3)
 
 
 class _Answer(msgspec.Struct, frozen=True):

@@ -12,6 +12,7 @@ import trio
 from tether.daemon.config import paths
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import ConfigError
+from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
@@ -96,6 +97,8 @@ from tether.protocol.methods import (
     TurnStartResult,
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
+
+log = get_logger(__name__)
 
 
 class DaemonState(Protocol):
@@ -191,8 +194,17 @@ class Handlers:
             )
         conn.initialized = True
         conn.client_name = p.client_name
+        conn.client_version = p.client_version
         conn.item_deltas = p.capabilities.item_deltas
+        log.info(
+            "client initialized",
+            client=p.client_name,
+            client_version=p.client_version,
+            protocol=p.protocol_version,
+        )
         if (env := p.provider_env) is not None:
+            for key in (env.api_key, env.openai_api_key, env.anthropic_api_key):
+                add_secret(key)
             conn.provider_env = {
                 "TETHER_PROVIDER": env.provider,
                 "TETHER_BASE_URL": env.base_url,

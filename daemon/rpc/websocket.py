@@ -18,7 +18,6 @@ copied per client. Control frames (ping, pong, close) and the handshake answer a
 """
 
 import contextlib
-import logging
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,7 +38,9 @@ from wsproto.events import (
 )
 from wsproto.utilities import RemoteProtocolError
 
-log = logging.getLogger(__name__)
+from tether.daemon.logs.log import get_logger
+
+log = get_logger(__name__)
 
 RECEIVE_CHUNK = 64 * 1024
 CLOSE_TIMEOUT = 2.0
@@ -99,6 +100,11 @@ class WebSocket:
         """The code and reason of the close frame `receive` sent, while it waits for the answer."""
         self.closed: ConnectionClosed | None = None
         """Why the websocket is over, once it is."""
+
+    @property
+    def peer(self) -> str:
+        """The client's address, `host:port` (empty once the socket is gone)."""
+        return _peer(self._stream)
 
     @property
     def max_message_size(self) -> int:
@@ -250,6 +256,14 @@ async def _handshake(
                 refusal = check(event)
                 if refusal is not None:
                     status, reason = refusal
+                    # The reason says what was wrong, never the token or headers sent.
+                    log.warning(
+                        "websocket upgrade refused",
+                        peer=_peer(stream),
+                        status=status,
+                        reason=reason,
+                        user_agent=_header(event, b"user-agent"),
+                    )
                     body = reason.encode()
                     headers = [
                         (b"content-type", b"text/plain; charset=utf-8"),
@@ -265,6 +279,21 @@ async def _handshake(
                 return WebSocket(stream, ws, event, max_message_size=max_message_size)
         if not data:
             return None
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port, *_ = stream.socket.getpeername()
+    except OSError:
+        return ""
+    return f"{host}:{port}"
+
+
+def _header(request: Request, name: bytes) -> str:
+    for key, value in request.extra_headers:
+        if key.lower() == name:
+            return bytes(value).decode(errors="replace")[:200]
+    return ""
 
 
 async def serve_websocket(

@@ -23,7 +23,6 @@ write that fails later is rolled back alone, logged, and told to every client as
 """
 
 import contextlib
-import logging
 import os
 import secrets
 import signal
@@ -39,6 +38,7 @@ from wsproto.events import Request
 from tether.daemon.config import paths
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.sandbox import command_sandbox
+from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.approvals import ServerApprovals
 from tether.daemon.mcp.pool import McpPool
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from tether.daemon.sessions.session import Session
     from tether.daemon.sessions.undo import TurnChanges
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """Largest frame a client may send: big enough for a prompt with attached files, small enough
@@ -110,6 +110,7 @@ class Daemon:
         config = self.config = settings.started
         self.idle_timeout = config.idle_timeout if idle_timeout is None else idle_timeout
         self.token = token or secrets.token_hex(32)
+        add_secret(self.token)
         self.listen_port = port
         self.started_at = time.time()
         self.port = 0
@@ -174,7 +175,7 @@ class Daemon:
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():
-            log.info("shutting down: %s", reason)
+            log.info("shutting down", reason=reason)
             self.sessions.stop_accepting()
             self.lock.record("stopping")
             self._shutdown.set()
@@ -208,7 +209,7 @@ class Daemon:
                             await self.models.aclose()
                             if self._store_open:
                                 await trio.to_thread.run_sync(self.store.close)
-                        log.info("stopped")
+                        log.info("daemon stopped", pid=os.getpid())
                     guard.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             refused = _lone(group, StoreOpenError) or _lone(group, ListenRefused)
@@ -218,7 +219,7 @@ class Daemon:
 
     async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
         with self._starting:
-            log.info("opening the store %s", self.store.path)
+            log.info("opening the store", path=self.store.path)
             # In a thread, abandoned on cancel: a stop must not wait for a slow or stuck open
             # (a locked or damaged database).
             await trio.to_thread.run_sync(self.store.open, abandon_on_cancel=True)
@@ -248,7 +249,13 @@ class Daemon:
                 )
                 self._serving = True
                 self.lock.record("serving")
-                log.info("serving %s on 127.0.0.1:%d", self.workspace, self.port)
+                log.info(
+                    "daemon started",
+                    pid=os.getpid(),
+                    port=self.port,
+                    version=__version__,
+                    workspace=self.workspace,
+                )
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
                 nursery.start_soon(self._check_sandbox)
@@ -296,7 +303,6 @@ class Daemon:
         if kind == "diagnostics":
             return  # reported per turn, as session events
         message = getattr(detail, "message", "")
-        log.info("lsp %s: %s", kind, message)
         if kind == "server_crashed":
             self.broadcast("lsp/crashed", message)
         elif kind == "server_restarted":

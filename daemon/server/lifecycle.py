@@ -11,7 +11,6 @@ daemon serves, and removed on exit.
 """
 
 import fcntl
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from tether.daemon.logs.log import get_logger
 from tether.protocol.discovery import (
     DISCOVERY_CHECK_INTERVAL,
     DiscoveryInfo,
@@ -27,7 +27,7 @@ from tether.protocol.discovery import (
     LockState,
 )
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ACQUIRE_PATIENCE = 0.25
 """Seconds to keep retrying a contended lock. Clients probe it with a momentary shared
@@ -114,7 +114,7 @@ async def keep_discovery(
         await trio.sleep(interval)
         # A stat on the runtime dir (a tmpfs) every second is too cheap for a thread.
         if not _unchanged(path, written):
-            log.warning("the discovery file %s went missing or was replaced; rewriting it", path)
+            log.warning("the discovery file went missing or was replaced; rewriting it", path=path)
             written = write_discovery(path, info)
 
 

@@ -17,7 +17,6 @@ Rules (every client sees the same thing):
 """
 
 import contextlib
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import trio
 
 from tether.daemon.hooks.turn import TurnHooks
+from tether.daemon.logs.log import get_logger
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import (
     CommandTool,
@@ -52,7 +52,7 @@ from tether.protocol.events import (
 )
 from tether.protocol.items import ToolCall
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DENIED = (
     "The user denied this call{why}. Do not retry it; choose another way to reach the goal, "
@@ -244,7 +244,7 @@ class SessionGate:
                 try:
                     await tool.trust_granted(params, resolution.by)
                 except OSError:
-                    log.exception("could not record the trust the user gave (%s)", facts.trust)
+                    log.exception("could not record the trust the user gave", trust=facts.trust)
             return None
         why = f" ({resolution.message})" if resolution.message else ""
         return DENIED.format(why=why)

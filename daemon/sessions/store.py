@@ -27,7 +27,6 @@ Errors (`StoreError` and `StoreOpenError` are defined in `schema.py`):
 """
 
 import contextlib
-import logging
 import queue
 import sqlite3
 import threading
@@ -37,11 +36,12 @@ from typing import TypeVar
 
 import trio
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.sessions import rows
 from tether.daemon.sessions.rows import SessionRow, SnapshotRow
 from tether.daemon.sessions.schema import StoreError, open_database, rollback
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -202,7 +202,9 @@ class Store:
     def _report(self, op: _Write, exc: BaseException) -> None:
         self._failed_writes += 1
         self._last_error = f"{op.what}: {exc}"
-        log.error("store %s: %s failed and was rolled back: %s", self.path, op.what, exc)
+        log.error(
+            "a store write failed and was rolled back", path=self.path, what=op.what, error=exc
+        )
         if self.on_write_error is not None:
             try:
                 self.on_write_error(op.what, exc)

@@ -17,7 +17,6 @@ ended, leaves the running set (`Turns.end`), which tells the registry (`on_settl
 session may have become idle.
 """
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,6 +34,7 @@ from tether.daemon.config.settings import (
     load_workspace_rules,
 )
 from tether.daemon.hooks.turn import TurnHooks
+from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.mcp.config import merge, read_workspace_servers
@@ -82,7 +82,7 @@ from tether.protocol.items import AnyItem, Notice, NoticeLevel, ToolCall, TurnSu
 from tether.protocol.methods import TurnStartResult
 from tether.protocol.session import QueuedInput
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 ChangeTrackerFactory = Callable[[Session, str], ChangeTracker]
 """Makes the change tracker of a session's turn (given its id)."""
@@ -458,6 +458,9 @@ class Turns:
     async def _run(self, live: LoadedSession, running: RunningTurn) -> None:
         session = live.session
         turn_id = running.turn_id
+        # The turn outlives the connection that started it: its lines carry no connection.
+        bind(conn=None, session=session.id, turn=turn_id)
+        log.info("turn started")
         changes = self.change_tracker(session, turn_id)
         sink = Sink(live, turn_id)
         subagents: Subagents | None = None
@@ -598,7 +601,7 @@ class Turns:
             # beside a bug's exception: it decides the status; a bug is logged.
             cancelled, errors = split_cancelled(exc)
             if errors is not None:
-                log.exception("turn %s failed", turn_id, exc_info=errors)
+                log.exception("the turn failed", exc=errors)
             if running.scope.cancel_called:
                 status = running.ended_by_cancel()
             elif errors is not None:
@@ -643,6 +646,15 @@ class Turns:
             )
             sink.item_started(summary)
             sink.item_completed(summary)
+            log.info(
+                "turn ended",
+                status=status,
+                error=None if error is None else error.code,
+                steps=summary.model_calls,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                seconds=summary.duration_seconds,
+            )
             session.emit(
                 TurnCompleted(
                     turn_id=turn_id,

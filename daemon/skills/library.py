@@ -19,7 +19,6 @@ set costs a few dozen system calls and returns the very same `SkillSet`. Each pr
 logged once, when it first appears.
 """
 
-import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -28,6 +27,7 @@ from stat import S_ISLNK
 
 import msgspec
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.skills.parse import (
     BODY_MAX,
     FILE_MAX,
@@ -40,7 +40,7 @@ from tether.daemon.truncate import middle_truncate
 from tether.daemon.workspace import display_path
 from tether.protocol.enums import SkillOrigin
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Origin = SkillOrigin
 MAX_SKILLS = 64
@@ -185,7 +185,7 @@ class SkillLibrary:
         for problem in self.current.invalid:
             if (problem.file, problem.reason) not in self._logged:
                 self._logged.add((problem.file, problem.reason))
-                log.warning("skill %s ignored: %s", problem.file, problem.reason)
+                log.warning("skill ignored", file=problem.file, reason=problem.reason)
         return self.current
 
     def _inside(self, real: str) -> bool:

@@ -16,13 +16,13 @@ character of a server's tool name becomes `_`, and a name that collides after th
 left out (logged).
 """
 
-import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, cast
 
 import msgspec
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.client import McpTool
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
 from tether.daemon.mcp.content import result_text
@@ -30,7 +30,7 @@ from tether.daemon.mcp.errors import McpError
 from tether.daemon.mcp.schema import problems
 from tether.daemon.tools.base import Tool, ToolContext, ToolFailure, ToolKind, ToolParams
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 PREFIX = "mcp__"
 MAX_NAME = 64
@@ -117,7 +117,7 @@ def mcp_tools(offered: list[tuple[ServerDefinition, McpTool]], call: CallMcp) ->
     for definition, tool in offered:
         name = tool_name(definition.name, tool.name)
         if name in seen:
-            log.warning("MCP tool %s of %s collides with another; left out", tool.name, name)
+            log.warning("an MCP tool collides with another; left out", tool=tool.name, server=name)
             continue
         seen.add(name)
         description = (

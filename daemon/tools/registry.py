@@ -16,13 +16,13 @@ Every result, failures included, is capped at `ToolContext.result_cap` character
 default), keeping its head (40%) and tail (60%) around a marker; so is an edit's diff.
 """
 
-import logging
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, cast
 
 import msgspec
 
+from tether.daemon.logs.log import get_logger
 from tether.daemon.providers.base import ToolSet, ToolSpec
 from tether.daemon.tools.base import (
     ConcurrentTool,
@@ -38,7 +38,7 @@ from tether.protocol.items import Subagent
 from tether.protocol.methods import ToolInfo
 
 Outcome = Literal["completed", "failed"]
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -148,7 +148,7 @@ class ToolRegistry:
             output = await self._tools[name].run(params, ctx)
         except Exception as exc:
             if not all(isinstance(leaf, ToolFailure | OSError) for leaf in _leaves(exc)):
-                log.exception("tool %s raised", name)
+                log.exception("a tool raised", tool=name)
             return ToolResult(
                 status="failed", output=cap_result(failure(name, exc), ctx.result_cap)
             )

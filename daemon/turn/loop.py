@@ -40,6 +40,7 @@ import msgspec
 import trio
 
 from tether.daemon.context.history import History
+from tether.daemon.logs.log import get_logger
 from tether.daemon.providers.base import (
     ModelClient,
     ModelError,
@@ -79,6 +80,8 @@ MAX_CONTINUATIONS = 2
 REPEAT_THRESHOLD = 3
 
 EndStatus = Literal["completed", "failed", "paused"]
+
+log = get_logger(__name__)
 
 
 class TurnSink(Protocol):
@@ -263,6 +266,7 @@ class TurnLoop:
         while True:
             stream = self._stream = _StreamToItems(self.sink, self.new_id, self.model_calls)
             request = ModelRequest(messages=self.history.messages, tools=self.tools.toolset)
+            started = trio.current_time()
             try:
                 response = await self.model.complete(request, stream)
             except ModelError as exc:
@@ -270,6 +274,17 @@ class TurnLoop:
                 silences += isinstance(exc, ModelTimeout)
                 unreachable += isinstance(exc, ModelUnreachable)
                 delay = self._retry_delay(exc, attempt, silences, unreachable)
+                log.warning(
+                    "model call failed",
+                    provider=self.model.provider,
+                    model=self.model.model,
+                    step=self.model_calls,
+                    code=exc.code,
+                    error=exc.message,
+                    ms=_ms_since(started),
+                    retries=attempt,
+                    retry_in=None if delay is None else round(delay, 3),
+                )
                 if delay is None:
                     stream.finish()
                     message = exc.message
@@ -292,6 +307,19 @@ class TurnLoop:
                 continue
             stream.finish()
             self._stream = None
+            log.info(
+                "model call",
+                provider=self.model.provider,
+                model=self.model.model,
+                step=self.model_calls,
+                status="ok",
+                finish=response.finish_reason,
+                ms=_ms_since(started),
+                retries=attempt,
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                tool_calls=len(response.tool_calls),
+            )
             if self.compactor is not None:
                 self.compactor.after_call(response)
             self.input_tokens += response.usage.input_tokens
@@ -375,10 +403,13 @@ class TurnLoop:
 
     async def _run_one(self, item: ToolCall, params: ToolParams | str) -> ToolResult:
         duration = 0.0
+        # What the call came to, for the log (the arguments never go there at info).
+        outcome = "invalid"
         if isinstance(params, str):
             result = ToolResult(status="failed", output=params)
         else:
             denial = await self.gate.check(item, params)
+            outcome = "denied"
             if denial is not None:
                 result = ToolResult(status="failed", output=denial)
             else:
@@ -388,6 +419,15 @@ class TurnLoop:
                 result = await self._after_edit(item, params, result)
                 if self.after_tool is not None:
                     result = await self.after_tool(item, params, result)
+                outcome = result.status
+        log.info(
+            "tool call",
+            tool=item.tool,
+            call=item.id,
+            outcome=outcome,
+            exit_code=result.exit_code,
+            ms=round(duration * 1000, 3),
+        )
         result = self._note_repeats(item, result)
         done = msgspec.structs.replace(
             item,
@@ -440,6 +480,10 @@ class TurnLoop:
         item = Notice(id=self.new_id(), level=level, message=message, code=code)
         self.sink.item_started(item)
         self.sink.item_completed(item)
+
+
+def _ms_since(started: float) -> float:
+    return round((trio.current_time() - started) * 1000, 3)
 
 
 def split_cancelled(exc: BaseException) -> tuple[BaseException | None, BaseException | None]:

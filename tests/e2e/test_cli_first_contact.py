@@ -181,5 +181,5 @@ def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, worksp
             assert discovery.locate(workspace, autostart=False).info == located.info
         finally:
             cli(home, "daemon", "stop", "-w", str(workspace))
-    # No second daemon lost a race for the lock (it would have said so in the log).
-    assert "another daemon already serves" not in home.log_path(workspace).read_text()
+    # No second daemon lost a race for the lock (it would have said so on its stderr).
+    assert "another daemon already serves" not in home.stderr_path(workspace).read_text()

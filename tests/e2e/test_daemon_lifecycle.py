@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import platformdirs
@@ -436,7 +437,8 @@ def test_idle_daemon_exits_after_its_last_client_leaves(home: Home, workspace: P
             assert (status.idle_timeout, status.clients) == (0.2, 1)
         assert daemon.proc.wait(timeout=10) == 0
         assert not home.discovery_path(workspace).exists()
-        assert "shutting down: idle for 0.2 s" in home.log_path(workspace).read_text()
+        stops = [r for r in home.log_records(workspace) if r["msg"] == "shutting down"]
+        assert [r["reason"] for r in stops] == ["idle for 0.2 s"]
     finally:
         if daemon.proc.poll() is None:
             daemon.kill()
@@ -640,9 +642,8 @@ def _daemon_pids(workspace: Path) -> list[int]:
     return found
 
 
-def _serving_lines(home: Home, workspace: Path) -> list[str]:
-    lines = home.log_path(workspace).read_text().splitlines()
-    return [line for line in lines if " serving " in line]
+def _serving_lines(home: Home, workspace: Path) -> list[dict[str, Any]]:
+    return [r for r in home.log_records(workspace) if r["msg"] == "daemon started"]
 
 
 def test_the_cli_works_right_after_the_daemon_is_killed(home: Home, workspace: Path) -> None:
@@ -823,6 +824,6 @@ def test_sigterm_while_the_store_is_opening_stops_cleanly(home: Home, workspace:
     finally:
         blocker.close()
     assert code == 0, log.read_text()
-    assert "shutting down: signal SIGTERM" in log.read_text()
+    assert '"msg":"shutting down","reason":"signal SIGTERM"' in log.read_text()
     assert not home.discovery_path(workspace).exists()
     assert probe_lock(home.lock_path(workspace)) is None

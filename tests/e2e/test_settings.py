@@ -125,7 +125,7 @@ def test_a_bad_config_file_is_reported_with_its_line_and_setting(
     reason = f"{path}, line 3: provider.modle: unknown setting; provider takes kind, base_url,"
     assert reason in refused.stderr
     assert "see " not in refused.stderr, "the reason is all there is to say"
-    log = home.log_path(workspace)
+    log = home.stderr_path(workspace)
     assert log.read_text().count("bad config") == 1
     try:
         path.write_text('[provider]\nmodel = "m"\n')
@@ -147,11 +147,13 @@ def test_a_bad_config_file_is_reported_with_its_line_and_setting(
         assert "configError" not in status(home, workspace)
     finally:
         stop(home, workspace)
-    lines = log.read_text().splitlines()
-    assert lines.count(next(line for line in lines if "bad config" in line)) == 1
-    served = [line for line in lines if " serving " in line]
+    said = log.read_text().splitlines()
+    assert said.count(next(line for line in said if "bad config" in line)) == 1
+    lines = home.log_path(workspace).read_text().splitlines()
+    served = [line for line in lines if '"msg":"daemon started"' in line]
     assert len(served) == 1, "one start, logged once"
     assert len(lines) == len(set(lines)), "no line is logged twice"
+    assert not set(lines) & set(said), "the log is not echoed to stderr"
 
 
 def test_restart_applies_what_only_a_start_reads_and_keeps_the_sessions(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.daemon.logs import log
 from tether.daemon.skills.catalog import CATALOG_MAX, catalog, glob_matches
 from tether.daemon.skills.library import MAX_SKILLS, SkillLibrary, protected_folders
 from tether.daemon.skills.parse import (
@@ -136,9 +137,7 @@ def test_sources_are_read_in_order_and_a_later_one_wins(places: tuple[Path, Path
     assert mine.source.endswith("skills")
 
 
-def test_invalid_skills_are_reported_never_listed(
-    places: tuple[Path, Path], caplog: pytest.LogCaptureFixture
-) -> None:
+def test_invalid_skills_are_reported_never_listed(places: tuple[Path, Path]) -> None:
     workspace, user = places
     folder = workspace / ".tether/skills"
     write_skill(folder, "good")
@@ -149,7 +148,7 @@ def test_invalid_skills_are_reported_never_listed(
         b"---\nname: huge\ndescription: d\n---\n" + b"x" * FILE_MAX
     )
     library = SkillLibrary(workspace, user)
-    with caplog.at_level("WARNING"):
+    with log.capture() as records:
         found = library.refresh()
         library.refresh()
     assert [s.name for s in found.skills] == ["good"]
@@ -157,7 +156,7 @@ def test_invalid_skills_are_reported_never_listed(
     assert set(reasons) == {"Bad_Name", "huge"}
     assert "kebab-case" in reasons["Bad_Name"]
     assert "262,144" in reasons["huge"]
-    logged = [r.getMessage() for r in caplog.records if "skill" in r.getMessage()]
+    logged = [r for r in records if r["msg"] == "skill ignored"]
     assert len(logged) == 2  # once each, not at every refresh
 
 

@@ -1,5 +1,6 @@
-"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status|ensure`, and
-`tether doctor`, which checks what the daemon keeps without it.
+"""Commands on the workspace's daemon: `tether daemon start|stop|restart|status|ensure`
+(`logs` is `commands/logs.py`), and `tether doctor`, which checks what the daemon keeps
+without it.
 
 `ensure` is for `tether --remote` (and scripts): it starts the daemon unless one runs (or
 `--no-start`) and prints one JSON line, `{"discovery": DiscoveryInfo | null, "started": bool,
@@ -31,8 +32,18 @@ from tether.clients.rpc import Client
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
 
+LOG_OPTIONS = {"follow": "-f", "level": "--level", "session": "--session", "lines": "-n"}
+"""The options only `tether daemon logs` takes, by their argparse names."""
+
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    if args.action == "logs":
+        from tether.clients.cli.commands.logs import cmd_logs
+
+        return cmd_logs(args)
+    given = [flag for name, flag in LOG_OPTIONS.items() if getattr(args, name) not in (None, False)]
+    if given:
+        raise CliError(f"{', '.join(given)}: only `tether daemon logs` takes this", EXIT_USAGE)
     workspace = target_workspace(args)
     if args.no_start and args.action != "ensure":
         raise CliError("--no-start goes with `tether daemon ensure`", EXIT_USAGE)
