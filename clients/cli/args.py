@@ -263,9 +263,7 @@ def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         " docs/logs.md. `ensure` starts it unless one runs and prints its discovery record"
         " (token included) as JSON: what `tether --remote` runs on the remote machine.",
     )
-    daemon.add_argument(
-        "action", choices=["start", "stop", "restart", "status", "ensure", "logs"]
-    )
+    daemon.add_argument("action", choices=["start", "stop", "restart", "status", "ensure", "logs"])
     daemon.add_argument(
         "--json", action="store_true", help="JSON output (logs: the lines as written)"
     )

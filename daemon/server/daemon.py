@@ -288,7 +288,7 @@ class Daemon:
             return
         found = await trio.to_thread.run_sync(sandbox_problem, sandbox)
         if found:
-            log.warning("%s", found)
+            log.warning("sandboxed commands cannot run", problem=found)
         else:
             log.info("commands run in the sandbox (bubblewrap)")
 
