@@ -880,6 +880,9 @@ class McpServerInfo(Wire, frozen=True, kw_only=True):
     restarts: int = 0
     command: list[str] = []
     url: str = ""
+    revision: str = ""
+    """The MCP revision spoken on its last connection (`2026-07-28`, or one reached by the
+    older `initialize` handshake such as `2025-11-25`); empty until it first connected."""
 
 
 class McpStatusResult(Wire, frozen=True, kw_only=True):

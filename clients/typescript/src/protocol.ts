@@ -634,6 +634,12 @@ export interface McpServerInfo {
   command?: Array<string>;
   /** Default: `""`. */
   url?: string;
+  /**
+   * The MCP revision spoken on its last connection (`2026-07-28`, or one reached by the older `initialize` handshake such as `2025-11-25`); empty until it first connected.
+   *
+   * Default: `""`.
+   */
+  revision?: string;
 }
 
 /** The workspace's MCP servers (the user's and the workspace's), whatever their state. */
