@@ -911,7 +911,8 @@ MCP_STATUS = _declare(
     "mcp/status",
     Empty,
     McpStatusResult,
-    "The workspace's MCP servers as the next turn would use them: state, tools, last error.",
+    "The workspace's MCP servers as the next turn would use them: state, revision, tools, "
+    "last error.",
 )
 MCP_APPROVE = _declare(
     "mcp/approve",

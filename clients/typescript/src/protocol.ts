@@ -1606,7 +1606,7 @@ export interface Methods {
   "skills/list": { params: Empty; result: SkillsListResult };
   /** The user's hooks, as the next turn would run them. */
   "hooks/list": { params: Empty; result: HooksListResult };
-  /** The workspace's MCP servers as the next turn would use them: state, tools, last error. */
+  /** The workspace's MCP servers as the next turn would use them: state, revision, tools, last error. */
   "mcp/status": { params: Empty; result: McpStatusResult };
   /** Let a workspace's MCP server run, remembered for the workspace. */
   "mcp/approve": { params: McpApproveParams; result: McpApproveResult };
@@ -1769,7 +1769,7 @@ export const METHOD_INFO = {
     "errors": []
   },
   "mcp/status": {
-    "description": "The workspace's MCP servers as the next turn would use them: state, tools, last error.",
+    "description": "The workspace's MCP servers as the next turn would use them: state, revision, tools, last error.",
     "errors": []
   },
   "mcp/approve": {
