@@ -16,7 +16,8 @@ server is answered "method not found", except `ping`; a 2026-07-28 result asking
 (`resultType: input_required`) fails the request. A `notifications/tools/list_changed`
 marks the tool list stale, and so does the end of the freshness a 2026-07-28 `tools/list`
 gives (`ttlMs`); the pool lists them again before the next turn offers them
-(`tools_stale`).
+(`tools_stale`). Speaking 2026-07-28, those notifications come only on a
+`subscriptions/listen` (`listen`), held open while the server announces them.
 
 Every request has a timeout: when it passes, or the caller is cancelled, the request is
 cancelled at the server — `notifications/cancelled`, except over 2026-07-28 HTTP where
@@ -126,8 +127,17 @@ class _InitializeResult(msgspec.Struct, kw_only=True):
     instructions: str = ""
 
 
+class _ToolsCapability(msgspec.Struct, kw_only=True):
+    listChanged: bool = False
+
+
+class _Capabilities(msgspec.Struct, kw_only=True):
+    tools: _ToolsCapability | None = None
+
+
 class _DiscoverResult(msgspec.Struct, kw_only=True):
     supportedVersions: list[str]
+    capabilities: _Capabilities = msgspec.field(default_factory=_Capabilities)
     instructions: str = ""
     meta: dict[str, object] = msgspec.field(name="_meta", default_factory=dict)
 
@@ -158,6 +168,7 @@ class McpClient:
         """The revision settled by `connect`."""
         self.tools_changed = False
         self._fresh_until = math.inf
+        self._announces_changes = False
         self._mirrored: dict[str, ParamPaths] = {}
         self._meta: dict[str, object] | None = None
         self._ids = itertools.count(1)
@@ -386,6 +397,8 @@ class McpClient:
         else:
             result = _convert(raw, _DiscoverResult, "server/discover")
             supported = result.supportedVersions
+            tools = result.capabilities.tools
+            self._announces_changes = tools is not None and tools.listChanged
             info = result.meta.get("io.modelcontextprotocol/serverInfo")
             with contextlib.suppress(msgspec.ValidationError):  # only shown, never relied on
                 self.server_info = msgspec.convert(info, ServerInfo)
@@ -416,6 +429,25 @@ class McpClient:
         self.server_info = result.serverInfo
         self._speak(result.protocolVersion)
         await self.notify("notifications/initialized")
+
+    async def listen(self) -> None:
+        """Speaking 2026-07-28 with a server that announces tool list changes: hold a
+        `subscriptions/listen` for them open until the connection ends (a server of the
+        older revision sends them unasked). When the server ends or refuses it, the tools
+        are taken as stale, since a change may go unannounced from then on."""
+        if not (self.modern and self._announces_changes):
+            return
+        try:
+            await self.request(
+                "subscriptions/listen",
+                {"notifications": {"toolsListChanged": True}},
+                seconds=math.inf,
+            )
+        except McpUnavailable:
+            return  # the connection ended: the pool reports that
+        except McpError as exc:
+            log.info("MCP server %s: no subscription to tool list changes: %s", self.name, exc)
+        self.tools_changed = True
 
     async def list_tools(self, *, seconds: float) -> list[McpTool]:
         """Every tool, following `nextCursor` (at most 100 pages). Over 2026-07-28 HTTP a

@@ -331,6 +331,7 @@ class McpPool:
                     server.client = client
                     server.tools = tools
                     server.state = "running"
+                    nursery.start_soon(client.listen)
                     server.last_error = ""
                     server.ready.set()
                     if server.restarts:

@@ -6,7 +6,8 @@
 The SDK serves both eras: the 2026-07-28 revision (per-request `_meta`, `server/discover`)
 and the 2025-11-25 `initialize` handshake, so which one a client ends up speaking is the
 client's choice. Tools: `echo` {text ≤ 50 chars}, `add` {a, b: integers} (structured
-result), `look` (read-only: an image), `wait` (runs until cancelled). With `--log PATH`
+result), `look` (read-only: an image), `wait` (runs until cancelled), `grow` (adds a tool
+`grown` and announces it on the `subscriptions/listen` streams open). With `--log PATH`
 the `wait` tool appends `started` and then `cancelled` to PATH, so a test can tell that a
 cancellation reached the server.
 
@@ -18,7 +19,7 @@ import sys
 from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
@@ -57,6 +58,13 @@ async def wait() -> str:
         note("cancelled")
         raise
     return "never"
+
+
+@server.tool(description="Adds a tool `grown`, announced to those listening.")
+async def grow(ctx: Context) -> str:
+    server.add_tool(lambda: "new", name="grown", description="New.")
+    await ctx.notify_tools_changed()
+    return "grown"
 
 
 async def serve_http() -> None:

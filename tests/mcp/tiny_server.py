@@ -11,7 +11,8 @@ servers that ignore every request before `initialize`. `--modern` makes it a 202
 server: no `initialize`, `server/discover` answered, every request's `_meta` checked
 (-32022 naming `--supported V,…` for a revision it does not take, -32602 for a request
 without it), `--ttl MS` as the freshness of `tools/list`, and a tool `ask` that answers by
-asking for input (`resultType: input_required`). A modern one that `--supported` lists
+asking for input (`resultType: input_required`) and a tool `grow` that adds a tool
+`grown`, announced on the `subscriptions/listen` streams open. A modern one that `--supported` lists
 2025-11-25 takes the handshake too; `--slow-discover` answers the first `server/discover`
 half a second late, like a server still starting.
 """
@@ -54,6 +55,9 @@ TOOLS = [
     {"name": "hang", "description": "Never answers.", "inputSchema": {"type": "object"}},
 ]
 ASK = {"name": "ask", "description": "Asks for input.", "inputSchema": {"type": "object"}}
+GROW = {"name": "grow", "description": "Adds a tool.", "inputSchema": {"type": "object"}}
+LISTENING: list[object] = []
+"""The ids of the `subscriptions/listen` requests open (2026-07-28)."""
 
 
 def send(message: dict[str, object]) -> None:
@@ -130,7 +134,7 @@ def main() -> None:
                     "id": ident,
                     "result": {
                         "protocolVersion": "2025-11-25",
-                        "capabilities": {"tools": {}},
+                        "capabilities": {"tools": {"listChanged": True}},
                         "serverInfo": {"name": "tiny", "version": "1"},
                     },
                 }
@@ -160,17 +164,34 @@ def serve_modern(message: dict[str, Any], supported: list[str], ttl: int) -> Non
         result: dict[str, object] | None = {
             **done,
             "supportedVersions": supported,
-            "capabilities": {"tools": {}},
+            "capabilities": {"tools": {"listChanged": True}},
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "tiny", "version": "2"}},
             "ttlMs": 0,
             "cacheScope": "public",
         }
     elif method == "tools/list":
-        result = {**done, "tools": [*TOOLS, ASK], "ttlMs": ttl, "cacheScope": "public"}
+        result = {**done, "tools": [*TOOLS, ASK, GROW], "ttlMs": ttl, "cacheScope": "public"}
+    elif method == "subscriptions/listen":
+        LISTENING.append(ident)
+        ack = {"_meta": {"io.modelcontextprotocol/subscriptionId": ident}, "notifications": {}}
+        ack["notifications"] = message["params"]["notifications"]
+        send(
+            {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": ack}
+        )
+        return
     elif method == "tools/call":
         params: dict[str, Any] = message["params"]
         if params["name"] == "ask":
             result = {"resultType": "input_required", "inputRequests": {}}
+        elif params["name"] == "grow":
+            TOOLS.append(
+                {"name": "grown", "description": "New.", "inputSchema": {"type": "object"}}
+            )
+            for subscription in LISTENING:  # announced before the call's answer
+                meta = {"io.modelcontextprotocol/subscriptionId": subscription}
+                changed = {"method": "notifications/tools/list_changed", "params": {"_meta": meta}}
+                send({"jsonrpc": "2.0", **changed})
+            result = {**done, "content": []}
         else:
             result = call(params["name"], params.get("arguments", {}))
             result = None if result is None else {**done, **result}
