@@ -434,7 +434,7 @@ class McpClient:
         """Speaking 2026-07-28 with a server that announces tool list changes: hold a
         `subscriptions/listen` for them open until the connection ends (a server of the
         older revision sends them unasked). When the server ends or refuses it, the tools
-        are taken as stale, since a change may go unannounced from then on."""
+        are listed again before the next turn, in case a change went unannounced."""
         if not (self.modern and self._announces_changes):
             return
         try:

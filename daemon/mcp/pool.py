@@ -6,7 +6,7 @@ Server states (`McpServerInfo.state` in the protocol):
     needs_approval   a workspace server the user has not approved (as defined now): never run
     idle ─► starting ─► running ─► (exited, closed stdout, session lost) ─► crashed
                │                                                            │ backoff
-               └──────── (failed to start: no such program, no handshake) ──┤
+               └─ (failed to start: no such program, no revision settled) ──┤
                                                                             ▼
                                                      restarting ─► running | crashed
     crashed five times in a row without a healthy run (60 s): failed; tried again by the
@@ -15,7 +15,7 @@ Server states (`McpServerInfo.state` in the protocol):
 Rules:
 - Lazy: nothing starts with the daemon. The first turn that would offer tools
   (`ensure_started`, before its first model call) starts every approved server at once and
-  waits, each for at most its `startup_timeout`, for the handshake and its tool list; a
+  waits, each for at most its `startup_timeout`, for its revision and its tool list; a
   server not ready by then is left out of that turn (its start goes on) and reported.
   The revision a server spoke is remembered for its restarts (`McpClient.connect`'s hint),
   so only its first start pays for finding it out.
@@ -321,7 +321,7 @@ class McpPool:
                             server.revision = client.revision
                             tools = await client.list_tools(seconds=timeout)
                     except trio.TooSlowError:
-                        ended = f"no handshake within {timeout:g} s"
+                        ended = f"not ready (revision, tool list) within {timeout:g} s"
                         nursery.cancel_scope.cancel()
                         return ended
                     except McpError as exc:

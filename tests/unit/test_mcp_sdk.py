@@ -67,7 +67,7 @@ async def line_in(path: Path, line: str) -> None:
 
 async def exercise(pool: McpPool, log: Path) -> None:
     offered = pool.offered()
-    assert [tool.name for _, tool in offered] == ["echo", "add", "look", "wait"]
+    assert [tool.name for _, tool in offered] == ["echo", "add", "look", "wait", "grow"]
     tools = {tool.name: tool for tool in mcp_tools(offered, pool.call)}
     echo = tools["mcp__sdk__echo"]
     assert isinstance(echo, McpServerTool)
