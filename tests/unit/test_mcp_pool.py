@@ -125,11 +125,14 @@ async def test_a_crash_mid_call_fails_the_call_is_reported_and_restarts(tmp_path
     assert methods.count("initialize") == 2
 
 
-async def test_a_call_that_is_never_answered_times_out_and_is_cancelled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("revision", [[], ["--modern"]], ids=["2025-11-25", "2026-07-28"])
+async def test_a_call_that_is_never_answered_times_out_and_is_cancelled(
+    tmp_path: Path, revision: list[str]
+) -> None:
     log = tmp_path / "received.jsonl"
     with trio.fail_after(20):
         async with serving(tmp_path, Events()) as pool:
-            pool.configure([user("tiny", tiny(log, timeout=0.3))])
+            pool.configure([user("tiny", tiny(log, *revision, timeout=0.3))])
             await pool.ensure_started()
             with pytest.raises(McpTimeout, match=r"did not answer tools/call within 0.3 s"):
                 await pool.call("tiny", "hang", {})
@@ -137,8 +140,11 @@ async def test_a_call_that_is_never_answered_times_out_and_is_cancelled(tmp_path
             await trio.sleep(
                 0.1
             )  # the notice is written before the call raises; let the log catch up
+    [hang] = [m["id"] for m in received(log) if m.get("params", {}).get("name") == "hang"]
     cancelled = [m for m in received(log) if m.get("method") == "notifications/cancelled"]
-    assert [c["params"]["reason"] for c in cancelled] == ["timed out"]  # pyright: ignore[reportIndexIssue]
+    assert [c["params"] for c in cancelled if c["params"]["requestId"] == hang] == [
+        {"requestId": hang, "reason": "timed out"}
+    ]
     assert still["content"] == [{"type": "text", "text": "echo: after"}]
 
 
