@@ -1,6 +1,8 @@
 """What tether adds to an MCP tool call over stdio, beyond the server's own time.
 
-The server is tests/mcp/tiny_server.py (its `echo` tool). Measured, `--calls` times each:
+The server is tests/mcp/tiny_server.py (its `echo` tool), once speaking the 2025-11-25
+handshake and once 2026-07-28 (`--modern`: every request carries its `_meta`). Measured,
+`--calls` times each:
 
   server   a bare client: one JSON-RPC line written to the server's stdin, its answer read
            back (blocking pipes, nothing else): the server's own time and the pipe
@@ -8,7 +10,7 @@ The server is tests/mcp/tiny_server.py (its `echo` tool). Measured, `--calls` ti
            registry's run (the pool, the client, the stdio transport under trio), the
            result turned into the model's text and capped
 
-Target: tether's median minus the server's median <= 5 ms.
+Target: tether's median minus the server's median <= 5 ms, for each revision.
 
 Usage: python bench/mcp_latency.py [--calls N]
 Takes a few seconds.
@@ -34,10 +36,21 @@ TINY = Path(__file__).resolve().parent.parent / "tests" / "mcp" / "tiny_server.p
 TARGET = 0.005
 
 
-def bare(calls: int) -> list[float]:
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+}
+
+
+def bare(calls: int, flags: list[str]) -> list[float]:
     process = subprocess.Popen(
-        [sys.executable, str(TINY)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, str(TINY), *flags],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    modern = "--modern" in flags
     assert process.stdin is not None
     assert process.stdout is not None
     process.stdout.readline()  # the banner
@@ -52,9 +65,12 @@ def bare(calls: int) -> list[float]:
 
     times: list[float] = []
     try:
-        exchange(0, "initialize", {})
+        if not modern:
+            exchange(0, "initialize", {})
         for index in range(calls):
             arguments: dict[str, object] = {"name": "echo", "arguments": {"text": f"call {index}"}}
+            if modern:
+                arguments["_meta"] = META
             start = time.perf_counter()
             exchange(index + 1, "tools/call", arguments)
             times.append(time.perf_counter() - start)
@@ -64,12 +80,12 @@ def bare(calls: int) -> list[float]:
     return times
 
 
-async def through_tether(calls: int, workspace: Path) -> list[float]:
+async def through_tether(calls: int, workspace: Path, flags: list[str]) -> list[float]:
     pool = McpPool(workspace)
     times: list[float] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(pool.serve)
-        config = McpServerConfig(command=sys.executable, args=[str(TINY)])
+        config = McpServerConfig(command=sys.executable, args=[str(TINY), *flags])
         pool.configure([ServerDefinition(name="tiny", source="user", config=config)])
         assert await pool.ensure_started() == []
         registry = ToolRegistry(mcp_tools(pool.offered(), pool.call))
@@ -90,18 +106,23 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
     handle_sigterm()
-    server = bare(args.calls)
-    tether = trio.run(through_tether, args.calls, Path.cwd())
-    added = median(tether) - median(server)
     print("MCP tool call over stdio (tiny_server echo)")
     print(f"  {machine_line()}; {load_line()}")
-    row("server alone (bare client), median", ms(median(server)))
-    row("server alone, p90", ms(percentile(server, 90)))
-    row("through tether (check, pool, client, result), median", ms(median(tether)))
-    row("through tether, p90", ms(percentile(tether, 90)))
-    row(
-        "added by tether (median difference)", ms(added), f"<= {ms(TARGET)}", verdict(added, TARGET)
-    )
+    for revision, flags in (("2025-11-25", []), ("2026-07-28", ["--modern"])):
+        server = bare(args.calls, flags)
+        tether = trio.run(through_tether, args.calls, Path.cwd(), flags)
+        added = median(tether) - median(server)
+        print(f"MCP {revision}")
+        row("server alone (bare client), median", ms(median(server)))
+        row("server alone, p90", ms(percentile(server, 90)))
+        row("through tether (check, pool, client, result), median", ms(median(tether)))
+        row("through tether, p90", ms(percentile(tether, 90)))
+        row(
+            "added by tether (median difference)",
+            ms(added),
+            f"<= {ms(TARGET)}",
+            verdict(added, TARGET),
+        )
 
 
 if __name__ == "__main__":

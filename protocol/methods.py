@@ -888,6 +888,9 @@ class McpServerInfo(Wire, frozen=True, kw_only=True):
     restarts: int = 0
     command: list[str] = []
     url: str = ""
+    revision: str = ""
+    """The MCP revision spoken on its last connection (`2026-07-28`, or one reached by the
+    older `initialize` handshake such as `2025-11-25`); empty until it first connected."""
 
 
 class McpStatusResult(Wire, frozen=True, kw_only=True):
@@ -916,7 +919,8 @@ MCP_STATUS = _declare(
     "mcp/status",
     Empty,
     McpStatusResult,
-    "The workspace's MCP servers as the next turn would use them: state, tools, last error.",
+    "The workspace's MCP servers as the next turn would use them: state, revision, tools, "
+    "last error.",
 )
 MCP_APPROVE = _declare(
     "mcp/approve",

@@ -239,7 +239,7 @@ def _processes(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
 
 
 def _mcp(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    mcp = add_parser("mcp", parents=[common], help="the MCP servers: state, tools, last error")
+    mcp = add_parser("mcp", parents=[common], help="the MCP servers: state, revision, tools")
     mcp.add_argument(
         "action", nargs="?", choices=["approve"], help="approve: let a workspace's server run"
     )

@@ -2,6 +2,7 @@
 
     McpError                 every failure of this package; its message is for the model
     ├── McpUnavailable       the server is not running: not started, crashed, exited, refused
+    │   └── McpHttpStatus    an HTTP error status whose body is no JSON-RPC answer to the request
     ├── McpTimeout           no answer within the call's timeout (the request was cancelled)
     ├── McpProtocolError     the server said something that is not MCP (bad JSON, no result)
     └── McpRemoteError       the server answered the request with a JSON-RPC error
@@ -19,6 +20,12 @@ class McpUnavailable(McpError):
     pass
 
 
+class McpHttpStatus(McpUnavailable):
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class McpTimeout(McpError):
     pass
 
@@ -28,6 +35,7 @@ class McpProtocolError(McpError):
 
 
 class McpRemoteError(McpError):
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(f"the server answered with error {code}: {message}")
         self.code = code
+        self.data = data

@@ -1,24 +1,33 @@
-"""The streamable HTTP transport (MCP 2025-11-25): every message is a POST to the endpoint
-with `Accept: application/json, text/event-stream`; the answer is one JSON message (or a
+"""The streamable HTTP transport: every message is a POST to the endpoint with
+`Accept: application/json, text/event-stream`; the answer is one JSON message (or a
 batch), an SSE stream of messages ending with the response, or 202 for a notification.
 
-The session id the server gives in `Mcp-Session-Id` at `initialize` goes with every later
-request, and `MCP-Protocol-Version` once negotiated. A 404 for a request carrying a session
-id means the server dropped the session: the connection ends and the pool starts a new one.
-tether does not open the optional GET stream (it asks the server for nothing unprompted).
-Closing sends DELETE for the session, best-effort.
+Speaking 2026-07-28, every POST carries `MCP-Protocol-Version` and mirrors its method and
+target (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`: `tether.daemon.mcp.headers`); there is no
+session. Speaking 2025-11-25, the session id the server gives in `Mcp-Session-Id` at
+`initialize` goes with every later request, and `MCP-Protocol-Version` once negotiated; a
+404 for a request carrying a session id means the server dropped the session: the
+connection ends and the pool starts a new one; closing sends DELETE for the session,
+best-effort. tether does not open the optional GET stream (it asks the server for nothing
+unprompted).
+
+An error status whose body is a JSON-RPC error answering the request is delivered like any
+answer (a 2026-07-28 server's 400 for an unsupported revision is one); any other error
+status raises McpHttpStatus.
 """
 
 import contextlib
 from collections.abc import Mapping
+from typing import Literal, cast
 
 import httpx
 import msgspec
 import trio
 
 from tether.daemon.logs.log import get_logger
-from tether.daemon.mcp.client import Deliver
-from tether.daemon.mcp.errors import McpError, McpProtocolError, McpUnavailable
+from tether.daemon.mcp.client import MODERN_VERSIONS, Deliver, Route
+from tether.daemon.mcp.errors import McpError, McpHttpStatus, McpProtocolError, McpUnavailable
+from tether.daemon.mcp.headers import header_value
 
 log = get_logger(__name__)
 
@@ -26,6 +35,8 @@ ACCEPT = "application/json, text/event-stream"
 
 
 class HttpTransport:
+    kind: Literal["stdio", "http"] = "http"
+
     def __init__(
         self, url: str, headers: Mapping[str, str], *, name: str, client: httpx.AsyncClient
     ) -> None:
@@ -41,7 +52,11 @@ class HttpTransport:
     def negotiated(self, version: str) -> None:
         self.version = version
 
-    def _headers(self) -> dict[str, str]:
+    @property
+    def modern(self) -> bool:
+        return self.version in MODERN_VERSIONS
+
+    def _headers(self, route: Route | None = None) -> dict[str, str]:
         headers = {
             **self.headers,
             "Accept": ACCEPT,
@@ -51,23 +66,34 @@ class HttpTransport:
             headers["Mcp-Session-Id"] = self.session_id
         if self.version:
             headers["MCP-Protocol-Version"] = self.version
+        if self.modern and route is not None:
+            headers["Mcp-Method"] = route.method
+            if route.name:
+                headers["Mcp-Name"] = header_value(route.name)
+            headers.update(route.params)
         return headers
 
-    async def send(self, message: bytes, deliver: Deliver) -> None:
+    async def send(self, message: bytes, deliver: Deliver, route: Route | None = None) -> None:
         """POST one message and hand what the answer carries to `deliver`."""
         try:
             async with self.client.stream(
-                "POST", self.url, content=message, headers=self._headers()
+                "POST", self.url, content=message, headers=self._headers(route)
             ) as response:
                 if response.status_code == 404 and self.session_id:
                     self._end(McpUnavailable("the server ended the session (404)"))
                     raise McpUnavailable(f"MCP server {self.name}: the session ended")
                 if response.status_code >= 400:
-                    body = (await response.aread())[:300].decode("utf-8", "replace")
-                    raise McpUnavailable(
-                        f"MCP server {self.name} answered HTTP {response.status_code}: {body}"
+                    body = await response.aread()
+                    if (answer := _error_answer(body)) is not None:
+                        deliver(answer)
+                        return
+                    raise McpHttpStatus(
+                        f"MCP server {self.name} answered HTTP {response.status_code}: "
+                        + body[:300].decode("utf-8", "replace"),
+                        response.status_code,
                     )
-                if not self.session_id and (sid := response.headers.get("mcp-session-id")):
+                sid = response.headers.get("mcp-session-id")
+                if sid and not self.session_id and not self.modern:
                     self.session_id = sid
                 kind = response.headers.get("content-type", "").split(";")[0].strip()
                 if response.status_code == 202 or not kind:
@@ -102,6 +128,21 @@ class HttpTransport:
             contextlib.suppress(httpx.HTTPError),
         ):
             await self.client.delete(self.url, headers=self._headers())
+
+
+def _error_answer(body: bytes) -> object | None:
+    """The JSON-RPC error response an error status carries, if it answers a request (has
+    an id); None otherwise (no body, not JSON, or an error about no request in particular)."""
+    try:
+        answer: object = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    fields = cast("dict[str, object]", answer)
+    if isinstance(fields.get("error"), dict) and fields.get("id") is not None:
+        return fields
+    return None
 
 
 def _decode(data: bytes) -> object:

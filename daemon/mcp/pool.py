@@ -6,7 +6,7 @@ Server states (`McpServerInfo.state` in the protocol):
     needs_approval   a workspace server the user has not approved (as defined now): never run
     idle ─► starting ─► running ─► (exited, closed stdout, session lost) ─► crashed
                │                                                            │ backoff
-               └──────── (failed to start: no such program, no handshake) ──┤
+               └─ (failed to start: no such program, no revision settled) ──┤
                                                                             ▼
                                                      restarting ─► running | crashed
     crashed five times in a row without a healthy run (60 s): failed; tried again by the
@@ -15,8 +15,12 @@ Server states (`McpServerInfo.state` in the protocol):
 Rules:
 - Lazy: nothing starts with the daemon. The first turn that would offer tools
   (`ensure_started`, before its first model call) starts every approved server at once and
-  waits, each for at most its `startup_timeout`, for the handshake and its tool list; a
+  waits, each for at most its `startup_timeout`, for its revision and its tool list; a
   server not ready by then is left out of that turn (its start goes on) and reported.
+  The revision a server spoke is remembered for its restarts (`McpClient.connect`'s hint),
+  so only its first start pays for finding it out.
+- Before each turn, a running server whose tools are stale (it said they changed, or the
+  freshness its 2026-07-28 list gave has passed) lists them again.
 - Each server runs in the pool's own nursery (`serve`, a task in the daemon's tree), not a
   turn's; a stdio server's process tree is the daemon's like any command's
   (`tether.daemon.procs.server`: death signal, durable ownership record, group stopped).
@@ -39,7 +43,7 @@ import trio
 
 from tether.daemon.logs.log import add_secret, bind, get_logger
 from tether.daemon.mcp.approvals import ServerApprovals
-from tether.daemon.mcp.client import McpClient, McpTool, Transport
+from tether.daemon.mcp.client import PROBE_TIMEOUT, McpClient, McpTool, Transport
 from tether.daemon.mcp.config import ServerDefinition
 from tether.daemon.mcp.errors import McpError, McpUnavailable
 from tether.daemon.mcp.http import HttpTransport
@@ -75,6 +79,8 @@ class _Server:
         self.failures = 0
         self.failed_at = -math.inf
         self.pid: int | None = None
+        self.revision = ""
+        """The MCP revision of its last connection: the next one starts from it."""
         self.client: McpClient | None = None
         self.scope = trio.CancelScope()
         self.ready = trio.Event()
@@ -97,6 +103,7 @@ class _Server:
             last_error=self.last_error,
             pid=self.pid,
             restarts=self.restarts,
+            revision=self.revision,
             command=[self.config.command, *self.config.args] if self.config.command else [],
             url=self.config.url,
         )
@@ -114,9 +121,11 @@ class McpPool:
         backoff: float = BACKOFF,
         max_backoff: float = MAX_BACKOFF,
         grace: float = STOP_GRACE,
+        probe_timeout: float = PROBE_TIMEOUT,
     ) -> None:
         """`owned`: where stdio servers' groups are recorded (the process table's record).
-        `log_dir`: where each stdio server's stderr goes (`NAME.log`; None: nowhere)."""
+        `log_dir`: where each stdio server's stderr goes (`NAME.log`; None: nowhere).
+        `probe_timeout`: how long an unanswered `server/discover` waits (`McpClient`)."""
         self.workspace = workspace
         self.approvals = approvals if approvals is not None else ServerApprovals(None)
         self.owned = owned
@@ -125,6 +134,7 @@ class McpPool:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.grace = grace
+        self.probe_timeout = probe_timeout
         self._servers: dict[str, _Server] = {}
         self._lent = LentNursery()
         self._http: httpx.AsyncClient | None = None
@@ -208,7 +218,7 @@ class McpPool:
             for server in waiting:
                 waits.start_soon(self._wait_ready, server)
             for server in self._servers.values():
-                if server.state == "running" and server.client and server.client.tools_changed:
+                if server.state == "running" and server.client and server.client.tools_stale():
                     waits.start_soon(self._relist, server)
         return [
             f"MCP server {s.name} is {s.state}" + (f": {s.last_error}" if s.last_error else "")
@@ -295,7 +305,7 @@ class McpPool:
         ended = "the server closed the connection"
         try:
             async with self._connect(server) as transport:
-                client = McpClient(transport, name=server.name)
+                client = McpClient(transport, name=server.name, probe_timeout=self.probe_timeout)
                 async with trio.open_nursery() as nursery:
 
                     async def run_client() -> None:
@@ -311,10 +321,11 @@ class McpPool:
                     timeout = server.config.startup_timeout
                     try:
                         with trio.fail_after(timeout):
-                            await client.initialize(seconds=timeout)
+                            await client.connect(seconds=timeout, hint=server.revision)
+                            server.revision = client.revision
                             tools = await client.list_tools(seconds=timeout)
                     except trio.TooSlowError:
-                        ended = f"no handshake within {timeout:g} s"
+                        ended = f"not ready (revision, tool list) within {timeout:g} s"
                         nursery.cancel_scope.cancel()
                         return ended
                     except McpError as exc:
@@ -324,6 +335,7 @@ class McpPool:
                     server.client = client
                     server.tools = tools
                     server.state = "running"
+                    nursery.start_soon(client.listen)
                     server.last_error = ""
                     server.ready.set()
                     log.info(

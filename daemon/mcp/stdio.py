@@ -6,12 +6,13 @@ the daemon like a command's tree (`tether.daemon.procs.server`).
 """
 
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 import trio
 
 from tether.daemon.logs.log import get_logger
-from tether.daemon.mcp.client import Deliver
+from tether.daemon.mcp.client import Deliver, Route
 from tether.daemon.mcp.errors import McpProtocolError, McpUnavailable
 from tether.daemon.procs.spawn import PipedChild
 
@@ -21,6 +22,8 @@ MAX_LINE = 64 * 1024 * 1024
 
 
 class StdioTransport:
+    kind: Literal["stdio", "http"] = "stdio"
+
     def __init__(self, process: PipedChild, *, name: str, log_path: Path | None = None) -> None:
         self.process = process
         self.name = name
@@ -52,7 +55,7 @@ class StdioTransport:
     def negotiated(self, version: str) -> None:
         return None
 
-    async def send(self, message: bytes, deliver: Deliver) -> None:
+    async def send(self, message: bytes, deliver: Deliver, route: Route | None = None) -> None:
         async with self._write_lock:
             try:
                 await self.process.stdin.send_all(message + b"\n")

@@ -1,7 +1,8 @@
 """`tether` (interactive mode) on a real pseudo-terminal, against the real daemon and the
 scripted model server: answers, approvals, Esc, messages typed during a turn, detaching, /model
-and completion."""
+and completion, /mcp and /hooks."""
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from tests.support import (
     start_turn,
     wait_until,
 )
+from tests.unit.test_mcp_pool import TINY
 from tether.protocol.events import ApprovalRequested
 from tether.protocol.methods import (
     PROCESS_LIST,
@@ -374,3 +376,36 @@ def test_slash_commands_answer_from_the_daemon(
     terminal.send(ESC)
     terminal.send(f"/todos{ENTER}")
     terminal.expect("no todos")
+
+
+def test_slash_mcp_and_slash_hooks_show_what_tether_mcp_and_tether_hooks_show(
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    config = home.root / "config" / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        '[permissions]\nallow = ["mcp__tiny__*"]\n'
+        f"[mcpServers.tiny]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(TINY))}, "--modern"]\n'
+        '[[hooks]]\nevent = "turn_end"\nname = "marker"\ncommand = "true"\n'
+    )
+    call = {"name": "mcp__tiny__echo", "arguments": {"text": "hi"}}
+    model_server.set_script({"steps": [{"tool_calls": [call]}, {"text": "echoed it"}]})
+    # A daemon of its own: the others' config has no servers or hooks.
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        terminal = open_chat(home, workspace, terminals)
+        terminal.send(f"/mcp{ENTER}")
+        terminal.expect("tiny  idle  stdio  ")  # lazily: nothing ran yet
+        terminal.send(f"echo hi{ENTER}")
+        terminal.expect("echoed it")
+        terminal.send(f"/mcp{ENTER}")
+        terminal.expect("tiny  running  stdio (MCP 2026-07-28)  ")
+        terminal.expect("tools: echo, add (read-only), look (read-only), fail")
+        terminal.send(f"/hooks{ENTER}")
+        terminal.expect("turn_end      marker: true  (timeout ")
+    finally:
+        daemon.stop()

@@ -35,6 +35,7 @@ def test_the_model_calls_an_mcp_tool_and_tether_mcp_shows_the_servers(
     try:
         ran = run_cli(home, "run", "-w", str(workspace), "go")
         listed = json.loads(run_cli(home, "mcp", "-w", str(workspace), "--json").stdout)
+        running = run_cli(home, "mcp", "-w", str(workspace)).stdout.splitlines()[0]
         approved = run_cli(home, "mcp", "approve", "repo", "-w", str(workspace))
         unknown = run_cli(home, "mcp", "approve", "nope", "-w", str(workspace))
     finally:
@@ -52,6 +53,8 @@ def test_the_model_calls_an_mcp_tool_and_tether_mcp_shows_the_servers(
     tiny, waiting = listed["servers"]
     assert (tiny["name"], tiny["state"], tiny["source"]) == ("tiny", "running", "user")
     assert [t["name"] for t in tiny["tools"]][:2] == ["echo", "add"]
+    assert tiny["revision"] == "2025-11-25"  # the tiny server takes only the older handshake
+    assert running.startswith(f"tiny  running  stdio (MCP 2025-11-25)  {sys.executable} ")
     assert (waiting["name"], waiting["state"]) == ("repo", "needs_approval")
     assert approved.returncode == 0, approved.stderr
     assert approved.stdout == "approved repo; it starts with the next turn\n"

@@ -1,8 +1,8 @@
 """tether's MCP client against the reference server, `@modelcontextprotocol/server-everything`
 (tests/mcp/package.json; `npm ci --prefix tests/mcp`), over stdio and over streamable HTTP:
-the handshake, the tool list with its schemas, a call, an image and resource links as the
-model sees them, a bad argument refused before the server is called. Skipped only outside CI
-when the package is not installed."""
+the fallback to the 2025-11-25 handshake it speaks, the tool list with its schemas, a call,
+an image and resource links as the model sees them, a bad argument refused before the
+server is called. Skipped only outside CI when the package is not installed."""
 
 import os
 import shutil
@@ -99,7 +99,9 @@ async def test_the_reference_server_over_stdio(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with pool_with(config, tmp_path) as pool:
             await exercise(pool)
-            assert pool.status()[0].transport == "stdio"
+            status = pool.status()[0]
+    assert status.transport == "stdio"
+    assert status.revision == "2025-11-25"  # it refuses server/discover: the handshake
 
 
 async def test_the_reference_server_over_streamable_http(tmp_path: Path) -> None:
@@ -109,3 +111,4 @@ async def test_the_reference_server_over_streamable_http(tmp_path: Path) -> None
             status = pool.status()[0]
     assert status.transport == "http"
     assert status.state == "running"
+    assert status.revision == "2025-11-25"  # a 400 without a 2026-07-28 error: the handshake

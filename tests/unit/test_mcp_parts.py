@@ -1,7 +1,8 @@
 """The pieces of MCP support that need no server: the schema check, results as text, the
 definitions (user config, workspace file, who wins), the approvals file, the permission
-rules for MCP tools, and tool names."""
+rules for MCP tools, tool names, and that the daemon imports neither the MCP SDK nor anyio."""
 
+import ast
 import json
 from pathlib import Path
 
@@ -209,3 +210,23 @@ def test_read_only_tools_run_beside_reads_only_when_the_server_allows_it() -> No
         assert registry.runs_concurrently("mcp__gh__look", look) is allowed
         assert registry.runs_concurrently("mcp__gh__write", write) is False
         assert not registry.is_read_only("mcp__gh__look")  # never a plain read to the gate
+
+
+def test_the_daemon_imports_neither_the_mcp_sdk_nor_anyio() -> None:
+    """The SDK is installed for the tests' own server; the daemon's client must not use it."""
+    daemon = Path(__file__).resolve().parents[2] / "daemon"
+    found: list[str] = []
+    for source in sorted(daemon.rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found += [
+                f"{source.relative_to(daemon)}: {name}"
+                for name in names
+                if name.split(".")[0] in ("mcp", "mcp_types", "anyio")
+            ]
+    assert found == []

@@ -1,5 +1,5 @@
-"""`tether mcp`: the workspace's MCP servers (state, tools, last error); `tether mcp approve
-NAME` lets a workspace's server run."""
+"""`tether mcp`: the workspace's MCP servers (state, transport and the MCP revision spoken,
+tools, last error); `tether mcp approve NAME` lets a workspace's server run."""
 
 import argparse
 import sys
@@ -20,7 +20,8 @@ from tether.protocol.methods import (
 def describe_server(server: McpServerInfo) -> list[str]:
     """A server as lines of text, every character a terminal would hide escaped."""
     where = " ".join(server.command) if server.command else server.url
-    head = f"{server.name}  {server.state}  {server.transport}  {visible(where)}"
+    revision = f" (MCP {visible(server.revision)})" if server.revision else ""
+    head = f"{server.name}  {server.state}  {server.transport}{revision}  {visible(where)}"
     if server.source == "workspace":
         head += f"  (from {visible(server.origin)})"
     lines = [head]

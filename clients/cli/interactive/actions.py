@@ -12,6 +12,8 @@ from tether.clients.cli.targets import resolve_session
 from tether.clients.rpc import CallError
 from tether.protocol.events import PermissionMode
 from tether.protocol.methods import (
+    HOOKS_LIST,
+    MCP_STATUS,
     MODELS_LIST,
     PROCESS_LIST,
     PROCESS_OUTPUT,
@@ -181,6 +183,18 @@ async def _skills(chat: "Chat", argument: str) -> None:
     chat.note(describe_skills(await chat.call(SKILLS_LIST, Empty())))
 
 
+async def _mcp(chat: "Chat", argument: str) -> None:
+    from tether.clients.cli.commands.mcp import describe_status
+
+    chat.note(describe_status(await chat.call(MCP_STATUS, Empty())))
+
+
+async def _hooks(chat: "Chat", argument: str) -> None:
+    from tether.clients.cli.commands.hooks import describe_hooks
+
+    chat.note(describe_hooks(await chat.call(HOOKS_LIST, Empty())))
+
+
 async def _cancel(chat: "Chat", argument: str) -> None:
     await chat.cancel()
 
@@ -202,6 +216,8 @@ ACTIONS: dict[str, Action] = {
     "/context": _context,
     "/processes": _processes,
     "/skills": _skills,
+    "/mcp": _mcp,
+    "/hooks": _hooks,
     "/cancel": _cancel,
     "/exit": _exit,
 }

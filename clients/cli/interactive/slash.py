@@ -24,6 +24,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/context", "", "how full the context is"),
     SlashCommand("/processes", "", "background processes the daemon runs"),
     SlashCommand("/skills", "", "the skills the agent can load"),
+    SlashCommand("/mcp", "", "the MCP servers: state, revision, tools, last error"),
+    SlashCommand("/hooks", "", "your hooks, as the next turn runs them"),
     SlashCommand("/cancel", "", "cancel the running turn (also Esc)"),
     SlashCommand("/exit", "", "leave; a running turn keeps running (also Ctrl-D)"),
 )

@@ -652,6 +652,12 @@ export interface McpServerInfo {
   command?: Array<string>;
   /** Default: `""`. */
   url?: string;
+  /**
+   * The MCP revision spoken on its last connection (`2026-07-28`, or one reached by the older `initialize` handshake such as `2025-11-25`); empty until it first connected.
+   *
+   * Default: `""`.
+   */
+  revision?: string;
 }
 
 /** The workspace's MCP servers (the user's and the workspace's), whatever their state. */
@@ -1618,7 +1624,7 @@ export interface Methods {
   "skills/list": { params: Empty; result: SkillsListResult };
   /** The user's hooks, as the next turn would run them. */
   "hooks/list": { params: Empty; result: HooksListResult };
-  /** The workspace's MCP servers as the next turn would use them: state, tools, last error. */
+  /** The workspace's MCP servers as the next turn would use them: state, revision, tools, last error. */
   "mcp/status": { params: Empty; result: McpStatusResult };
   /** Let a workspace's MCP server run, remembered for the workspace. */
   "mcp/approve": { params: McpApproveParams; result: McpApproveResult };
@@ -1781,7 +1787,7 @@ export const METHOD_INFO = {
     "errors": []
   },
   "mcp/status": {
-    "description": "The workspace's MCP servers as the next turn would use them: state, tools, last error.",
+    "description": "The workspace's MCP servers as the next turn would use them: state, revision, tools, last error.",
     "errors": []
   },
   "mcp/approve": {
