@@ -483,9 +483,7 @@ class McpClient:
             try:
                 self._mirrored[tool.name] = mirrored_params(tool.inputSchema)
             except ValueError as exc:
-                log.warning(
-                    "an MCP tool is left out", server=self.name, tool=tool.name, error=exc
-                )
+                log.warning("an MCP tool is left out", server=self.name, tool=tool.name, error=exc)
                 continue
             kept.append(tool)
         return kept
