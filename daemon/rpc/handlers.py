@@ -11,6 +11,7 @@ import trio
 
 from tether.daemon.config import paths
 from tether.daemon.config.settings import ConfigError
+from tether.daemon.config.vision import takes_images
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
@@ -287,9 +288,15 @@ class Handlers:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
-        await self._controller_session(conn, p.session_id)
+        session = await self._controller_session(conn, p.session_id)
         turn_input = await self.sessions.turn_input(
-            editor=p.editor, mentions=p.mentions, attachments=p.attachments
+            editor=p.editor,
+            mentions=p.mentions,
+            attachments=p.attachments,
+            images=p.images,
+            session=session,
+            model=p.model,
+            client_env=conn.provider_env,
         )
         # Looked up again after the await: an idle session may have been unloaded meanwhile.
         session = await self._controller_session(conn, p.session_id)
@@ -392,7 +399,11 @@ class Handlers:
                 ErrorCode.MODEL_UNAVAILABLE, exc.message, ModelUnavailable(code=exc.code)
             ) from exc
         return ModelsListResult(
-            models=[ModelInfo(id=i) for i in ids], current=model.model, provider=model.provider
+            models=[
+                ModelInfo(id=i, images=takes_images(config.provider, config.models, i)) for i in ids
+            ],
+            current=model.model,
+            provider=model.provider,
         )
 
     async def approval_respond(self, conn: Connection, p: ApprovalRespondParams) -> Empty:
