@@ -38,8 +38,7 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.images import ImageStore
 from tether.protocol.images import MAX_IMAGE_BYTES, gif_frames, image_size, sniff_image
-from tether.testing import ModelServer, anthropic_request_problem
-from tether.testing.checks import openai_request_problem
+from tether.testing import ModelServer, anthropic_request_problem, openai_request_problem
 
 
 def encoded(picture: Image.Image, fmt: str, **options: object) -> bytes:
