@@ -66,12 +66,20 @@ def read_image(path: str) -> ImageFile:
 
 
 def read_images(paths: list[str]) -> list[ImageFile]:
-    """The images at `paths`, in order, checked together against what a message may carry."""
+    """The images at `paths`, in order, checked together (`check_together`)."""
     if len(paths) > MAX_IMAGES:
         raise CliError(
             f"{len(paths)} images, over the {MAX_IMAGES} a message may carry", EXIT_USAGE
         )
-    images = [read_image(path) for path in paths]
+    return check_together([read_image(path) for path in paths])
+
+
+def check_together(images: list[ImageFile]) -> list[ImageFile]:
+    """`images`, when one message may carry them all (`CliError` otherwise)."""
+    if len(images) > MAX_IMAGES:
+        raise CliError(
+            f"{len(images)} images, over the {MAX_IMAGES} a message may carry", EXIT_USAGE
+        )
     total = sum(len(image.data) for image in images)
     if total > MAX_IMAGES_BYTES:
         raise CliError(
