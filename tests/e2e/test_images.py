@@ -274,3 +274,22 @@ def test_a_queued_message_brings_its_image_to_the_next_step(
     finally:
         daemon.stop()
     assert openai_images(model_server.requests[1]) == [picture]
+
+
+def test_tether_models_says_which_models_take_images(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"model": "llava:13b", "steps": [{"text": "ok"}]})
+    home.env["TETHER_MODEL"] = "llava:13b"
+    config = home.root / "config" / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[models."llava:13b"]\nimages = false\n')
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        refused = cli(home, "-w", str(workspace), "models")
+        assert refused.stdout.splitlines() == ["* llava:13b"]
+        config.write_text("")  # read again by the next request: tether's own knowledge
+        listed = cli(home, "-w", str(workspace), "models")
+        assert listed.stdout.splitlines() == ["* llava:13b  (images)"]
+    finally:
+        daemon.stop()
