@@ -23,6 +23,7 @@ from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.skills import list_skills
+from tether.daemon.sessions.turns import provider_named
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -386,7 +387,7 @@ class Handlers:
         models = self.sessions.models
         try:
             config = await models.settings(conn.provider_env)
-            async with models.lease(config.provider) as model:
+            async with models.lease(provider_named(config, "")) as model:
                 ids = await model.list_models()
         except ConfigError as exc:
             raise RpcError(

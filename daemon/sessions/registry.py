@@ -382,6 +382,9 @@ class Sessions:
                 provider = provider_named(config, model or session.model)
                 dialect = provider.kind
                 accepts = (bool(provider.images), provider.model)
+        if images and accepts is not None and not accepts[0]:
+            # Refused before the images are decoded or resized: that work would be wasted.
+            raise RpcError(ErrorCode.IMAGES_UNSUPPORTED, images_unsupported(accepts[1]))
         sent = await read_turn_input(
             self.workspace,
             editor=editor,

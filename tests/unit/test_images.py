@@ -10,13 +10,15 @@ import os
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import msgspec
 import pytest
 import trio
 from PIL import Image
 
-from tether.daemon.config.settings import ModelConfig, ProviderConfig, parse_config
+from tether.daemon.config.live import UserSettings
+from tether.daemon.config.settings import Config, ModelConfig, ProviderConfig, parse_config
 from tether.daemon.config.vision import takes_images
 from tether.daemon.context.budget import message_chars
 from tether.daemon.context.compact import summarise
@@ -31,12 +33,15 @@ from tether.daemon.context.images import (
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import (
     Message,
+    ModelClient,
     ModelHTTPError,
     ModelRequest,
     QuietCallbacks,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.images import ImageStore
+from tether.daemon.sessions.models import ModelPool
+from tether.daemon.sessions.turns import provider_named
 from tether.protocol.images import MAX_IMAGE_BYTES, gif_frames, image_size, sniff_image
 from tether.testing import ModelServer, anthropic_request_problem, openai_request_problem
 
@@ -410,3 +415,42 @@ def test_the_store_keeps_images_owner_only_and_forgets_a_deleted_session(tmp_pat
     assert not folder.exists()
     with pytest.raises(ValueError, match="not a session id"):
         store.save("../x", "abc", b"")
+
+
+# --- the model pool ------------------------------------------------------------------------
+
+
+class _PooledClient:
+    provider = "openai"
+
+    def __init__(self, settings: ProviderConfig, closed: list[str]) -> None:
+        self.model = settings.model
+        self._closed = closed
+
+    async def complete(self, request: ModelRequest, callbacks: object) -> object:
+        raise NotImplementedError
+
+    async def list_models(self) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        self._closed.append(self.model)
+
+
+async def test_models_that_differ_in_taking_images_keep_their_clients(tmp_path: Path) -> None:
+    """A session's model and its subagents' (one with images, one without) are the same
+    settings: leasing one does not make the other's client stale and close it."""
+    closed: list[str] = []
+    pool = ModelPool(
+        UserSettings(tmp_path / "config.toml", {}),
+        lambda settings: cast(ModelClient, _PooledClient(settings, closed)),
+    )
+    config = Config()
+    try:
+        for model in ("gpt-4o", "qwen3-coder", "gpt-4o"):
+            async with pool.lease(provider_named(config, model)) as client:
+                assert client.model == model
+        assert closed == []
+        assert pool.open_count == 2
+    finally:
+        await pool.aclose()
