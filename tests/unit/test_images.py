@@ -17,6 +17,9 @@ import pytest
 import trio
 from PIL import Image
 
+from tether.clients.acp import params as acp_params
+from tether.clients.acp.agent import turn_params
+from tether.clients.acp.peer import AcpError
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.settings import Config, ModelConfig, ProviderConfig, parse_config
 from tether.daemon.config.vision import takes_images
@@ -454,3 +457,41 @@ async def test_models_that_differ_in_taking_images_keep_their_clients(tmp_path: 
         assert pool.open_count == 2
     finally:
         await pool.aclose()
+
+
+# --- the ACP agent -------------------------------------------------------------------------
+
+
+def test_an_acp_image_block_becomes_an_image_of_the_turn() -> None:
+    data = encoded(gradient(16, 9), "PNG")
+    prompt = msgspec.json.decode(
+        json.dumps(
+            {
+                "sessionId": "s",
+                "prompt": [
+                    {"type": "text", "text": "what is it?"},
+                    {
+                        "type": "image",
+                        "mimeType": "image/png",
+                        "data": base64.b64encode(data).decode(),
+                        "uri": "file:///home/me/shot%201.png",
+                    },
+                    {
+                        "type": "image",
+                        "mimeType": "image/png",
+                        "data": base64.b64encode(data).decode(),
+                    },
+                ],
+            }
+        ),
+        type=acp_params.Prompt,
+    )
+    params = turn_params("s", prompt.prompt)
+    assert params.text == "what is it?"
+    assert [(i.name, i.mime_type, i.data) for i in params.images] == [
+        ("shot 1.png", "image/png", data),
+        ("image 2", "image/png", data),
+    ]
+    bad = acp_params.Image(data="%%", mime_type="image/png")
+    with pytest.raises(AcpError, match="not base64"):
+        turn_params("s", [bad])
