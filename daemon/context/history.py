@@ -5,6 +5,11 @@ when the skills catalog does), so the prompt prefix stays byte-identical and pro
 caches keep hitting. Providers encode each
 message once and keep the encoding on it (see `Message.cache`).
 
+A user message may carry images (`Message.images`, with their bytes): the bytes are looked up
+by SHA-256 in `History.image_data` when the message is added, so the session puts them there
+first, when the message is sent or before a rebuild reads the items; an image whose bytes are
+gone is named in the text instead. A summary drops the images of the messages it replaces.
+
 A summary of the earlier conversation (compaction's last step) stands in the history as one
 user message right after the system prompt; `History.replace_with_summary` is the one place that
 puts it there, both when the model has just written it and when a session is rebuilt from its

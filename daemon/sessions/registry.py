@@ -379,7 +379,8 @@ class Sessions:
             except ConfigError:
                 pass
             else:
-                provider = provider_named(config, model or session.model)
+                # `model` "" is a switch back to the configured model, None no switch.
+                provider = provider_named(config, session.model if model is None else model)
                 dialect = provider.kind
                 accepts = (bool(provider.images), provider.model)
         if images and accepts is not None and not accepts[0]:

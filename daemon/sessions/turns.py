@@ -640,9 +640,7 @@ def subagent_provider(session: Session, config: Config) -> ProviderConfig:
     """The provider settings a subagent of `session` calls: the session's subagent model,
     else the user's `subagent_model`, else the turn's own."""
     model = session.subagent_model or config.subagent_model
-    if not model:
-        return provider_for(session, config)
-    return _with_images(msgspec.structs.replace(config.provider, model=model), config)
+    return provider_named(config, model) if model else provider_for(session, config)
 
 
 def provider_for(session: Session, config: Config) -> ProviderConfig:
