@@ -28,12 +28,14 @@ from tether.protocol.items import UserMessage
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
     MODELS_LIST,
+    SESSION_CONFIGURE,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_READ,
     TURN_START,
     ImageInput,
     InitializeParams,
+    SessionConfigureParams,
     SessionRef,
     TurnStartParams,
 )
@@ -154,6 +156,22 @@ def test_a_model_that_takes_no_images_is_refused_before_any_call(
                     ),
                 )
             assert refused.value.code == ErrorCode.IMAGES_UNSUPPORTED
+            # A session on a vision model switching back to the configured one ("") is
+            # checked against the configured one.
+            client.call(
+                SESSION_CONFIGURE, SessionConfigureParams(session_id=session_id, model="gpt-4o")
+            )
+            with pytest.raises(CallError) as switched:
+                client.call(
+                    TURN_START,
+                    TurnStartParams(
+                        session_id=session_id,
+                        text="look",
+                        model="",
+                        images=[ImageInput(name="shot.png", data=shot.read_bytes())],
+                    ),
+                )
+            assert switched.value.code == ErrorCode.IMAGES_UNSUPPORTED
             listed = client.call(MODELS_LIST)
             assert [m.images for m in listed.models if m.id == "scripted"] == [False]
     finally:
