@@ -13,10 +13,10 @@ Rules:
   servers (the long side of OpenAI's high-detail mode; it scales larger ones down). An
   animated GIF is sent as its first frame in PNG (OpenAI takes only still GIFs).
 - An image within those limits is sent byte for byte and Pillow is not imported. One over
-  them is decoded with Pillow (imported then, in the worker thread that prepares it),
-  resized with Lanczos to the edge, and written in its own format (a GIF as PNG); when that
-  is still too large, as JPEG at quality 85 (transparency over white), then smaller by a
-  quarter at a time.
+  them is decoded with Pillow (imported then, in the worker thread that prepares it), turned
+  upright by its EXIF orientation, resized with Lanczos to the edge, and written in its own
+  format (a GIF as PNG); when that is still too large, as JPEG at quality 85 (transparency
+  over white), then smaller by a quarter at a time.
 - For the context budget an image counts as Anthropic's estimate, width x height / 750
   tokens, at least 85 and at most 1,600 (`image_tokens`): what a 1568 px image costs there,
   and more than OpenAI's high-detail count for the same picture, so the budget errs safe.
@@ -132,12 +132,15 @@ def _downscale(name: str, data: bytes, mime: str, edge: int) -> tuple[bytes, str
     """(bytes, mime type, width, height) of the image made to fit `edge` and
     `MAX_SENT_BYTES`."""
     # Imported here: only an image over the limits needs a decoder.
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(data)) as opened:
             opened.seek(0)
-            picture = opened.convert("RGBA" if _has_alpha(opened) else "RGB")
+            # A photo's EXIF orientation is applied: the APIs would not, and the model would
+            # see it on its side.
+            upright = ImageOps.exif_transpose(opened)
+            picture = upright.convert("RGBA" if _has_alpha(upright) else "RGB")
     except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageProblem(f"{name}: cannot be decoded ({exc})") from exc
     fmt = _FORMATS.get(mime, "PNG")

@@ -495,3 +495,12 @@ def test_an_acp_image_block_becomes_an_image_of_the_turn() -> None:
     bad = acp_params.Image(data="%%", mime_type="image/png")
     with pytest.raises(AcpError, match="not base64"):
         turn_params("s", [bad])
+
+
+def test_a_downscaled_photo_is_turned_upright_by_its_exif_orientation() -> None:
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated 90° clockwise: the camera held upright
+    data = encoded(noise(2400, 1200), "JPEG", exif=exif.tobytes(), quality=95)
+    prepared = prepare_image("photo.jpg", data, "anthropic")
+    assert (prepared.ref.original_width, prepared.ref.original_height) == (2400, 1200)
+    assert (prepared.ref.width, prepared.ref.height) == (784, 1568)
