@@ -137,6 +137,8 @@ def _downscale(name: str, data: bytes, mime: str, edge: int) -> tuple[bytes, str
     try:
         with Image.open(io.BytesIO(data)) as opened:
             opened.seek(0)
+            if mime == "image/jpeg":  # decoded at a reduced scale already, when that fits
+                opened.draft("RGB", _fit(opened.size, edge))
             # A photo's EXIF orientation is applied: the APIs would not, and the model would
             # see it on its side.
             upright = ImageOps.exif_transpose(opened)
@@ -147,9 +149,11 @@ def _downscale(name: str, data: bytes, mime: str, edge: int) -> tuple[bytes, str
     scale = min(1.0, edge / max(picture.size))
     while True:
         size = (max(1, round(picture.width * scale)), max(1, round(picture.height * scale)))
-        resized = (
-            picture.resize(size, Image.Resampling.LANCZOS) if size != picture.size else picture
-        )
+        resized = picture
+        if size != picture.size:
+            # reducing_gap: a box reduction first, then Lanczos over the last factor of 2;
+            # indistinguishable at these sizes, and several times faster.
+            resized = picture.resize(size, Image.Resampling.LANCZOS, reducing_gap=2.0)
         encoded = _encode(resized, fmt)
         if len(encoded) <= MAX_SENT_BYTES:
             return encoded, f"image/{fmt.lower()}", size[0], size[1]
@@ -172,7 +176,13 @@ def _encode(picture: "PILImage", fmt: str) -> bytes:
             flat = Image.new("RGB", picture.size, (255, 255, 255))
             flat.paste(picture, mask=picture.getchannel("A"))
             picture = flat
-        picture.save(out, "JPEG", quality=JPEG_QUALITY, optimize=True)
+        picture.save(out, "JPEG", quality=JPEG_QUALITY)
     else:
-        picture.save(out, fmt, optimize=True)
+        picture.save(out, fmt)
     return out.getvalue()
+
+
+def _fit(size: tuple[int, int], edge: int) -> tuple[int, int]:
+    """`size` scaled down to a long edge of `edge` (unchanged when it fits)."""
+    scale = min(1.0, edge / max(size))
+    return max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
