@@ -142,3 +142,12 @@ def describe_size(size: int) -> str:
     if size < 1024 * 1024:
         return f"{round(size / 1024)} KB"
     return f"{size / (1024 * 1024):.1f} MB"
+
+
+def describe_over(size: int, limit: int) -> str:
+    """`size` next to the `limit` it is over, in words that tell them apart: `12.3 MB, over
+    the 10.0 MB`, in bytes when both would read the same."""
+    shown, cap = describe_size(size), describe_size(limit)
+    if shown == cap:
+        shown, cap = f"{size:,} bytes", f"{limit:,} bytes"
+    return f"{shown}, over the {cap}"

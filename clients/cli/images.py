@@ -15,7 +15,7 @@ from tether.protocol.images import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES,
     MAX_IMAGES_BYTES,
-    describe_size,
+    describe_over,
     sniff_image,
 )
 
@@ -47,7 +47,7 @@ def read_image(path: str) -> ImageFile:
             size = os.fstat(file.fileno()).st_size
             if size > MAX_IMAGE_BYTES:
                 raise CliError(
-                    f"{path}: {describe_size(size)}, over the {describe_size(MAX_IMAGE_BYTES)}"
+                    f"{path}: {describe_over(size, MAX_IMAGE_BYTES)}"
                     " an image may have; shrink it first",
                     EXIT_USAGE,
                 )
@@ -83,7 +83,7 @@ def check_together(images: list[ImageFile]) -> list[ImageFile]:
     total = sum(len(image.data) for image in images)
     if total > MAX_IMAGES_BYTES:
         raise CliError(
-            f"the images take {describe_size(total)}, over the {describe_size(MAX_IMAGES_BYTES)}"
+            f"the images take {describe_over(total, MAX_IMAGES_BYTES)}"
             " one message may carry; send fewer or smaller ones",
             EXIT_USAGE,
         )

@@ -33,7 +33,7 @@ import msgspec
 from tether.daemon.providers.base import ImagePart
 from tether.protocol.images import (
     MAX_IMAGE_BYTES,
-    describe_size,
+    describe_over,
     gif_frames,
     image_size,
     sniff_image,
@@ -82,10 +82,7 @@ def check_image(name: str, data: bytes) -> tuple[str, int, int]:
     if mime is None:
         raise ImageProblem(f"{name}: not a PNG, JPEG, GIF or WebP image")
     if len(data) > MAX_IMAGE_BYTES:
-        raise ImageProblem(
-            f"{name}: {describe_size(len(data))}, over the {describe_size(MAX_IMAGE_BYTES)} an"
-            " image may have"
-        )
+        raise ImageProblem(f"{name}: {describe_over(len(data), MAX_IMAGE_BYTES)} an image may have")
     size = image_size(data, mime)
     if size is None:
         raise ImageProblem(f"{name}: a damaged {mime.removeprefix('image/')} (no size)")

@@ -18,7 +18,7 @@ from tether.daemon.context.instructions import load_project_instructions
 from tether.daemon.context.mentions import image_file, render_context
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import PermissionMode
-from tether.protocol.images import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, describe_size
+from tether.protocol.images import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, describe_over
 from tether.protocol.methods import Attachment, EditorContext, ImageInput
 
 
@@ -112,8 +112,8 @@ def _read_images(
     if total > MAX_IMAGES_BYTES:
         raise RpcError(
             ErrorCode.INVALID_PARAMS,
-            f"invalid params for turn/start: the images take {describe_size(total)}, over the"
-            f" {describe_size(MAX_IMAGES_BYTES)} a message may carry",
+            f"invalid params for turn/start: the images take"
+            f" {describe_over(total, MAX_IMAGES_BYTES)} a message may carry",
         )
     prepared: list[PreparedImage] = []
     for index, image in enumerate(images):
@@ -137,8 +137,7 @@ def _read_images(
             size = path.stat().st_size
             if size > MAX_IMAGE_BYTES:
                 raise ImageProblem(
-                    f"{display}: {describe_size(size)}, over the"
-                    f" {describe_size(MAX_IMAGE_BYTES)} an image may have"
+                    f"{display}: {describe_over(size, MAX_IMAGE_BYTES)} an image may have"
                 )
             prepared.append(prepare_image(display, path.read_bytes(), dialect))
         except ImageProblem as exc:

@@ -43,6 +43,7 @@ from tether.daemon.providers.base import (
 )
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.images import ImageStore
+from tether.daemon.sessions.input import read_turn_input
 from tether.daemon.sessions.models import ModelPool
 from tether.daemon.sessions.turns import provider_named
 from tether.protocol.images import MAX_IMAGE_BYTES, gif_frames, image_size, sniff_image
@@ -155,7 +156,9 @@ def test_what_is_no_image_or_too_large_is_refused_saying_why() -> None:
     with pytest.raises(ImageProblem, match=r"notes\.txt: not a PNG, JPEG, GIF or WebP image"):
         prepare_image("notes.txt", b"just text", "openai")
     too_big = encoded(gradient(10, 10), "PNG") + bytes(MAX_IMAGE_BYTES)
-    with pytest.raises(ImageProblem, match=r"huge\.png: 10\.0 MB, over the 10\.0 MB"):
+    with pytest.raises(
+        ImageProblem, match=r"huge\.png: 10,485,8\d\d bytes, over the 10,485,760 bytes"
+    ):
         prepare_image("huge.png", too_big, "openai")
     damaged = b"\x89PNG\r\n\x1a\n" + bytes(30)
     with pytest.raises(ImageProblem, match="damaged png"):
@@ -504,3 +507,33 @@ def test_a_downscaled_photo_is_turned_upright_by_its_exif_orientation() -> None:
     prepared = prepare_image("photo.jpg", data, "anthropic")
     assert (prepared.ref.original_width, prepared.ref.original_height) == (2400, 1200)
     assert (prepared.ref.width, prepared.ref.height) == (784, 1568)
+
+
+# --- mentions ------------------------------------------------------------------------------
+
+
+async def test_a_mentioned_image_is_sent_as_one_and_a_bad_one_is_a_problem(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "project"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "docs" / "shot.webp").write_bytes(encoded(gradient(30, 20), "WEBP"))
+    (workspace / "named.png").write_text("a text file with an image's name\n")
+    (workspace / "huge.png").write_bytes(encoded(gradient(8, 8), "PNG") + bytes(MAX_IMAGE_BYTES))
+    huge = (workspace / "huge.png").stat().st_size
+    (workspace / "blob.bin").write_bytes(b"\x00\x01binary")
+    with trio.fail_after(20):
+        sent = await read_turn_input(
+            workspace,
+            editor=None,
+            mentions=["docs/shot.webp", "named.png", "huge.png", "blob.bin"],
+            dialect="anthropic",
+        )
+    assert [(i.ref.name, i.ref.mime_type) for i in sent.images] == [
+        ("docs/shot.webp", "image/webp")
+    ]
+    assert "a text file with an image's name" in sent.context  # read as text, by its bytes
+    assert list(sent.problems) == [
+        f"huge.png: {huge:,} bytes, over the 10,485,760 bytes an image may have; not attached",
+        "blob.bin: a binary file; not attached",
+    ]
