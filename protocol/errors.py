@@ -46,6 +46,7 @@ class ErrorCode(enum.IntEnum):
     COMPACTION_FAILED = -32025
     MCP_SERVER_NOT_FOUND = -32026
     SHUTTING_DOWN = -32030
+    IMAGES_UNSUPPORTED = -32027
 
 
 ERROR_DOCS: dict[ErrorCode, str] = {
@@ -75,6 +76,9 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ),
     ErrorCode.MCP_SERVER_NOT_FOUND: "No MCP server of that name is configured for the workspace.",
     ErrorCode.SHUTTING_DOWN: "The daemon is shutting down and takes no new work.",
+    ErrorCode.IMAGES_UNSUPPORTED: (
+        "The message carries images and the session's model takes none; nothing was sent."
+    ),
 }
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 from tether.protocol import enums
 from tether.protocol.base import Wire
 from tether.protocol.enums import TurnErrorCode
-from tether.protocol.items import AnyItem
+from tether.protocol.items import AnyItem, ImageRef
 
 TurnEndStatus = enums.TurnEndStatus
 TurnStatus = enums.TurnStatus
@@ -189,6 +189,8 @@ class InputQueued(Event, frozen=True, kw_only=True, tag="input_queued"):
     context: str = ""
     """What goes with the message for the model: editor state and mentioned files (the
     repository's instructions are added when it joins, if they changed since last sent)."""
+    images: list[ImageRef] = []
+    """The images that go with it (see `UserMessage.images`)."""
 
 
 class InputDropped(Event, frozen=True, kw_only=True, tag="input_dropped"):

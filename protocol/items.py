@@ -33,6 +33,28 @@ class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
     conversation."""
 
 
+class ImageRef(Wire, frozen=True, kw_only=True):
+    """An image attached to a user message, described: the bytes themselves stay in the
+    daemon (sent to the model, kept in the data dir), never in events or snapshots."""
+
+    name: str
+    """What the image is called (its file name, as the model is told)."""
+    mime_type: str
+    """`image/png`, `image/jpeg`, `image/gif` or `image/webp`: what the model is sent."""
+    size: int
+    """Bytes of the image the model is sent."""
+    sha256: str
+    """Hex digest of those bytes."""
+    width: int
+    height: int
+    """Pixels of the image the model is sent."""
+    original_size: int = 0
+    original_width: int = 0
+    original_height: int = 0
+    """The image as attached, when it was downscaled (or converted) to fit the model's
+    limits; 0 when it is sent as it was attached."""
+
+
 class UserMessage(Item, frozen=True, kw_only=True, tag="user_message"):
     """What the person sent: the turn's message, or one queued while it ran (then its id is
     the `inputId` of its `input_queued`)."""
@@ -41,6 +63,10 @@ class UserMessage(Item, frozen=True, kw_only=True, tag="user_message"):
     context: str = ""
     """What was attached to the message for the model: editor state, mentioned files and
     folders (already capped), and the repository's instructions when they changed."""
+    images: list[ImageRef] = []
+    """Images sent with the message (from `turn/start`'s `images` and mentions of image
+    files), in order; the model gets them in every later request of the session until a
+    summary replaces the message."""
 
 
 class AgentMessage(Item, frozen=True, kw_only=True, tag="agent_message"):

@@ -314,6 +314,24 @@ class Attachment(Wire, frozen=True, kw_only=True):
     """Middle-truncated within the same 40,000 characters as the mentioned files."""
 
 
+# --- images in turn/start --------------------------------------------------------------------
+
+
+class ImageInput(Wire, frozen=True, kw_only=True):
+    """An image the client sends with a message: its bytes travel in the request (base64 in
+    JSON), since the daemon may run on another machine than the file. At most
+    `MAX_IMAGE_BYTES` (10 MiB) each and 11 MiB for all of a message's images
+    (`tether.protocol.images`); the format is recognised by its magic bytes, and the daemon
+    downscales an image over the model's limits."""
+
+    name: str
+    """The file name, as the model and clients are told."""
+    data: bytes
+    """The image file's bytes (PNG, JPEG, GIF or WebP): a base64 string on the wire."""
+    mime_type: str = ""
+    """What the client believes the image is; the daemon goes by the bytes."""
+
+
 class TurnStartParams(Wire, frozen=True, kw_only=True):
     """Start a turn, or, while one runs, queue the text to join it at its next step."""
 
@@ -329,6 +347,10 @@ class TurnStartParams(Wire, frozen=True, kw_only=True):
     """Switch the session's permission mode from now on (a user's choice, as a CLI flag)."""
     model: str | None = None
     """Switch the session's model from now on (as `session/configure` does)."""
+    images: list[ImageInput] = []
+    """Images to send with the message (a mentioned image file is sent as one too). A model
+    that takes no images gets none: the request fails with `IMAGES_UNSUPPORTED` before any
+    model call; an image that is not one, or too large, fails with `INVALID_PARAMS`."""
 
 
 class TurnStartResult(Wire, frozen=True, kw_only=True):
@@ -406,6 +428,9 @@ class ModelInfo(Wire, frozen=True, kw_only=True):
 
     id: str
     """What `model` takes in `session/configure`, `session/create` and `turn/start`."""
+    images: bool = False
+    """Whether tether sends this model images (the user's `[models]` setting, else what
+    tether knows of the provider and model; see docs/images.md)."""
 
 
 class ModelsListResult(Wire, frozen=True, kw_only=True):
@@ -675,7 +700,12 @@ TURN_START = _declare(
     TurnStartResult,
     "Run the agent on a message.",
     needs_controller=True,
-    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.SESSION_BUSY, ErrorCode.SHUTTING_DOWN),
+    errors=(
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.SESSION_BUSY,
+        ErrorCode.SHUTTING_DOWN,
+        ErrorCode.IMAGES_UNSUPPORTED,
+    ),
 )
 TURN_CANCEL = _declare(
     "turn/cancel",

@@ -12,7 +12,7 @@ from tether.protocol.events import (
     TurnStatus,
     Usage,
 )
-from tether.protocol.items import AnyItem
+from tether.protocol.items import AnyItem, ImageRef
 
 SessionStatus = Literal["idle", "running"]
 SessionState = Literal[
@@ -59,6 +59,8 @@ class QueuedInput(Wire, frozen=True, kw_only=True):
     by: str = ""
     context: str = ""
     """What joins the history with the message (see `UserMessage.context`)."""
+    images: list[ImageRef] = []
+    """The images that join with it (see `UserMessage.images`)."""
 
 
 class Cursor(Wire, frozen=True, kw_only=True):

@@ -19,6 +19,8 @@ daemon for a cancelled turn) withdraws the editor's request with `$/cancel_reque
 editor answers it `cancelled`, and that answer is not passed on.
 """
 
+import base64
+import posixpath
 import sys
 import threading
 from collections.abc import Callable
@@ -60,6 +62,7 @@ from tether.protocol.methods import (
     TURN_START,
     ApprovalRespondParams,
     Attachment,
+    ImageInput,
     SessionAttachParams,
     SessionCreateParams,
     SessionDeletedParams,
@@ -346,11 +349,13 @@ class AcpSession:
 
 
 def turn_params(session_id: str, blocks: list[p.ContentBlock]) -> TurnStartParams:
-    """What a prompt's content blocks become: text, mentions (files the editor links to)
-    and attachments (resources it embeds)."""
+    """What a prompt's content blocks become: text, mentions (files the editor links to),
+    attachments (resources it embeds) and images (the daemon checks them, and refuses them
+    for a model that takes none)."""
     texts: list[str] = []
     mentions: list[str] = []
     attachments: list[Attachment] = []
+    images: list[ImageInput] = []
     for block in blocks:
         match block:
             case p.Text(text=text):
@@ -368,13 +373,24 @@ def turn_params(session_id: str, blocks: list[p.ContentBlock]) -> TurnStartParam
                     )
                 name = _file_path(resource.uri) or resource.uri
                 attachments.append(Attachment(name=name, text=resource.text))
-            case p.Image() | p.Audio():
-                raise AcpError(INVALID_PARAMS, "tether takes text, links and text resources only")
+            case p.Image(data=data, mime_type=mime_type, uri=uri):
+                try:
+                    raw = base64.b64decode(data, validate=True)
+                except ValueError:
+                    raise AcpError(INVALID_PARAMS, "an image block's data is not base64") from None
+                where = (_file_path(uri) or uri) if uri else ""
+                name = posixpath.basename(where) or f"image {len(images) + 1}"
+                images.append(ImageInput(name=name, data=raw, mime_type=mime_type))
+            case p.Audio():
+                raise AcpError(
+                    INVALID_PARAMS, "tether takes text, links, text resources and images only"
+                )
     return TurnStartParams(
         session_id=session_id,
         text="\n\n".join(texts),
         mentions=mentions,
         attachments=attachments,
+        images=images,
     )
 
 
@@ -529,7 +545,7 @@ class Agent:
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },

@@ -72,7 +72,10 @@ class EmbeddedResource(Block, frozen=True, tag="resource"):
 
 
 class Image(Block, frozen=True, tag="image"):
-    pass
+    data: str
+    """The image's bytes, base64."""
+    mime_type: str = ""
+    uri: str | None = None
 
 
 class Audio(Block, frozen=True, tag="audio"):

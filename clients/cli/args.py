@@ -136,6 +136,15 @@ def _run(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         help="the model this session calls from now on (see `tether models`; '' for the"
         " configured one)",
     )
+    run.add_argument(
+        "--image",
+        "-i",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="send this image (PNG, JPEG, GIF or WebP, up to 10 MB) with the prompt; may be"
+        " repeated (`@shot.png` in the prompt sends a workspace image too)",
+    )
     run.set_defaults(handler="turns.cmd_run")
 
 

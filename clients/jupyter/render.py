@@ -20,6 +20,7 @@ from tether.clients.cli.render.text import (
     SPINNER,
     approval_parts,
     describe_call,
+    describe_image,
     describe_subject,
     describe_summary,
     diff_lines,
@@ -105,8 +106,8 @@ def turn_text(view: TurnView) -> str:
 
 def _item_text(item: AnyItem, running: bool) -> list[str]:
     match item:
-        case UserMessage(text=text):
-            return [f"» {visible(text, multiline=True)}"]
+        case UserMessage(text=text, images=images):
+            return [f"» {visible(text, multiline=True)}", *map(describe_image, images)]
         case AgentMessage(text=text):
             return [visible(text, multiline=True)] if text else []
         case Reasoning(text=text):
@@ -167,8 +168,9 @@ def _turn_html(view: TurnView) -> str:
 
 def _item_html(item: AnyItem, running: bool) -> str:
     match item:
-        case UserMessage(text=text):
-            return f'<div style="{_DIM}; {_MONO}">» {_esc_lines(text)}</div>'
+        case UserMessage(text=text, images=images):
+            shown = "".join(f"<div>{_esc(describe_image(image))}</div>" for image in images)
+            return f'<div style="{_DIM}; {_MONO}">» {_esc_lines(text)}{shown}</div>'
         case AgentMessage(text=text):
             return f'<div class="tether-answer">{markdown_html(text)}</div>' if text else ""
         case Reasoning(text=text) if text:

@@ -63,6 +63,17 @@ class ProviderConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_output_tokens: int = 8192
     context_window: int = 65536
     """Tokens the model accepts; the compaction budget is derived from it."""
+    images: bool | None = None
+    """Whether this provider's models take images; unset: Anthropic's do, and an
+    OpenAI-compatible server's do when the model's name is a known vision model's
+    (`tether.daemon.config.vision`). A `[models.NAME]` table says it for one model."""
+
+
+class ModelConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What the user says of one model (`[models."NAME"]`), over what tether guesses."""
+
+    images: bool | None = None
+    """Whether the model takes images (unset: as `[provider] images`, then tether's guess)."""
 
 
 class PermissionsConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -114,6 +125,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     log_level: LogLevel = "info"
     """What the daemon's log keeps: `debug` adds each request and model bodies (truncated),
     `warning` and `error` keep less (docs/logs.md). Read at the daemon's start."""
+    models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
+    """Settings of single models, by the id turns call them by: `[models."llava:13b"]`
+    tables with `images` (docs/images.md)."""
 
 
 def config_file() -> Path:

@@ -20,8 +20,9 @@ is changed in place) on every call.
 
 from collections.abc import Iterable, Sequence
 
+from tether.daemon.context.images import image_tokens
 from tether.daemon.providers.base import Message, ModelUsage, ToolSet
-from tether.daemon.providers.wire import estimate_tokens
+from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
 
 BUDGET_MARGIN = 0.85
 """Share of the window left for the prompt, after the reply's room, that the budget allows."""
@@ -30,13 +31,16 @@ MAX_OUTPUT_SHARE = 0.25
 
 
 def message_chars(message: Message) -> int:
-    """The characters of a message that the model reads: its content and its tool calls.
-    Counted once per message (the meter asks for the whole history before every call)."""
+    """The characters of a message that the model reads: its content and its tool calls, and
+    for each image the characters of its tokens (`images.image_tokens`). Counted once per
+    message (the meter asks for the whole history before every call)."""
     if message.chars >= 0:
         return message.chars
     chars = len(message.content)
     for call in message.tool_calls:
         chars += len(call.name) + len(call.arguments)
+    for image in message.images:
+        chars += round(image_tokens(image.width, image.height) * CHARS_PER_TOKEN)
     message.chars = chars
     return chars
 

@@ -9,7 +9,9 @@ The ladder:
    turn's own summary and the assistant's text keep what mattered).
 3. `summarise`: ask the model for a structured summary of the older history (user requests,
    work done, important facts with path:line, current state, next steps) and put it in place
-   of those messages, keeping the most recent ones verbatim.
+   of those messages, keeping the most recent ones verbatim. The model summarising is sent
+   a line naming each image in place of the image, and the summary drops the images of the
+   messages it replaces (only the newest messages, kept verbatim, keep theirs).
 
 When each runs (`plan_compaction`, checked before every model call against `TokenMeter.used()`):
 
@@ -327,6 +329,21 @@ def _fit_for_summary(older: list[Message], limit_tokens: int | None) -> list[Mes
     return pinned + rest[start:]
 
 
+def _images_named(messages: list[Message]) -> list[Message]:
+    """The messages with each image replaced by a line naming it (copies; the history is not
+    touched): the summary replaces them, so the model summarising is told what was shown
+    rather than sent the images again."""
+    return [
+        Message(
+            role=m.role,
+            content="\n".join([m.content, *(i.placeholder("attached here") for i in m.images)]),
+        )
+        if m.images
+        else m
+        for m in messages
+    ]
+
+
 async def summarise(
     history: History,
     model: ModelClient,
@@ -356,7 +373,8 @@ async def summarise(
     if request_budget is not None:
         limit = request_budget - messages_tokens([messages[0]]) - messages_tokens([instruction])
     request = ModelRequest(
-        messages=[messages[0], *_fit_for_summary(older, limit), instruction], tools=None
+        messages=[messages[0], *_images_named(_fit_for_summary(older, limit)), instruction],
+        tools=None,
     )
     response = await model.complete(request, QuietCallbacks())
     text = response.text.strip()

@@ -5,16 +5,29 @@ when the skills catalog does), so the prompt prefix stays byte-identical and pro
 caches keep hitting. Providers encode each
 message once and keep the encoding on it (see `Message.cache`).
 
+A user message may carry images (`Message.images`, with their bytes): the bytes are looked up
+by SHA-256 in `History.image_data` when the message is added, so the session puts them there
+first, when the message is sent or before a rebuild reads the items; an image whose bytes are
+gone is named in the text instead. A summary drops the images of the messages it replaces.
+
 A summary of the earlier conversation (compaction's last step) stands in the history as one
 user message right after the system prompt; `History.replace_with_summary` is the one place that
 puts it there, both when the model has just written it and when a session is rebuilt from its
 items, so the rebuilt conversation is the one the model saw.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from tether.daemon.providers.base import Message, ToolCallRequest
-from tether.protocol.items import AgentMessage, AnyItem, Compaction, ToolCall, UserMessage
+from tether.daemon.context.images import image_part
+from tether.daemon.providers.base import ImagePart, Message, ToolCallRequest
+from tether.protocol.items import (
+    AgentMessage,
+    AnyItem,
+    Compaction,
+    ImageRef,
+    ToolCall,
+    UserMessage,
+)
 
 INTERRUPTED_RESULT = "[no result: the turn ended before this tool call finished]"
 SUMMARY_HEADER = "[summary of the earlier conversation]"
@@ -45,6 +58,9 @@ class History:
         holds it (a `TokenMeter`) always reads the current conversation."""
         self._open_calls: dict[str, str] = {}
         """call id -> tool name, for calls not yet answered."""
+        self.image_data: dict[str, bytes] = {}
+        """The bytes of the images user messages may carry, by SHA-256: put here before the
+        message that carries them is added (when it is sent, or before a rebuild)."""
 
     def set_system_prompt(self, text: str) -> None:
         """Replace the system prompt (between turns only: the skills catalog changed). A no-op
@@ -56,10 +72,22 @@ class History:
     def system_prompt(self) -> str:
         return self.messages[0].content
 
-    def add_user(self, text: str, context: str = "") -> None:
+    def add_user(self, text: str, context: str = "", images: Sequence[ImageRef] = ()) -> None:
+        """Append a user message; its `images` are sent with it, their bytes taken from
+        `image_data` (one whose bytes are gone is named in the text instead)."""
         self.close_open_calls()
         content = f"{context}\n\n{text}" if context else text
-        self.messages.append(Message(role="user", content=content))
+        parts: list[ImagePart] = []
+        lost: list[str] = []
+        for ref in images:
+            data = self.image_data.get(ref.sha256)
+            if data is None:
+                lost.append(f"[image {ref.name} {ref.width}x{ref.height}: no longer stored]")
+            else:
+                parts.append(image_part(ref, data))
+        if lost:
+            content = "\n".join([content, *lost])
+        self.messages.append(Message(role="user", content=content, images=parts))
 
     def add_assistant(self, text: str, tool_calls: Iterable[ToolCallRequest]) -> None:
         calls = list(tool_calls)
@@ -113,7 +141,7 @@ class History:
             if isinstance(item, UserMessage):
                 flush()
                 turn_index += 1
-                self.add_user(item.text, item.context)
+                self.add_user(item.text, item.context, item.images)
                 step_key = None
             elif isinstance(item, Compaction) and item.step == "summary" and item.summary:
                 flush()

@@ -14,6 +14,8 @@ Rules:
   reported instead.
 - A mentioned folder is attached as a listing of its first 100 entries (sorted, folders ending
   in '/'), with the total count.
+- A mentioned image file (PNG, JPEG, GIF, WebP by its magic bytes) is not rendered here: it
+  goes with the message as an image (`image_file`, `tether.daemon.sessions.input`).
 - A path outside the workspace (symlinks followed), a missing path, or a binary, special or
   unreadable file is not attached, but it is not dropped either: the block tells the model the
   user mentioned it and why it is missing, and `render_context` returns the problem for the
@@ -30,6 +32,7 @@ from pathlib import Path
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.truncate import cap_ends, cap_result
 from tether.daemon.workspace import display_path
+from tether.protocol.images import sniff_image
 
 SELECTION_CAP = 6000
 FILES_BUDGET = 40_000
@@ -258,3 +261,22 @@ def render_context(
     if not parts:
         return "", problems
     return "<context>\n" + "\n\n".join(parts) + "\n</context>", problems
+
+
+def image_file(workspace: Path, mention: str) -> tuple[str, Path] | None:
+    """(its display path, the file) when `mention` names an image file inside the workspace
+    (by its magic bytes, `tether.protocol.images`), else None: a mentioned image is sent as an
+    image rather than read as text. A path that is no usable file is left to
+    `render_context`, which reports it."""
+    root = workspace.resolve()
+    try:
+        target = _resolve(root, mention)
+        if not target.is_file():
+            return None
+        with target.open("rb") as file:
+            head = file.read(16)
+    except (_Problem, OSError):
+        return None
+    if sniff_image(head) is None:
+        return None
+    return display_path(root, target), target

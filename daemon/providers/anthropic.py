@@ -7,7 +7,8 @@ dropped, so `http://host:port` and `http://host:port/v1` mean the same. Requests
 Encoding. The first message (role `system`) becomes `system`. Every other message becomes a
 list of content blocks, encoded once and kept in `Message.cache["anthropic"]`:
 
-    user, later system   [text]                      (no block for empty text)
+    user, later system   [image…, text]              (no block for empty text); images as
+                                                     base64 `image` blocks, before the text
     assistant            [text?, tool_use…]          input = the parsed arguments; arguments
                                                      that are not a JSON object go as {} with
                                                      a text block quoting them
@@ -111,6 +112,16 @@ class _ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", omit
     content: str = ""
 
 
+class _ImageSource(msgspec.Struct, tag_field="type", tag="base64"):
+    media_type: str
+    data: bytes
+    """base64 in JSON, as msgspec encodes bytes."""
+
+
+class _ImageBlock(msgspec.Struct, tag_field="type", tag="image"):
+    source: _ImageSource
+
+
 class _SystemBlock(msgspec.Struct, tag_field="type", tag="text"):
     text: msgspec.Raw
     cache_control: _Ephemeral
@@ -158,12 +169,37 @@ def _tool_input(arguments: str) -> msgspec.Raw | None:
     return msgspec.Raw(stripped.encode()) if isinstance(value, dict) else None
 
 
-def encode_blocks(message: Message) -> msgspec.Raw:
-    """The content blocks of a (non-system-prompt) message, encoded once and kept on it."""
-    cached = message.cache.get(DIALECT)
+NO_IMAGES = "-no-images"
+"""Suffix of the cache keys of a message with images encoded for a model that takes none."""
+_OutBlock = _TextBlock | _ImageBlock | _ToolUseBlock | _ToolResultBlock
+
+
+def _image_blocks(message: Message, *, send: bool) -> list[_OutBlock]:
+    """The images of a user message, before its text as Anthropic advises; for a model that
+    takes no images, a text block naming each."""
+    if not send:
+        return [
+            _TextBlock(image.placeholder("not sent: this model takes no images"))
+            for image in message.images
+        ]
+    return [
+        _ImageBlock(_ImageSource(media_type=image.mime_type, data=image.data))
+        for image in message.images
+    ]
+
+
+def _key(base: str, message: Message, images: bool) -> str:
+    return base if images or not message.images else base + NO_IMAGES
+
+
+def encode_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
+    """The content blocks of a (non-system-prompt) message, encoded once and kept on it;
+    with `images` false, a text block stands for each image."""
+    key = _key(DIALECT, message, images)
+    cached = message.cache.get(key)
     if cached is not None:
         return cached
-    blocks: list[_TextBlock | _ToolUseBlock | _ToolResultBlock] = []
+    blocks: list[_OutBlock] = _image_blocks(message, send=images)
     if message.role == "tool":
         blocks.append(
             _ToolResultBlock(tool_use_id=tool_use_id(message.tool_call_id), content=message.content)
@@ -183,18 +219,21 @@ def encode_blocks(message: Message) -> msgspec.Raw:
             blocks.append(
                 _ToolUseBlock(id=tool_use_id(call.id), name=call.name, input=value or _EMPTY_INPUT)
             )
-    raw = message.cache[DIALECT] = msgspec.Raw(_encoder.encode(blocks))
+    raw = message.cache[key] = msgspec.Raw(_encoder.encode(blocks))
     return raw
 
 
-def encode_text_blocks(message: Message) -> msgspec.Raw:
-    """Text mode: one text block with the calls or the result written out."""
-    cached = message.cache.get(TEXT_DIALECT)
+def encode_text_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
+    """Text mode: the images, then one text block with the calls or the result written out."""
+    key = _key(TEXT_DIALECT, message, images)
+    cached = message.cache.get(key)
     if cached is not None:
         return cached
     text = texttools.render_text(message)
-    blocks = [_TextBlock(text)] if text.strip() else []
-    raw = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(blocks))
+    blocks = _image_blocks(message, send=images)
+    if text.strip():
+        blocks.append(_TextBlock(text))
+    raw = message.cache[key] = msgspec.Raw(_encoder.encode(blocks))
     return raw
 
 
@@ -232,14 +271,16 @@ def encode_tools(tools: ToolSet) -> msgspec.Raw:
     return cached
 
 
-def encode_messages(messages: Sequence[Message], *, text_mode: bool) -> list[msgspec.Raw]:
+def encode_messages(
+    messages: Sequence[Message], *, text_mode: bool, images: bool = True
+) -> list[msgspec.Raw]:
     """The alternating user/assistant messages (everything after the system prompt)."""
     encode = encode_text_blocks if text_mode else encode_blocks
     merged: list[tuple[str, list[msgspec.Raw]]] = []
     for index, message in enumerate(messages):
         if index == 0 and message.role == "system":
             continue
-        blocks = encode(message)
+        blocks = encode(message, images=images)
         if len(blocks) <= 2:  # []: nothing to say
             continue
         role = "assistant" if message.role == "assistant" else "user"
@@ -398,7 +439,7 @@ class AnthropicMessagesClient(DialectClient):
                 stream=True,
                 system=system,
                 tools=encode_tools(tools) if tools is not None and not text_mode else None,
-                messages=encode_messages(messages, text_mode=text_mode),
+                messages=encode_messages(messages, text_mode=text_mode, images=self.images),
             )
         )
 

@@ -47,6 +47,21 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+class ImagePart(msgspec.Struct, frozen=True, kw_only=True):
+    """An image in a user message, ready for the model: within every dialect's limits
+    (`tether.daemon.context.images` made it so)."""
+
+    name: str
+    mime_type: str
+    data: bytes
+    width: int
+    height: int
+
+    def placeholder(self, why: str = "") -> str:
+        """The text that stands for the image where it cannot be sent (`why`: the reason)."""
+        return f"[image {self.name} {self.width}x{self.height}{f': {why}' if why else ''}]"
+
+
 class Message(msgspec.Struct, kw_only=True):
     """One message of the conversation, in no provider's format.
 
@@ -60,6 +75,8 @@ class Message(msgspec.Struct, kw_only=True):
     tool_call_id: str = ""
     tool_name: str = ""
     """For tool results: the tool that produced it (some dialects want it)."""
+    images: list[ImagePart] = []
+    """For user messages: the images sent with the text, in order."""
     cache: dict[str, msgspec.Raw] = {}
     chars: int = -1
     """What `budget.message_chars` counted (-1: not yet). Whoever changes the content resets

@@ -17,6 +17,7 @@ Servers differ; the client adapts once and remembers, per client:
   when the server answers that the model does not support tools, retrying that request once.
 """
 
+import base64
 from collections.abc import Sequence
 from contextlib import aclosing
 
@@ -25,6 +26,7 @@ import msgspec
 
 from tether.daemon.providers import texttools
 from tether.daemon.providers.base import (
+    ImagePart,
     Message,
     ModelError,
     ModelHTTPError,
@@ -97,9 +99,24 @@ class _WireToolCall(msgspec.Struct):
     type: str = "function"
 
 
+class _ImageURL(msgspec.Struct):
+    url: str
+
+
+class _TextPart(msgspec.Struct, tag_field="type", tag="text"):
+    text: str
+
+
+class _ImagePart(msgspec.Struct, tag_field="type", tag="image_url"):
+    image_url: _ImageURL
+
+
+_Parts = list[_TextPart | _ImagePart]
+
+
 class _WireMessage(msgspec.Struct, omit_defaults=True):
     role: str
-    content: str | None = None
+    content: str | _Parts | None = None
     tool_calls: list[_WireToolCall] | None = None
     tool_call_id: str | None = None
 
@@ -112,11 +129,33 @@ class _TextWireMessage(msgspec.Struct):
 DIALECT = "openai"
 TEXT_DIALECT = "openai-text"
 """Cache key of a message's text-mode content (an encoded JSON string)."""
+NO_IMAGES = "-no-images"
+"""Suffix of the cache keys of a message with images encoded for a model that takes none."""
 
 
-def encode_message(message: Message) -> msgspec.Raw:
-    """The chat-completions form of a message, encoded once and kept on the message."""
-    cached = message.cache.get(DIALECT)
+def data_url(image: ImagePart) -> str:
+    """The image as a `data:` URL (`data:image/png;base64,…`)."""
+    return f"data:{image.mime_type};base64,{base64.b64encode(image.data).decode('ascii')}"
+
+
+def _content(text: str, images: Sequence[ImagePart], *, send: bool) -> str | _Parts:
+    """A user message's content: the text alone, or (with images) a list of parts, the text
+    first; a model that takes no images gets a line naming each instead."""
+    if not images:
+        return text
+    if not send:
+        lines = [image.placeholder("not sent: this model takes no images") for image in images]
+        return "\n".join([text, *lines]) if text else "\n".join(lines)
+    parts: _Parts = [_TextPart(text)] if text else []
+    parts += [_ImagePart(_ImageURL(data_url(image))) for image in images]
+    return parts
+
+
+def encode_message(message: Message, *, images: bool = True) -> msgspec.Raw:
+    """The chat-completions form of a message, encoded once and kept on the message; with
+    `images` false, a line of text stands for each image."""
+    key = DIALECT if images or not message.images else DIALECT + NO_IMAGES
+    cached = message.cache.get(key)
     if cached is not None:
         return cached
     if message.role == "assistant":
@@ -132,8 +171,10 @@ def encode_message(message: Message) -> msgspec.Raw:
     elif message.role == "tool":
         wire = _WireMessage(role="tool", content=message.content, tool_call_id=message.tool_call_id)
     else:
-        wire = _WireMessage(role=message.role, content=message.content)
-    raw = message.cache[DIALECT] = msgspec.Raw(_encoder.encode(wire))
+        wire = _WireMessage(
+            role=message.role, content=_content(message.content, message.images, send=images)
+        )
+    raw = message.cache[key] = msgspec.Raw(_encoder.encode(wire))
     return raw
 
 
@@ -158,32 +199,54 @@ def encode_tools(tools: ToolSet) -> msgspec.Raw:
     return cached
 
 
-def _text_content(message: Message) -> msgspec.Raw:
-    """A message's content in text mode (tool calls and results written out), encoded once."""
-    cached = message.cache.get(TEXT_DIALECT)
+def _text_content(message: Message, *, images: bool = True) -> msgspec.Raw:
+    """A message's text in text mode (tool calls and results written out), encoded once;
+    with `images` false, a line naming each image follows it."""
+    placeholders = not images and bool(message.images)
+    key = TEXT_DIALECT + NO_IMAGES if placeholders else TEXT_DIALECT
+    cached = message.cache.get(key)
     if cached is None:
         text = texttools.render_text(message)
-        cached = message.cache[TEXT_DIALECT] = msgspec.Raw(_encoder.encode(text))
+        if placeholders:
+            text = _content(text, message.images, send=False)
+            assert isinstance(text, str)
+        cached = message.cache[key] = msgspec.Raw(_encoder.encode(text))
     return cached
 
 
-def encode_text_messages(messages: Sequence[Message], tools: ToolSet | None) -> list[msgspec.Raw]:
+def encode_text_messages(
+    messages: Sequence[Message], tools: ToolSet | None, *, images: bool = True
+) -> list[msgspec.Raw]:
     """The conversation for text mode: the tools described after the system prompt, tool
     results as user text, and consecutive user-side messages merged into one, since chat
-    templates of models without tools often insist that user and assistant alternate."""
+    templates of models without tools often insist that user and assistant alternate. The
+    images of the merged messages follow their text as `image_url` parts."""
     wire: list[msgspec.Raw] = []
     user_parts: list[msgspec.Raw] = []
+    user_images: list[ImagePart] = []
 
     def flush_user() -> None:
         if user_parts:
             content = user_parts[0]
             if len(user_parts) > 1:
                 content = join_json_strings(user_parts, "\n\n")
+            if user_images:
+                content = msgspec.Raw(
+                    _encoder.encode(
+                        [
+                            {"type": "text", "text": content},
+                            *(_ImagePart(_ImageURL(data_url(i))) for i in user_images),
+                        ]
+                    )
+                )
             wire.append(msgspec.Raw(_encoder.encode(_TextWireMessage("user", content))))
             user_parts.clear()
+            user_images.clear()
 
     for index, message in enumerate(messages):
-        content = _text_content(message)
+        content = _text_content(message, images=images)
+        if images:
+            user_images.extend(message.images)
         if index == 0 and message.role == "system":
             if tools is not None and tools.specs:
                 content = join_json_strings([content, texttools.tools_section(tools)], "\n\n")
@@ -264,9 +327,9 @@ class OpenAIChatClient(DialectClient):
     def _body(self, request: ModelRequest, *, text_mode: bool, with_usage: bool) -> bytes:
         tools = request.tools if request.tools is not None and request.tools.specs else None
         if text_mode:
-            messages = encode_text_messages(request.messages, tools)
+            messages = encode_text_messages(request.messages, tools, images=self.images)
         else:
-            messages = [encode_message(m) for m in request.messages]
+            messages = [encode_message(m, images=self.images) for m in request.messages]
         return _encoder.encode(
             _Body(
                 model=self.model,

@@ -528,6 +528,7 @@ class DialectOptions(TypedDict, total=False):
     tool_mode: ToolMode
     config_hint: str
     transport: httpx.AsyncBaseTransport | None
+    images: bool
 
 
 class DialectClient:
@@ -556,8 +557,12 @@ class DialectClient:
         tool_mode: ToolMode = "auto",
         config_hint: str = "config.toml",
         transport: httpx.AsyncBaseTransport | None = None,
+        images: bool = True,
     ) -> None:
         self.model = model
+        self.images = images
+        """Whether the model is sent images; when not, each image of the history goes as a
+        line of text naming it (the session's model changed after it was sent)."""
         self.base_url = self._api_root(base_url)
         self.tool_mode: ToolMode = tool_mode
         self.text_tools = tool_mode == "text"

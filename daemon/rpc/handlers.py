@@ -13,6 +13,7 @@ from tether.daemon.config import paths
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import ConfigError
 from tether.daemon.logs.log import add_secret, get_logger
+from tether.daemon.config.vision import takes_images
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
@@ -25,6 +26,7 @@ from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.skills import list_skills
+from tether.daemon.sessions.turns import provider_named
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -307,9 +309,15 @@ class Handlers:
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
-        await self._controller_session(conn, p.session_id)
+        session = await self._controller_session(conn, p.session_id)
         turn_input = await self.sessions.turn_input(
-            editor=p.editor, mentions=p.mentions, attachments=p.attachments
+            editor=p.editor,
+            mentions=p.mentions,
+            attachments=p.attachments,
+            images=p.images,
+            session=session,
+            model=p.model,
+            client_env=conn.provider_env,
         )
         # Looked up again after the await: an idle session may have been unloaded meanwhile.
         session = await self._controller_session(conn, p.session_id)
@@ -399,7 +407,7 @@ class Handlers:
         models = self.sessions.models
         try:
             config = await models.settings(conn.provider_env)
-            async with models.lease(config.provider) as model:
+            async with models.lease(provider_named(config, "")) as model:
                 ids = await model.list_models()
         except ConfigError as exc:
             raise RpcError(
@@ -412,7 +420,11 @@ class Handlers:
                 ErrorCode.MODEL_UNAVAILABLE, exc.message, ModelUnavailable(code=exc.code)
             ) from exc
         return ModelsListResult(
-            models=[ModelInfo(id=i) for i in ids], current=model.model, provider=model.provider
+            models=[
+                ModelInfo(id=i, images=takes_images(config.provider, config.models, i)) for i in ids
+            ],
+            current=model.model,
+            provider=model.provider,
         )
 
     async def approval_respond(self, conn: Connection, p: ApprovalRespondParams) -> Empty:

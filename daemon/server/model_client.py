@@ -3,6 +3,7 @@
 from functools import partial
 
 from tether.daemon.config.settings import DEFAULT_BASE_URL, ProviderConfig
+from tether.daemon.config.vision import takes_images
 from tether.daemon.providers import anthropic
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.openai import OpenAIChatClient
@@ -27,4 +28,7 @@ def create_client(
         silence_timeout=provider.request_timeout,
         tool_mode=provider.tool_mode,
         config_hint=config_hint,
+        images=provider.images
+        if provider.images is not None
+        else takes_images(provider, {}, provider.model),
     )

@@ -13,10 +13,13 @@ from pathlib import Path
 import msgspec
 import trio
 
+from tether.daemon.context.images import ImageProblem, PreparedImage, prepare_image
 from tether.daemon.context.instructions import load_project_instructions
-from tether.daemon.context.mentions import render_context
+from tether.daemon.context.mentions import image_file, render_context
+from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import PermissionMode
-from tether.protocol.methods import Attachment, EditorContext
+from tether.protocol.images import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_IMAGES_BYTES, describe_over
+from tether.protocol.methods import Attachment, EditorContext, ImageInput
 
 
 class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +34,8 @@ class TurnInput(msgspec.Struct, frozen=True, kw_only=True):
     files: Sequence[str] = ()
     """Workspace-relative paths it names (open in the editor, mentioned): files in play for
     the skills catalog."""
+    images: Sequence[PreparedImage] = ()
+    """Images sent with it (the client's, then mentioned image files), ready for the model."""
 
 
 class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,15 +60,24 @@ async def read_turn_input(
     editor: EditorContext | None,
     mentions: Sequence[str],
     attachments: Sequence[Attachment] = (),
+    images: Sequence[ImageInput] = (),
+    dialect: str = "openai",
 ) -> TurnInput:
     """Read the repository's instructions, the editor state and the mentioned files, and
-    render them with the attached texts."""
+    render them with the attached texts. The client's `images` and the mentioned image files
+    are made fit for `dialect` (`tether.daemon.context.images`); a client's image that is
+    refused is an `INVALID_PARAMS` error naming it, a mentioned one a problem."""
     instructions = await trio.to_thread.run_sync(load_project_instructions, workspace)
     block = ""
     problems: Sequence[str] = ()
+    prepared: list[PreparedImage] = []
+    if images or mentions:
+        prepared, mentions, problems = await trio.to_thread.run_sync(
+            _read_images, workspace, images, mentions, dialect
+        )
     if editor is not None or mentions or attachments:
         cursor = (editor.cursor.line, editor.cursor.column) if editor and editor.cursor else None
-        block, problems = await trio.to_thread.run_sync(
+        block, found = await trio.to_thread.run_sync(
             lambda: render_context(
                 workspace,
                 open_file=editor.open_file if editor else None,
@@ -74,11 +88,63 @@ async def read_turn_input(
                 attachments=[(a.name, a.text) for a in attachments],
             )
         )
+        problems = [*problems, *found]
     named = [*mentions]
     if editor is not None:
         named += [*([editor.open_file] if editor.open_file else []), *editor.open_files]
     files = tuple(dict.fromkeys(p for p in (_relative(workspace, n) for n in named) if p))
-    return TurnInput(instructions=instructions, context=block, problems=problems, files=files)
+    return TurnInput(
+        instructions=instructions, context=block, problems=problems, files=files, images=prepared
+    )
+
+
+def _read_images(
+    workspace: Path, images: Sequence[ImageInput], mentions: Sequence[str], dialect: str
+) -> tuple[list[PreparedImage], list[str], list[str]]:
+    """(the images prepared, the mentions that are not image files, problems)."""
+    if len(images) > MAX_IMAGES:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"invalid params for turn/start: {len(images)} images, over the {MAX_IMAGES} a"
+            " message may carry",
+        )
+    total = sum(len(image.data) for image in images)
+    if total > MAX_IMAGES_BYTES:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"invalid params for turn/start: the images take"
+            f" {describe_over(total, MAX_IMAGES_BYTES)} a message may carry",
+        )
+    prepared: list[PreparedImage] = []
+    for index, image in enumerate(images):
+        try:
+            prepared.append(prepare_image(image.name or f"image {index + 1}", image.data, dialect))
+        except ImageProblem as exc:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"invalid params for turn/start: images[{index}]: {exc}"
+            ) from None
+    others: list[str] = []
+    problems: list[str] = []
+    for mention in mentions:
+        found = image_file(workspace, mention)
+        if found is None:
+            others.append(mention)
+            continue
+        display, path = found
+        try:
+            if len(prepared) >= MAX_IMAGES:
+                raise ImageProblem(f"{display}: over the {MAX_IMAGES} images a message may carry")
+            size = path.stat().st_size
+            if size > MAX_IMAGE_BYTES:
+                raise ImageProblem(
+                    f"{display}: {describe_over(size, MAX_IMAGE_BYTES)} an image may have"
+                )
+            prepared.append(prepare_image(display, path.read_bytes(), dialect))
+        except ImageProblem as exc:
+            problems.append(f"{exc}; not attached")
+        except OSError as exc:
+            problems.append(f"{mention}: unreadable ({exc.strerror or exc}); not attached")
+    return prepared, others, problems
 
 
 def _relative(workspace: Path, path: str) -> str:

@@ -79,9 +79,10 @@ class _Entry:
 
 
 def _key(provider: ProviderConfig) -> tuple[bytes, bytes]:
-    """(the settings but the model, the whole settings)."""
+    """(the settings but the model, the whole settings). Whether the model takes images is
+    the model's, not the settings': it is left out with the model."""
     whole = msgspec.json.encode(provider)
-    return msgspec.json.encode(msgspec.structs.replace(provider, model="")), whole
+    return msgspec.json.encode(msgspec.structs.replace(provider, model="", images=None)), whole
 
 
 class ModelPool:

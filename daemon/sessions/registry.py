@@ -21,7 +21,7 @@ from typing import TypeGuard
 
 import trio
 
-from tether.daemon.config.settings import Config, PermissionsConfig, ProviderConfig
+from tether.daemon.config.settings import Config, ConfigError, PermissionsConfig, ProviderConfig
 from tether.daemon.context.history import History
 from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool
@@ -29,21 +29,29 @@ from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import ApprovalBroker
 from tether.daemon.sessions.context import SessionContext
+from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import FixedModel, ModelSource
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session, new_id, state_after
 from tether.daemon.sessions.store import Store
-from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
+from tether.daemon.sessions.turns import (
+    ChangeTrackerFactory,
+    Turns,
+    images_unsupported,
+    provider_named,
+)
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import ApprovalRequest, ContextMeter, PermissionMode
+from tether.protocol.items import UserMessage
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
     Attachment,
     EditorContext,
+    ImageInput,
     SessionCompactResult,
     SessionDeletedParams,
     SessionModel,
@@ -76,6 +84,7 @@ class Sessions:
         model_named: Callable[[str], ModelClient] | None = None,
         skills: SkillLibrary | None = None,
         mcp: McpPool | None = None,
+        images: ImageStore | None = None,
     ) -> None:
         """`models` gives each turn the user's settings and its model client; without it,
         every turn calls `model` (and `model_named(name)` for a session's own model) with
@@ -85,7 +94,8 @@ class Sessions:
         handed to tools (the process table, …); `change_tracker` records each turn's file
         changes (default: nothing); `lsp` reports diagnostics after edits (None: no
         diagnostics); `on_turn_end` is called after every turn; `skills` are the workspace's
-        and the user's skills (None: none)."""
+        and the user's skills (None: none); `images` keeps the bytes of images sent in
+        messages (default: `images/` beside the store's database)."""
         if keep_idle < 1:
             raise ValueError("keep_idle must be at least 1: a session just looked up stays loaded")
         self.keep_idle = keep_idle
@@ -108,6 +118,8 @@ class Sessions:
             )
             models = FixedModel(model, fixed, model_named)
         self.models: ModelSource = models
+        self.images = images or ImageStore(store.path.parent / "images")
+        """The bytes of the images sent in messages (`tether.daemon.sessions.images`)."""
         self._live: dict[str, LoadedSession] = {}
         self._idle: dict[str, None] = {}
         """Loaded sessions that were idle when last settled, least recently used first."""
@@ -234,6 +246,16 @@ class Sessions:
                     row, self.store, events, permission_mode=self.permissions.mode
                 )
                 history = History(await self._system_prompt())
+                digests = [
+                    image.sha256
+                    for item in session.items()
+                    if isinstance(item, UserMessage)
+                    for image in item.images
+                ]
+                if digests:
+                    history.image_data = await trio.to_thread.run_sync(
+                        self.images.load, session_id, digests
+                    )
                 history.rebuild(session.items())
                 live = self._make_live(session, history)
                 # The meter is not persisted: show the estimate until a model call reports.
@@ -287,6 +309,7 @@ class Sessions:
             live.session.subscribers.clear()
         if not await self.store.delete_session(session_id) and live is None:
             raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
+        await trio.to_thread.run_sync(self.images.delete_session, session_id)
 
     async def list(self) -> list[SessionInfo]:
         rows = await self.store.list_sessions()
@@ -336,12 +359,49 @@ class Sessions:
         editor: EditorContext | None,
         mentions: Sequence[str],
         attachments: Sequence[Attachment] = (),
+        images: Sequence[ImageInput] = (),
+        session: Session | None = None,
+        model: str | None = None,
+        client_env: Mapping[str, str] | None = None,
     ) -> TurnInput:
         """Read what goes with a user's message (`tether.daemon.sessions.input`). Reads files
-        only; `start_turn` decides what joins the history."""
-        return await read_turn_input(
-            self.workspace, editor=editor, mentions=mentions, attachments=attachments
+        only; `start_turn` decides what joins the history.
+
+        With images (the client's, or mentioned image files) for `session`, its model (or
+        `model`, which the message switches it to) must take images, else IMAGES_UNSUPPORTED
+        before anything is sent; they are made fit for its provider and kept in the image
+        store. Settings that cannot be read are left for the turn to report."""
+        dialect = "openai"
+        accepts: tuple[bool, str] | None = None
+        if session is not None and (images or mentions):
+            try:
+                config = await self.models.settings(client_env)
+            except ConfigError:
+                pass
+            else:
+                # `model` "" is a switch back to the configured model, None no switch.
+                provider = provider_named(config, session.model if model is None else model)
+                dialect = provider.kind
+                accepts = (bool(provider.images), provider.model)
+        if images and accepts is not None and not accepts[0]:
+            # Refused before the images are decoded or resized: that work would be wasted.
+            raise RpcError(ErrorCode.IMAGES_UNSUPPORTED, images_unsupported(accepts[1]))
+        sent = await read_turn_input(
+            self.workspace,
+            editor=editor,
+            mentions=mentions,
+            attachments=attachments,
+            images=images,
+            dialect=dialect,
         )
+        if sent.images and session is not None:
+            if accepts is not None and not accepts[0]:
+                raise RpcError(ErrorCode.IMAGES_UNSUPPORTED, images_unsupported(accepts[1]))
+            for image in sent.images:
+                await trio.to_thread.run_sync(
+                    self.images.save, session.id, image.ref.sha256, image.data
+                )
+        return sent
 
     async def compact(
         self, session: Session, client_env: Mapping[str, str] | None = None

@@ -363,7 +363,7 @@ class Session:
                             self.session_rules.append(rule)
             case InputQueued(input_id=input_id, text=text, by=by, context=context):
                 self.queued_inputs[input_id] = QueuedInput(
-                    input_id=input_id, text=text, by=by, context=context
+                    input_id=input_id, text=text, by=by, context=context, images=event.images
                 )
             case InputDropped(input_ids=input_ids):
                 for input_id in input_ids:

@@ -33,6 +33,7 @@ from tether.daemon.config.settings import (
     WorkspaceRules,
     load_workspace_rules,
 )
+from tether.daemon.config.vision import takes_images
 from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.pool import LspPool
@@ -355,10 +356,19 @@ class Turns:
         live.mentioned.update(sent.files)
         session.configure(permission_mode=request.permission_mode, model=request.model)
         problems = list(sent.problems)
+        images = [image.ref for image in sent.images]
+        for image in sent.images:
+            live.history.image_data[image.ref.sha256] = image.data
         if running is not None:
             input_id = new_id("i")
             session.emit(
-                InputQueued(input_id=input_id, text=text, by=request.by, context=sent.context)
+                InputQueued(
+                    input_id=input_id,
+                    text=text,
+                    by=request.by,
+                    context=sent.context,
+                    images=images,
+                )
             )
             return TurnStartResult(
                 turn_id=running.turn_id, queued=True, input_id=input_id, problems=problems
@@ -367,10 +377,10 @@ class Turns:
         if not session.title:
             session.emit(SessionRenamed(title=_title_from(text)))
         context = live.with_instructions(sent.context)
-        item = UserMessage(id=new_id("i"), text=text, context=context)
+        item = UserMessage(id=new_id("i"), text=text, context=context, images=images)
         session.emit(ItemStarted(turn_id=running.turn_id, item=item))
         session.emit(ItemCompleted(turn_id=running.turn_id, item=item))
-        live.history.add_user(text, context)
+        live.history.add_user(text, context, images)
         self._nursery.start_soon(self._run, live, running)
         return TurnStartResult(turn_id=running.turn_id, input_id=item.id, problems=problems)
 
@@ -670,17 +680,37 @@ class Turns:
 def subagent_provider(session: Session, config: Config) -> ProviderConfig:
     """The provider settings a subagent of `session` calls: the session's subagent model,
     else the user's `subagent_model`, else the turn's own."""
-    provider = provider_for(session, config)
     model = session.subagent_model or config.subagent_model
-    return msgspec.structs.replace(provider, model=model) if model else provider
+    return provider_named(config, model) if model else provider_for(session, config)
 
 
 def provider_for(session: Session, config: Config) -> ProviderConfig:
     """The provider settings a turn of `session` calls: the user's, with the session's own
-    model when it chose one."""
-    if not session.model:
-        return config.provider
-    return msgspec.structs.replace(config.provider, model=session.model)
+    model when it chose one, and `images` settled for that model."""
+    return provider_named(config, session.model)
+
+
+def provider_named(config: Config, model: str) -> ProviderConfig:
+    """The user's provider settings calling `model` (empty: theirs), `images` settled."""
+    provider = config.provider
+    if model:
+        provider = msgspec.structs.replace(provider, model=model)
+    return _with_images(provider, config)
+
+
+def images_unsupported(model: str) -> str:
+    """What IMAGES_UNSUPPORTED says for `model`."""
+    return (
+        f"the model {model} takes no images as far as tether knows, so nothing was sent; choose"
+        " a model that does, or if this one does, say so in your config.toml with"
+        f' [models."{model}"] images = true (docs/images.md)'
+    )
+
+
+def _with_images(provider: ProviderConfig, config: Config) -> ProviderConfig:
+    return msgspec.structs.replace(
+        provider, images=takes_images(config.provider, config.models, provider.model)
+    )
 
 
 def config_failure(sink: Sink, exc: ConfigError) -> TurnOutcome:

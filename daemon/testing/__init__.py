@@ -7,7 +7,7 @@ authors too, which is why it depends on the standard library only and imports no
 ``tether.daemon`` (it speaks the wire formats itself).
 
 Modules: `script` (the script format and its validation), `reply` (what a step's reply is made
-of), `openai` and `anthropic` (the dialects), `checks` (what the Messages API would refuse),
+of), `openai` and `anthropic` (the dialects), `checks` (what the APIs would refuse),
 `state` (the step counter and recorded requests), `handler` (HTTP routing and streaming),
 `server` (`ModelServer`), ``__main__`` (``python -m tether.testing --script FILE``).
 
@@ -15,7 +15,7 @@ of), `openai` and `anthropic` (the dialects), `checks` (what the Messages API wo
 ...     base_url = server.base_url  # "http://127.0.0.1:PORT/v1"
 """
 
-from tether.testing.checks import anthropic_request_problem
+from tether.testing.checks import anthropic_request_problem, openai_request_problem
 from tether.testing.script import (
     ErrorSpec,
     PageSpec,
@@ -40,5 +40,6 @@ __all__ = [
     "UsageSpec",
     "anthropic_request_problem",
     "load_script",
+    "openai_request_problem",
     "parse_script",
 ]

@@ -1,14 +1,25 @@
-"""Request invariants: what the Anthropic Messages API would refuse in a request body.
+"""Request invariants: what the Anthropic Messages API (and, for content parts, the OpenAI
+chat completions API) would refuse in a request body.
 
 Requests are checked the way the Messages API checks them (``max_tokens``, non-empty blocks,
 every ``tool_result`` answering a ``tool_use`` of the message before, results before other
 content) and, more strictly than the API, user and assistant must alternate. The server
 refuses such a request with a 400 ``invalid_request_error`` naming the problem (recorded, but
 it consumes no step); tests that replay their own streams call `anthropic_request_problem`.
+
+Images are checked in both dialects as the APIs check them: an Anthropic ``image`` block needs
+a ``base64`` source with a ``media_type`` of png, jpeg, gif or webp and ``data`` that is valid
+base64 (or a ``url`` source); an OpenAI ``image_url`` part needs ``image_url.url``, an http(s)
+URL or a ``data:image/…;base64,`` URL with valid base64; both only in user messages. Stricter
+than the APIs, the decoded bytes must be the image the type names (by their magic bytes), so a
+test catches a mislabelled image. `openai_request_problem` checks chat completions bodies.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from typing import cast
 
 from tether.testing.script import JSONObject
@@ -133,8 +144,113 @@ def _blocks_problem(
                     " Each `tool_result` block must have a corresponding `tool_use` block in"
                     " the previous message."
                 )
-        elif kind in ("thinking", "redacted_thinking", "image", "document"):
+        elif kind == "image":
+            if role != "user":
+                return f"{at}: image blocks are only allowed in user messages"
+            problem = _anthropic_image_problem(at, block.get("source"))
+            if problem is not None:
+                return problem
+            seen_other = True
+        elif kind in ("thinking", "redacted_thinking", "document"):
             seen_other = True
         else:
             return f"{at}.type: unknown content block type {kind!r}"
     return None
+
+
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_DATA_URL = re.compile(r"data:(?P<type>[\w/+.-]+);base64,(?P<data>.*)", re.DOTALL)
+
+
+def image_media_type(data: bytes) -> str | None:
+    """The media type `data` is by its magic bytes (PNG, JPEG, GIF, WebP), else None."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _base64_image_problem(at: str, media_type: object, data: object) -> str | None:
+    if media_type not in IMAGE_MEDIA_TYPES:
+        return (
+            f"{at}: image media type {media_type!r} is not supported; use one of"
+            f" {', '.join(IMAGE_MEDIA_TYPES)}"
+        )
+    if not isinstance(data, str) or not data:
+        return f"{at}: image data must be a non-empty base64 string"
+    try:
+        decoded = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return f"{at}: invalid base64 image data"
+    actual = image_media_type(decoded)
+    if actual != media_type:
+        return (
+            f"{at}: the image data does not match the provided media type {media_type}"
+            f" ({actual or 'not an image'})"
+        )
+    return None
+
+
+def _anthropic_image_problem(at: str, source: object) -> str | None:
+    if not isinstance(source, dict):
+        return f"{at}.source: Field required (an object)"
+    spec = cast(JSONObject, source)
+    kind = spec.get("type")
+    if kind == "url":
+        url = spec.get("url")
+        return (
+            None
+            if isinstance(url, str) and url.startswith(("http://", "https://"))
+            else (f"{at}.source.url: an http(s) URL is required")
+        )
+    if kind != "base64":
+        return f"{at}.source.type: Input should be 'base64' or 'url'"
+    return _base64_image_problem(f"{at}.source", spec.get("media_type"), spec.get("data"))
+
+
+def openai_request_problem(body: JSONObject) -> str | None:
+    """What the chat completions API would reject in the content parts of `body`'s messages
+    (None when they are well formed; the rest of the body is not checked)."""
+    messages: object = body.get("messages")
+    if not isinstance(messages, list):
+        return "messages: Input should be a valid list"
+    for i, raw in enumerate(cast(list[object], messages)):
+        if not isinstance(raw, dict):
+            return f"messages[{i}]: Input should be an object"
+        message = cast(JSONObject, raw)
+        content: object = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for j, part in enumerate(cast(list[object], content)):
+            at = f"messages[{i}].content[{j}]"
+            if not isinstance(part, dict):
+                return f"{at}: Input should be an object"
+            problem = _openai_part_problem(at, str(message.get("role")), cast(JSONObject, part))
+            if problem is not None:
+                return problem
+    return None
+
+
+def _openai_part_problem(at: str, role: str, part: JSONObject) -> str | None:
+    kind = part.get("type")
+    if kind == "text":
+        return None if isinstance(part.get("text"), str) else f"{at}.text: Field required"
+    if kind != "image_url":
+        return f"{at}.type: unknown content part type {kind!r}"
+    if role != "user":
+        return f"{at}: image content parts are only allowed in user messages"
+    image: object = part.get("image_url")
+    url = cast(JSONObject, image).get("url") if isinstance(image, dict) else None
+    if not isinstance(url, str):
+        return f"{at}.image_url.url: Field required"
+    if url.startswith(("http://", "https://")):
+        return None
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return f"{at}.image_url.url: Invalid image URL: an http(s) URL or a base64 data URL"
+    return _base64_image_problem(f"{at}.image_url", match["type"], match["data"])

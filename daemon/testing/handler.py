@@ -1,7 +1,8 @@
 """The HTTP request handler: routes, the model dialects, streaming and its faults.
 
 ``POST /v1/chat/completions`` answers in the OpenAI dialect, ``POST /v1/messages`` in the
-Anthropic one after `tether.testing.checks` has passed the request; each consumes the next
+Anthropic one, each after `tether.testing.checks` has passed the request (a refused one is
+recorded and answered 400, consuming no step); each consumes the next
 step of the script. A step's ``drop_after_chunks`` ends the connection mid-body and
 ``malformed_after_chunks`` slips in one ``data:`` line that is not JSON. Streamed bodies are
 sent chunked, one SSE frame per HTTP chunk.
@@ -169,8 +170,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _chat_completions(self, raw: bytes) -> None:
         body = self._parse_json_object(raw)
-        if body is not None:
-            self._answer(body, OPENAI)
+        if body is None:
+            return
+        problem = checks.openai_request_problem(body)
+        if problem is not None:
+            self._state.record(body, self._request_headers())
+            self._send_error_json(400, problem, "invalid_request_error")
+            return
+        self._answer(body, OPENAI)
 
     def _messages(self, raw: bytes) -> None:
         try:

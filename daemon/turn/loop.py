@@ -204,10 +204,12 @@ class TurnLoop:
     def _take_queued(self) -> bool:
         queued = self.sink.take_queued()
         for entry in queued:
-            item = UserMessage(id=entry.input_id, text=entry.text, context=entry.context)
+            item = UserMessage(
+                id=entry.input_id, text=entry.text, context=entry.context, images=entry.images
+            )
             self.sink.item_started(item)
             self.sink.item_completed(item)
-            self.history.add_user(entry.text, entry.context)
+            self.history.add_user(entry.text, entry.context, entry.images)
         return bool(queued)
 
     async def _run(self) -> TurnOutcome:

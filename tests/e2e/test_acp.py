@@ -208,7 +208,7 @@ def test_initialize_advertises_what_tether_serves(daemon: DaemonProcess) -> None
             assert capabilities.load_session is True
             prompts = capabilities.prompt_capabilities
             assert prompts is not None
-            assert (prompts.image, prompts.audio, prompts.embedded_context) == (False, False, True)
+            assert (prompts.image, prompts.audio, prompts.embedded_context) == (True, False, True)
             mcp = capabilities.mcp_capabilities
             assert mcp is not None
             assert (mcp.http, mcp.sse) == (False, False)

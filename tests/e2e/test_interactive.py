@@ -2,6 +2,7 @@
 scripted model server: answers, approvals, Esc, messages typed during a turn, detaching, /model
 and completion, /mcp and /hooks."""
 
+import base64
 import json
 import sys
 from collections.abc import Iterator
@@ -409,3 +410,37 @@ def test_slash_mcp_and_slash_hooks_show_what_tether_mcp_and_tether_hooks_show(
         terminal.expect("turn_end      marker: true  (timeout ")
     finally:
         daemon.stop()
+
+
+def test_slash_image_sends_an_image_file_with_the_next_message(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+    tmp_path: Path,
+) -> None:
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(base64.b64decode(PNG_2X1))
+    (tmp_path / "notes.png").write_text("words\n")
+    model_server.set_script({"steps": [{"text": "two pixels"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send(f"/image {tmp_path / 'notes.png'}{ENTER}")
+    terminal.expect("notes.png: not a PNG, JPEG, GIF or WebP image")
+    terminal.send(f"/model gpt-4o{ENTER}")
+    terminal.expect("model: gpt-4o")
+    terminal.send(f"/image {shot}{ENTER}")
+    terminal.expect("with your next message: shot.png (")
+    terminal.send(f"what is it?{ENTER}")
+    terminal.expect("[image shot.png 2\N{MULTIPLICATION SIGN}1, ")
+    terminal.expect("two pixels")
+    (request,) = model_server.wait_for_requests(1)
+    url = request["messages"][-1]["content"][1]["image_url"]["url"]
+    assert url == "data:image/png;base64," + PNG_2X1
+
+
+PNG_2X1 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAAEElEQVR4nGP4z8DAwMDAAAAGAQH/"
+    "u+fJ7QAAAABJRU5ErkJggg=="
+)
+"""A PNG of 2x1 pixels."""

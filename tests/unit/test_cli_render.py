@@ -18,7 +18,7 @@ from tether.protocol.events import (
     ModelRetry,
     TurnCompleted,
 )
-from tether.protocol.items import AgentMessage, ToolCall
+from tether.protocol.items import AgentMessage, ImageRef, ToolCall, UserMessage
 from tether.protocol.methods import SessionEventParams
 from tether.protocol.session import SessionInfo, SessionSnapshot, TurnSnapshot
 
@@ -206,3 +206,30 @@ def test_json_mode_writes_each_event_as_received() -> None:
     for p in params:
         renderer.event(p)
     assert out.getvalue() == "".join(msgspec.json.encode(p).decode() + "\n" for p in params)
+
+
+SHOT = ImageRef(
+    name="shot.png", mime_type="image/png", size=215_040, sha256="0" * 64, width=1280, height=720
+)
+SHOT_LINE = "tether: [image shot.png 1280\N{MULTIPLICATION SIGN}720, 210 KB]\n"
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_the_images_of_a_message_are_one_line_each_live_and_in_a_transcript(live: bool) -> None:
+    message = UserMessage(id="u", text="what is this?", images=[SHOT])
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out=out, err=err, live=live, status_live=live, color=False)
+    for params in events_for(
+        ItemStarted(turn_id="t", item=message), ItemCompleted(turn_id="t", item=message)
+    ):
+        renderer.event(params)
+    assert err.getvalue() == SHOT_LINE
+    assert out.getvalue() == ""
+    turn = TurnSnapshot(id="t", status="completed", started_at=0.0, items=[message])
+    info = SessionInfo(id="s", created_at=0.0, updated_at=0.0)
+    out, err = io.StringIO(), io.StringIO()
+    Renderer(out=out, err=err, live=live, status_live=live, color=False).snapshot(
+        SessionSnapshot(session=info, epoch="e", seq=1, turns=[turn])
+    )
+    assert out.getvalue() == "» what is this?\n"
+    assert err.getvalue() == SHOT_LINE

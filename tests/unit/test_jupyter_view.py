@@ -20,7 +20,7 @@ from tether.protocol.events import (
     ItemStarted,
     TurnCompleted,
 )
-from tether.protocol.items import AgentMessage, ToolCall, UserMessage
+from tether.protocol.items import AgentMessage, ImageRef, ToolCall, UserMessage
 from tether.protocol.session import (
     QueuedInput,
     SessionInfo,
@@ -160,3 +160,23 @@ def test_the_notebook_client_brings_no_async_framework_and_no_daemon() -> None:
                 top = name.split(".")[0]
                 assert top not in {"trio", "anyio", "httpx", "rich"}, f"{path} imports {name}"
                 assert not name.startswith("tether.daemon"), f"{path} imports {name}"
+
+
+def test_an_image_of_a_message_is_one_line_in_text_and_html() -> None:
+    view = _view()
+    image = ImageRef(
+        name="<shot>.png",
+        mime_type="image/png",
+        size=215_040,
+        sha256="0" * 64,
+        width=1280,
+        height=720,
+        original_size=3_145_728,
+        original_width=2560,
+        original_height=1440,
+    )
+    view.apply(ItemCompleted(turn_id="t", item=UserMessage(id="u", text="see", images=[image])))
+    bundle = turn_bundle(view)
+    line = "[image <shot>.png 1280\N{MULTIPLICATION SIGN}720, 210 KB, downscaled from"
+    assert f"{line} 2560\N{MULTIPLICATION SIGN}1440 3.0 MB]" in bundle["text/plain"]
+    assert "[image &lt;shot&gt;.png 1280" in bundle["text/html"]

@@ -21,12 +21,14 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer, 
 
 from tether.clients.call_error import CallError
 from tether.clients.cli.commands.turns import RunRequest
+from tether.clients.cli.images import ImageFile
 from tether.clients.places import discovery_path, lock_path
 from tether.clients.prelude import Prelude, initialize_params, serving_daemon
 from tether.clients.rpc import provider_environment
 from tether.clients.websocket import WebSocket
 from tether.protocol.methods import (
     Attachment,
+    ImageInput,
     InitializeParams,
     SessionEventParams,
     TurnStartParams,
@@ -65,6 +67,7 @@ def test_initialize_reads_as_what_the_typed_client_sends(env: dict[str, str]) ->
         RunRequest("go"),
         RunRequest("fix @src/a.py and @'b c.md'", [("stdin", "log\n")], "auto", "m2"),
         RunRequest("héllo ✓", permission_mode="ask", model=""),
+        RunRequest("look", images=[ImageFile("a.png", "image/png", b"\x89PNG\r\n\x1a\n\x00\xff")]),
     ],
 )
 def test_turn_start_reads_as_what_the_typed_client_sends(request_: RunRequest) -> None:
@@ -75,6 +78,9 @@ def test_turn_start_reads_as_what_the_typed_client_sends(request_: RunRequest) -
         attachments=[Attachment(name=n, text=t) for n, t in request_.attachments],
         permission_mode=request_.permission_mode,
         model=request_.model,
+        images=[
+            ImageInput(name=i.name, mime_type=i.mime_type, data=i.data) for i in request_.images
+        ],
     )
     assert _read(request_.turn_start("s1"), TurnStartParams) == typed
 

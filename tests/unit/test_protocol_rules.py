@@ -364,3 +364,14 @@ def test_the_schema_lists_each_methods_errors() -> None:
         assert listed == [int(code) for code in method.errors]
         if method.needs_controller:
             assert int(ErrorCode.NOT_CONTROLLER) in method.errors, name
+
+
+def test_no_error_code_is_given_twice_across_the_daemon_and_the_bridge() -> None:
+    """The bridge answers some requests itself (`docs/bridge.md`); a client reading a code
+    must not have to ask which side sent it."""
+    from tether.clients import bridge
+
+    # Through __members__: iterating an enum skips the aliases a repeated value makes.
+    daemon_codes = [int(code) for code in ErrorCode.__members__.values()]
+    assert len(daemon_codes) == len(set(daemon_codes))
+    assert {bridge.DISCONNECTED, bridge.RECONNECT_FAILED}.isdisjoint(daemon_codes)

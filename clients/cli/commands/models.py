@@ -1,5 +1,5 @@
 """`tether models`: the models the model server offers, the one this shell's turns call
-marked."""
+marked, and those tether sends images to."""
 
 import argparse
 
@@ -17,9 +17,9 @@ def cmd_models(args: argparse.Namespace) -> int:
         print_json(listed)
         return EXIT_OK
     ids = [model.id for model in listed.models]
-    for model_id in ids:
-        mark = "*" if model_id == listed.current else " "
-        print(f"{mark} {visible(model_id)}")
+    for model in listed.models:
+        mark = "*" if model.id == listed.current else " "
+        print(f"{mark} {visible(model.id)}{'  (images)' if model.images else ''}")
     if listed.current not in ids:
         print(f"* {visible(listed.current)} (in use, but the server does not list it)")
     return EXIT_OK

@@ -23,6 +23,7 @@ from tether.clients.cli.targets import connect, resolve_session, workspace
 from tether.clients.prelude import JsonObject, Prelude
 
 if TYPE_CHECKING:
+    from tether.clients.cli.images import ImageFile
     from tether.clients.rpc import Client
     from tether.protocol.events import PermissionMode, TurnStatus
     from tether.protocol.methods import TurnStartResult
@@ -39,10 +40,13 @@ class RunRequest:
         attachments: "list[tuple[str, str]] | None" = None,
         permission_mode: "PermissionMode | None" = None,
         model: str | None = None,
+        images: "list[ImageFile] | None" = None,
     ) -> None:
         self.prompt = prompt
         self.attachments = attachments or []
         """(name, text) of each attached text."""
+        self.images = images or []
+        """The image files sent with the prompt (`--image`)."""
         self.mentions = parse_cli_mentions(prompt)
         self.permission_mode: PermissionMode | None = permission_mode
         self.model = model
@@ -52,6 +56,11 @@ class RunRequest:
         """The request of `tether run`'s arguments and piped stdin (`CliError` when neither
         gives a prompt)."""
         prompt = " ".join(args.prompt).strip()
+        images: list[ImageFile] = []
+        if args.image:
+            from tether.clients.cli.images import read_images
+
+            images = read_images(args.image)
         stdin = sys.stdin
         piped = read_piped(
             stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
@@ -66,7 +75,7 @@ class RunRequest:
                 "give the prompt as arguments (tether run 'what does main.py do?') or on stdin",
                 EXIT_USAGE,
             )
-        return cls(prompt, attachments, args.permission_mode, args.model)
+        return cls(prompt, attachments, args.permission_mode, args.model, images)
 
     def turn_start(self, session_id: str) -> JsonObject:
         """`turn/start`'s params on the wire (as `TurnStartParams` encodes them)."""
@@ -75,6 +84,8 @@ class RunRequest:
             params["mentions"] = self.mentions
         if self.attachments:
             params["attachments"] = [{"name": n, "text": t} for n, t in self.attachments]
+        if self.images:
+            params["images"] = [image.wire() for image in self.images]
         if self.permission_mode is not None:
             params["permissionMode"] = self.permission_mode
         if self.model is not None:
@@ -128,7 +139,7 @@ def _follow_run(
     or the one started here from `request` once attached."""
     from tether.clients.cli.follow import Follower
     from tether.clients.cli.render import Renderer
-    from tether.protocol.methods import TURN_START, Attachment, TurnStartParams
+    from tether.protocol.methods import TURN_START, Attachment, ImageInput, TurnStartParams
     from tether.protocol.session import Cursor
 
     renderer = Renderer(json_mode=args.json)
@@ -158,6 +169,10 @@ def _follow_run(
                 model=request.model,
                 mentions=request.mentions,
                 attachments=[Attachment(name=n, text=t) for n, t in request.attachments],
+                images=[
+                    ImageInput(name=i.name, mime_type=i.mime_type, data=i.data)
+                    for i in request.images
+                ],
             ),
         )
     if not args.json:

@@ -5,12 +5,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast, get_args
 
 from tether.clients.cli.exit_codes import CliError
+from tether.clients.cli.images import check_together, read_image
 from tether.clients.cli.interactive.slash import help_text, parse
 from tether.clients.cli.interactive.state import describe_context, describe_todos
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import resolve_session
 from tether.clients.rpc import CallError
 from tether.protocol.events import PermissionMode
+from tether.protocol.images import describe_size
 from tether.protocol.methods import (
     HOOKS_LIST,
     MCP_STATUS,
@@ -194,6 +196,18 @@ async def _hooks(chat: "Chat", argument: str) -> None:
 
     chat.note(describe_hooks(await chat.call(HOOKS_LIST, Empty())))
 
+async def _image(chat: "Chat", argument: str) -> None:
+    """`/image FILE` adds an image file to the next message, `/image clear` takes them off."""
+    if argument == "clear":
+        chat.images.clear()
+        chat.note("tether: no image goes with your next message")
+        return
+    image = read_image(argument)
+    check_together([*chat.images, image])
+    chat.images.append(image)
+    names = ", ".join(f"{visible(i.name)} ({describe_size(len(i.data))})" for i in chat.images)
+    chat.note(f"tether: with your next message: {names}")
+
 
 async def _cancel(chat: "Chat", argument: str) -> None:
     await chat.cancel()
@@ -210,6 +224,7 @@ ACTIONS: dict[str, Action] = {
     "/attach": _attach,
     "/undo": _undo,
     "/compact": _compact,
+    "/image": _image,
     "/model": _model,
     "/mode": _mode,
     "/todos": _todos,

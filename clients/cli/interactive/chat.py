@@ -35,6 +35,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.utils import get_cwidth
 
 from tether.clients.cli.approvals import ApprovalAnswerer
+from tether.clients.cli.images import ImageFile
 from tether.clients.cli.interactive.channel import SharedClient
 from tether.clients.cli.interactive.completion import ChatCompleter, WorkspaceFiles
 from tether.clients.cli.interactive.leaving import SecondCtrlC
@@ -68,6 +69,7 @@ from tether.protocol.methods import (
     TURN_START,
     DaemonEventParams,
     Empty,
+    ImageInput,
     Method,
     SessionAttachParams,
     SessionConfigureParams,
@@ -151,6 +153,8 @@ class Chat:
         self.cursor = Cursor()
         self.models: list[str] = []
         self.sessions: list[SessionInfo] = []
+        self.images: list[ImageFile] = []
+        """Image files `/image` chose for the next message (kept until one is sent)."""
         self._out: TextIO = sys.stdout
         self.lines = TerminalLines(self._emit, self.invalidate)
         self.renderer = self._new_renderer()
@@ -377,10 +381,17 @@ class Chat:
 
     async def send(self, text: str) -> None:
         session_id = await self.ensure_session()
+        images = [ImageInput(name=i.name, mime_type=i.mime_type, data=i.data) for i in self.images]
         started = await self.call(
             TURN_START,
-            TurnStartParams(session_id=session_id, text=text, mentions=parse_cli_mentions(text)),
+            TurnStartParams(
+                session_id=session_id,
+                text=text,
+                mentions=parse_cli_mentions(text),
+                images=images,
+            ),
         )
+        self.images.clear()
         for problem in started.problems:
             self.note(f"tether: {visible(problem)}")
 

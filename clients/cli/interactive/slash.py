@@ -18,6 +18,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/attach", "ID", "attach to a session by id or prefix", needs_argument=True),
     SlashCommand("/undo", "[force]", "restore the files the last turn that changed files changed"),
     SlashCommand("/compact", "", "summarise the older history now"),
+    SlashCommand(
+        "/image", "FILE|clear", "send an image file with your next message", needs_argument=True
+    ),
     SlashCommand("/model", "[NAME]", "list the models, or switch this session's model"),
     SlashCommand("/mode", "[ask|edits|auto]", "show or switch the permission mode"),
     SlashCommand("/todos", "", "the agent's todo list"),

@@ -56,6 +56,7 @@ from tether.clients.cli.render.text import (
     SPINNER,
     approval_parts,
     describe_call,
+    describe_image,
     describe_summary,
     diff_lines,
     failed,
@@ -670,6 +671,9 @@ class Renderer:
                 self._say(f"{level}: {visible(message, multiline=True)}", level)
             case TurnSummary() as summary:
                 self._say(describe_summary(summary))
+            case UserMessage(images=images):
+                for image in images:
+                    self._say(describe_image(image))
             case _:
                 pass
 
@@ -740,6 +744,8 @@ class Renderer:
             self._emit(self.out, [self._painter.line(line, "bold") for line in text.split("\n")])
         else:
             self.out.write(text + "\n")
+        for image in item.images:
+            self._say(describe_image(image))
 
     def _resume_message(self, item: AgentMessage) -> None:
         """A reply still streaming when the snapshot was taken: later deltas continue it."""

@@ -12,7 +12,8 @@ import unicodedata
 import msgspec
 
 from tether.protocol.events import ApprovalRequest
-from tether.protocol.items import ToolCall, TurnSummary
+from tether.protocol.images import describe_size
+from tether.protocol.items import ImageRef, ToolCall, TurnSummary
 
 MAX_ARGS_SHOWN = 120
 TAIL_LINES = 5
@@ -20,6 +21,22 @@ TAIL_LINES = 5
 DIFF_LINES = 80
 """Lines of an edit's diff shown; the rest is counted."""
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+def describe_image(image: ImageRef) -> str:
+    """One line for an image sent with a message, `[image shot.png 1280x720, 210 KB]` (with a
+    multiplication sign), and what it was before the daemon downscaled it, if it did."""
+    line = f"[image {visible(image.name)} {image.width}{TIMES}{image.height}"
+    line += f", {describe_size(image.size)}"
+    if image.original_size:
+        line += (
+            f", downscaled from {image.original_width}{TIMES}{image.original_height}"
+            f" {describe_size(image.original_size)}"
+        )
+    return line + "]"
 
 
 def visible(text: str, *, multiline: bool = False) -> str:

@@ -489,6 +489,54 @@ export interface HooksListResult {
   workspaceIgnored?: boolean;
 }
 
+/**
+ * An image the client sends with a message: its bytes travel in the request (base64 in
+ * JSON), since the daemon may run on another machine than the file. At most
+ * `MAX_IMAGE_BYTES` (10 MiB) each and 11 MiB for all of a message's images
+ * (`tether.protocol.images`); the format is recognised by its magic bytes, and the daemon
+ * downscales an image over the model's limits.
+ */
+export interface ImageInput {
+  /** The file name, as the model and clients are told. */
+  name: string;
+  /** The image file's bytes (PNG, JPEG, GIF or WebP): a base64 string on the wire. */
+  data: string;
+  /**
+   * What the client believes the image is; the daemon goes by the bytes.
+   *
+   * Default: `""`.
+   */
+  mimeType?: string;
+}
+
+/**
+ * An image attached to a user message, described: the bytes themselves stay in the
+ * daemon (sent to the model, kept in the data dir), never in events or snapshots.
+ */
+export interface ImageRef {
+  /** What the image is called (its file name, as the model is told). */
+  name: string;
+  /** `image/png`, `image/jpeg`, `image/gif` or `image/webp`: what the model is sent. */
+  mimeType: string;
+  /** Bytes of the image the model is sent. */
+  size: number;
+  /** Hex digest of those bytes. */
+  sha256: string;
+  width: number;
+  /** Pixels of the image the model is sent. */
+  height: number;
+  /** Default: `0`. */
+  originalSize?: number;
+  /** Default: `0`. */
+  originalWidth?: number;
+  /**
+   * The image as attached, when it was downscaled (or converted) to fit the model's limits; 0 when it is sent as it was attached.
+   *
+   * Default: `0`.
+   */
+  originalHeight?: number;
+}
+
 /** The first request of every connection: who the client is and which protocol version it speaks (a daemon refuses a newer one with UNSUPPORTED_PROTOCOL). */
 export interface InitializeParams {
   clientName: string;
@@ -537,6 +585,12 @@ export interface InputQueued {
    * Default: `""`.
    */
   context?: string;
+  /**
+   * The images that go with it (see `UserMessage.images`).
+   *
+   * Default: `[]`.
+   */
+  images?: Array<ImageRef>;
 }
 
 /** A `SKILL.md` that is not loaded, and why; never shown to the model. */
@@ -689,6 +743,12 @@ export interface McpToolSummary {
 export interface ModelInfo {
   /** What `model` takes in `session/configure`, `session/create` and `turn/start`. */
   id: string;
+  /**
+   * Whether tether sends this model images (the user's `[models]` setting, else what tether knows of the provider and model; see docs/images.md).
+   *
+   * Default: `false`.
+   */
+  images?: boolean;
 }
 
 /**
@@ -873,6 +933,12 @@ export interface QueuedInput {
    * Default: `""`.
    */
   context?: string;
+  /**
+   * The images that join with it (see `UserMessage.images`).
+   *
+   * Default: `[]`.
+   */
+  images?: Array<ImageRef>;
 }
 
 /**
@@ -1478,6 +1544,12 @@ export interface TurnStartParams {
    * Default: `null`.
    */
   model?: string | null;
+  /**
+   * Images to send with the message (a mentioned image file is sent as one too). A model that takes no images gets none: the request fails with `IMAGES_UNSUPPORTED` before any model call; an image that is not one, or too large, fails with `INVALID_PARAMS`.
+   *
+   * Default: `[]`.
+   */
+  images?: Array<ImageInput>;
 }
 
 /**
@@ -1572,6 +1644,12 @@ export interface UserMessage {
    * Default: `""`.
    */
   context?: string;
+  /**
+   * Images sent with the message (from `turn/start`'s `images` and mentions of image files), in order; the model gets them in every later request of the session until a summary replaces the message.
+   *
+   * Default: `[]`.
+   */
+  images?: Array<ImageRef>;
 }
 
 /** Every method: its params and its result. */
@@ -1700,7 +1778,8 @@ export const METHOD_INFO = {
       -32013,
       -32010,
       -32015,
-      -32030
+      -32030,
+      -32040
     ],
     "controllerOnly": true
   },
@@ -1831,7 +1910,8 @@ export const ErrorCode = {
   "MODEL_UNAVAILABLE": -32024,
   "COMPACTION_FAILED": -32025,
   "MCP_SERVER_NOT_FOUND": -32026,
-  "SHUTTING_DOWN": -32030
+  "SHUTTING_DOWN": -32030,
+  "IMAGES_UNSUPPORTED": -32040
 } as const;
 
 /** What each error code means, by code. */
@@ -1857,7 +1937,8 @@ export const ERROR_DOCS: Record<string, string> = {
   "-32024": "The model server could not be asked; the message says why.",
   "-32025": "The model's summary was empty or unusable; nothing was compacted.",
   "-32026": "No MCP server of that name is configured for the workspace.",
-  "-32030": "The daemon is shutting down and takes no new work."
+  "-32030": "The daemon is shutting down and takes no new work.",
+  "-32040": "The message carries images and the session's model takes none; nothing was sent."
 };
 
 /** Tagged by `type`. */

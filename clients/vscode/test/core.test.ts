@@ -78,7 +78,7 @@ describe("webview html", () => {
           status: "running",
           error: null,
           items: [
-            { kind: "user", id: "u1", text: HOSTILE },
+            { kind: "user", id: "u1", text: HOSTILE, images: [`[image ${HOSTILE} 2×1, 70 B]`] },
             { kind: "agent", id: "a1", text: HOSTILE, streaming: true },
             {
               kind: "tool",
@@ -254,6 +254,40 @@ describe("picker and status", () => {
     );
     assert.equal(busy.text, "$(sync~spin) tether $(bell-dot) 1");
     assert.match(busy.tooltip, /A turn is running\n1 approval waiting/);
+  });
+
+  test("a message's images are one line each, never their bytes", () => {
+    const view = new SessionView({
+      session: { id: "s", title: "", createdAt: 0, updatedAt: 0 },
+      epoch: "e",
+      seq: 1,
+      turns: [
+        {
+          id: "t",
+          status: "completed",
+          startedAt: 0,
+          items: [
+            {
+              type: "user_message",
+              id: "u",
+              text: "see",
+              images: [
+                { name: "shot.png", mimeType: "image/png", size: 215040, sha256: "0", width: 1280, height: 720 },
+                { name: "big.png", mimeType: "image/png", size: 2097152, sha256: "1", width: 1568, height: 784, originalSize: 9437184, originalWidth: 3200, originalHeight: 1600 },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    const [user] = deriveViewState(view, "connected").turns[0]!.items;
+    assert.deepEqual(user, {
+      kind: "user",
+      id: "u",
+      text: "see",
+      images: ["[image shot.png 1280×720, 210 KB]", "[image big.png 1568×784, 2.0 MB, downscaled from 3200×1600 9.0 MB]"],
+    });
+    assert.match(renderSession(stateWith({ turns: [{ id: "t", status: "completed", error: null, items: [user!] }] })), /data-testid="image">\[image shot\.png 1280×720, 210 KB\]</);
   });
 
   test("a session attached mid-turn is idle once that turn ends", () => {

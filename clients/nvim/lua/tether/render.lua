@@ -73,6 +73,34 @@ function M.tool_line(item)
   return ("- `%s` %s — %s"):format(M.one_line(item.tool, 40), subject, status)
 end
 
+local function size_text(size)
+  if size < 1024 then
+    return ("%d B"):format(size)
+  elseif size < 1024 * 1024 then
+    return ("%d KB"):format(math.floor(size / 1024 + 0.5))
+  end
+  return ("%.1f MB"):format(size / (1024 * 1024))
+end
+
+--- One line for an image sent with a message: `[image shot.png 1280×720, 210 KB]`.
+function M.image_line(image)
+  local line = ("[image %s %d×%d, %s"):format(
+    M.one_line(image.name, 80),
+    image.width,
+    image.height,
+    size_text(image.size)
+  )
+  if (image.originalSize or 0) > 0 then
+    line = line
+      .. (", downscaled from %d×%d %s"):format(
+        image.originalWidth or 0,
+        image.originalHeight or 0,
+        size_text(image.originalSize)
+      )
+  end
+  return line .. "]"
+end
+
 local function summary_line(item)
   local parts = { item.stopReason or "ended" }
   local files = item.filesChanged or {}
@@ -115,6 +143,10 @@ function M.lines(st, status)
       if item.type == "user_message" then
         vim.list_extend(out, { "", "## You", "" })
         lines_of(out, item.text)
+        for _, image in ipairs(item.images or {}) do
+          table.insert(out, "")
+          table.insert(out, M.image_line(image))
+        end
         speaker = "user"
       elseif item.type == "agent_message" and not item.superseded and (item.text or "") ~= "" then
         if speaker ~= "agent" then

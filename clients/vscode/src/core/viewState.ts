@@ -8,7 +8,7 @@
 // - A command that exited non-zero is a completed call the person sees as failed (`failed`).
 // - `canUndo`: no turn runs and some ended turn changed files.
 
-import type { AnyItem, ApprovalRequest, SessionView, ToolCall, TurnView } from "tether-client";
+import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, TurnView } from "tether-client";
 
 export type Connection = "connecting" | "connected" | "reconnecting" | "closed";
 
@@ -35,7 +35,7 @@ export interface TurnState {
 }
 
 export type ItemState =
-  | { kind: "user"; id: string; text: string }
+  | { kind: "user"; id: string; text: string; images?: string[] }
   | { kind: "agent"; id: string; text: string; streaming: boolean }
   | { kind: "reasoning"; id: string; text: string; streaming: boolean }
   | {
@@ -136,6 +136,21 @@ function changedFiles(turn: TurnView): boolean {
   return false;
 }
 
+function sizeText(size: number): string {
+  if (size < 1024) return `${size} B`;
+  if (size < 1024 * 1024) return `${Math.round(size / 1024)} KB`;
+  return `${(size / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+/** One line for an image sent with a message: `[image shot.png 1280×720, 210 KB]`. */
+export function describeImage(image: ImageRef): string {
+  let line = `[image ${image.name} ${image.width}×${image.height}, ${sizeText(image.size)}`;
+  if (image.originalSize) {
+    line += `, downscaled from ${image.originalWidth ?? 0}×${image.originalHeight ?? 0} ${sizeText(image.originalSize)}`;
+  }
+  return `${line}]`;
+}
+
 function turnState(turn: TurnView, gated: Set<string>): TurnState {
   const items: ItemState[] = [];
   for (const item of turn.items.values()) {
@@ -149,7 +164,7 @@ function turnState(turn: TurnView, gated: Set<string>): TurnState {
 function itemState(item: AnyItem, open: boolean, gated: Set<string>): ItemState | null {
   switch (item.type) {
     case "user_message":
-      return { kind: "user", id: item.id, text: item.text };
+      return { kind: "user", id: item.id, text: item.text, images: (item.images ?? []).map(describeImage) };
     case "agent_message":
       if (item.superseded) return null;
       return { kind: "agent", id: item.id, text: item.text ?? "", streaming: open };

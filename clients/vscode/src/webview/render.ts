@@ -68,8 +68,10 @@ function renderContext(context: NonNullable<ViewState["context"]>): string {
 function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
   const id = esc(item.id);
   switch (item.kind) {
-    case "user":
-      return `<div class="message user" data-testid="message" data-kind="user" data-item-id="${id}">${esc(item.text)}</div>`;
+    case "user": {
+      const images = (item.images ?? []).map((line) => `<div class="image" data-testid="image">${esc(line)}</div>`).join("");
+      return `<div class="message user" data-testid="message" data-kind="user" data-item-id="${id}">${esc(item.text)}${images}</div>`;
+    }
     case "agent":
       return (
         `<div class="message agent${item.streaming ? " streaming" : ""}" data-testid="message" data-kind="agent" data-item-id="${id}">` +

@@ -1,0 +1,62 @@
+"""The bytes of the images sent in a session's messages, kept beside the workspace's database.
+
+Events carry only an image's description (`ImageRef`); the bytes are files named by their
+SHA-256 under `images/<session id>/` next to the store's database, so a session loaded again
+(after a restart too) sends the model the same images. The folders are 0700 and the files 0600
+like the database, written atomically (a temporary file, then a rename) so a crash leaves no
+half image. Deleting a session deletes its folder. Every method does file I/O: call them from
+a worker thread.
+"""
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from tether.daemon.config.paths import private_dir
+
+
+class ImageStore:
+    """The image files of a workspace's sessions, under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _folder(self, session_id: str) -> Path:
+        if not session_id or "/" in session_id or session_id.startswith("."):
+            raise ValueError(f"not a session id: {session_id!r}")
+        return self.root / session_id
+
+    def save(self, session_id: str, sha256: str, data: bytes) -> None:
+        """Keep `data` (whose digest is `sha256`) for the session; a no-op when it is kept."""
+        folder = self._folder(session_id)
+        path = folder / sha256
+        if path.exists():
+            return
+        private_dir(folder)
+        temporary = folder / f".{sha256}.{os.getpid()}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+
+    def load(self, session_id: str, digests: Iterable[str]) -> dict[str, bytes]:
+        """The kept bytes of the images with these digests (those missing are left out)."""
+        folder = self._folder(session_id)
+        found: dict[str, bytes] = {}
+        for digest in dict.fromkeys(digests):
+            with contextlib.suppress(OSError):
+                found[digest] = (folder / digest).read_bytes()
+        return found
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget every image of the session."""
+        shutil.rmtree(self._folder(session_id), ignore_errors=True)
