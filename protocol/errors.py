@@ -46,6 +46,9 @@ class ErrorCode(enum.IntEnum):
     COMPACTION_FAILED = -32025
     MCP_SERVER_NOT_FOUND = -32026
     SHUTTING_DOWN = -32030
+    # sessions people manage: fork, search
+    TURN_NOT_FOUND = -32040
+    SEARCH_QUERY_INVALID = -32041
 
 
 ERROR_DOCS: dict[ErrorCode, str] = {
@@ -75,6 +78,11 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ),
     ErrorCode.MCP_SERVER_NOT_FOUND: "No MCP server of that name is configured for the workspace.",
     ErrorCode.SHUTTING_DOWN: "The daemon is shutting down and takes no new work.",
+    ErrorCode.TURN_NOT_FOUND: "No turn with that id in the session.",
+    ErrorCode.SEARCH_QUERY_INVALID: (
+        "The search query is not valid FTS5 syntax (only with `syntax: true`); the message"
+        " says where."
+    ),
 }
 
 
