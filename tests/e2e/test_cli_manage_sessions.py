@@ -1,0 +1,154 @@
+"""`tether fork`, `rename`, `export` and `sessions --search` against the real daemon and the
+scripted model server, as a person types them."""
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from tests.support import DaemonProcess, Home, cli
+from tether.protocol.events import ItemCompleted, TurnStarted
+from tether.protocol.items import ToolCall
+from tether.protocol.methods import (
+    SESSION_EVENTS,
+    SESSION_LIST,
+    EventRecord,
+    SearchHit,
+    SessionEventsParams,
+    SessionForkResult,
+)
+from tether.protocol.session import ForkOrigin, SessionInfo
+from tether.testing import ModelServer
+
+pytestmark = pytest.mark.shared_daemon
+
+
+def run(home: Home, workspace: Path, *args: str) -> str:
+    done = cli(home, "run", "--permission-mode", "auto", "-w", str(workspace), *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def sessions(home: Home, workspace: Path) -> dict[str, SessionInfo]:
+    done = cli(home, "sessions", "--json", "-w", str(workspace))
+    return {s.id: s for s in msgspec.json.decode(done.stdout, type=list[SessionInfo])}
+
+
+def newest(daemon: DaemonProcess) -> SessionInfo:
+    with daemon.client() as client:
+        return client.call(SESSION_LIST).sessions[0]
+
+
+def two_turns(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer, word: str
+) -> SessionInfo:
+    model_server.set_script(
+        {
+            "steps": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "run_command",
+                            "arguments": {"command": "echo '```fenced``` out'", "description": "d"},
+                        }
+                    ]
+                },
+                {"text": f"The {word} splits on whitespace."},
+                {"text": "Second answer."},
+            ]
+        }
+    )
+    run(home, workspace, f"how does the {word} work?")
+    session = newest(daemon)
+    run(home, workspace, "-s", session.id, "and then?")
+    return newest(daemon)
+
+
+def test_a_session_is_renamed_searched_forked_and_exported(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    ws = ["-w", str(workspace)]
+    session = two_turns(daemon, home, workspace, model_server, "zanzibarizer")
+    assert session.title == "how does the zanzibarizer work?"
+
+    # rename: trimmed; listed; empty goes back to the first message's line.
+    done = cli(home, "rename", session.id[:8], "  Zanzibar", "notes ", *ws)
+    assert (done.returncode, done.stdout) == (0, f"{session.id}  Zanzibar notes\n")
+    assert sessions(home, workspace)[session.id].title == "Zanzibar notes"
+    done = cli(home, "rename", session.id, "x" * 201, *ws)
+    assert done.returncode == 1
+    assert "at most 200 characters" in done.stderr
+    assert sessions(home, workspace)[session.id].title == "Zanzibar notes"
+
+    # search: readable, and as JSON.
+    done = cli(home, "sessions", "--search", "ZANZIBARIZER", *ws)
+    assert done.returncode == 0, done.stderr
+    assert f"{session.id}  Zanzibar notes  ·  prompt in turn " in done.stdout
+    assert "how does the «zanzibarizer» work?" in done.stdout
+    assert "The «zanzibarizer» splits on whitespace." in done.stdout
+    done = cli(home, "sessions", "--search", "zanzibarizer whitespace", "--json", *ws)
+    (hit,) = msgspec.json.decode(done.stdout, type=list[SearchHit])
+    assert (hit.session_id, hit.kind) == (session.id, "answer")
+    done = cli(home, "sessions", "--search", "echo fenced", *ws)  # tool output is not indexed
+    assert done.stdout == "nothing matches 'echo fenced'\n"
+    done = cli(home, "sessions", "--search", "NEAR(", "--syntax", *ws)
+    assert done.returncode == 2
+    assert "is not valid" in done.stderr
+
+    # fork: at the first turn; the note says once that files were not copied.
+    with daemon.client() as client:
+        events = client.call(SESSION_EVENTS, SessionEventsParams(session_id=session.id)).events
+    first_turn = next(r.event.turn_id for r in events if isinstance(r.event, TurnStarted))
+    done = cli(home, "fork", session.id, "--turn", first_turn, *ws)
+    assert done.returncode == 0, done.stderr
+    fork_id = done.stdout.strip()
+    assert done.stderr.count("Files were not copied") == 1
+    assert f"forked {session.id} after turn {first_turn} into {fork_id} (1 turn)" in done.stderr
+    listed = sessions(home, workspace)
+    assert listed[fork_id].forked_from == ForkOrigin(session_id=session.id, turn_id=first_turn)
+    assert listed[fork_id].title == "Zanzibar notes (fork)"
+    done = cli(home, "sessions", *ws)
+    assert f"Zanzibar notes (fork)  (fork of {session.id})" in done.stdout
+    done = cli(home, "fork", session.id, "--json", *ws)
+    forked = msgspec.json.decode(done.stdout, type=SessionForkResult)
+    assert forked.session.turn_count == 2
+    done = cli(home, "fork", session.id, "--turn", "t_nope", *ws)
+    assert done.returncode == 2
+    assert "has no turn 't_nope'" in done.stderr
+
+    # export, Markdown: the title, the metadata, each turn, the call folded with its output.
+    done = cli(home, "export", session.id, *ws)
+    assert done.returncode == 0, done.stderr
+    md = done.stdout
+    assert md.startswith("# Zanzibar notes\n\n- Session: `" + session.id + "`\n")
+    assert md.index("## Turn 1") < md.index("## Turn 2")
+    assert "**Prompt**\n\n> how does the zanzibarizer work?" in md
+    assert "**Answer**\n\nThe zanzibarizer splits on whitespace." in md
+    assert (
+        "<details><summary>✓ run_command(command=&quot;echo &#x27;```fenced``` out&#x27;&quot;"
+        in md
+    )
+    assert "\n```fenced``` out\n````\n" in md  # a longer fence than the output's own
+    done = cli(home, "export", fork_id, *ws)
+    assert f"- Forked from: `{session.id}` after turn `{first_turn}`" in done.stdout
+
+    # export, JSON lines to a file: each line an EventRecord, the daemon's whole log.
+    target = tmp_path / "log.jsonl"
+    done = cli(home, "export", session.id, "--format", "json", "-o", str(target), *ws)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    decoder = msgspec.json.Decoder(EventRecord)
+    records = [decoder.decode(line) for line in target.read_bytes().splitlines()]
+    with daemon.client() as client:
+        log = client.call(SESSION_EVENTS, SessionEventsParams(session_id=session.id)).events
+    assert records == log
+    assert [r.seq for r in records] == sorted({r.seq for r in records})
+    calls = [
+        r.event.item
+        for r in records
+        if isinstance(r.event, ItemCompleted) and isinstance(r.event.item, ToolCall)
+    ]
+    assert [c.tool for c in calls] == ["run_command"]
+
+    done = cli(home, "export", "s_nothing_like_it", *ws)
+    assert done.returncode == 2
