@@ -1,11 +1,13 @@
 """`tether fork`, `rename`, `export` and `sessions --search` against the real daemon and the
 scripted model server, as a person types them."""
 
+import sys
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from tests.screen import CTRL_D, ENTER, Terminal
 from tests.support import DaemonProcess, Home, cli
 from tether.protocol.events import ItemCompleted, TurnStarted
 from tether.protocol.items import ToolCall
@@ -152,3 +154,42 @@ def test_a_session_is_renamed_searched_forked_and_exported(
 
     done = cli(home, "export", "s_nothing_like_it", *ws)
     assert done.returncode == 2
+
+
+def test_slash_fork_switches_to_a_fork_and_slash_rename_titles_it(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "first answer"}, {"text": "in the fork"}]})
+    argv = [sys.executable, "-m", "tether.clients.cli.main", "-w", str(workspace)]
+    terminal = Terminal(argv, env=home.env)
+    try:
+        terminal.expect("/help for commands")
+        terminal.expect(" · context ")
+        terminal.send(f"remember the quokka{ENTER}")
+        terminal.expect("first answer")
+        source = newest(daemon)
+        terminal.send(f"/fork{ENTER}")
+        terminal.expect("Files were not copied")
+        terminal.expect("attached to session ")
+        listed = sessions(home, workspace)
+        (fork,) = [
+            s
+            for s in listed.values()
+            if s.forked_from is not None and s.forked_from.session_id == source.id
+        ]
+        assert fork.turn_count == 1
+        terminal.send(f"/rename  Quokka   branch {ENTER}")
+        terminal.expect("title: Quokka branch")
+        terminal.send(f"and now?{ENTER}")
+        terminal.expect("in the fork")
+        terminal.send(CTRL_D)
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    listed = sessions(home, workspace)
+    assert (listed[fork.id].title, listed[fork.id].turn_count) == ("Quokka branch", 2)
+    assert listed[source.id].turn_count == 1
+    assert model_server.requests[-1]["messages"][1:3] == [
+        {"role": "user", "content": "remember the quokka"},
+        {"role": "assistant", "content": "first answer"},
+    ]
