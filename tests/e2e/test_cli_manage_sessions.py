@@ -8,16 +8,22 @@ import msgspec
 import pytest
 
 from tests.screen import CTRL_D, ENTER, Terminal
-from tests.support import DaemonProcess, Home, cli
-from tether.protocol.events import ItemCompleted, TurnStarted
+from tests.support import DaemonProcess, Home, attach, cli, create_session, read_events
+from tether.clients.rpc import CallError
+from tether.protocol.errors import ErrorCode
+from tether.protocol.events import ItemCompleted, SessionRenamed, TurnStarted
 from tether.protocol.items import ToolCall
 from tether.protocol.methods import (
     SESSION_EVENTS,
+    SESSION_FORK,
     SESSION_LIST,
+    SESSION_RENAME,
     EventRecord,
     SearchHit,
     SessionEventsParams,
+    SessionForkParams,
     SessionForkResult,
+    SessionRenameParams,
 )
 from tether.protocol.session import ForkOrigin, SessionInfo
 from tether.testing import ModelServer
@@ -193,3 +199,30 @@ def test_slash_fork_switches_to_a_fork_and_slash_rename_titles_it(
         {"role": "user", "content": "remember the quokka"},
         {"role": "assistant", "content": "first answer"},
     ]
+
+
+def test_every_attached_client_sees_a_rename_and_an_observer_may_not_make_one(
+    daemon: DaemonProcess,
+) -> None:
+    with daemon.client() as controller, daemon.client() as observer:
+        session_id = create_session(controller)
+        attach(controller, session_id)
+        attach(observer, session_id, role="observer")
+        renamed = controller.call(
+            SESSION_RENAME, SessionRenameParams(session_id=session_id, title="shared title")
+        )
+        assert renamed.session.title == "shared title"
+        for client in (controller, observer):
+            (seen,) = read_events(client, session_id, lambda events: len(events) == 1)
+            assert isinstance(seen.event, SessionRenamed)
+            assert seen.event.title == "shared title"
+            assert seen.event.by != ""
+        with pytest.raises(CallError) as caught:
+            observer.call(SESSION_RENAME, SessionRenameParams(session_id=session_id, title="x"))
+        assert caught.value.code == ErrorCode.NOT_CONTROLLER
+        with pytest.raises(CallError) as caught:
+            controller.call(SESSION_RENAME, SessionRenameParams(session_id="s_nope", title="x"))
+        assert caught.value.code == ErrorCode.SESSION_NOT_FOUND
+        # An observer may fork and search: neither changes the session.
+        forked = observer.call(SESSION_FORK, SessionForkParams(session_id=session_id))
+        assert forked.session.title == "shared title (fork)"
