@@ -124,6 +124,21 @@ def searchable(rows: str) -> str:
 
 _SEARCH_COLUMNS = "search (text, session_id, turn_id, item_id, kind)"
 
+# The event's head: msgspec writes a tagged struct's tag first and its fields in order, so an
+# `item_completed` names its item's type within its first bytes (after the turn id), before
+# the text, which may be long.
+_HEAD = "substr(NEW.body, 1, 256)"
+_might_be_searchable = (
+    f"instr({_HEAD}, CAST('\"item_completed\"' AS BLOB))"
+    f" AND (instr({_HEAD}, CAST('\"user_message\"' AS BLOB))"
+    f" OR instr({_HEAD}, CAST('\"agent_message\"' AS BLOB)))"
+)
+
+SEARCH_BACKFILL = f"INSERT INTO {_SEARCH_COLUMNS} " + searchable(
+    "SELECT CAST(body AS TEXT) AS raw, session_id AS sid FROM events ORDER BY session_id, seq"
+)
+"""Index every stored event: what the migration to version 3 does."""
+
 _V3 = (
     # Forks: the session and turn a session was forked from.
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
@@ -133,13 +148,12 @@ _V3 = (
     # already stored are indexed here, in the order they were written.
     "CREATE VIRTUAL TABLE search USING fts5(text, session_id UNINDEXED, turn_id UNINDEXED,"
     " item_id UNINDEXED, kind UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')",
-    f"CREATE TRIGGER events_searchable AFTER INSERT ON events BEGIN"
-    f" INSERT INTO {_SEARCH_COLUMNS}"
+    # The WHEN is a byte search that passes every prompt and answer (and few others), so
+    # that most events, tool output above all, are written without being parsed as JSON.
+    f"CREATE TRIGGER events_searchable AFTER INSERT ON events WHEN {_might_be_searchable}"
+    f" BEGIN INSERT INTO {_SEARCH_COLUMNS}"
     f" {searchable('SELECT CAST(NEW.body AS TEXT) AS raw, NEW.session_id AS sid')}; END",
-    f"INSERT INTO {_SEARCH_COLUMNS} "
-    + searchable(
-        "SELECT CAST(body AS TEXT) AS raw, session_id AS sid FROM events ORDER BY session_id, seq"
-    ),
+    SEARCH_BACKFILL,
 )
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
