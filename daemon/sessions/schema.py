@@ -198,7 +198,7 @@ def open_database(path: Path) -> sqlite3.Connection:
     try:
         # The version first: a newer tether's database must not even get our journal mode.
         _refuse_newer(conn, path)
-        _require_fts5(conn, path)
+        _require_fts5(path)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         _migrate(conn, path)
@@ -241,12 +241,18 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-def _require_fts5(conn: sqlite3.Connection, path: Path) -> None:
+def _require_fts5(path: Path) -> None:
     """`StoreOpenError` unless this Python's SQLite has FTS5, which session search (and the
     trigger that feeds it on every write) needs."""
-    (found,) = conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
-    if not found:
-        raise fts5_missing(path, sqlite3.sqlite_version)
+    # Asked of a scratch database: the module may be built in without the compile option
+    # saying so, and the probe must not touch the real one.
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+    except sqlite3.OperationalError as exc:
+        raise fts5_missing(path, sqlite3.sqlite_version) from exc
+    finally:
+        probe.close()
 
 
 def fts5_missing(path: Path, version: str) -> StoreOpenError:
