@@ -198,7 +198,7 @@ def open_database(path: Path) -> sqlite3.Connection:
     try:
         # The version first: a newer tether's database must not even get our journal mode.
         _refuse_newer(conn, path)
-        _require_fts5(path)
+        _require_fts5(conn, path)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         _migrate(conn, path)
@@ -241,11 +241,14 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-def _require_fts5(path: Path) -> None:
+def _require_fts5(conn: sqlite3.Connection, path: Path) -> None:
     """`StoreOpenError` unless this Python's SQLite has FTS5, which session search (and the
     trigger that feeds it on every write) needs."""
-    # Asked of a scratch database: the module may be built in without the compile option
-    # saying so, and the probe must not touch the real one.
+    (built_in,) = conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
+    if built_in:
+        return
+    # The module may still be registered another way: ask a scratch database (~1 ms), so
+    # that the probe touches nothing of the real one.
     probe = sqlite3.connect(":memory:")
     try:
         probe.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
