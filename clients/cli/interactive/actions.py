@@ -78,10 +78,12 @@ async def _fork(chat: "Chat", argument: str) -> None:
     if session_id is None:
         chat.note("tether: nothing to fork in a new session")
         return
+    running = chat.state.running_turn
     result = await chat.call(SESSION_FORK, SessionForkParams(session_id=session_id))
     fork = result.session
     turns = f"{fork.turn_count} turn{'s' if fork.turn_count != 1 else ''}"
-    chat.note(f"tether: forked {session_id} into {fork.id} ({turns}). {visible(result.note)}")
+    left = f"; the running turn goes on in {session_id}" if running else ""
+    chat.note(f"tether: forked {session_id} into {fork.id} ({turns}{left}). {visible(result.note)}")
     await chat.switch_to(fork.id)
 
 
