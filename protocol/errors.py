@@ -47,6 +47,9 @@ class ErrorCode(enum.IntEnum):
     MCP_SERVER_NOT_FOUND = -32026
     SHUTTING_DOWN = -32030
     IMAGES_UNSUPPORTED = -32027
+    # sessions people manage: fork, search
+    TURN_NOT_FOUND = -32011
+    SEARCH_QUERY_INVALID = -32028
 
 
 ERROR_DOCS: dict[ErrorCode, str] = {
@@ -78,6 +81,11 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.SHUTTING_DOWN: "The daemon is shutting down and takes no new work.",
     ErrorCode.IMAGES_UNSUPPORTED: (
         "The message carries images and the session's model takes none; nothing was sent."
+    ),
+    ErrorCode.TURN_NOT_FOUND: "No turn with that id in the session.",
+    ErrorCode.SEARCH_QUERY_INVALID: (
+        "The search query is not valid FTS5 syntax (only with `syntax: true`); the message"
+        " says where."
     ),
 }
 

@@ -111,9 +111,12 @@ class TurnCompleted(Event, frozen=True, kw_only=True, tag="turn_completed"):
 
 
 class SessionRenamed(Event, frozen=True, kw_only=True, tag="session_renamed"):
-    """The session got a title (from the first message of its first turn)."""
+    """The session's title changed: the automatic one (the first line of its first message),
+    or one a client gave it (`session/rename`)."""
 
     title: str
+    by: str = ""
+    """The client that renamed it; empty for the automatic title."""
 
 
 PermissionMode = Literal["ask", "edits", "auto"]

@@ -960,6 +960,171 @@ MCP_APPROVE = _declare(
     errors=(ErrorCode.MCP_SERVER_NOT_FOUND,),
 )
 
+# --- session/fork, session/rename, session/search, session/events: sessions people manage ---
+
+TITLE_MAX_CHARS = 200
+"""The longest title `session/rename` takes (after trimming)."""
+SEARCH_MAX_HITS = 200
+"""The most hits `session/search` returns at once."""
+EVENTS_MAX_PAGE = 5000
+"""The most events `session/events` returns at once."""
+
+
+class SessionForkParams(Wire, frozen=True, kw_only=True):
+    """A new session whose history is the source's conversation up to and including
+    `turn_id`. The fork's events replay those turns as they happened (the same item and
+    turn ids, its compaction summaries included), so its model sees that conversation.
+
+    Not carried over: the workspace's files (the fork works on the files as they are now,
+    not as they were after `turn_id`), the edit guard's read versions (the agent reads a
+    file again before editing it), undo snapshots (the copied turns cannot be undone from
+    the fork) and anything of a turn still running."""
+
+    session_id: str
+    turn_id: str | None = None
+    """The last turn to keep; none: every completed turn (a running turn is left out). The
+    running turn itself is refused with SESSION_BUSY, an unknown one with TURN_NOT_FOUND."""
+    title: str = ""
+    """The fork's title (trimmed, at most 200 characters); empty: the source's title with
+    ` (fork)` after it."""
+
+
+class SessionForkResult(Wire, frozen=True, kw_only=True):
+    """The fork, not attached (send `session/attach`)."""
+
+    session: SessionInfo
+    """Its `forkedFrom` names the source and the last turn copied."""
+    note: str = ""
+    """What a person should be told once: files were not copied."""
+
+
+class SessionRenameParams(Wire, frozen=True, kw_only=True):
+    """Give a session a title. Attached clients get `session_renamed`."""
+
+    session_id: str
+    title: str
+    """Trimmed, runs of whitespace made one space; at most 200 characters (longer is
+    INVALID_PARAMS, as are control characters). Empty: back to the automatic title (the
+    first line of the session's first message, or none before its first turn)."""
+
+
+class SessionRenameResult(Wire, frozen=True, kw_only=True):
+    """The session with its new title."""
+
+    session: SessionInfo
+
+
+class SessionSearchParams(Wire, frozen=True, kw_only=True):
+    """Search the prompts and answers of the workspace's sessions (full text, SQLite FTS5).
+
+    By default every word of `query` must appear (in any order, whole words after Unicode
+    case folding and diacritics removed), and the words are taken literally: quotes,
+    `AND`, `*` or `-` mean nothing special. With `syntax`, `query` is FTS5's own query
+    language (phrases in quotes, `OR`, `NOT`, `NEAR(...)`, `prefix*`); a query that is not
+    valid in it is SEARCH_QUERY_INVALID. Tool calls and their output are not searched."""
+
+    query: str
+    """Empty (or only punctuation) is INVALID_PARAMS."""
+    limit: int = 20
+    """At most 200."""
+    session_id: str | None = None
+    """Search only this session."""
+    syntax: bool = False
+    """Read `query` as FTS5 query syntax."""
+
+
+class SnippetPart(Wire, frozen=True, kw_only=True):
+    """A piece of a hit's snippet; `match` marks the words that matched."""
+
+    text: str
+    match: bool = False
+
+
+class SearchHit(Wire, frozen=True, kw_only=True):
+    """One message that matched."""
+
+    session_id: str
+    title: str
+    """The session's title now."""
+    turn_id: str
+    item_id: str
+    """The `user_message` or `agent_message` item."""
+    kind: Literal["prompt", "answer"]
+    """`prompt`: what a person sent; `answer`: what the agent replied."""
+    snippet: str
+    """Up to about 16 words of the message around the match, `…` where it was cut."""
+    parts: list[SnippetPart] = []
+    """`snippet` in pieces, the matched words marked."""
+    rank: float
+    """FTS5's bm25 score: lower (more negative) is a better match. Hits come best first."""
+    updated_at: float = 0.0
+    """When the session was last used (seconds since the Unix epoch)."""
+
+
+class SessionSearchResult(Wire, frozen=True, kw_only=True):
+    """The best hits first; `query` is what was searched for, in FTS5 syntax."""
+
+    hits: list[SearchHit]
+    query: str = ""
+
+
+class SessionEventsParams(Wire, frozen=True, kw_only=True):
+    """Read a session's persisted event log, oldest first, in pages."""
+
+    session_id: str
+    after_seq: int = 0
+    """Events after this seq (0: from the first)."""
+    limit: int = 1000
+    """At most 5,000."""
+
+
+class EventRecord(Wire, frozen=True, kw_only=True):
+    """One persisted event with its seq. `tether export --format json` writes one per line."""
+
+    seq: int
+    event: AnyEvent
+
+
+class SessionEventsResult(Wire, frozen=True, kw_only=True):
+    """A page of the event log: every persisted event (not `item_delta`, `model_retry` or
+    `context_updated`), so seqs jump where those were. Read on with `afterSeq` set to the
+    last seq while `more` is true."""
+
+    session: SessionInfo
+    events: list[EventRecord]
+    more: bool = False
+
+
+SESSION_FORK = _declare(
+    "session/fork",
+    SessionForkParams,
+    SessionForkResult,
+    "A new session with the conversation up to a turn; files are not copied.",
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.TURN_NOT_FOUND, ErrorCode.SESSION_BUSY),
+)
+SESSION_RENAME = _declare(
+    "session/rename",
+    SessionRenameParams,
+    SessionRenameResult,
+    "Give a session a title (empty: the automatic one); attached clients get `session_renamed`.",
+    needs_controller=True,
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
+)
+SESSION_SEARCH = _declare(
+    "session/search",
+    SessionSearchParams,
+    SessionSearchResult,
+    "Full-text search of the workspace's prompts and answers.",
+    errors=(ErrorCode.SEARCH_QUERY_INVALID,),
+)
+SESSION_EVENTS = _declare(
+    "session/events",
+    SessionEventsParams,
+    SessionEventsResult,
+    "A page of a session's persisted event log.",
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
+)
+
 NOTIFICATIONS: dict[str, type[Wire]] = {
     "session/event": SessionEventParams,
     "session/resync": SessionResyncParams,

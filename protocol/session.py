@@ -24,6 +24,14 @@ status (`failed`, `cancelled`, `interrupted`, `paused`)."""
 Role = Literal["controller", "observer"]
 
 
+class ForkOrigin(Wire, frozen=True, kw_only=True):
+    """The session and turn a fork was made from (`session/fork`)."""
+
+    session_id: str
+    turn_id: str = ""
+    """The last turn the fork copied; empty when the source had no completed turn."""
+
+
 class SessionInfo(Wire, frozen=True, kw_only=True):
     """A session's summary, as `session/list` shows it."""
 
@@ -49,6 +57,8 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     clients: int = 0
     """Connections attached to the session now, controllers and observers (an attaching
     client counts itself in its snapshot); 0 for a session the daemon has not loaded."""
+    forked_from: ForkOrigin | None = None
+    """Where the session was forked from; null for a session that was not forked."""
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):

@@ -215,7 +215,58 @@ def _sessions(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="delete a session (id or unique prefix) with its history and undo snapshots",
     )
+    sessions.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="the prompts and answers that contain every word of TEXT, best first",
+    )
+    sessions.add_argument(
+        "--limit", type=int, default=20, help="with --search: at most this many hits (200 max)"
+    )
+    sessions.add_argument(
+        "--syntax",
+        action="store_true",
+        help='with --search: TEXT is an FTS5 query ("a phrase", OR, NOT, NEAR(a b), prefix*)',
+    )
     sessions.set_defaults(handler="sessions.cmd_sessions")
+
+
+def _fork(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    fork = add_parser(
+        "fork",
+        parents=[common],
+        help="a new session with a session's conversation up to a turn (files are not copied)",
+    )
+    fork.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    fork.add_argument("--turn", help="the last turn to keep (default: every completed turn)")
+    fork.add_argument("--title", help="the fork's title (default: the source's, with (fork))")
+    fork.add_argument("--json", action="store_true")
+    fork.set_defaults(handler="fork.cmd_fork")
+
+
+def _rename(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    rename = add_parser("rename", parents=[common], help="give a session a title")
+    rename.add_argument("session", help="session id or prefix")
+    rename.add_argument(
+        "title", nargs="*", help="the title (none: back to the first line of its first message)"
+    )
+    rename.add_argument("--json", action="store_true")
+    rename.set_defaults(handler="rename.cmd_rename")
+
+
+def _export(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
+    export = add_parser(
+        "export", parents=[common], help="a session as a Markdown transcript or its event log"
+    )
+    export.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+    export.add_argument(
+        "--format",
+        choices=["md", "json"],
+        default="md",
+        help="md: a readable transcript (default); json: every event, one JSON object a line",
+    )
+    export.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
+    export.set_defaults(handler="export.cmd_export")
 
 
 def _undo(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
@@ -367,6 +418,9 @@ COMMANDS: dict[str, Adder] = {
     "deny": _answers,
     "attach": _attach,
     "sessions": _sessions,
+    "fork": _fork,
+    "rename": _rename,
+    "export": _export,
     "undo": _undo,
     "compact": _compact,
     "processes": _processes,

@@ -15,7 +15,7 @@ import platformdirs
 
 from tether.protocol.discovery import workspace_key
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest schema this tether reads; the daemon's `schema.SCHEMA_VERSION`."""
 
 

@@ -41,15 +41,20 @@ NOTHING_TO_ACT_ON = frozenset(
         ErrorCode.APPROVAL_NOT_FOUND,
         ErrorCode.NOTHING_TO_UNDO,
         ErrorCode.PROCESS_NOT_FOUND,
+        ErrorCode.TURN_NOT_FOUND,
     }
 )
 """The daemon's errors that mean what a command names does not exist (`EXIT_USAGE`), as
 opposed to a refusal or a failure (`EXIT_FAILED`)."""
 
 
+BAD_USAGE = frozenset({ErrorCode.SEARCH_QUERY_INVALID})
+"""The daemon's errors that mean what the person typed cannot be used (`EXIT_USAGE`)."""
+
+
 def call_error_exit(code: int) -> int:
     """The exit code for a daemon's error response with JSON-RPC error `code`."""
-    return EXIT_USAGE if code in NOTHING_TO_ACT_ON else EXIT_FAILED
+    return EXIT_USAGE if code in NOTHING_TO_ACT_ON or code in BAD_USAGE else EXIT_FAILED
 
 
 class CliError(Exception):

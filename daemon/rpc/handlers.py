@@ -52,8 +52,12 @@ from tether.protocol.methods import (
     SESSION_CREATE,
     SESSION_DELETE,
     SESSION_DETACH,
+    SESSION_EVENTS,
+    SESSION_FORK,
     SESSION_LIST,
     SESSION_READ,
+    SESSION_RENAME,
+    SESSION_SEARCH,
     SESSION_UNDO,
     SKILLS_LIST,
     TOOLS_LIST,
@@ -86,9 +90,17 @@ from tether.protocol.methods import (
     SessionConfigureResult,
     SessionCreateParams,
     SessionCreateResult,
+    SessionEventsParams,
+    SessionEventsResult,
+    SessionForkParams,
+    SessionForkResult,
     SessionListResult,
     SessionReadResult,
     SessionRef,
+    SessionRenameParams,
+    SessionRenameResult,
+    SessionSearchParams,
+    SessionSearchResult,
     SessionUndoParams,
     SessionUndoResult,
     SkillsListResult,
@@ -174,6 +186,10 @@ class Handlers:
             on(HOOKS_LIST, self.hooks_list),
             on(MCP_STATUS, self.mcp_status),
             on(MCP_APPROVE, self.mcp_approve),
+            on(SESSION_FORK, self.session_fork),
+            on(SESSION_RENAME, self.session_rename),
+            on(SESSION_SEARCH, self.session_search),
+            on(SESSION_EVENTS, self.session_events),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -493,3 +509,30 @@ class Handlers:
                 ErrorCode.PROCESS_NOT_FOUND, f"no background process {p.process_id!r}"
             ) from exc
         return Empty()
+
+    # --- sessions people manage: fork, rename, search, the event log ---------------------
+    # Imported on first use: none of them is on a first turn's path.
+
+    async def session_fork(self, conn: Connection, p: SessionForkParams) -> SessionForkResult:
+        from tether.daemon.sessions.fork import FILES_NOT_COPIED, fork_session
+
+        by = conn.client_name or f"client {conn.id}"
+        fork = await fork_session(self.sessions, p.session_id, p.turn_id, title=p.title, by=by)
+        return SessionForkResult(session=fork.info(), note=FILES_NOT_COPIED)
+
+    async def session_rename(self, conn: Connection, p: SessionRenameParams) -> SessionRenameResult:
+        from tether.daemon.sessions.titles import rename
+
+        session = await self._controller_session(conn, p.session_id)
+        rename(session, p.title, by=conn.client_name or f"client {conn.id}")
+        return SessionRenameResult(session=session.info())
+
+    async def session_search(self, conn: Connection, p: SessionSearchParams) -> SessionSearchResult:
+        from tether.daemon.sessions.search import search
+
+        return await search(self.sessions.store, p)
+
+    async def session_events(self, conn: Connection, p: SessionEventsParams) -> SessionEventsResult:
+        from tether.daemon.sessions.eventlog import read_events
+
+        return await read_events(self.sessions, p)

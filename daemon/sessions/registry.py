@@ -34,7 +34,7 @@ from tether.daemon.sessions.input import TurnInput, TurnRequest, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import FixedModel, ModelSource
 from tether.daemon.sessions.rows import SessionRow
-from tether.daemon.sessions.session import Session, new_id, state_after
+from tether.daemon.sessions.session import Session, fork_origin, new_id, state_after
 from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import (
     ChangeTrackerFactory,
@@ -330,6 +330,7 @@ class Sessions:
                         permission_mode=mode if _is_mode(mode) else self.permissions.mode,
                         model=row.model,
                         state=state_after(row.last_status),
+                        forked_from=fork_origin(row),
                     )
                 )
         infos.sort(key=lambda info: info.updated_at, reverse=True)

@@ -28,6 +28,10 @@ class SessionRow:
     """The model the session chose (empty: the configured one)."""
     permission_mode: str | None = None
     """The session's permission mode when it was last used (None: not recorded yet)."""
+    forked_from: str | None = None
+    """The session this one was forked from (None: it was not forked)."""
+    forked_turn: str | None = None
+    """The last turn the fork copied from it (empty: none)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -50,8 +54,9 @@ class SnapshotRow:
 
 def insert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
     conn.execute(
-        "INSERT INTO sessions (id, title, created_at, updated_at) VALUES (?, ?, ?, ?)",
-        (row.id, row.title, row.created_at, row.updated_at),
+        "INSERT INTO sessions (id, title, created_at, updated_at, forked_from, forked_turn)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (row.id, row.title, row.created_at, row.updated_at, row.forked_from, row.forked_turn),
     )
 
 
@@ -76,6 +81,7 @@ def update_session(conn: sqlite3.Connection, row: SessionRow) -> None:
 def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
     conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
     conn.execute("DELETE FROM snapshots WHERE session_id = ?", (session_id,))
+    conn.execute("DELETE FROM search WHERE session_id = ?", (session_id,))
     return conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
 
 
@@ -99,7 +105,7 @@ def _select_sessions(
 ) -> list[SessionRow]:
     cursor = conn.execute(
         "SELECT id, title, created_at, updated_at, turn_count, running_turn, last_status,"
-        " model, permission_mode FROM sessions "
+        " model, permission_mode, forked_from, forked_turn FROM sessions "
         f"{where} ORDER BY updated_at DESC",
         args,
     )
@@ -115,6 +121,42 @@ def append_event(conn: sqlite3.Connection, session_id: str, seq: int, body: byte
     )
 
 
+def events_after(
+    conn: sqlite3.Connection, session_id: str, after_seq: int, limit: int
+) -> list[tuple[int, bytes]]:
+    """Up to `limit` of the session's events with a seq above `after_seq`, in order."""
+    return [
+        (int(seq), bytes(body))
+        for seq, body in conn.execute(
+            "SELECT seq, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session_id, after_seq, limit),
+        )
+    ]
+
+
+def turn_started_seq(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int | None:
+    """The seq of the turn's `turn_started` event (None: the session has no such turn)."""
+    found = conn.execute(
+        "SELECT seq FROM (SELECT seq, CASE WHEN json_valid(CAST(body AS TEXT))"
+        " THEN CAST(body AS TEXT) ELSE '{}' END AS b FROM events WHERE session_id = ?)"
+        " WHERE json_extract(b, '$.type') = 'turn_started' AND json_extract(b, '$.turnId') = ?"
+        " ORDER BY seq LIMIT 1",
+        (session_id, turn_id),
+    ).fetchone()
+    return None if found is None else int(found[0])
+
+
+def fork_session(conn: sqlite3.Connection, row: SessionRow, source_id: str, before: int) -> int:
+    """Create the fork `row` holding the events of `source_id` with a seq below `before`
+    (the `search` trigger indexes them as they are copied); returns how many were copied."""
+    insert_session(conn, row)
+    return conn.execute(
+        "INSERT INTO events (session_id, seq, body)"
+        " SELECT ?, seq, body FROM events WHERE session_id = ? AND seq < ? ORDER BY seq",
+        (row.id, source_id, before),
+    ).rowcount
+
+
 def load_events(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, bytes]]:
     return [
         (int(seq), bytes(body))
@@ -122,6 +164,53 @@ def load_events(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, by
             "SELECT seq, body FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
         )
     ]
+
+
+# --- search --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class SearchRow:
+    session_id: str
+    title: str
+    turn_id: str
+    item_id: str
+    kind: str
+    snippet: str
+    """The text around the match, each matched word between `MATCH_OPEN` and `MATCH_CLOSE`."""
+    rank: float
+    updated_at: float
+
+
+MATCH_OPEN = "\x02"
+MATCH_CLOSE = "\x03"
+"""What `search` puts around each matched word of a snippet (control characters: a
+message's text does not hold them)."""
+
+
+class QueryRefused(Exception):
+    """SQLite refused the FTS5 query; the message is its error."""
+
+
+def search(
+    conn: sqlite3.Connection, match: str, limit: int, session_id: str | None = None
+) -> list[SearchRow]:
+    """The best `limit` messages for the FTS5 query `match`, best first, of sessions still
+    stored. Raises `QueryRefused` when SQLite cannot read the query."""
+    only = " AND session_id = ?" if session_id is not None else ""
+    args: tuple[object, ...] = (match, limit) if session_id is None else (match, session_id, limit)
+    try:
+        found = conn.execute(
+            "SELECT h.session_id, s.title, h.turn_id, h.item_id, h.kind, h.snippet, h.rank,"
+            " s.updated_at FROM (SELECT session_id, turn_id, item_id, kind,"
+            f" snippet(search, 0, '{MATCH_OPEN}', '{MATCH_CLOSE}', '…', 16) AS snippet, rank"
+            f" FROM search WHERE search MATCH ?{only} ORDER BY rank LIMIT ?) AS h"
+            " JOIN sessions AS s ON s.id = h.session_id ORDER BY h.rank",
+            args,
+        ).fetchall()
+    except sqlite3.OperationalError as exc:
+        raise QueryRefused(str(exc)) from exc
+    return [SearchRow(*row) for row in found]
 
 
 # --- undo snapshots ------------------------------------------------------------------------

@@ -12,6 +12,8 @@ Rules:
 - A database that cannot be used (damaged, unwritable, newer) raises `StoreOpenError` and is
   left as it was; the damage is found at open (the sessions table is read), not at the first
   request.
+- Version 3 keeps an FTS5 index of prompts and answers (`search`), fed by a trigger on
+  `events`; a Python whose SQLite lacks FTS5 is refused at open, before anything is written.
 - `clients/cli/doctor.py` keeps its own copy of `SCHEMA_VERSION` so the CLI need not import the
   daemon; a test checks that the two agree.
 
@@ -30,7 +32,7 @@ from typing import Literal
 
 from tether.daemon.config.paths import private_dir, tighten
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema this tether writes. Bump it with a new entry in `_MIGRATIONS`."""
 
 _V1 = (
@@ -91,12 +93,77 @@ _V2 = (
     f" permission_mode = {_latest('session_configured', 'permissionMode')}",
 )
 
+
+def searchable(rows: str) -> str:
+    """A SELECT of the `search` rows (text, session_id, turn_id, item_id, kind) for the events
+    `rows` yields (columns `raw`, the event's JSON text, and `sid`, its session): each completed
+    prompt or answer of the agent itself, not a subagent's (their reports are tool output)
+    nor a retried call's superseded text.
+
+    Tool calls and their output are not indexed: they are mostly file contents and command
+    output, which would bury the conversation's own words under every file the agent read,
+    and would copy whatever a read file held (secrets included) into a second table."""
+
+    def item(field: str) -> str:
+        return f"json_extract(b, '$.item.{field}')"
+
+    return (
+        f"SELECT {item('text')}, sid, json_extract(b, '$.turnId'), {item('id')},"
+        f" CASE {item('type')} WHEN 'user_message' THEN 'prompt' ELSE 'answer' END"
+        # A body that is not JSON is read as `{}`: it is not indexed and its write still
+        # goes through (SQLite may evaluate the conditions in any order).
+        f" FROM (SELECT CASE WHEN json_valid(raw) THEN raw ELSE '{{}}' END AS b, sid"
+        f" FROM ({rows}))"
+        " WHERE json_extract(b, '$.type') = 'item_completed'"
+        f" AND {item('type')} IN ('user_message', 'agent_message')"
+        f" AND coalesce({item('parentItemId')}, '') = ''"
+        f" AND NOT coalesce({item('superseded')}, 0)"
+        f" AND coalesce({item('text')}, '') != ''"
+    )
+
+
+_SEARCH_COLUMNS = "search (text, session_id, turn_id, item_id, kind)"
+
+# The event's head: msgspec writes a tagged struct's tag first and its fields in order, so an
+# `item_completed` names its item's type within its first bytes (after the turn id), before
+# the text, which may be long.
+_HEAD = "substr(NEW.body, 1, 256)"
+_might_be_searchable = (
+    f"instr({_HEAD}, CAST('\"item_completed\"' AS BLOB))"
+    f" AND (instr({_HEAD}, CAST('\"user_message\"' AS BLOB))"
+    f" OR instr({_HEAD}, CAST('\"agent_message\"' AS BLOB)))"
+)
+
+SEARCH_BACKFILL = f"INSERT INTO {_SEARCH_COLUMNS} " + searchable(
+    "SELECT CAST(body AS TEXT) AS raw, session_id AS sid FROM events ORDER BY session_id, seq"
+)
+"""Index every stored event: what the migration to version 3 does."""
+
+_V3 = (
+    # Forks: the session and turn a session was forked from.
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
+    "ALTER TABLE sessions ADD COLUMN forked_turn TEXT",
+    # Full-text search over prompts and answers. A trigger keeps it current with every event
+    # written (a fork's copied events included), so no code path can forget it; the sessions
+    # already stored are indexed here, in the order they were written.
+    "CREATE VIRTUAL TABLE search USING fts5(text, session_id UNINDEXED, turn_id UNINDEXED,"
+    " item_id UNINDEXED, kind UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')",
+    # The WHEN is a byte search that passes every prompt and answer (and few others), so
+    # that most events, tool output above all, are written without being parsed as JSON.
+    f"CREATE TRIGGER events_searchable AFTER INSERT ON events WHEN {_might_be_searchable}"
+    f" BEGIN INSERT INTO {_SEARCH_COLUMNS}"
+    f" {searchable('SELECT CAST(NEW.body AS TEXT) AS raw, NEW.session_id AS sid')}; END",
+    SEARCH_BACKFILL,
+)
+
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the first schema. IF NOT EXISTS, so that a database written before the schema
     # had a version (the same tables, user_version 0) is adopted unchanged.
     _V1,
     # 1 -> 2: the session list's columns (see `_V2`).
     _V2,
+    # 2 -> 3: forks and full-text search (see `_V3`).
+    _V3,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 
@@ -131,6 +198,7 @@ def open_database(path: Path) -> sqlite3.Connection:
     try:
         # The version first: a newer tether's database must not even get our journal mode.
         _refuse_newer(conn, path)
+        _require_fts5(conn, path)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         _migrate(conn, path)
@@ -171,6 +239,35 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         rollback(conn)
         raise
+
+
+def _require_fts5(conn: sqlite3.Connection, path: Path) -> None:
+    """`StoreOpenError` unless this Python's SQLite has FTS5, which session search (and the
+    trigger that feeds it on every write) needs."""
+    (built_in,) = conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
+    if built_in:
+        return
+    # The module may still be registered another way: ask a scratch database (~1 ms), so
+    # that the probe touches nothing of the real one.
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(text)")
+    except sqlite3.OperationalError as exc:
+        raise fts5_missing(path, sqlite3.sqlite_version) from exc
+    finally:
+        probe.close()
+
+
+def fts5_missing(path: Path, version: str) -> StoreOpenError:
+    """The error for a Python whose SQLite (`version`) was built without FTS5."""
+    return StoreOpenError(
+        path,
+        "other",
+        f"this Python's SQLite ({version}) was built without FTS5, which tether needs for"
+        f" its session database {path} (session search). Run tether with a Python whose"
+        " sqlite3 module has FTS5 (python.org, uv and most distributions' builds do); the"
+        " database was left as it is.",
+    )
 
 
 def _refuse_newer(conn: sqlite3.Connection, path: Path) -> int:

@@ -58,6 +58,7 @@ from tether.protocol.methods import (
 )
 from tether.protocol.session import (
     Cursor,
+    ForkOrigin,
     QueuedInput,
     Role,
     SessionInfo,
@@ -80,6 +81,13 @@ def state_after(last_turn: str | None) -> SessionState:
             return last_turn
         case _:
             return "idle"
+
+
+def fork_origin(row: SessionRow) -> ForkOrigin | None:
+    """Where the session of `row` was forked from (None: it was not)."""
+    if row.forked_from is None:
+        return None
+    return ForkOrigin(session_id=row.forked_from, turn_id=row.forked_turn or "")
 
 
 def new_id(prefix: str) -> str:
@@ -156,6 +164,7 @@ class Session:
     ) -> None:
         self.id = row.id
         self.title = row.title
+        self.forked_from = fork_origin(row)
         self.created_at = row.created_at
         self.updated_at = row.updated_at
         self.store = store
@@ -275,19 +284,7 @@ class Session:
             self.store.append_event_nowait(self.id, seq, _event_encoder.encode(event))
             if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed | SessionConfigured):
                 self.updated_at = time.time()
-                self.store.update_session_nowait(
-                    SessionRow(
-                        id=self.id,
-                        title=self.title,
-                        created_at=self.created_at,
-                        updated_at=self.updated_at,
-                        turn_count=len(self.turns),
-                        running_turn=self.running_turn_id,
-                        last_status=self.turns[-1].status if self.turns else None,
-                        model=self.model,
-                        permission_mode=self.permission_mode,
-                    )
-                )
+                self.store.update_session_nowait(self.row())
         dropped: list[Subscriber] = []
         for subscriber in self.subscribers:
             if delta and subscriber in self._without_deltas:
@@ -377,6 +374,23 @@ class Session:
 
     # --- views ----------------------------------------------------------------------------
 
+    def row(self) -> SessionRow:
+        """The session's row in the store as of now."""
+        origin = self.forked_from
+        return SessionRow(
+            id=self.id,
+            title=self.title,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            turn_count=len(self.turns),
+            running_turn=self.running_turn_id,
+            last_status=self.turns[-1].status if self.turns else None,
+            model=self.model,
+            permission_mode=self.permission_mode,
+            forked_from=None if origin is None else origin.session_id,
+            forked_turn=None if origin is None else origin.turn_id,
+        )
+
     @property
     def running_turn_id(self) -> str | None:
         if self.turns and self.turns[-1].status == "running":
@@ -402,6 +416,7 @@ class Session:
             subagent_model=self.subagent_model,
             state=self.state(),
             clients=len(self.subscribers),
+            forked_from=self.forked_from,
         )
 
     def state(self) -> SessionState:

@@ -38,7 +38,7 @@ import trio
 
 from tether.daemon.logs.log import get_logger
 from tether.daemon.sessions import rows
-from tether.daemon.sessions.rows import SessionRow, SnapshotRow
+from tether.daemon.sessions.rows import QueryRefused, SearchRow, SessionRow, SnapshotRow
 from tether.daemon.sessions.schema import StoreError, open_database, rollback
 
 log = get_logger(__name__)
@@ -300,6 +300,45 @@ class Store:
 
     async def load_events(self, session_id: str) -> list[tuple[int, bytes]]:
         return await self.call(lambda c: rows.load_events(c, session_id))
+
+    async def events_after(
+        self, session_id: str, after_seq: int, limit: int
+    ) -> list[tuple[int, bytes]]:
+        """Up to `limit` of the session's events after `after_seq`, in order."""
+        return await self.call(lambda c: rows.events_after(c, session_id, after_seq, limit))
+
+    async def fork_session(self, row: SessionRow, source_id: str, before_turn: str | None) -> int:
+        """Create the session `row` with a copy of the events of `source_id` from before the
+        turn `before_turn` started (None: all of them), in one transaction; returns how many
+        were copied. Everything queued before this call is copied (or not) with it."""
+
+        def fork(conn: sqlite3.Connection) -> int:
+            before = 2**62
+            if before_turn is not None:
+                started = rows.turn_started_seq(conn, source_id, before_turn)
+                if started is None:
+                    raise LookupError(f"turn {before_turn} of {source_id} has no turn_started")
+                before = started
+            return rows.fork_session(conn, row, source_id, before)
+
+        return await self.call(fork)
+
+    async def search(
+        self, match: str, limit: int, session_id: str | None = None
+    ) -> list[SearchRow]:
+        """The best `limit` messages for the FTS5 query `match` (see `rows.search`); raises
+        `QueryRefused` when SQLite cannot read the query (nothing else is rolled back)."""
+
+        def run(conn: sqlite3.Connection) -> list[SearchRow] | QueryRefused:
+            try:
+                return rows.search(conn, match, limit, session_id)
+            except QueryRefused as exc:
+                return exc  # returned, not raised: a raise would roll back the whole batch
+
+        found = await self.call(run)
+        if isinstance(found, QueryRefused):
+            raise found
+        return found
 
     async def load_snapshots(self, session_id: str, turn_id: str) -> list[SnapshotRow]:
         """The turn's snapshots in the order the files were first written."""

@@ -49,6 +49,7 @@ from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.sessions.subagents import ContextFactory, GateFactory, Subagents
+from tether.daemon.sessions.titles import automatic_title
 from tether.daemon.skills.catalog import catalog
 from tether.daemon.skills.library import SkillLibrary, protected_folders
 from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
@@ -375,7 +376,7 @@ class Turns:
             )
         running = self.begin(session, client_env=request.client_env)
         if not session.title:
-            session.emit(SessionRenamed(title=_title_from(text)))
+            session.emit(SessionRenamed(title=automatic_title(text)))
         context = live.with_instructions(sent.context)
         item = UserMessage(id=new_id("i"), text=text, context=context, images=images)
         session.emit(ItemStarted(turn_id=running.turn_id, item=item))
@@ -720,8 +721,3 @@ def config_failure(sink: Sink, exc: ConfigError) -> TurnOutcome:
     return TurnOutcome(
         status="failed", usage=Usage(), error=TurnError(code="config_invalid", message=message)
     )
-
-
-def _title_from(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:80]

@@ -24,6 +24,7 @@ from tests.support import (
 )
 from tether.clients.rpc import CallError, Client
 from tether.daemon.sessions.rows import SessionRow
+from tether.daemon.sessions.schema import SCHEMA_VERSION
 from tether.daemon.sessions.store import Store
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequested
@@ -239,7 +240,7 @@ def test_doctor_reports_a_sound_database(home: Home, workspace: Path) -> None:
     doctor = cli(home, "doctor", "--workspace", str(workspace))
     assert doctor.returncode == 0, doctor.stdout
     assert "integrity: ok" in doctor.stdout
-    assert "schema:    version 2" in doctor.stdout
+    assert f"schema:    version {SCHEMA_VERSION}" in doctor.stdout
     assert "permissions: owner-only" in doctor.stdout
 
 

@@ -108,13 +108,13 @@ def test_a_table_that_misses_repeats_or_invents_a_method_is_refused() -> None:
         handler_table(*[entry for entry in full if entry[0] != "session/read"])
     with pytest.raises(ValueError, match=r"repeated \['session/list'\]"):
         handler_table(*full, on(SESSION_LIST, _list))
-    invented = Method("session/rename", SessionRef, Empty, "Not a method of the protocol.")
+    invented = Method("session/juggle", SessionRef, Empty, "Not a method of the protocol.")
 
-    async def rename(conn: Connection, params: SessionRef) -> Empty:
+    async def juggle(conn: Connection, params: SessionRef) -> Empty:
         return Empty()
 
-    with pytest.raises(ValueError, match=r"not in METHODS \['session/rename'\]"):
-        handler_table(*full, on(invented, rename))
+    with pytest.raises(ValueError, match=r"not in METHODS \['session/juggle'\]"):
+        handler_table(*full, on(invented, juggle))
 
 
 async def _call(
@@ -151,7 +151,7 @@ async def test_a_connection_serving_the_table_dispatches_every_method(tmp_path: 
                     for index, name in enumerate(METHODS)
                     if name != "initialize"
                 }
-                unknown = await _call(ws, "u", "session/rename", {})
+                unknown = await _call(ws, "u", "session/juggle", {})
             nursery.cancel_scope.cancel()
     # With empty params a method either fails validation of its own params type, reaches its
     # handler (and this bare daemon), or answers; never is it unknown.

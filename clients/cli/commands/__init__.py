@@ -5,6 +5,10 @@ turns          run, attach, cancel
 chat           chat (and `tether` alone): the interactive session
 approvals      approvals, approve, deny
 sessions       sessions (list, delete), undo, compact
+search         sessions --search
+fork           fork
+rename         rename
+export         export (Markdown by `transcript`, or the event log as JSON lines)
 processes      processes (list, kill)
 daemon         daemon start/stop/restart/status/ensure, doctor
 models         models

@@ -1,4 +1,4 @@
-"""Commands on a workspace's sessions: `tether sessions` lists (or deletes) them, `undo`
+"""Commands on a workspace's sessions: `tether sessions` lists (deletes, or searches) them, `undo`
 restores the files a turn changed, `compact` summarises a session's older history now."""
 
 import argparse
@@ -22,6 +22,10 @@ from tether.protocol.session import SessionInfo
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    if args.search is not None:
+        from tether.clients.cli.commands.search import cmd_search
+
+        return cmd_search(args)
     if args.delete:
         with connect(args) as client:
             session = resolve_session(client, args.delete)
@@ -46,13 +50,15 @@ STATE_LABELS = {"awaiting_approval": "needs approval"}
 
 def describe_session(s: SessionInfo, now: float) -> str:
     """A session's state, turns, age, model and title on one line (its id not included)."""
-    age = _age(now - s.updated_at)
+    when = age(now - s.updated_at)
     state = STATE_LABELS.get(s.state, s.state)
     model = visible(s.model) if s.model else "-"
-    return f"{state:<16}  {s.turn_count:>3} turns  {age:>8}  {model:<16}  {visible(s.title)}"
+    fork = f"  (fork of {s.forked_from.session_id})" if s.forked_from is not None else ""
+    return f"{state:<16}  {s.turn_count:>3} turns  {when:>8}  {model:<16}  {visible(s.title)}{fork}"
 
 
-def _age(seconds: float) -> str:
+def age(seconds: float) -> str:
+    """How long ago, in the largest whole unit: `3h ago`, `just now`."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{int(seconds // size)}{unit} ago"

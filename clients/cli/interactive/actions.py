@@ -21,12 +21,16 @@ from tether.protocol.methods import (
     PROCESS_OUTPUT,
     SESSION_COMPACT,
     SESSION_CONFIGURE,
+    SESSION_FORK,
+    SESSION_RENAME,
     SESSION_UNDO,
     SKILLS_LIST,
     Empty,
     ProcessOutputParams,
     SessionConfigureParams,
+    SessionForkParams,
     SessionRef,
+    SessionRenameParams,
     SessionUndoParams,
 )
 
@@ -71,6 +75,29 @@ async def _sessions(chat: "Chat", argument: str) -> None:
 async def _attach(chat: "Chat", argument: str) -> None:
     session = await chat.in_thread(lambda: resolve_session(chat.client, argument))
     await chat.switch_to(session.id)
+
+
+async def _fork(chat: "Chat", argument: str) -> None:
+    session_id = chat.state.session_id
+    if session_id is None:
+        chat.note("tether: nothing to fork in a new session")
+        return
+    running = chat.state.running_turn
+    result = await chat.call(SESSION_FORK, SessionForkParams(session_id=session_id))
+    fork = result.session
+    turns = f"{fork.turn_count} turn{'s' if fork.turn_count != 1 else ''}"
+    left = f"; the running turn goes on in {session_id}" if running else ""
+    chat.note(f"tether: forked {session_id} into {fork.id} ({turns}{left}). {visible(result.note)}")
+    await chat.switch_to(fork.id)
+
+
+async def _rename(chat: "Chat", argument: str) -> None:
+    session_id = await chat.ensure_session()
+    result = await chat.call(
+        SESSION_RENAME, SessionRenameParams(session_id=session_id, title=argument)
+    )
+    title = result.session.title
+    chat.note(f"tether: title: {visible(title)}" if title else "tether: no title yet")
 
 
 async def _undo(chat: "Chat", argument: str) -> None:
@@ -222,6 +249,8 @@ ACTIONS: dict[str, Action] = {
     "/new": _new,
     "/sessions": _sessions,
     "/attach": _attach,
+    "/fork": _fork,
+    "/rename": _rename,
     "/undo": _undo,
     "/compact": _compact,
     "/image": _image,

@@ -16,6 +16,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/new", "", "start a new session (this one stays as it is)"),
     SlashCommand("/sessions", "", "pick a session of this workspace to attach to"),
     SlashCommand("/attach", "ID", "attach to a session by id or prefix", needs_argument=True),
+    SlashCommand("/fork", "", "a new session with this conversation, and switch to it"),
+    SlashCommand("/rename", "[TITLE]", "title this session (none: its first message's line)"),
     SlashCommand("/undo", "[force]", "restore the files the last turn that changed files changed"),
     SlashCommand("/compact", "", "summarise the older history now"),
     SlashCommand(

@@ -26,14 +26,20 @@ import {
   type ApprovalRequest,
   type ApprovalRespondParams,
   type DaemonEventParams,
+  type EventRecord,
   type InitializeResult,
   type MethodName,
   type ParamsOf,
   type ProviderEnvironment,
   type ResultOf,
+  type SearchHit,
   type SessionAttachResult,
   type SessionDeletedParams,
   type SessionEventParams,
+  type SessionForkParams,
+  type SessionForkResult,
+  type SessionInfo,
+  type SessionSearchParams,
   type TurnStartParams,
   type TurnStartResult,
 } from "./protocol.js";
@@ -145,6 +151,38 @@ export class TetherClient extends Emitter<ClientEvents> {
   async createSession(params: ParamsOf<"session/create"> = {}): Promise<AttachedSession> {
     const { session } = await this.call("session/create", params);
     return this.attach(session.id);
+  }
+
+  // --- sessions people manage -------------------------------------------------------------
+
+  /**
+   * Fork a session: a new session (not attached) with its conversation up to and including
+   * `turnId` (default: every completed turn). Files are not copied: `note` says so.
+   */
+  forkSession(sessionId: string, options: Omit<SessionForkParams, "sessionId"> = {}): Promise<SessionForkResult> {
+    return this.call("session/fork", { ...options, sessionId });
+  }
+
+  /** Give a session a title (empty: back to the automatic one); resolves with the session. */
+  async renameSession(sessionId: string, title: string): Promise<SessionInfo> {
+    return (await this.call("session/rename", { sessionId, title })).session;
+  }
+
+  /** Search the workspace's prompts and answers; the best hits first. */
+  async searchSessions(query: string, options: Omit<SessionSearchParams, "query"> = {}): Promise<SearchHit[]> {
+    return (await this.call("session/search", { ...options, query })).hits;
+  }
+
+  /** A session's whole persisted event log, oldest first, read `pageSize` events at a time. */
+  async *eventLog(sessionId: string, pageSize = 1000): AsyncGenerator<EventRecord> {
+    let afterSeq = 0;
+    for (;;) {
+      const page = await this.call("session/events", { sessionId, afterSeq, limit: pageSize });
+      yield* page.events;
+      const last = page.events.at(-1);
+      if (!page.more || last === undefined) return;
+      afterSeq = last.seq;
+    }
   }
 
   /** Close the connection for good; attached sessions end. */

@@ -435,6 +435,13 @@ export interface EditorContext {
 /** Params or result with no fields. */
 export type Empty = Record<string, never>;
 
+/** One persisted event with its seq. `tether export --format json` writes one per line. */
+export interface EventRecord {
+  seq: number;
+  /** One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know. */
+  event: AnyEvent;
+}
+
 /** One file a turn changed, with its line counts. */
 export interface FileChange {
   /** Relative to the workspace. */
@@ -447,6 +454,17 @@ export interface FileChange {
   created?: boolean;
   /** Default: `false`. */
   deleted?: boolean;
+}
+
+/** The session and turn a fork was made from (`session/fork`). */
+export interface ForkOrigin {
+  sessionId: string;
+  /**
+   * The last turn the fork copied; empty when the source had no completed turn.
+   *
+   * Default: `""`.
+   */
+  turnId?: string;
 }
 
 /** One hook of the user's config, in the order they run. */
@@ -967,6 +985,34 @@ export interface Reasoning {
   superseded?: boolean;
 }
 
+/** One message that matched. */
+export interface SearchHit {
+  sessionId: string;
+  /** The session's title now. */
+  title: string;
+  turnId: string;
+  /** The `user_message` or `agent_message` item. */
+  itemId: string;
+  /** `prompt`: what a person sent; `answer`: what the agent replied. */
+  kind: "answer" | "prompt";
+  /** Up to about 16 words of the message around the match, `…` where it was cut. */
+  snippet: string;
+  /**
+   * `snippet` in pieces, the matched words marked.
+   *
+   * Default: `[]`.
+   */
+  parts?: Array<SnippetPart>;
+  /** FTS5's bm25 score: lower (more negative) is a better match. Hits come best first. */
+  rank: number;
+  /**
+   * When the session was last used (seconds since the Unix epoch).
+   *
+   * Default: `0.0`.
+   */
+  updatedAt?: number;
+}
+
 /**
  * Attach to a session: catch up from `after`, then receive live `session/event`s.
  *
@@ -1125,6 +1171,73 @@ export interface SessionEventParams {
   event: AnyEvent;
 }
 
+/** Read a session's persisted event log, oldest first, in pages. */
+export interface SessionEventsParams {
+  sessionId: string;
+  /**
+   * Events after this seq (0: from the first).
+   *
+   * Default: `0`.
+   */
+  afterSeq?: number;
+  /**
+   * At most 5,000.
+   *
+   * Default: `1000`.
+   */
+  limit?: number;
+}
+
+/**
+ * A page of the event log: every persisted event (not `item_delta`, `model_retry` or
+ * `context_updated`), so seqs jump where those were. Read on with `afterSeq` set to the
+ * last seq while `more` is true.
+ */
+export interface SessionEventsResult {
+  session: SessionInfo;
+  events: Array<EventRecord>;
+  /** Default: `false`. */
+  more?: boolean;
+}
+
+/**
+ * A new session whose history is the source's conversation up to and including
+ * `turn_id`. The fork's events replay those turns as they happened (the same item and
+ * turn ids, its compaction summaries included), so its model sees that conversation.
+ *
+ * Not carried over: the workspace's files (the fork works on the files as they are now,
+ * not as they were after `turn_id`), the edit guard's read versions (the agent reads a
+ * file again before editing it), undo snapshots (the copied turns cannot be undone from
+ * the fork) and anything of a turn still running.
+ */
+export interface SessionForkParams {
+  sessionId: string;
+  /**
+   * The last turn to keep; none: every completed turn (a running turn is left out). The running turn itself is refused with SESSION_BUSY, an unknown one with TURN_NOT_FOUND.
+   *
+   * Default: `null`.
+   */
+  turnId?: string | null;
+  /**
+   * The fork's title (trimmed, at most 200 characters); empty: the source's title with ` (fork)` after it.
+   *
+   * Default: `""`.
+   */
+  title?: string;
+}
+
+/** The fork, not attached (send `session/attach`). */
+export interface SessionForkResult {
+  /** Its `forkedFrom` names the source and the last turn copied. */
+  session: SessionInfo;
+  /**
+   * What a person should be told once: files were not copied.
+   *
+   * Default: `""`.
+   */
+  note?: string;
+}
+
 /** A session's summary, as `session/list` shows it. */
 export interface SessionInfo {
   id: string;
@@ -1168,6 +1281,12 @@ export interface SessionInfo {
    * Default: `0`.
    */
   clients?: number;
+  /**
+   * Where the session was forked from; null for a session that was not forked.
+   *
+   * Default: `null`.
+   */
+  forkedFrom?: ForkOrigin | null;
 }
 
 /** Every session of the workspace, newest first. */
@@ -1193,10 +1312,31 @@ export interface SessionRef {
   sessionId: string;
 }
 
-/** The session got a title (from the first message of its first turn). */
+/** Give a session a title. Attached clients get `session_renamed`. */
+export interface SessionRenameParams {
+  sessionId: string;
+  /** Trimmed, runs of whitespace made one space; at most 200 characters (longer is INVALID_PARAMS, as are control characters). Empty: back to the automatic title (the first line of the session's first message, or none before its first turn). */
+  title: string;
+}
+
+/** The session with its new title. */
+export interface SessionRenameResult {
+  session: SessionInfo;
+}
+
+/**
+ * The session's title changed: the automatic one (the first line of its first message),
+ * or one a client gave it (`session/rename`).
+ */
 export interface SessionRenamed {
   type: "session_renamed";
   title: string;
+  /**
+   * The client that renamed it; empty for the automatic title.
+   *
+   * Default: `""`.
+   */
+  by?: string;
 }
 
 /**
@@ -1207,6 +1347,45 @@ export interface SessionRenamed {
 export interface SessionResyncParams {
   sessionId: string;
   reason: string;
+}
+
+/**
+ * Search the prompts and answers of the workspace's sessions (full text, SQLite FTS5).
+ *
+ * By default every word of `query` must appear (in any order, whole words after Unicode
+ * case folding and diacritics removed), and the words are taken literally: quotes,
+ * `AND`, `*` or `-` mean nothing special. With `syntax`, `query` is FTS5's own query
+ * language (phrases in quotes, `OR`, `NOT`, `NEAR(...)`, `prefix*`); a query that is not
+ * valid in it is SEARCH_QUERY_INVALID. Tool calls and their output are not searched.
+ */
+export interface SessionSearchParams {
+  /** Empty (or only punctuation) is INVALID_PARAMS. */
+  query: string;
+  /**
+   * At most 200.
+   *
+   * Default: `20`.
+   */
+  limit?: number;
+  /**
+   * Search only this session.
+   *
+   * Default: `null`.
+   */
+  sessionId?: string | null;
+  /**
+   * Read `query` as FTS5 query syntax.
+   *
+   * Default: `false`.
+   */
+  syntax?: boolean;
+}
+
+/** The best hits first; `query` is what was searched for, in FTS5 syntax. */
+export interface SessionSearchResult {
+  hits: Array<SearchHit>;
+  /** Default: `""`. */
+  query?: string;
 }
 
 /**
@@ -1320,6 +1499,13 @@ export interface SkillsListResult {
    * Default: `[]`.
    */
   sources?: Array<string>;
+}
+
+/** A piece of a hit's snippet; `match` marks the words that matched. */
+export interface SnippetPart {
+  text: string;
+  /** Default: `false`. */
+  match?: boolean;
 }
 
 /** The subagent a `task` call started: what it is, and how far it got. */
@@ -1706,6 +1892,14 @@ export interface Methods {
   "mcp/status": { params: Empty; result: McpStatusResult };
   /** Let a workspace's MCP server run, remembered for the workspace. */
   "mcp/approve": { params: McpApproveParams; result: McpApproveResult };
+  /** A new session with the conversation up to a turn; files are not copied. */
+  "session/fork": { params: SessionForkParams; result: SessionForkResult };
+  /** Give a session a title (empty: the automatic one); attached clients get `session_renamed`. */
+  "session/rename": { params: SessionRenameParams; result: SessionRenameResult };
+  /** Full-text search of the workspace's prompts and answers. */
+  "session/search": { params: SessionSearchParams; result: SessionSearchResult };
+  /** A page of a session's persisted event log. */
+  "session/events": { params: SessionEventsParams; result: SessionEventsResult };
 }
 
 export type MethodName = keyof Methods;
@@ -1779,7 +1973,7 @@ export const METHOD_INFO = {
       -32010,
       -32015,
       -32030,
-      -32040
+      -32027
     ],
     "controllerOnly": true
   },
@@ -1874,6 +2068,34 @@ export const METHOD_INFO = {
     "errors": [
       -32026
     ]
+  },
+  "session/fork": {
+    "description": "A new session with the conversation up to a turn; files are not copied.",
+    "errors": [
+      -32010,
+      -32011,
+      -32015
+    ]
+  },
+  "session/rename": {
+    "description": "Give a session a title (empty: the automatic one); attached clients get `session_renamed`.",
+    "errors": [
+      -32013,
+      -32010
+    ],
+    "controllerOnly": true
+  },
+  "session/search": {
+    "description": "Full-text search of the workspace's prompts and answers.",
+    "errors": [
+      -32028
+    ]
+  },
+  "session/events": {
+    "description": "A page of a session's persisted event log.",
+    "errors": [
+      -32010
+    ]
   }
 } as const;
 
@@ -1911,7 +2133,9 @@ export const ErrorCode = {
   "COMPACTION_FAILED": -32025,
   "MCP_SERVER_NOT_FOUND": -32026,
   "SHUTTING_DOWN": -32030,
-  "IMAGES_UNSUPPORTED": -32040
+  "IMAGES_UNSUPPORTED": -32027,
+  "TURN_NOT_FOUND": -32011,
+  "SEARCH_QUERY_INVALID": -32028
 } as const;
 
 /** What each error code means, by code. */
@@ -1938,7 +2162,9 @@ export const ERROR_DOCS: Record<string, string> = {
   "-32025": "The model's summary was empty or unusable; nothing was compacted.",
   "-32026": "No MCP server of that name is configured for the workspace.",
   "-32030": "The daemon is shutting down and takes no new work.",
-  "-32040": "The message carries images and the session's model takes none; nothing was sent."
+  "-32027": "The message carries images and the session's model takes none; nothing was sent.",
+  "-32011": "No turn with that id in the session.",
+  "-32028": "The search query is not valid FTS5 syntax (only with `syntax: true`); the message says where."
 };
 
 /** Tagged by `type`. */

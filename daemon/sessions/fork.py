@@ -1,0 +1,83 @@
+"""Forking a session (`session/fork`): a new session whose event log is a copy of the
+source's up to a turn.
+
+Rules:
+- The fork keeps the source's events from the first up to the start of the first turn it
+  leaves out: the turn after `turn_id`, or the running turn, whose events a fork never holds.
+  Without `turn_id` it keeps every completed turn (and what the session did after the last).
+- The cut is decided from the source in memory and the copy is queued on the store with no
+  await in between, so the copy holds exactly the events emitted before it (the store runs
+  calls in order, behind the writes queued before them).
+- The copied events keep their seqs and item and turn ids; the fork, loaded from them in a
+  new epoch, rebuilds its conversation (compaction summaries included) as a reloaded session
+  does. Its title (`session_renamed`) is its first event of its own.
+- Not copied: the workspace's files (a fork works on them as they are now), undo snapshots
+  (the copied turns cannot be undone from the fork), the edit guard's read versions (the
+  agent reads a file again before editing it): none of them is part of the event log.
+"""
+
+import time
+
+from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.rows import SessionRow
+from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.sessions.titles import clean_title
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import SessionRenamed
+
+FILES_NOT_COPIED = (
+    "Files were not copied: the fork works on the workspace as it is now, and the turns it"
+    " copied cannot be undone from it."
+)
+
+
+async def fork_session(
+    sessions: Sessions, source_id: str, turn_id: str | None, *, title: str = "", by: str = ""
+) -> Session:
+    """Fork `source_id` after `turn_id` (None: its completed turns) and return the fork,
+    loaded. SESSION_NOT_FOUND, TURN_NOT_FOUND, SESSION_BUSY (`turn_id` is running) or
+    INVALID_PARAMS (`title`) leave nothing behind.
+
+    Cancellation: once the copy is queued it happens; cancelling only stops waiting."""
+    name = clean_title(title)
+    source = await sessions.get(source_id)
+    turns = source.turns
+    running = source.running_turn_id
+    if turn_id is None:
+        kept = [turn for turn in turns if turn.status != "running"]
+        left_out = running
+    elif turn_id == running:
+        raise RpcError(
+            ErrorCode.SESSION_BUSY,
+            f"turn {turn_id} of {source_id} is still running; fork at an earlier turn, or"
+            " without a turn to keep the completed ones",
+        )
+    elif (turn := source.turn(turn_id)) is None:
+        raise RpcError(ErrorCode.TURN_NOT_FOUND, f"session {source_id} has no turn {turn_id!r}")
+    else:
+        index = turns.index(turn)
+        kept = turns[: index + 1]
+        left_out = turns[index + 1].id if index + 1 < len(turns) else None
+    if not name:
+        name = f"{source.title} (fork)" if source.title else ""
+    now = time.time()
+    row = SessionRow(
+        id=new_id("s"),
+        title=name,
+        created_at=now,
+        updated_at=now,
+        turn_count=len(kept),
+        running_turn=None,
+        last_status=kept[-1].status if kept else None,
+        model=source.model,
+        permission_mode=source.permission_mode,
+        forked_from=source.id,
+        forked_turn=kept[-1].id if kept else "",
+    )
+    await sessions.store.fork_session(row, source.id, left_out)
+    fork = await sessions.get(row.id)
+    if fork.title != name:
+        fork.emit(SessionRenamed(title=name, by=by))
+    else:
+        sessions.store.update_session_nowait(fork.row())
+    return fork
