@@ -12,8 +12,8 @@ import trio
 from tether.daemon.config import paths
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import ConfigError
-from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.config.vision import takes_images
+from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool

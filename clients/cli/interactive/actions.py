@@ -223,6 +223,7 @@ async def _hooks(chat: "Chat", argument: str) -> None:
 
     chat.note(describe_hooks(await chat.call(HOOKS_LIST, Empty())))
 
+
 async def _image(chat: "Chat", argument: str) -> None:
     """`/image FILE` adds an image file to the next message, `/image clear` takes them off."""
     if argument == "clear":
