@@ -9,25 +9,16 @@ variables set on the remote command line (`remote_command`), since sshd passes n
 import getpass
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from tests.support import Home, require_program
+from tests.support import Home, free_port, require_program
 
 PRIVILEGE_SEPARATION_DIR = Path("/run/sshd")
 """Debian's sshd refuses to start without it (the package's service creates it)."""
 LISTENING = "Server listening on 127.0.0.1 port"
-
-
-def free_port() -> int:
-    """A port of 127.0.0.1 that nothing listens on (now)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def _keygen(path: Path) -> None:

@@ -8,6 +8,7 @@ import gc
 import io
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -218,6 +219,14 @@ def start_daemon(
             proc.kill()
             proc.wait(timeout=10)
         raise
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> float:

@@ -8,12 +8,11 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import wait_until
+from tests.support import free_port, wait_until
 
 CONTAINERFILE = Path(__file__).parents[2] / "packaging" / "Containerfile"
 TOKEN = "c4" * 32
@@ -28,12 +27,6 @@ def _instructions() -> dict[str, str]:
             name, _, rest = line.strip().partition(" ")
             found[name] = rest
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _env(spec: str) -> dict[str, str]:
@@ -64,7 +57,7 @@ def test_the_image_command_serves_passes_its_health_check_and_stops_on_sigterm(
     # stands in for it.
     port_at = command.index("--port") + 1
     assert command[port_at] == "8765"
-    port = _free_port()
+    port = free_port()
     args = [*entrypoint[4:], *command[:port_at], str(port), *command[port_at + 1 :]]
     daemon = subprocess.Popen(
         [sys.executable, "-m", *(moved(arg) for arg in args)],

@@ -2,24 +2,17 @@
 loopback port it is given, with the token from a mounted secret, and refuses to start — one
 line, exit 2, nothing served — when the port is taken or the secret is unusable."""
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import Home, start_daemon
+from tests.support import Home, free_port, start_daemon
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.daemon.__main__ import TOKEN_MIN_LENGTH, read_token
 
 TOKEN = "f0" * 32
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _run_daemon(home: Home, workspace: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +33,7 @@ def test_the_daemon_serves_the_fixed_port_with_the_secret_token(tmp_path: Path) 
     workspace.mkdir()
     secret = tmp_path / "token"
     secret.write_text(TOKEN + "\n")
-    port = _free_port()
+    port = free_port()
     daemon = start_daemon(home, workspace, "--port", str(port), "--token-file", str(secret))
     try:
         info = home.read_discovery(workspace)

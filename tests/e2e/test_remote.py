@@ -22,9 +22,9 @@ from tests.e2e.test_bridge import BridgeProcess, initialize
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
 from tests.e2e.test_cli_terminal import QUESTION_END
 from tests.e2e.test_interactive import READY, STATUS
-from tests.remote_support import Sshd, free_port, remote_command
+from tests.remote_support import Sshd, remote_command
 from tests.screen import CTRL_D, ENTER, Terminal
-from tests.support import Home, cli, command_step, run_cli, wait_until
+from tests.support import Home, cli, command_step, free_port, run_cli, wait_until
 from tests.terminal import TerminalCli
 from tether.clients import discovery
 from tether.testing import ModelServer

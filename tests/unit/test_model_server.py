@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import free_port
 from tether.testing import (
     ModelServer,
     Script,
@@ -667,18 +668,12 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     assert errors == ""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx.Client) -> None:
     """`tether dev model-server --script FILE --port N` listens on that port, says which URL
     to give TETHER_BASE_URL, and answers from the script until SIGTERM."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"model": "dev-model", "steps": [{"text": "from tether dev"}]}))
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         *("-m", "tether.clients.cli.main", "dev", "model-server"),
