@@ -120,7 +120,7 @@ class Connection:
         self.id = next(_ids)
         self.ws = ws
         self.handlers = handlers
-        self.outbox = Outbox(queue_limit, queue_bytes)
+        self.outbox = Outbox(queue_limit, queue_bytes, direct=ws)
         self.initialized = False
         self.client_name = ""
         self.provider_env: dict[str, str] | None = None
