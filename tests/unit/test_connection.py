@@ -568,3 +568,21 @@ async def test_a_frame_the_socket_takes_in_part_is_finished_before_anything_else
                 assert await client.get_message() == '"direct"'
                 release.set()
             nursery.cancel_scope.cancel()
+
+
+async def test_a_binary_frame_is_refused_unread_and_the_connection_serves_on(
+    tmp_path: Path,
+) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as ws,
+        ):
+            # A request in a binary frame, with bytes in it that are not UTF-8.
+            await ws.send_message(b'{"jsonrpc":"2.0","id":"b","method":"initialize","x":"\xff"}')
+            refusal = msgspec.json.decode(await ws.get_message())
+            assert refusal["id"] is None
+            assert refusal["error"]["code"] == ErrorCode.INVALID_REQUEST
+            assert "text frame" in refusal["error"]["message"]
+            await _hello(ws, attach=False)
