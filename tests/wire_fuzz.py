@@ -410,6 +410,9 @@ class RawClient:
 
     def __init__(self, port: int, token: str) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        # A frame and the probe behind it are two small writes: without this, the probe
+        # waits for the ACK of an unanswered frame (Nagle and delayed ACKs: 40 ms).
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.closed: int | None = None
         self._messages: list[str | bytes] = []
