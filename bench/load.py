@@ -406,7 +406,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunks", type=int, default=20, help="streamed chunks per step")
     parser.add_argument("--chunk-chars", type=int, default=64, help="characters per chunk")
     parser.add_argument(
-        "--pace-ms", type=float, default=5.0, help="the model's wait between chunks"
+        "--pace-ms", type=float, default=20.0, help="the model's wait between chunks"
     )
     parser.add_argument("--procs", type=int, default=4, help="client worker processes")
     parser.add_argument(
