@@ -19,10 +19,13 @@ The oracle, for each frame (see `docs/protocol.md`, "Frames"):
   answered with `"id": null` if at all;
 - a notification (a JSON-RPC 2.0 object with a string `method` and no `id`) is not answered;
 - after every frame a `daemon/status` request on the same connection (a fresh one after a
-  close) is answered, and the daemon process is alive.
+  close) is answered, and the daemon process is alive;
+- some frames are sent first on a new connection, before `initialize`: then only `initialize`
+  (and `$/cancelRequest`) may succeed, and an `initialize` sent after them still works.
 """
 
 import contextlib
+import dataclasses
 import json
 import secrets
 import socket
@@ -79,11 +82,14 @@ class Frame:
     kind: str
     """What made it (for counts): `valid`, or the mutation's name."""
     binary: bool = False
+    fresh: bool = False
+    """Sent first on a new connection, before `initialize`."""
 
     def describe(self) -> str:
         shown = self.payload[:300]
         more = f" ... ({len(self.payload)} bytes)" if len(self.payload) > 300 else ""
-        return f"{self.kind} {'binary' if self.binary else 'text'} frame {shown!r}{more}"
+        where = " before initialize" if self.fresh else ""
+        return f"{self.kind} {'binary' if self.binary else 'text'} frame{where} {shown!r}{more}"
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict[str, JSON]:
@@ -387,7 +393,23 @@ def raw_frames(draw: st.DrawFn) -> Frame:
 
 
 def frames(schema: Mapping[str, JSON]) -> Any:
-    return st.one_of(mutated(schema), raw_frames())
+    return st.one_of(
+        mutated(schema),
+        raw_frames(),
+        mutated(schema).map(lambda frame: dataclasses.replace(frame, fresh=True)),
+    )
+
+
+def _may_succeed_before_initialize(frame: Frame) -> bool:
+    """`initialize` itself, and `$/cancelRequest` (answered `{}` whatever it names)."""
+    try:
+        body = json.loads(frame.payload)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(body, dict) and cast(dict[str, JSON], body).get("method") in (
+        "initialize",
+        "$/cancelRequest",
+    )
 
 
 def oversize_frame() -> Frame:
@@ -539,6 +561,8 @@ class Expectation:
     """An answer, if any, must carry `"id": null`."""
     codes: frozenset[int] = TABLE_CODES
     """The error codes the answer may carry."""
+    results: bool = True
+    """The answer may be a result (before `initialize`, only `initialize` succeeds)."""
 
 
 def expectation(frame: Frame) -> Expectation:
@@ -618,9 +642,25 @@ class Fuzzer:
 
     def check(self, frame: Frame) -> None:
         tally = self.tally
-        tally.count(tally.kinds, frame.kind)
+        tally.count(tally.kinds, frame.kind + (" (before initialize)" if frame.fresh else ""))
         expect = expectation(frame)
-        client = self.client
+        if not frame.fresh:
+            try:
+                self._exchange(self.client, frame, expect)
+            except Finding:
+                if self.client.closed is not None or not self._usable():
+                    self._reconnect()
+                raise
+            return
+        if not _may_succeed_before_initialize(frame):
+            expect.results = False
+        client = RawClient(self.port, self.token)
+        try:
+            self._exchange(client, frame, expect)
+        finally:
+            client.close()
+
+    def _exchange(self, client: RawClient, frame: Frame, expect: "Expectation") -> None:
         try:
             client.send_frame(frame)
         except OSError as exc:
@@ -628,9 +668,12 @@ class Fuzzer:
         self._probes += 1
         probe = f"probe-{self._probes}"
         if expect.close_code is not None:
-            self._expect_close(frame, expect.close_code)
+            self._expect_close(client, frame, expect.close_code)
             return
+        init = f"init-{self._probes}"
         try:
+            if frame.fresh:
+                client.request(init, "initialize", {"clientName": "wire-fuzz"})
             client.request(probe, "daemon/status")
         except OSError as exc:
             raise Finding(f"the connection broke after {frame.describe()}: {exc}") from exc
@@ -641,10 +684,8 @@ class Fuzzer:
             try:
                 message = client.receive(deadline)
             except Closed as exc:
-                self._reconnect()
                 raise Finding(f"closed with {exc.code} after {frame.describe()}") from exc
             except TimeoutError as exc:
-                self._reconnect()
                 waiting = "the probe" if not probe_answered else "the answer"
                 raise Finding(f"no answer to {waiting} after {frame.describe()}") from exc
             if not isinstance(message, dict):
@@ -652,6 +693,8 @@ class Fuzzer:
             body = cast(dict[str, JSON], message)
             if "method" in body:
                 continue  # a notification of the daemon's (events of an attached session)
+            if frame.fresh and body.get("id") == init:
+                continue  # ALREADY_INITIALIZED when the frame was an `initialize`
             if body.get("id") == probe and not probe_answered:
                 probe_answered = True
                 if "result" not in body:
@@ -684,7 +727,7 @@ class Fuzzer:
                 f" {frame.describe()}"
             )
         if "result" in answer and "error" not in answer:
-            if expect.codes is not TABLE_CODES:
+            if expect.codes is not TABLE_CODES or not expect.results:
                 raise Finding(f"a result {answer} for {frame.describe()}")
             tally.count(tally.outcomes, "result")
             return
@@ -699,22 +742,32 @@ class Fuzzer:
         tally.count(tally.outcomes, "error")
         tally.count(tally.codes, code)
 
-    def _expect_close(self, frame: Frame, code: int) -> None:
+    def _expect_close(self, client: RawClient, frame: Frame, code: int) -> None:
         deadline = time.monotonic() + ANSWER_TIMEOUT
         try:
             while True:
-                self.client.receive(deadline)
+                client.receive(deadline)
         except Closed as exc:
             if exc.code != code:
-                self._reconnect()
                 raise Finding(f"closed with {exc.code}, not {code}, by {frame.describe()}") from exc
         except TimeoutError as exc:
-            self._reconnect()
             raise Finding(f"not closed with {code} by {frame.describe()}") from exc
         self.tally.count(self.tally.outcomes, f"closed {code}")
         if not self.alive():
             raise Finding(f"the daemon (pid {self.pid}) died after {frame.describe()}")
-        self._reconnect()
+        if client is self.client:
+            self._reconnect()
+
+    def _usable(self) -> bool:
+        """Whether the connection still answers (after a finding, before the next frame)."""
+        self._probes += 1
+        request_id = f"usable-{self._probes}"
+        try:
+            self.client.request(request_id, "daemon/status")
+            self._wait_for(self.client, request_id, time.monotonic() + ANSWER_TIMEOUT)
+        except (OSError, Closed, TimeoutError):
+            return False
+        return True
 
     def _reconnect(self) -> None:
         self.client.close()
