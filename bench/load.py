@@ -38,6 +38,7 @@ import argparse
 import hashlib
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.context
 import multiprocessing.process
 import os
 import re
@@ -53,6 +54,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from _harness import (
+    DaemonProc,
     bench_home,
     handle_sigterm,
     load_line,
@@ -67,6 +69,7 @@ from _harness import (
 )
 from tether.clients.rpc import Client
 from tether.clients.websocket import WebSocket
+from tether.daemon.sessions.emit_log import VARIABLE as EMIT_LOG_VARIABLE
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
@@ -74,6 +77,7 @@ from tether.protocol.methods import (
     INITIALIZE,
     SESSION_ATTACH,
     SESSION_CREATE,
+    DaemonStatusResult,
     InitializeParams,
     SessionAttachParams,
     SessionCreateParams,
@@ -187,6 +191,8 @@ class Seen:
     """The CPU time of the client's worker process while it read (shared by its clients)."""
     tags: list[tuple[int, float]] = field(default_factory=list[tuple[int, float]])
     """(tag key, receive time) of each tagged chunk received."""
+    received: list[tuple[int, float]] = field(default_factory=list[tuple[int, float]])
+    """(seq, receive time) of each event received."""
 
 
 class _Event(msgspec.Struct):
@@ -295,6 +301,7 @@ def read_all(clients: list[Client], seen: list[Seen]) -> None:
                     expected[index] = max(expected[index], seq + 1)
                     record.last_seq = seq
                     record.events += 1
+                    record.received.append((seq, stamp))
                     hashes[index].update(data)
                     event = frame.params.event
                     if event is None:
@@ -326,12 +333,51 @@ class Figures:
     """Model send -> the last of the session's clients, per tagged chunk."""
     spread_ms: list[float]
     """Per tagged chunk: last client's receipt minus the first's."""
+    emit_ms: list[float]
+    """The daemon's emit -> each client's receipt, for every event and client."""
+    emit_last_ms: list[float]
+    """The daemon's emit -> the last of the session's clients, per event."""
     events: int
     delivered: int
     problems: list[str]
+    seen: list[Seen]
 
 
-def analyse(seen: list[Seen], sends: dict[int, float], clients: int) -> Figures:
+def read_emit_log(path: Path) -> dict[tuple[str, int], float]:
+    """(session id, seq) -> when the daemon began emitting it (`TETHER_DEBUG_EMIT_LOG`)."""
+    emitted: dict[tuple[str, int], float] = {}
+    if not path.exists():
+        return emitted
+    for line in path.read_text().splitlines():
+        session_id, seq, at = line.split()
+        emitted[(session_id, int(seq))] = float(at)
+    return emitted
+
+
+def emit_latencies(
+    seen: list[Seen], ids: list[str], emitted: dict[tuple[str, int], float]
+) -> tuple[list[float], list[float]]:
+    each: list[float] = []
+    last: dict[tuple[str, int], float] = {}
+    for record in seen:
+        session_id = ids[record.session_index]
+        for seq, stamp in record.received:
+            at = emitted.get((session_id, seq))
+            if at is None:
+                continue
+            each.append((stamp - at) * 1000)
+            key = (session_id, seq)
+            last[key] = max(last.get(key, 0.0), (stamp - at) * 1000)
+    return each, list(last.values())
+
+
+def analyse(
+    seen: list[Seen],
+    sends: dict[int, float],
+    clients: int,
+    ids: list[str],
+    emitted: dict[tuple[str, int], float],
+) -> Figures:
     problems: list[str] = []
     by_session: dict[int, list[Seen]] = {}
     for record in seen:
@@ -380,7 +426,10 @@ def analyse(seen: list[Seen], sends: dict[int, float], clients: int) -> Figures:
         spread.append((max(stamps) - min(stamps)) * 1000)
     if missing:
         problems.append(f"{missing} chunks sent by the model were not seen by every client")
-    return Figures(delivery, last, spread, events, delivered, problems)
+    emit_each, emit_last = emit_latencies(seen, ids, emitted)
+    if not emit_each:
+        problems.append("the daemon's emit log is empty")
+    return Figures(delivery, last, spread, emit_each, emit_last, events, delivered, problems, seen)
 
 
 def quantiles(values: list[float]) -> str:
@@ -433,70 +482,120 @@ def main() -> int:
     with (
         model_server(script) as server,
         bench_home(server.base_url) as home,
-        running_daemon(home) as daemon,
-        record_model_sends(sends),
     ):
-        control = daemon.client("load-control")
-        try:
-            ids = [
-                control.call(SESSION_CREATE, SessionCreateParams()).session.id
-                for _ in range(sessions)
-            ]
-        finally:
-            control.close()
-        seats = [Seat(s, ids[s], c) for s in range(sessions) for c in range(per_session)]
-        procs = max(1, min(args.procs, len(seats)))
-        shares = [seats[i::procs] for i in range(procs)]
-        discovery = msgspec.json.encode(daemon.info)
-        pipes: list[multiprocessing.connection.Connection | PipeConnection] = []
-        workers: list[multiprocessing.process.BaseProcess] = []
-        try:
-            for share in shares:
-                ours, theirs = context.Pipe()
-                proc = context.Process(target=worker, args=(theirs, discovery, share))
-                proc.start()
-                pipes.append(ours)
-                workers.append(proc)
-            for pipe in pipes:
-                if not pipe.poll(120) or pipe.recv() != "ready":
-                    raise RuntimeError("a client worker did not get ready")
-            rss_attached = daemon.rss_kb()
-            user_before, system_before = user_system_s(daemon.pid)
-            bench_before = time.process_time()
-            begin = time.perf_counter()
-            for pipe in pipes:
-                pipe.send("go")
-            seen: list[Seen] = []
-            for pipe in pipes:
-                if not pipe.poll(RUN_TIMEOUT_S):
-                    raise RuntimeError("a client worker did not finish")
-                seen.extend(pipe.recv())
-            duration = time.perf_counter() - begin
-            user_after, system_after = user_system_s(daemon.pid)
-            user, system = user_after - user_before, system_after - system_before
-            cpu = user + system
-            bench_cpu = time.process_time() - bench_before
-            peak = daemon.peak_rss_kb()
-            rss_done = daemon.rss_kb()
-            for pipe in pipes:
-                pipe.send("close")
-            for proc in workers:
-                proc.join(30)
-        finally:
-            for proc in workers:
-                if proc.is_alive():
-                    proc.terminate()
-                    proc.join(10)
-        time.sleep(args.idle_wait)
-        idle = daemon.rss_kb()
-        status_client = daemon.client("load-status")
-        try:
-            status = status_client.call(DAEMON_STATUS)
-        finally:
-            status_client.close()
-        figures = analyse(seen, sends, per_session)
+        emit_log = home.root / "emitted.txt"
+        home.env[EMIT_LOG_VARIABLE] = str(emit_log)
+        with running_daemon(home) as daemon, record_model_sends(sends):
+            status, seen, measured = run(daemon, args, context)
+        figures = analyse(seen, sends, per_session, measured.ids, read_emit_log(emit_log))
         requests = len(server.requests)
+    report(args, status, figures, measured, requests, load)
+    return 0 if not figures.problems else 1
 
+
+@dataclass(frozen=True)
+class Measured:
+    ids: list[str]
+    procs: int
+    duration: float
+    user: float
+    system: float
+    bench_cpu: float
+    rss_attached: int
+    rss_done: int
+    peak: int
+    idle: int
+
+
+def run(
+    daemon: DaemonProc, args: argparse.Namespace, context: multiprocessing.context.SpawnContext
+) -> tuple[DaemonStatusResult, list[Seen], Measured]:
+    """Create the sessions, attach every client, run the turns, and read the daemon's CPU and
+    memory around them."""
+    sessions: int = args.sessions
+    per_session: int = args.clients
+    control = daemon.client("load-control")
+    try:
+        ids = [
+            control.call(SESSION_CREATE, SessionCreateParams()).session.id for _ in range(sessions)
+        ]
+    finally:
+        control.close()
+    seats = [Seat(s, ids[s], c) for s in range(sessions) for c in range(per_session)]
+    procs = max(1, min(args.procs, len(seats)))
+    shares = [seats[i::procs] for i in range(procs)]
+    discovery = msgspec.json.encode(daemon.info)
+    pipes: list[multiprocessing.connection.Connection | PipeConnection] = []
+    workers: list[multiprocessing.process.BaseProcess] = []
+    try:
+        for share in shares:
+            ours, theirs = context.Pipe()
+            proc = context.Process(target=worker, args=(theirs, discovery, share))
+            proc.start()
+            pipes.append(ours)
+            workers.append(proc)
+        for pipe in pipes:
+            if not pipe.poll(120) or pipe.recv() != "ready":
+                raise RuntimeError("a client worker did not get ready")
+        rss_attached = daemon.rss_kb()
+        user_before, system_before = user_system_s(daemon.pid)
+        bench_before = time.process_time()
+        begin = time.perf_counter()
+        for pipe in pipes:
+            pipe.send("go")
+        seen: list[Seen] = []
+        for pipe in pipes:
+            if not pipe.poll(RUN_TIMEOUT_S):
+                raise RuntimeError("a client worker did not finish")
+            seen.extend(pipe.recv())
+        duration = time.perf_counter() - begin
+        user_after, system_after = user_system_s(daemon.pid)
+        user, system = user_after - user_before, system_after - system_before
+        bench_cpu = time.process_time() - bench_before
+        peak = daemon.peak_rss_kb()
+        rss_done = daemon.rss_kb()
+        for pipe in pipes:
+            pipe.send("close")
+        for proc in workers:
+            proc.join(30)
+    finally:
+        for proc in workers:
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(10)
+    time.sleep(args.idle_wait)
+    idle = daemon.rss_kb()
+    status_client = daemon.client("load-status")
+    try:
+        status = status_client.call(DAEMON_STATUS)
+    finally:
+        status_client.close()
+    measured = Measured(
+        ids=ids,
+        procs=procs,
+        duration=duration,
+        user=user,
+        system=system,
+        bench_cpu=bench_cpu,
+        rss_attached=rss_attached,
+        rss_done=rss_done,
+        peak=peak,
+        idle=idle,
+    )
+    return status, seen, measured
+
+
+def report(
+    args: argparse.Namespace,
+    status: DaemonStatusResult,
+    figures: Figures,
+    measured: Measured,
+    requests: int,
+    load: str,
+) -> None:
+    sessions: int = args.sessions
+    per_session: int = args.clients
+    cpu = measured.user + measured.system
     connections = sessions * per_session
     print(
         f"load: {sessions} sessions x {per_session} clients = {connections} websockets;"
@@ -504,45 +603,61 @@ def main() -> int:
         f" step, {args.pace_ms:g} ms between chunks"
     )
     print(f"  ({machine_line()}; at start: {load}; at end: {load_line()})")
-    print(f"  clients in {procs} worker processes; {requests} model requests")
+    print(f"  clients in {measured.procs} worker processes; {requests} model requests")
     row("events emitted (all sessions)", f"{figures.events:,}")
-    row("messages delivered", f"{figures.delivered:,}", note=f"{duration:.2f} s for all turns")
+    row(
+        "messages delivered",
+        f"{figures.delivered:,}",
+        note=f"{measured.duration:.2f} s for all turns",
+    )
     ok = not figures.problems
     row("identical, gap-free sequences on every client", "yes" if ok else "NO")
     for problem in figures.problems[:10]:
         print(f"    PROBLEM: {problem}")
-    print(f"    model send -> each client:          {quantiles(figures.delivery_ms)}")
-    print(f"    model send -> last of its clients:  {quantiles(figures.last_ms)}")
-    print(f"    spread, last - first client:        {quantiles(figures.spread_ms)}")
-    if figures.delivery_ms:
-        p99 = percentile(figures.delivery_ms, 99)
+    print("    fan-out: the daemon's emit -> client receipt, every event:")
+    print(f"      each client:                      {quantiles(figures.emit_ms)}")
+    print(f"      last of the session's clients:    {quantiles(figures.emit_last_ms)}")
+    print("    the whole path: the model's send of a chunk -> client receipt of its delta:")
+    print(f"      each client:                      {quantiles(figures.delivery_ms)}")
+    print(f"      last of the session's clients:    {quantiles(figures.last_ms)}")
+    print(f"      spread, last - first client:      {quantiles(figures.spread_ms)}")
+    if figures.emit_ms:
+        p99 = percentile(figures.emit_ms, 99)
         row(
-            "fan-out p99 (model send -> client)",
+            "fan-out p99 (emit -> client)",
             f"{p99:.2f} ms",
             f"<= {P99_TARGET_MS:g} ms",
             verdict(p99, P99_TARGET_MS + 1e-9),
         )
-    row("daemon CPU: user + system", f"{cpu:.2f} s", note=f"{user:.2f} + {system:.2f} s")
-    clients_cpu = sum(record.cpu_s for record in seen)
+    row(
+        "daemon CPU: user + system",
+        f"{cpu:.2f} s",
+        note=f"{measured.user:.2f} + {measured.system:.2f} s",
+    )
+    clients_cpu = sum(record.cpu_s for record in figures.seen)
     row(
         "CPU of the client processes / of the model server",
-        f"{clients_cpu:.2f} / {bench_cpu:.2f} s",
+        f"{clients_cpu:.2f} / {measured.bench_cpu:.2f} s",
     )
     if figures.events:
         row("daemon CPU per event", f"{cpu / figures.events * 1e6:.0f} us")
     if figures.delivered:
         row("daemon CPU per delivered message", f"{cpu / figures.delivered * 1e6:.1f} us")
-    row("daemon RSS, all attached before the turns", mb(rss_attached))
-    row("daemon RSS when the turns ended", mb(rss_done))
-    row("daemon peak RSS (VmHWM)", mb(peak), "<= 150 MB", verdict(peak, PEAK_RSS_TARGET_KB + 1))
+    row("daemon RSS, all attached before the turns", mb(measured.rss_attached))
+    row("daemon RSS when the turns ended", mb(measured.rss_done))
+    row(
+        "daemon peak RSS (VmHWM)",
+        mb(measured.peak),
+        "<= 150 MB",
+        verdict(measured.peak, PEAK_RSS_TARGET_KB + 1),
+    )
     row(
         f"daemon RSS {args.idle_wait:g} s after every client left",
-        mb(idle),
+        mb(measured.idle),
         "<= 80 MB",
-        verdict(idle, IDLE_RSS_TARGET_KB + 1),
+        verdict(measured.idle, IDLE_RSS_TARGET_KB + 1),
     )
     row("sessions loaded then", str(status.sessions_loaded))
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":
