@@ -55,8 +55,10 @@ from tether.protocol.errors import ErrorCode
 SCHEMA_PATH = (
     Path(__file__).resolve().parent.parent / "packaging/schema/tether-protocol.schema.json"
 )
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""The daemon's limit (`x-tether-transport.maxMessageBytes`)."""
+MAX_MESSAGE_BYTES: int = json.loads(SCHEMA_PATH.read_text())["x-tether-transport"][
+    "maxMessageBytes"
+]
+"""The largest frame the daemon takes."""
 ANSWER_TIMEOUT = 20.0
 """Seconds an answer may take (a `session/compact` asks the model)."""
 EXCLUDED_METHODS = frozenset({"daemon/shutdown"})
