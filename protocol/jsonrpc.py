@@ -82,13 +82,22 @@ def _readable_id(value: object) -> RequestId | None:
     return None
 
 
+_TOO_DEEP = "parse error: JSON nested too deeply"
+
+
 def decode_envelope(frame: bytes | str) -> Envelope:
-    """Decode one frame; raise `FrameError` with -32700 or -32600 when it is not a message."""
+    """Decode one frame; raise `FrameError` with -32700 or -32600 when it is not a message
+    (-32700 too for JSON nested deeper than the reader goes)."""
+    # msgspec's reader recurses per nesting level, skipped values included.
     try:
         return _envelope_decoder.decode(frame)
+    except RecursionError as exc:
+        raise FrameError(ErrorCode.PARSE_ERROR, _TOO_DEEP) from exc
     except msgspec.DecodeError as exc:
         try:
             value = msgspec.json.decode(frame)
+        except RecursionError:
+            raise FrameError(ErrorCode.PARSE_ERROR, _TOO_DEEP) from exc
         except msgspec.DecodeError:
             raise FrameError(ErrorCode.PARSE_ERROR, f"parse error: {exc}") from exc
         if isinstance(value, list):

@@ -2,7 +2,9 @@
 subscribed events through its byte-bounded outbox (see `tether.daemon.rpc.outbox`).
 
 Error rules on the wire:
-- a frame that is not JSON: -32700, the connection stays open;
+- a frame that is not JSON (or nested deeper than the reader goes): -32700, the connection
+  stays open;
+- a binary frame: -32600 with `"id": null`, unread; the connection stays open;
 - JSON that is not a single request (a batch, a missing method, a wrong `jsonrpc`): -32600,
   echoing the request's `id` whenever it can be read;
 - an unknown method: -32601; params that do not fit the method: -32602 naming the field;
@@ -72,6 +74,10 @@ MAX_REQUESTS_IN_FLIGHT = 16
 
 OVERRUN_CLOSE_CODE = 1008
 
+BINARY_REFUSED = (
+    "binary frames are not part of the protocol: send each message as JSON in a text frame"
+)
+
 _ids = itertools.count(1)
 
 
@@ -120,7 +126,7 @@ class Connection:
         self.id = next(_ids)
         self.ws = ws
         self.handlers = handlers
-        self.outbox = Outbox(queue_limit, queue_bytes)
+        self.outbox = Outbox(queue_limit, queue_bytes, direct=ws)
         self.initialized = False
         self.client_name = ""
         self.client_version = ""
@@ -228,6 +234,10 @@ class Connection:
                 return
 
     async def _dispatch(self, message: str | bytes, nursery: trio.Nursery) -> None:
+        if isinstance(message, bytes):
+            # Not read at all: a binary frame's bytes need not even be UTF-8.
+            self.send_nowait(error_frame(None, ErrorCode.INVALID_REQUEST, BINARY_REFUSED))
+            return
         try:
             envelope = decode_envelope(message)
         except FrameError as exc:

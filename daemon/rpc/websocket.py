@@ -15,9 +15,14 @@ Frames the daemon sends are text frames built here: a 2-10 byte header, then the
 (RFC 6455 §5.2; a server never masks and no extension is negotiated). So an event frame, encoded
 once and shared by every subscriber, reaches each socket without being decoded, re-encoded or
 copied per client. Control frames (ping, pong, close) and the handshake answer are wsproto's.
+
+`write_nowait` writes a text frame from synchronous code (an event being emitted) when no send
+is under way and the socket takes it without waiting; what the socket did not take is written
+first by the next send. It is the outbox's direct path (see `tether.daemon.rpc.outbox`).
 """
 
 import contextlib
+import os
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -96,6 +101,8 @@ class WebSocket:
         self._part_bytes = 0
         self._pong = trio.Event()
         self._closed = trio.Event()
+        self._unsent = b""
+        """The rest of a frame `write_nowait` wrote in part; the next send writes it first."""
         self._closing: tuple[int, str] | None = None
         """The code and reason of the close frame `receive` sent, while it waits for the answer."""
         self.closed: ConnectionClosed | None = None
@@ -143,6 +150,36 @@ class WebSocket:
             parts.append(payload)
         await self._send(b"".join(parts))
 
+    def write_nowait(self, payload: bytes) -> bool:
+        """Write `payload` as one text message now, without waiting: True when the socket took
+        it (all of it, or a part: the rest is `has_unsent` and goes out with the next send),
+        False when nothing was written (a send is under way, the socket is full, the websocket
+        is closing or closed, or the write failed: the caller queues the frame instead, and a
+        broken connection is then found by the queued send)."""
+        if (
+            self.closed is not None
+            or self._closing is not None
+            or self._unsent
+            or self._send_lock.locked()
+            or self._ws.state is not ConnectionState.OPEN
+        ):
+            return False
+        fd = self._stream.socket.fileno()
+        if fd < 0:
+            return False
+        header = text_frame_header(len(payload))
+        try:
+            sent = os.writev(fd, (header, payload))
+        except OSError:
+            return False
+        if sent < len(header) + len(payload):
+            self._unsent = (header + payload)[sent:]
+        return True
+
+    @property
+    def has_unsent(self) -> bool:
+        return bool(self._unsent)
+
     async def ping(self) -> None:
         """Send a ping and wait for the pong (cancel it to give up)."""
         self._check_open()
@@ -176,6 +213,10 @@ class WebSocket:
         if self.closed is not None:
             raise ConnectionClosed(self.closed.code, self.closed.reason)
         async with self._send_lock:
+            if self._unsent:
+                data, self._unsent = self._unsent + data, b""
+            if not data:
+                return
             try:
                 await self._stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:

@@ -19,6 +19,7 @@ from typing import Protocol
 
 import msgspec
 
+from tether.daemon.sessions.emit_log import open_from_environment
 from tether.daemon.sessions.replay import EventRing
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.store import Store
@@ -92,6 +93,10 @@ def fork_origin(row: SessionRow) -> ForkOrigin | None:
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
+
+
+_EMIT_LOG = open_from_environment()
+"""Debug only: when each event is emitted (see `tether.daemon.sessions.emit_log`)."""
 
 
 class Subscriber(Protocol):
@@ -273,6 +278,8 @@ class Session:
     def emit(self, event: AnyEvent) -> int:
         self.seq += 1
         seq = self.seq
+        if _EMIT_LOG is not None:
+            _EMIT_LOG.write(f"{self.id} {seq} {time.perf_counter():.6f}\n")
         self._apply(event)
         frame = notification_frame(
             "session/event",

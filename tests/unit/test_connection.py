@@ -203,9 +203,9 @@ async def test_a_client_that_never_reads_is_resynced_within_its_budget_and_a_fas
             await _hello(slow)
             fast_conn, slow_conn = daemonlet.connections
 
-            # One frame per event, shared by every subscriber's outbox, not a copy each.
+            # Nothing is queued for either: the event goes straight to both sockets.
             _emit_deltas(session, 1)
-            assert fast_conn.outbox._frames[-1] is slow_conn.outbox._frames[-1]
+            assert len(fast_conn.outbox) == len(slow_conn.outbox) == 0
             fast_seqs.append(msgspec.json.decode(await fast.get_message())["params"]["seq"])
 
             # `slow` reads nothing from here on; `fast` reads everything, batch by batch.
@@ -508,3 +508,81 @@ async def test_past_the_requests_in_flight_the_connection_reads_on_only_when_one
                 daemonlet.releases[f"s{n}"].set()
             ids = {msgspec.json.decode(await ws.get_message())["id"] for _ in range(16)}
             assert ids == {f"r{n}" for n in range(1, MAX_REQUESTS_IN_FLIGHT + 1)}
+
+
+async def test_a_frame_the_socket_takes_in_part_is_finished_before_anything_else() -> None:
+    """The direct path writes what the socket takes at once; the rest goes out first with the
+    next send, so a frame queued behind it and a ping the daemon sends arrive whole, after it."""
+    big = b'"' + b"x" * (2 * 1024 * 1024) + b'"'
+    accepted: list[WebSocket] = []
+    arrived = trio.Event()
+    release = trio.Event()
+
+    async def handle(ws: WebSocket) -> None:
+        accepted.append(ws)
+        arrived.set()
+        await release.wait()
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(
+                partial(
+                    serve_websocket,
+                    handle,
+                    HOST,
+                    0,
+                    check=_check,
+                    max_message_size=1024 * 1024,
+                )
+            )
+            async with open_websocket(
+                HOST,
+                port,
+                "/",
+                use_ssl=False,
+                extra_headers=AUTH,
+                max_message_size=8 << 20,
+                disconnect_timeout=1,
+            ) as client:
+                await arrived.wait()
+                server = accepted[0]
+                outbox = Outbox(direct=server)
+                # Larger than any loopback socket buffer: the socket takes only a part.
+                outbox.send_nowait(big)
+                assert server.has_unsent
+                outbox.send_nowait(b'"after"')
+                assert len(outbox) == 1
+                assert not server.write_nowait(b'"jumps the queue"')
+
+                async def write() -> None:
+                    await server.send_text_frames(await outbox.get_batch())
+
+                nursery.start_soon(write)
+                assert await client.get_message() == big.decode()
+                assert await client.get_message() == '"after"'
+                assert not server.has_unsent
+                outbox.batch_written()  # what the writer does when it comes back for more
+                # The socket is empty again: the next frame goes straight out.
+                outbox.send_nowait(b'"direct"')
+                assert len(outbox) == 0
+                assert await client.get_message() == '"direct"'
+                release.set()
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_binary_frame_is_refused_unread_and_the_connection_serves_on(
+    tmp_path: Path,
+) -> None:
+    daemonlet = Daemonlet(_session(tmp_path))
+    with trio.fail_after(10):
+        async with (
+            running(daemonlet) as port,
+            open_websocket(HOST, port, "/", use_ssl=False, extra_headers=AUTH) as ws,
+        ):
+            # A request in a binary frame, with bytes in it that are not UTF-8.
+            await ws.send_message(b'{"jsonrpc":"2.0","id":"b","method":"initialize","x":"\xff"}')
+            refusal = msgspec.json.decode(await ws.get_message())
+            assert refusal["id"] is None
+            assert refusal["error"]["code"] == ErrorCode.INVALID_REQUEST
+            assert "text frame" in refusal["error"]["message"]
+            await _hello(ws, attach=False)

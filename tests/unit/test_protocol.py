@@ -89,6 +89,20 @@ def test_envelope_errors_are_classified() -> None:
     assert (envelope.id, envelope.method, bytes(envelope.params)) == ("7", "x", b'{"a":1}')
 
 
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"jsonrpc":"2.0","id":1,"method":"x","params":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ],
+)
+def test_json_nested_deeper_than_the_reader_goes_is_a_parse_error(frame: bytes) -> None:
+    with pytest.raises(FrameError) as deep:
+        decode_envelope(frame)
+    assert deep.value.code == ErrorCode.PARSE_ERROR
+    assert "nested too deeply" in deep.value.message
+
+
 def test_bad_params_name_the_field_in_wire_spelling() -> None:
     with pytest.raises(RpcError) as missing:
         codec.decode_params("turn/start", msgspec.Raw(b'{"text":"hi"}'))
