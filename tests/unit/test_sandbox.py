@@ -133,7 +133,9 @@ def listener() -> Iterator[socket.socket]:
 def connect(server: socket.socket) -> str:
     port = server.getsockname()[1]
     code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5); print('on')"
-    return f'{sys.executable} -c "{code}"'
+    # The interpreter itself, not the virtual environment's link to it: a checkout under /tmp
+    # (where CI may clone) keeps its .venv there, and the sandbox's /tmp is a fresh one.
+    return f'{os.path.realpath(sys.executable)} -c "{code}"'
 
 
 async def test_a_socket_fails_without_the_network_and_says_how_to_allow_it(
