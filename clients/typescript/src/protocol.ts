@@ -1612,6 +1612,12 @@ export interface ToolCall {
    * Default: `null`.
    */
   subagent?: Subagent | null;
+  /**
+   * Images the tool returned (an MCP tool's `image` blocks), made fit for the model as a message's images are, in order; set when the call completes. The model gets them with the result in every later request of the session until a summary replaces it.
+   *
+   * Default: `[]`.
+   */
+  images?: Array<ImageRef>;
 }
 
 /** One tool the model can call. */
