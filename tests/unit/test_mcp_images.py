@@ -6,6 +6,7 @@ alone to a model that takes none; a reloaded session sends it again; a large one
 downscaled; a damaged, mislabelled or surplus one stays a line saying why."""
 
 import base64
+import hashlib
 import io
 import json
 import sys
@@ -22,18 +23,25 @@ from tests.inprocess import running_sessions
 from tests.unit.test_mcp_pool import TINY
 from tests.unit.test_skills_turn import JSON, call, tool_results, turn
 from tether.daemon.config.settings import Config, PermissionsConfig
+from tether.daemon.context.budget import message_chars
+from tether.daemon.context.compact import summarise
+from tether.daemon.context.history import History
+from tether.daemon.context.images import image_part, image_tokens
 from tether.daemon.mcp.approvals import ServerApprovals
 from tether.daemon.mcp.config import McpServerConfig
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
-from tether.daemon.providers.base import ModelClient
+from tether.daemon.providers.anthropic import encode_blocks as anthropic_encode
+from tether.daemon.providers.base import ModelClient, ToolCallRequest
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.providers.openai import encode_messages as openai_encode
+from tether.daemon.providers.wire import CHARS_PER_TOKEN
 from tether.daemon.sessions.models import FixedModel
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
-from tether.protocol.items import AgentMessage, ToolCall
-from tether.testing import ModelServer
+from tether.protocol.items import AgentMessage, AnyItem, ImageRef, ToolCall, UserMessage
+from tether.testing import ModelServer, anthropic_request_problem, openai_request_problem
 
 Client = Callable[[ModelServer], ModelClient]
 
@@ -277,3 +285,177 @@ async def test_what_cannot_be_sent_stays_a_line_saying_why(places: Places) -> No
     counts = [len(item.images) for item in session.items() if isinstance(item, ToolCall)]
     assert counts == [0, 0, 0, 0, 4]
     assert answered(session) == "seen"
+
+
+# --- the pieces: history, encoders, budget, summary, the request checker ----------------------
+
+
+def tool_image_ref(data: bytes) -> ImageRef:
+    width, height = size_of(data)
+    return ImageRef(
+        name="look-1.png",
+        mime_type="image/png",
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        width=width,
+        height=height,
+    )
+
+
+def history_with_tool_image(data: bytes) -> History:
+    """A conversation whose one tool call returned the image `data` (a PNG)."""
+    ref = tool_image_ref(data)
+    history = History("system")
+    history.add_user("look")
+    history.add_assistant("", [ToolCallRequest(id="call_1", name="mcp__tiny__look", arguments="")])
+    history.image_data[ref.sha256] = data
+    history.add_tool_result("call_1", "here\n[image look-1.png: returned by the tool]", [ref])
+    history.add_assistant("a gradient", [])
+    history.add_user("and now?")
+    return history
+
+
+def png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.linear_gradient("L").resize((width, height)).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_a_rebuilt_history_carries_the_tool_images_it_still_has() -> None:
+    data = png(40, 30)
+    call = ToolCall(
+        id="i1",
+        call_id="call_1",
+        tool="mcp__tiny__look",
+        arguments="",
+        status="completed",
+        output="here",
+        step=1,
+        images=[tool_image_ref(data)],
+    )
+    items: list[AnyItem] = [UserMessage(id="u", text="look"), call]
+    kept = History("system")
+    kept.image_data[call.images[0].sha256] = data
+    kept.rebuild(items)
+    assert kept.messages[3].images == [image_part(call.images[0], data)]
+    lost = History("system")
+    lost.rebuild(items)
+    assert lost.messages[3].images == []
+    assert lost.messages[3].content == "here\n[image look-1.png 40x30: no longer stored]"
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_the_cached_encodings_of_a_tool_result_tell_images_on_from_off(dialect: str) -> None:
+    message = history_with_tool_image(png(8, 8)).messages[3]
+    if dialect == "openai":
+        with_images = openai_encode([message], images=True)
+        without = openai_encode([message], images=False)
+        assert len(with_images) == 2  # the tool message, then the user message with the image
+        assert len(without) == 1
+        assert b"not sent: this model takes no images" in bytes(without[0])
+    else:
+        with_images = [anthropic_encode(message, images=True)]
+        without = [anthropic_encode(message, images=False)]
+        assert b'"type":"image"' in bytes(with_images[0])
+        assert b'"type":"image"' not in bytes(without[0])
+        assert b"not sent: this model takes no images" in bytes(without[0])
+    assert len(message.cache) >= 2  # one key each way, neither overwriting the other
+    again = (
+        openai_encode([message], images=True)
+        if dialect == "openai"
+        else [anthropic_encode(message, images=True)]
+    )
+    assert [bytes(raw) for raw in again] == [bytes(raw) for raw in with_images]
+
+
+def test_a_tool_image_counts_in_the_budget_as_a_prompt_image() -> None:
+    history = history_with_tool_image(png(1000, 750))
+    tool, assistant = history.messages[3], history.messages[4]
+    assert message_chars(tool) == len(tool.content) + round(
+        image_tokens(1000, 750) * CHARS_PER_TOKEN
+    )
+    assert message_chars(assistant) == len("a gradient")
+
+
+async def test_a_summary_is_told_the_tool_image_by_name_and_keeps_the_call_answered() -> None:
+    history = history_with_tool_image(png(20, 20))
+    with ModelServer({"steps": [{"text": "the user asked for a look; it was a gradient"}]}) as (
+        server
+    ):
+        client = OpenAIChatClient(base_url=server.base_url, model="gpt-4o")
+        try:
+            with trio.fail_after(10):
+                summary = await summarise(history, client, keep_recent_tokens=0)
+        finally:
+            await client.aclose()
+    assert summary is not None
+    (request,) = server.requests
+    tool = next(m for m in request["messages"] if m["role"] == "tool")
+    assert tool["tool_call_id"] == "call_1"
+    assert "[image look-1.png 20x20: attached here]" in tool["content"]
+    assert "image_url" not in json.dumps(request)
+
+
+def openai_chat(*messages: JSON) -> JSON:
+    return {"model": "m", "messages": [{"role": "system", "content": "s"}, *messages]}
+
+
+ASKED: JSON = {
+    "role": "assistant",
+    "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+    ],
+}
+PICTURE: JSON = {"type": "image_url", "image_url": {"url": data_url(png(2, 2))}}
+
+
+def test_the_request_checker_takes_images_only_after_every_tool_message() -> None:
+    user: JSON = {"role": "user", "content": "go"}
+    answer_a: JSON = {"role": "tool", "tool_call_id": "a", "content": "x"}
+    answer_b: JSON = {"role": "tool", "tool_call_id": "b", "content": "y"}
+    images: JSON = {"role": "user", "content": [{"type": "text", "text": "from a"}, PICTURE]}
+    assert openai_request_problem(openai_chat(user, ASKED, answer_a, answer_b, images)) is None
+    between = openai_request_problem(openai_chat(user, ASKED, answer_a, images, answer_b))
+    assert between is not None
+    assert "did not have response messages: b" in between
+    stray = openai_request_problem(openai_chat(user, answer_a))
+    assert stray is not None
+    assert "must be a response to a preceding message with 'tool_calls'" in stray
+    in_tool = {"role": "tool", "tool_call_id": "b", "content": [PICTURE]}
+    problem = openai_request_problem(openai_chat(user, ASKED, answer_a, in_tool))
+    assert problem == "messages[4].content: a tool message takes text parts only"
+
+
+def test_the_request_checker_reads_the_content_of_a_tool_result() -> None:
+    def picture(data: str) -> JSON:
+        source = {"type": "base64", "media_type": "image/png", "data": data}
+        return {"type": "image", "source": source}
+
+    def body(content: object) -> JSON:
+        return {
+            "model": "m",
+            "max_tokens": 10,
+            "messages": [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "a", "content": content}],
+                },
+            ],
+        }
+
+    good = picture(base64.b64encode(png(2, 2)).decode())
+    assert anthropic_request_problem(body([{"type": "text", "text": "x"}, good])) is None
+    assert anthropic_request_problem(body("just text")) is None
+    empty = anthropic_request_problem(body([picture("")]))
+    assert empty == (
+        "messages.2.content.0.content.0.source: image data must be a non-empty base64 string"
+    )
+    other = anthropic_request_problem(body([{"type": "document"}]))
+    assert other is not None
+    assert "holds only text and image blocks" in other
