@@ -119,7 +119,8 @@ class McpServerTool:
             result = await self._call(self.server, self.tool.name, params.arguments)
         except McpError as exc:
             raise ToolFailure(str(exc)) from exc
-        parts, is_error = result_parts(result, self.tool.name)
+        # The images are named after the tool, in the characters a tool name may have.
+        parts, is_error = result_parts(result, _UNSAFE.sub("_", self.tool.name))
         keeper = image_keeper(ctx.services)
         lines: list[str] = []
         images: list[ToolImage] = []
@@ -128,7 +129,9 @@ class McpServerTool:
                 lines.append(part)
                 continue
             kept: ToolImage | str = "tether sends no images here"
-            if keeper is not None and not is_error:
+            if is_error:
+                kept = "the call failed"
+            elif keeper is not None:
                 kept = await keeper.keep(part.name, part.data)
             if isinstance(kept, str):
                 lines.append(not_shown(part, kept))
