@@ -34,8 +34,9 @@ class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
 
 
 class ImageRef(Wire, frozen=True, kw_only=True):
-    """An image attached to a user message, described: the bytes themselves stay in the
-    daemon (sent to the model, kept in the data dir), never in events or snapshots."""
+    """An image attached to a user message (or returned by a tool), described: the bytes
+    themselves stay in the daemon (sent to the model, kept in the data dir), never in events
+    or snapshots."""
 
     name: str
     """What the image is called (its file name, as the model is told)."""

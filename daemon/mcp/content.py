@@ -86,6 +86,7 @@ def not_shown(image: McpImage, why: str) -> str:
 
 def _image(block: dict[str, object], tool: str, earlier: int) -> Part:
     mime = str(block.get("mimeType", "")) or "unknown type"
+    mime = "image/jpeg" if mime == "image/jpg" else mime  # a name some servers use
     data = block.get("data")
     if mime not in IMAGE_MIME_TYPES:
         return _placeholder(block, "tether sends only PNG, JPEG, GIF and WebP images")

@@ -29,6 +29,7 @@ from tether.daemon.context.history import History
 from tether.daemon.context.images import image_part, image_tokens
 from tether.daemon.mcp.approvals import ServerApprovals
 from tether.daemon.mcp.config import McpServerConfig
+from tether.daemon.mcp.content import McpImage, result_parts
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.anthropic import encode_blocks as anthropic_encode
@@ -459,3 +460,25 @@ def test_the_request_checker_reads_the_content_of_a_tool_result() -> None:
     other = anthropic_request_problem(body([{"type": "document"}]))
     assert other is not None
     assert "holds only text and image blocks" in other
+
+
+def test_image_blocks_become_images_named_after_the_tool_in_their_place() -> None:
+    jpeg = base64.b64encode(b"\xff\xd8\xff pretend").decode()
+    parts, is_error = result_parts(
+        {
+            "content": [
+                {"type": "text", "text": "two shots"},
+                {"type": "image", "data": jpeg, "mimeType": "image/jpg"},
+                {"type": "text", "text": "and"},
+                {"type": "image", "data": f"{jpeg[:8]}\n{jpeg[8:]}", "mimeType": "image/webp"},
+            ]
+        },
+        "shoot",
+    )
+    assert not is_error
+    assert parts == [
+        "two shots",
+        McpImage(name="shoot-1.jpg", mime_type="image/jpeg", data=b"\xff\xd8\xff pretend"),
+        "and",
+        McpImage(name="shoot-2.webp", mime_type="image/webp", data=b"\xff\xd8\xff pretend"),
+    ]

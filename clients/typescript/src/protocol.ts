@@ -528,8 +528,9 @@ export interface ImageInput {
 }
 
 /**
- * An image attached to a user message, described: the bytes themselves stay in the
- * daemon (sent to the model, kept in the data dir), never in events or snapshots.
+ * An image attached to a user message (or returned by a tool), described: the bytes
+ * themselves stay in the daemon (sent to the model, kept in the data dir), never in events
+ * or snapshots.
  */
 export interface ImageRef {
   /** What the image is called (its file name, as the model is told). */
