@@ -34,8 +34,9 @@ class Item(Wire, frozen=True, kw_only=True, tag_field="type"):
 
 
 class ImageRef(Wire, frozen=True, kw_only=True):
-    """An image attached to a user message, described: the bytes themselves stay in the
-    daemon (sent to the model, kept in the data dir), never in events or snapshots."""
+    """An image attached to a user message (or returned by a tool), described: the bytes
+    themselves stay in the daemon (sent to the model, kept in the data dir), never in events
+    or snapshots."""
 
     name: str
     """What the image is called (its file name, as the model is told)."""
@@ -141,6 +142,10 @@ class ToolCall(Item, frozen=True, kw_only=True, tag="tool_call"):
     """For a `task` call: its subagent, set by `item_updated` while it is queued and
     running, and on completion. The subagent's own items name this call's id as their
     `parentItemId`."""
+    images: list[ImageRef] = []
+    """Images the tool returned (an MCP tool's `image` blocks), made fit for the model as a
+    message's images are, in order; set when the call completes. The model gets them with
+    the result in every later request of the session until a summary replaces it."""
 
 
 class FileChange(Wire, frozen=True, kw_only=True):

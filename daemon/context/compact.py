@@ -332,11 +332,13 @@ def _fit_for_summary(older: list[Message], limit_tokens: int | None) -> list[Mes
 def _images_named(messages: list[Message]) -> list[Message]:
     """The messages with each image replaced by a line naming it (copies; the history is not
     touched): the summary replaces them, so the model summarising is told what was shown
-    rather than sent the images again."""
+    rather than sent the images again. A tool result stays the answer to its call."""
     return [
         Message(
             role=m.role,
             content="\n".join([m.content, *(i.placeholder("attached here") for i in m.images)]),
+            tool_call_id=m.tool_call_id,
+            tool_name=m.tool_name,
         )
         if m.images
         else m

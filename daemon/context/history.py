@@ -5,10 +5,11 @@ when the skills catalog does), so the prompt prefix stays byte-identical and pro
 caches keep hitting. Providers encode each
 message once and keep the encoding on it (see `Message.cache`).
 
-A user message may carry images (`Message.images`, with their bytes): the bytes are looked up
-by SHA-256 in `History.image_data` when the message is added, so the session puts them there
-first, when the message is sent or before a rebuild reads the items; an image whose bytes are
-gone is named in the text instead. A summary drops the images of the messages it replaces.
+A user message, and a tool's result, may carry images (`Message.images`, with their bytes):
+the bytes are looked up by SHA-256 in `History.image_data` when the message is added, so
+whoever adds it puts them there first (the session when a message is sent or before a rebuild
+reads the items, the turn loop for a tool's images); an image whose bytes are gone is named in
+the text instead. A summary drops the images of the messages it replaces.
 
 A summary of the earlier conversation (compaction's last step) stands in the history as one
 user message right after the system prompt; `History.replace_with_summary` is the one place that
@@ -77,6 +78,12 @@ class History:
         `image_data` (one whose bytes are gone is named in the text instead)."""
         self.close_open_calls()
         content = f"{context}\n\n{text}" if context else text
+        content, parts = self._images(content, images)
+        self.messages.append(Message(role="user", content=content, images=parts))
+
+    def _images(self, content: str, images: Sequence[ImageRef]) -> tuple[str, list[ImagePart]]:
+        """(the content, with a line for each image whose bytes are gone; the images whose
+        bytes `image_data` has)."""
         parts: list[ImagePart] = []
         lost: list[str] = []
         for ref in images:
@@ -85,19 +92,22 @@ class History:
                 lost.append(f"[image {ref.name} {ref.width}x{ref.height}: no longer stored]")
             else:
                 parts.append(image_part(ref, data))
-        if lost:
-            content = "\n".join([content, *lost])
-        self.messages.append(Message(role="user", content=content, images=parts))
+        return ("\n".join([content, *lost]) if lost else content), parts
 
     def add_assistant(self, text: str, tool_calls: Iterable[ToolCallRequest]) -> None:
         calls = list(tool_calls)
         self.messages.append(Message(role="assistant", content=text, tool_calls=calls))
         self._open_calls = {c.id: c.name for c in calls}
 
-    def add_tool_result(self, call_id: str, output: str) -> None:
+    def add_tool_result(self, call_id: str, output: str, images: Sequence[ImageRef] = ()) -> None:
+        """Append a call's result; its `images` (a tool's, see `ToolCall.images`) are sent with
+        it, their bytes taken from `image_data` as a user message's are."""
         name = self._open_calls.pop(call_id, "")
+        content, parts = self._images(output, images)
         self.messages.append(
-            Message(role="tool", content=output, tool_call_id=call_id, tool_name=name)
+            Message(
+                role="tool", content=content, tool_call_id=call_id, tool_name=name, images=parts
+            )
         )
 
     def close_open_calls(self) -> None:
@@ -131,7 +141,7 @@ class History:
                 )
                 for call in pending_calls:
                     if call.status != "running":
-                        self.add_tool_result(call.call_id, call.output)
+                        self.add_tool_result(call.call_id, call.output, call.images)
                 self.close_open_calls()
             pending_text, pending_calls = "", []
 

@@ -12,7 +12,8 @@ list of content blocks, encoded once and kept in `Message.cache["anthropic"]`:
     assistant            [text?, tool_use…]          input = the parsed arguments; arguments
                                                      that are not a JSON object go as {} with
                                                      a text block quoting them
-    tool                 [tool_result]               sent in a user message
+    tool                 [tool_result]               sent in a user message; a tool's images
+                                                     go in its `content`, after the text
 
 Consecutive messages of the same wire role are merged into one message (the API wants user and
 assistant to alternate, with every tool result in the user message right after its call), and
@@ -109,7 +110,7 @@ class _ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use"):
 
 class _ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", omit_defaults=True):
     tool_use_id: str
-    content: str = ""
+    content: "str | list[_TextBlock | _ImageBlock]" = ""
 
 
 class _ImageSource(msgspec.Struct, tag_field="type", tag="base64"):
@@ -174,7 +175,7 @@ NO_IMAGES = "-no-images"
 _OutBlock = _TextBlock | _ImageBlock | _ToolUseBlock | _ToolResultBlock
 
 
-def _image_blocks(message: Message, *, send: bool) -> list[_OutBlock]:
+def _image_blocks(message: Message, *, send: bool) -> list[_TextBlock | _ImageBlock]:
     """The images of a user message, before its text as Anthropic advises; for a model that
     takes no images, a text block naming each."""
     if not send:
@@ -188,6 +189,19 @@ def _image_blocks(message: Message, *, send: bool) -> list[_OutBlock]:
     ]
 
 
+def _tool_result(message: Message, *, send: bool) -> _ToolResultBlock:
+    """A tool's result; its images (a tool's own, see `ToolCall.images`) in its `content`
+    after the text, or a line naming each for a model that takes no images."""
+    use_id = tool_use_id(message.tool_call_id)
+    if not message.images:
+        return _ToolResultBlock(tool_use_id=use_id, content=message.content)
+    content: list[_TextBlock | _ImageBlock] = []
+    if message.content.strip():
+        content.append(_TextBlock(message.content))
+    content += _image_blocks(message, send=send)
+    return _ToolResultBlock(tool_use_id=use_id, content=content)
+
+
 def _key(base: str, message: Message, images: bool) -> str:
     return base if images or not message.images else base + NO_IMAGES
 
@@ -199,12 +213,10 @@ def encode_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
     cached = message.cache.get(key)
     if cached is not None:
         return cached
-    blocks: list[_OutBlock] = _image_blocks(message, send=images)
     if message.role == "tool":
-        blocks.append(
-            _ToolResultBlock(tool_use_id=tool_use_id(message.tool_call_id), content=message.content)
-        )
+        blocks: list[_OutBlock] = [_tool_result(message, send=images)]
     else:
+        blocks = [*_image_blocks(message, send=images)]
         if message.content.strip():
             blocks.append(_TextBlock(message.content))
         for call in message.tool_calls:
@@ -230,7 +242,7 @@ def encode_text_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
     if cached is not None:
         return cached
     text = texttools.render_text(message)
-    blocks = _image_blocks(message, send=images)
+    blocks: list[_OutBlock] = [*_image_blocks(message, send=images)]
     if text.strip():
         blocks.append(_TextBlock(text))
     raw = message.cache[key] = msgspec.Raw(_encoder.encode(blocks))

@@ -43,6 +43,7 @@ from tether.daemon.providers.wire import (
     Rejected,
     StreamedReply,
     error_detail,
+    join_json_arrays,
     join_json_strings,
     switches_to_text_tools,
 )
@@ -169,13 +170,58 @@ def encode_message(message: Message, *, images: bool = True) -> msgspec.Raw:
             or None,
         )
     elif message.role == "tool":
-        wire = _WireMessage(role="tool", content=message.content, tool_call_id=message.tool_call_id)
+        # A tool message takes text only: its images follow in a user message of their own
+        # (`encode_messages`), or, for a model that takes none, a line names each.
+        content = (
+            message.content if images else _content(message.content, message.images, send=False)
+        )
+        wire = _WireMessage(role="tool", content=content, tool_call_id=message.tool_call_id)
     else:
         wire = _WireMessage(
             role=message.role, content=_content(message.content, message.images, send=images)
         )
     raw = message.cache[key] = msgspec.Raw(_encoder.encode(wire))
     return raw
+
+
+TOOL_IMAGES = "openai-tool-images"
+"""Cache key of the parts that carry a tool result's images (an encoded JSON array)."""
+
+
+def encode_messages(messages: Sequence[Message], *, images: bool = True) -> list[msgspec.Raw]:
+    """The conversation for native tools. A `tool` message takes text only, so the images of
+    a step's tool results go in one `user` message right after its last tool message (the
+    tool messages answering one assistant message stay together), a text part naming the
+    call before each result's images."""
+    wire: list[msgspec.Raw] = []
+    pending: list[msgspec.Raw] = []
+    for message in messages:
+        if pending and message.role != "tool":
+            wire.append(_user_with_parts(pending))
+            pending = []
+        wire.append(encode_message(message, images=images))
+        if images and message.role == "tool" and message.images:
+            pending.append(_tool_image_parts(message))
+    if pending:
+        wire.append(_user_with_parts(pending))
+    return wire
+
+
+def _tool_image_parts(message: Message) -> msgspec.Raw:
+    cached = message.cache.get(TOOL_IMAGES)
+    if cached is None:
+        source = f" ({message.tool_name})" if message.tool_name else ""
+        parts: _Parts = [
+            _TextPart(f"The images returned by tool call {message.tool_call_id}{source}:")
+        ]
+        parts += [_ImagePart(_ImageURL(data_url(image))) for image in message.images]
+        cached = message.cache[TOOL_IMAGES] = msgspec.Raw(_encoder.encode(parts))
+    return cached
+
+
+def _user_with_parts(parts: list[msgspec.Raw]) -> msgspec.Raw:
+    content = parts[0] if len(parts) == 1 else join_json_arrays(parts)
+    return msgspec.Raw(_encoder.encode(_TextWireMessage("user", content)))
 
 
 def encode_tools(tools: ToolSet) -> msgspec.Raw:
@@ -329,7 +375,7 @@ class OpenAIChatClient(DialectClient):
         if text_mode:
             messages = encode_text_messages(request.messages, tools, images=self.images)
         else:
-            messages = [encode_message(m, images=self.images) for m in request.messages]
+            messages = encode_messages(request.messages, images=self.images)
         return _encoder.encode(
             _Body(
                 model=self.model,

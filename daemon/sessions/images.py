@@ -6,15 +6,22 @@ SHA-256 under `images/<session id>/` next to the store's database, so a session 
 like the database, written atomically (a temporary file, then a rename) so a crash leaves no
 half image. Deleting a session deletes its folder. Every method does file I/O: call them from
 a worker thread.
+
+A tool's images come the same way (`ToolImages`, the `ImageKeeper` of a turn's tools): made fit
+for the model as a message's are, then kept here before the call's result is recorded.
 """
 
 import contextlib
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import trio
+
 from tether.daemon.config.paths import private_dir
+from tether.daemon.context.images import ImageProblem, prepare_image
+from tether.daemon.tools.images import ToolImage
 
 
 class ImageStore:
@@ -60,3 +67,24 @@ class ImageStore:
     def delete_session(self, session_id: str) -> None:
         """Forget every image of the session."""
         shutil.rmtree(self._folder(session_id), ignore_errors=True)
+
+
+class ToolImages:
+    """The `ImageKeeper` a turn's tools get: an image checked and downscaled for the model
+    the turn calls (`dialect()`: its wire dialect, read when the image comes), then kept in
+    `store` for the session."""
+
+    def __init__(self, store: ImageStore, session_id: str, dialect: Callable[[], str]) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.dialect = dialect
+
+    async def keep(self, name: str, data: bytes) -> ToolImage | str:
+        try:
+            prepared = await trio.to_thread.run_sync(prepare_image, name, data, self.dialect())
+        except ImageProblem as exc:
+            return str(exc)
+        await trio.to_thread.run_sync(
+            self.store.save, self.session_id, prepared.ref.sha256, prepared.data
+        )
+        return ToolImage(ref=prepared.ref, data=prepared.data)

@@ -46,7 +46,7 @@ from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import ApprovalRequest, ContextMeter, PermissionMode
-from tether.protocol.items import UserMessage
+from tether.protocol.items import ToolCall, UserMessage
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
     Attachment,
@@ -135,6 +135,7 @@ class Sessions:
             on_turn_end=on_turn_end,
             skills=skills,
             mcp=mcp,
+            images=self.images,
         )
 
     def stop_accepting(self) -> None:
@@ -249,7 +250,7 @@ class Sessions:
                 digests = [
                     image.sha256
                     for item in session.items()
-                    if isinstance(item, UserMessage)
+                    if isinstance(item, UserMessage | ToolCall)
                     for image in item.images
                 ]
                 if digests:

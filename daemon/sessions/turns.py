@@ -44,6 +44,7 @@ from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
 from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
+from tether.daemon.sessions.images import ImageStore, ToolImages
 from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
@@ -54,6 +55,7 @@ from tether.daemon.skills.catalog import catalog
 from tether.daemon.skills.library import SkillLibrary, protected_folders
 from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
 from tether.daemon.tools.builtin import skill_tools
+from tether.daemon.tools.images import IMAGES_SERVICE
 from tether.daemon.tools.mcp import mcp_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.task import SUBAGENTS_SERVICE
@@ -189,6 +191,7 @@ class Turns:
         on_turn_end: Callable[[], None] | None = None,
         skills: SkillLibrary | None = None,
         mcp: McpPool | None = None,
+        images: ImageStore | None = None,
     ) -> None:
         """`models` gives each turn the user's settings as they are when it starts (the
         model client, the permission rules, `max_steps`, the context window);
@@ -198,8 +201,10 @@ class Turns:
         no diagnostics); `on_turn_end` is called after every turn; `skills` are read again at
         each turn's start: while there are any, the system prompt ends with their catalog and
         the `skill` tool follows `tools` (None: no skills); `mcp` runs the MCP servers whose
-        tools follow those (None: none)."""
+        tools follow those (None: none); `images` keeps the images tools return (None: tools
+        return text only)."""
         self.workspace = workspace
+        self.images = images
         self.mcp = mcp
         self._mcp_reported: set[str] = set()
         self._sandbox_reported: dict[str, str] = {}
@@ -477,11 +482,15 @@ class Turns:
         subagents: Subagents | None = None
         hooks: TurnHooks | None = None
         sandbox: Sandbox | None = None
+        dialect = ""
+        """The wire dialect of the turn's model, once it is leased: tools' images fit it."""
 
         def context(item: ToolCall, versions: ReadVersions | None = None) -> ToolContext:
             services = {**self.services, TODOS_SERVICE: _TodoBoard(session)}
             if subagents is not None:
                 services[SUBAGENTS_SERVICE] = subagents
+            if self.images is not None:
+                services[IMAGES_SERVICE] = ToolImages(self.images, session.id, lambda: dialect)
             return ToolContext(
                 self.workspace,
                 session_id=session.id,
@@ -519,7 +528,8 @@ class Turns:
         tools = self._tools_for(live)
 
         def make_loop(config: Config, model: ModelClient) -> TurnLoop:
-            nonlocal subagents, hooks
+            nonlocal subagents, hooks, dialect
+            dialect = model.provider
             policy = self._policy(session, rules, config.permissions, sandbox)
             hooks = turn_hooks(
                 config.hooks,

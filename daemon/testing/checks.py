@@ -10,7 +10,10 @@ it consumes no step); tests that replay their own streams call `anthropic_reques
 Images are checked in both dialects as the APIs check them: an Anthropic ``image`` block needs
 a ``base64`` source with a ``media_type`` of png, jpeg, gif or webp and ``data`` that is valid
 base64 (or a ``url`` source); an OpenAI ``image_url`` part needs ``image_url.url``, an http(s)
-URL or a ``data:image/…;base64,`` URL with valid base64; both only in user messages. Stricter
+URL or a ``data:image/…;base64,`` URL with valid base64; both only in user messages (and, for
+Anthropic, inside a ``tool_result``'s content). Chat completions bodies are checked for the
+order of tool calls: every call of an assistant message answered by ``tool`` messages right
+after it, before any other message, and a ``tool`` message only in answer to one. Stricter
 than the APIs, the decoded bytes must be the image the type names (by their magic bytes), so a
 test catches a mislabelled image. `openai_request_problem` checks chat completions bodies.
 """
@@ -137,6 +140,9 @@ def _blocks_problem(
                 return f"{at}: tool_result blocks are only allowed in user messages"
             if seen_other:
                 return f"{at}: tool_result blocks must come before any other content"
+            problem = _tool_result_content_problem(at, block.get("content", ""))
+            if problem is not None:
+                return problem
             use_id = block.get("tool_use_id")
             if use_id not in previous_uses:
                 return (
@@ -155,6 +161,31 @@ def _blocks_problem(
             seen_other = True
         else:
             return f"{at}.type: unknown content block type {kind!r}"
+    return None
+
+
+def _tool_result_content_problem(at: str, content: object) -> str | None:
+    """A `tool_result`'s content: a string, or a list of text and image blocks."""
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"{at}.content: Input should be a valid string or list of blocks"
+    for k, raw in enumerate(cast(list[object], content)):
+        inner = f"{at}.content.{k}"
+        if not isinstance(raw, dict):
+            return f"{inner}: Input should be an object"
+        block = cast(JSONObject, raw)
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str) or not text.strip():
+                return f"{inner}: text content blocks must contain non-whitespace text"
+        elif kind == "image":
+            problem = _anthropic_image_problem(inner, block.get("source"))
+            if problem is not None:
+                return problem
+        else:
+            return f"{inner}.type: a tool_result holds only text and image blocks, not {kind!r}"
     return None
 
 
@@ -219,10 +250,14 @@ def openai_request_problem(body: JSONObject) -> str | None:
     messages: object = body.get("messages")
     if not isinstance(messages, list):
         return "messages: Input should be a valid list"
+    unanswered: list[str] = []
     for i, raw in enumerate(cast(list[object], messages)):
         if not isinstance(raw, dict):
             return f"messages[{i}]: Input should be an object"
         message = cast(JSONObject, raw)
+        problem = _openai_order_problem(i, message, unanswered)
+        if problem is not None:
+            return problem
         content: object = message.get("content")
         if not isinstance(content, list):
             continue
@@ -233,6 +268,40 @@ def openai_request_problem(body: JSONObject) -> str | None:
             problem = _openai_part_problem(at, str(message.get("role")), cast(JSONObject, part))
             if problem is not None:
                 return problem
+    return None
+
+
+def _openai_order_problem(i: int, message: JSONObject, unanswered: list[str]) -> str | None:
+    """The API's rule for tool calls: an assistant message with `tool_calls` must be followed
+    by `tool` messages answering each of them, before any other message; a `tool` message
+    answers a call of that assistant message. `unanswered` carries the calls still open."""
+    role = message.get("role")
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if call_id not in unanswered:
+            return (
+                f"messages[{i}]: messages with role 'tool' must be a response to a preceding"
+                f" message with 'tool_calls' (tool_call_id {call_id!r})"
+            )
+        unanswered.remove(cast(str, call_id))
+        content: object = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and cast(JSONObject, part).get("type") != "text"
+            for part in cast(list[object], content)
+        ):
+            return f"messages[{i}].content: a tool message takes text parts only"
+        return None
+    if unanswered:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages"
+            f" responding to each 'tool_call_id'. The following tool_call_ids did not have"
+            f" response messages: {', '.join(unanswered)} (at messages[{i}])"
+        )
+    calls: object = message.get("tool_calls")
+    if role == "assistant" and isinstance(calls, list):
+        for call in cast(list[object], calls):
+            if isinstance(call, dict):
+                unanswered.append(str(cast(JSONObject, call).get("id")))
     return None
 
 

@@ -32,6 +32,7 @@ from typing import ClassVar, Literal, Protocol, runtime_checkable
 import msgspec
 
 from tether.daemon.procs.sandbox import Sandbox
+from tether.daemon.tools.images import ToolImage
 from tether.daemon.workspace import display_path
 from tether.protocol.items import FileChange, Subagent
 
@@ -62,6 +63,8 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     """The unified diff an edit made ("" when it changed nothing)."""
     subagent: Subagent | None = None
     """The subagent a `task` call ran."""
+    images: list[ToolImage] = []
+    """Images for the model with the text (see `tether.daemon.tools.images`)."""
 
 
 class FileVersion(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,7 +4,12 @@ A call's arguments are checked against the schema (`tether.daemon.mcp.schema`) b
 server is called; a bad one is a result naming each problem, and the server never sees it.
 The call goes to the pool (`tether.daemon.mcp.pool`): its failures (not running, timed out,
 crashed mid-call, an error answer) and a result the server marks `isError` are failed
-results; the content becomes text (`tether.daemon.mcp.content`), capped like any tool's.
+results; the content becomes text (`tether.daemon.mcp.content`), capped like any tool's. Its
+images (at most four) go to the context's `ImageKeeper` (`tether.daemon.tools.images`), which
+checks and downscales them as a message's images; each one it keeps goes with the result, and
+its line in the text names it (`[image look-1.png 640x480, 12 KB: returned by the tool]`); one
+it refuses, or every one when there is no keeper or the result is an error, is a line saying
+why it was not shown.
 
 Every such call asks the user outside `auto` (`ExternalTool`), unless a rule allows it
 (`mcp__github__*` allows a whole server). A tool the server says is read-only
@@ -25,10 +30,20 @@ import msgspec
 from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.client import McpTool
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
-from tether.daemon.mcp.content import result_text
+from tether.daemon.mcp.content import join_lines, not_shown, result_parts
 from tether.daemon.mcp.errors import McpError
 from tether.daemon.mcp.schema import problems
-from tether.daemon.tools.base import Tool, ToolContext, ToolFailure, ToolKind, ToolParams
+from tether.daemon.tools.base import (
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolOutput,
+    ToolParams,
+)
+from tether.daemon.tools.images import ToolImage, image_keeper
+from tether.protocol.images import describe_size
+from tether.protocol.items import ImageRef
 
 log = get_logger(__name__)
 
@@ -98,16 +113,43 @@ class McpServerTool:
     def concurrent(self, params: ToolParams) -> bool:
         return self.read_only and self.config.parallel_reads
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
+    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
         assert isinstance(params, McpArguments)
         try:
             result = await self._call(self.server, self.tool.name, params.arguments)
         except McpError as exc:
             raise ToolFailure(str(exc)) from exc
-        text, is_error = result_text(result)
+        # The images are named after the tool, in the characters a tool name may have.
+        parts, is_error = result_parts(result, _UNSAFE.sub("_", self.tool.name))
+        keeper = image_keeper(ctx.services)
+        lines: list[str] = []
+        images: list[ToolImage] = []
+        for part in parts:
+            if isinstance(part, str):
+                lines.append(part)
+                continue
+            kept: ToolImage | str = "tether sends no images here"
+            if is_error:
+                kept = "the call failed"
+            elif keeper is not None:
+                kept = await keeper.keep(part.name, part.data)
+            if isinstance(kept, str):
+                lines.append(not_shown(part, kept))
+            else:
+                images.append(kept)
+                lines.append(image_line(kept.ref))
+        text = join_lines(lines)
         if is_error:
             raise ToolFailure(text)
-        return text
+        return ToolOutput(text=text, images=images)
+
+
+def image_line(ref: ImageRef) -> str:
+    """The line of the result's text that names an image sent with it."""
+    line = f"[image {ref.name} {ref.width}x{ref.height}, {describe_size(ref.size)}"
+    if ref.original_width:
+        line += f", downscaled from {ref.original_width}x{ref.original_height}"
+    return line + ": returned by the tool]"
 
 
 def mcp_tools(offered: list[tuple[ServerDefinition, McpTool]], call: CallMcp) -> list[Tool]:

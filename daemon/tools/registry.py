@@ -33,6 +33,7 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolParams,
 )
+from tether.daemon.tools.images import ToolImage
 from tether.daemon.truncate import cap_result
 from tether.protocol.items import Subagent
 from tether.protocol.methods import ToolInfo
@@ -50,6 +51,8 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """The unified diff an edit made, capped like `output`."""
     subagent: Subagent | None = None
     """The subagent a `task` call ran (see `ToolOutput`)."""
+    images: list[ToolImage] = []
+    """Images for the model with `output` (see `ToolOutput`)."""
 
 
 class ToolRegistry:
@@ -160,6 +163,7 @@ class ToolRegistry:
             exit_code=output.exit_code,
             diff=cap_result(output.diff, ctx.result_cap),
             subagent=output.subagent,
+            images=output.images,
         )
 
 

@@ -379,7 +379,11 @@ class TurnLoop:
                     for item, params in group:
                         nursery.start_soon(self._run_into, item, params, results)
         for item, _ in prepared:
-            self.history.add_tool_result(item.call_id, results[item.id].output)
+            result = results[item.id]
+            for image in result.images:
+                self.history.image_data[image.ref.sha256] = image.data
+            refs = [image.ref for image in result.images]
+            self.history.add_tool_result(item.call_id, result.output, refs)
 
     def _schedule(
         self, prepared: list[tuple[ToolCall, ToolParams | str]]
@@ -439,6 +443,7 @@ class TurnLoop:
             diff=result.diff,
             duration_seconds=round(duration, 3),
             subagent=result.subagent,
+            images=[image.ref for image in result.images],
         )
         self._open_calls.pop(item.id, None)
         self.sink.item_completed(done)

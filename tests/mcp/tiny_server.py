@@ -1,7 +1,9 @@
 """A small MCP server over stdio, standard library only, for the tests of tether's MCP client.
 
 Tools: `echo` {text}, `add` {a, b: integers}, `look` (read-only, returns an image and a
-resource link), `fail` (an `isError` result), `crash` (exits while answering), `hang` (never
+resource link; {path, mimeType, count, data}: `count` copies of the file at `path`, or of
+the base64 `data`, as image blocks of `mimeType`, instead of a PNG signature alone), `fail`
+(an `isError` result), `crash` (exits while answering), `hang` (never
 answers). With `--log PATH` every message received is appended to PATH as a JSON line, so a
 test can tell what reached the server. `--crash-at-start` exits before the handshake.
 
@@ -17,10 +19,12 @@ asking for input (`resultType: input_required`) and a tool `grow` that adds a to
 half a second late, like a server still starting.
 """
 
+import base64
 import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 TOOLS = [
@@ -75,10 +79,15 @@ def call(name: str, arguments: dict[str, object]) -> dict[str, object] | None:
     if name == "add":
         return text(str(int(arguments["a"]) + int(arguments["b"])))  # type: ignore[arg-type]
     if name == "look":
+        data = str(arguments.get("data", "iVBORw0KGgo="))
+        if "path" in arguments:
+            data = base64.b64encode(Path(str(arguments["path"])).read_bytes()).decode()
+        mime = str(arguments.get("mimeType", "image/png"))
+        count = int(arguments.get("count", 1))  # type: ignore[arg-type]
         return {
             "content": [
                 {"type": "text", "text": "here"},
-                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                *({"type": "image", "data": data, "mimeType": mime} for _ in range(count)),
                 {"type": "resource_link", "uri": "file:///tmp/a.txt", "name": "a.txt"},
             ]
         }

@@ -233,3 +233,28 @@ def test_the_images_of_a_message_are_one_line_each_live_and_in_a_transcript(live
     )
     assert out.getvalue() == "» what is this?\n"
     assert err.getvalue() == SHOT_LINE
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_the_images_a_tool_returned_are_a_line_each_under_its_call(live: bool) -> None:
+    looked = msgspec.structs.replace(
+        CALL, tool="mcp__shots__take", arguments="{}", output="[image shot.png …]", images=[SHOT]
+    )
+    err = io.StringIO()
+    renderer = Renderer(out=io.StringIO(), err=err, live=live, status_live=live, color=False)
+    for params in events_for(
+        ItemStarted(turn_id="t", item=CALL), ItemCompleted(turn_id="t", item=looked)
+    ):
+        renderer.event(params)
+    lines = err.getvalue().splitlines()
+    call = next(i for i, line in enumerate(lines) if "mcp__shots__take" in line)
+    assert lines[call + 1] == "  [image shot.png 1280\N{MULTIPLICATION SIGN}720, 210 KB]"
+    turn = TurnSnapshot(id="t", status="completed", started_at=0.0, items=[looked])
+    info = SessionInfo(id="s", created_at=0.0, updated_at=0.0)
+    err = io.StringIO()
+    Renderer(out=io.StringIO(), err=err, live=live, status_live=live, color=False).snapshot(
+        SessionSnapshot(session=info, epoch="e", seq=1, turns=[turn])
+    )
+    assert (
+        "  [image shot.png 1280\N{MULTIPLICATION SIGN}720, 210 KB]" in err.getvalue().splitlines()
+    )

@@ -16,9 +16,10 @@ import pytest
 import trio
 
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
-from tether.daemon.mcp.content import result_text
+from tether.daemon.mcp.content import McpImage, result_parts, result_text
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.tools.mcp import McpArguments, McpServerTool, mcp_tools
+from tether.protocol.images import sniff_image
 
 EVERYTHING = (
     Path(__file__).resolve().parents[1]
@@ -82,9 +83,10 @@ async def exercise(pool: McpPool) -> None:
     assert result_text(said) == ("Echo: hi", False)
     summed = await pool.call("everything", "get-sum", {"a": 2, "b": 40})
     assert "42" in result_text(summed)[0]
-    image, _ = result_text(await pool.call("everything", "get-tiny-image", {}))
-    assert "[image (image/png, " in image
-    assert "not shown, tether passes only text to the model]" in image
+    parts, _ = result_parts(await pool.call("everything", "get-tiny-image", {}), "tiny")
+    (image,) = [part for part in parts if isinstance(part, McpImage)]
+    assert image.name == "tiny-1.png"
+    assert sniff_image(image.data) == "image/png"
     links, _ = result_text(await pool.call("everything", "get-resource-links", {"count": 2}))
     assert links.count("[resource link] ") == 2
     refused = echo.decode('{"message": 5}')

@@ -85,10 +85,10 @@ def test_results_become_text_for_the_model() -> None:
     assert not is_error
     assert text.splitlines() == [
         "first",
-        "[image (image/jpeg, 5 bytes) returned by the tool: not shown, tether passes only "
-        "text to the model]",
-        "[audio (audio/wav, 0 bytes) returned by the tool: not shown, tether passes only "
-        "text to the model]",
+        "[image (image/jpeg, 5 bytes) returned by the tool: not shown, tether sends no images "
+        "here]",
+        "[audio (audio/wav, 0 bytes) returned by the tool: not shown, tether passes no audio "
+        "to the model]",
         "[resource link] file:///a · name: a · mimeType: text/x",
         "[resource mem://n]",
         "inside",

@@ -15,7 +15,7 @@ import trio
 
 from tests.support import wait_until
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
-from tether.daemon.mcp.content import result_text
+from tether.daemon.mcp.content import McpImage, result_parts, result_text
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.tools.mcp import McpArguments, McpServerTool, mcp_tools
 
@@ -79,11 +79,8 @@ async def exercise(pool: McpPool, log: Path) -> None:
     summed = await pool.call("sdk", "add", {"a": 2, "b": 40})
     assert summed["structuredContent"] == {"result": 42}
     assert result_text(summed) == ("42", False)
-    image, _ = result_text(await pool.call("sdk", "look", {}))
-    assert image == (
-        "[image (image/png, 8 bytes) returned by the tool: "
-        "not shown, tether passes only text to the model]"
-    )
+    (image,), _ = result_parts(await pool.call("sdk", "look", {}), "look")
+    assert image == McpImage(name="look-1.png", mime_type="image/png", data=b"\x89PNG\r\n\x1a\n")
 
     refused = echo.decode('{"text": "' + "x" * 51 + '"}')
     assert isinstance(refused, str)

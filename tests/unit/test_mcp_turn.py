@@ -114,8 +114,8 @@ async def test_the_model_calls_an_mcp_tool_a_rule_allows(places: Places) -> None
     assert said == "echo: hello"
     assert looked.splitlines() == [
         "here",
-        "[image (image/png, 8 bytes) returned by the tool: not shown, tether passes only text "
-        "to the model]",
+        "[image (image/png, 8 bytes) returned by the tool: not shown, look-1.png: a damaged "
+        "png (no size)]",
         "[resource link] file:///tmp/a.txt · name: a.txt",
     ]
     assert failed == "it broke"

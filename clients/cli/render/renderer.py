@@ -632,6 +632,7 @@ class Renderer:
         mark = f"{prefix}{mark}"
         diff = diff_lines(item.diff)
         tail = [f"  │ {line}" for line in failure_tail(item, streamed)] if failed(item) else []
+        tail += [f"{prefix}  {describe_image(image)}" for image in item.images]
         painter = self._err_painter()
         if painter is not None:
             bad = failed(item)

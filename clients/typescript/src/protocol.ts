@@ -528,8 +528,9 @@ export interface ImageInput {
 }
 
 /**
- * An image attached to a user message, described: the bytes themselves stay in the
- * daemon (sent to the model, kept in the data dir), never in events or snapshots.
+ * An image attached to a user message (or returned by a tool), described: the bytes
+ * themselves stay in the daemon (sent to the model, kept in the data dir), never in events
+ * or snapshots.
  */
 export interface ImageRef {
   /** What the image is called (its file name, as the model is told). */
@@ -1612,6 +1613,12 @@ export interface ToolCall {
    * Default: `null`.
    */
   subagent?: Subagent | null;
+  /**
+   * Images the tool returned (an MCP tool's `image` blocks), made fit for the model as a message's images are, in order; set when the call completes. The model gets them with the result in every later request of the session until a summary replaces it.
+   *
+   * Default: `[]`.
+   */
+  images?: Array<ImageRef>;
 }
 
 /** One tool the model can call. */

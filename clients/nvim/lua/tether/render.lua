@@ -162,6 +162,9 @@ function M.lines(st, status)
           speaker = "agent"
         end
         table.insert(out, M.tool_line(item))
+        for _, image in ipairs(item.images or {}) do
+          table.insert(out, "  " .. M.image_line(image))
+        end
       elseif item.type == "notice" then
         vim.list_extend(out, { "", ("> %s: %s"):format(item.level or "info", M.one_line(item.message, 300)) })
       elseif item.type == "turn_summary" then
