@@ -11,12 +11,16 @@ Rules:
 - The copied events keep their seqs and item and turn ids; the fork, loaded from them in a
   new epoch, rebuilds its conversation (compaction summaries included) as a reloaded session
   does. Its title (`session_renamed`) is its first event of its own.
+- The images the copied messages carry are the fork's too (linked in the image store, so
+  deleting either session leaves the other's).
 - Not copied: the workspace's files (a fork works on them as they are now), undo snapshots
   (the copied turns cannot be undone from the fork), the edit guard's read versions (the
   agent reads a file again before editing it): none of them is part of the event log.
 """
 
 import time
+
+import trio
 
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.rows import SessionRow
@@ -74,7 +78,14 @@ async def fork_session(
         forked_from=source.id,
         forked_turn=kept[-1].id if kept else "",
     )
-    await sessions.store.fork_session(row, source.id, left_out)
+    # The images first: loading the fork reads the bytes its messages name.
+    await trio.to_thread.run_sync(sessions.images.copy_session, source.id, row.id)
+    try:
+        await sessions.store.fork_session(row, source.id, left_out)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(sessions.images.delete_session, row.id)
+        raise
     fork = await sessions.get(row.id)
     if fork.title != name:
         fork.emit(SessionRenamed(title=name, by=by))

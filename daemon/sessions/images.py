@@ -64,6 +64,26 @@ class ImageStore:
                 found[digest] = (folder / digest).read_bytes()
         return found
 
+    def copy_session(self, source_id: str, target_id: str) -> None:
+        """Give `target_id` (a fork) the images of `source_id`: hard links where the file
+        system allows (the bytes are never rewritten, so sharing them is safe and deleting
+        one session leaves the other's), copies elsewhere."""
+        source = self._folder(source_id)
+        try:
+            names = [name for name in os.listdir(source) if not name.startswith(".")]
+        except FileNotFoundError:
+            return
+        target = self._folder(target_id)
+        private_dir(target)
+        for name in names:
+            try:
+                os.link(source / name, target / name)
+            except FileExistsError:
+                continue
+            except OSError:
+                shutil.copyfile(source / name, target / name)
+                os.chmod(target / name, 0o600)
+
     def delete_session(self, session_id: str) -> None:
         """Forget every image of the session."""
         shutil.rmtree(self._folder(session_id), ignore_errors=True)

@@ -311,3 +311,30 @@ def test_tether_models_says_which_models_take_images(
         assert listed.stdout.splitlines() == ["* llava:13b  (images)"]
     finally:
         daemon.stop()
+
+
+def test_a_fork_sends_the_images_of_the_turns_it_copied_and_outlives_its_source(
+    home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    home.env["TETHER_MODEL"] = "gpt-4o"
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(png(320, 200))
+    model_server.set_script({"steps": [{"text": "a gradient"}, {"text": "in the fork"}]})
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        ran = cli(home, "run", "-w", str(workspace), "--image", str(shot), "what is this?")
+        assert ran.returncode == 0, ran.stderr
+        with daemon.client() as client:
+            source = _only_session(client)
+        forked = cli(home, "fork", "-w", str(workspace), source, "--json")
+        assert forked.returncode == 0, forked.stderr
+        fork = json.loads(forked.stdout)["session"]["id"]
+        with daemon.client() as client:
+            client.call(SESSION_DELETE, SessionRef(session_id=source))
+        # The source's images went with it; the fork keeps its own.
+        assert not (images_dir(home, workspace) / source).exists()
+        again = cli(home, "run", "-w", str(workspace), "-s", fork, "and in the fork?")
+        assert again.returncode == 0, again.stderr
+        assert openai_images(model_server.requests[-1]) == [shot.read_bytes()]
+    finally:
+        daemon.stop()
