@@ -20,6 +20,10 @@ import gc
 # collections skip it) and enables the collector before serving.
 gc.disable()
 
+from tether.daemon.lean_imports import skip_httpx_cli
+
+skip_httpx_cli()
+
 import argparse
 import os
 import sys

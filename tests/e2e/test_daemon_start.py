@@ -1,5 +1,6 @@
 """What the daemon's start leaves behind in its own process: the garbage collector, off while
-it imports, runs again once it serves, with what the start made frozen out of its passes.
+it imports, runs again once it serves, with what the start made frozen out of its passes; and
+httpx is loaded without its command line (rich, click, pygments).
 Only the daemon's process can say, so it runs as a subprocess that looks at itself."""
 
 import subprocess
@@ -21,6 +22,8 @@ def look() -> None:
     while not discovery.exists():
         time.sleep(0.01)
     seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
+    seen.append(sorted(m for m in ("rich", "click", "pygments") if m in sys.modules))
+    seen.append("httpx" in sys.modules)
     os.kill(os.getpid(), signal.SIGTERM)
 
 threading.Thread(target=look, daemon=True).start()
@@ -50,4 +53,5 @@ def test_the_daemon_serves_with_the_collector_on_and_its_start_frozen(tmp_path: 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "0 [(True, True)]", done.stderr
+    # Serving, with httpx (the model clients) but not what httpx's own command line loads.
+    assert done.stdout.strip() == "0 [(True, True), [], True]", done.stderr

@@ -19,6 +19,7 @@ LOWER = {
     "nursery": set[str](),
     "private_json": set[str](),
     "logs": set[str](),
+    "lean_imports": set[str](),
     "providers": {"logs"},
     "procs": {"logs", "nursery", "truncate"},
     "lsp": {"logs", "nursery", "procs", "truncate", "workspace"},
@@ -52,7 +53,7 @@ LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}
 LOWER["sessions"] = {"config", "hooks", "lsp", "mcp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
 LOWER["server"] = {"rpc", *LOWER["rpc"]}
-LOWER["__main__"] = {"server", *LOWER["server"]}
+LOWER["__main__"] = {"server", "lean_imports", *LOWER["server"]}
 """Each part of the daemon, and the parts it may import."""
 
 
