@@ -15,7 +15,7 @@ drops the lock. From then on `Daemon.run` turns it into a clean stop.
 import gc
 
 # Starting allocates little but what lives as long as the process (modules, classes,
-# functions): the collector's passes over it while the daemon imports some 450 modules free
+# functions): the collector's passes over it while the daemon imports some 550 modules free
 # nothing and cost about a tenth of the start. `main` freezes what the start made (later
 # collections skip it) and enables the collector before serving.
 gc.disable()
