@@ -123,28 +123,25 @@ def _normalise_extension(extension: str) -> str:
     return extension if extension.startswith(".") else "." + extension
 
 
+_PYTHON_EXTENSIONS = frozenset({".py", ".pyi"})
 _PYTHON_MARKERS = ("pyrightconfig.json", "pyproject.toml", "setup.py", "setup.cfg")
 
+
+def _python_types(name: str, program: str) -> ServerSpec:
+    """A Python type checker's server; they are alternatives (one group), first found runs."""
+    return ServerSpec(
+        name=name,
+        commands=((program, "--stdio"),),
+        extensions=_PYTHON_EXTENSIONS,
+        root_markers=_PYTHON_MARKERS,
+        group="python-types",
+    )
+
+
 BUILTIN_SERVERS: tuple[ServerSpec, ...] = (
-    ServerSpec(
-        name="basedpyright",
-        commands=(("basedpyright-langserver", "--stdio"),),
-        extensions=frozenset({".py", ".pyi"}),
-        root_markers=_PYTHON_MARKERS,
-        group="python-types",
-    ),
-    ServerSpec(
-        name="pyright",
-        commands=(("pyright-langserver", "--stdio"),),
-        extensions=frozenset({".py", ".pyi"}),
-        root_markers=_PYTHON_MARKERS,
-        group="python-types",
-    ),
-    ServerSpec(
-        name="ruff",
-        commands=(("ruff", "server"),),
-        extensions=frozenset({".py", ".pyi"}),
-    ),
+    _python_types("basedpyright", "basedpyright-langserver"),
+    _python_types("pyright", "pyright-langserver"),
+    ServerSpec(name="ruff", commands=(("ruff", "server"),), extensions=_PYTHON_EXTENSIONS),
     ServerSpec(
         name="typescript",
         commands=(

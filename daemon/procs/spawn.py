@@ -202,21 +202,16 @@ def start_child(
     signal set. Its stdin is /dev/null, or a file holding `stdin` (read at the child's pace:
     a child that never reads it blocks nobody). Blocking: call it on the owner thread
     (`OWNER_THREAD.run`), then wrap the result in a `Child` on the trio side."""
-    prefix = _death_signal_prefix()
-    preexec = None if prefix else die_with(os.getpid())
     source = _stdin_file(stdin) if stdin is not None else None
     read_end, write_end = os.pipe()
     try:
-        popen = subprocess.Popen(
-            [*prefix, *argv],
+        popen = _popen(
+            argv,
             stdin=subprocess.DEVNULL if source is None else source,
             stdout=write_end,
             stderr=write_end,
             cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-            # Only a prctl and a getppid run between fork and exec: no lock is taken.
-            preexec_fn=preexec,  # noqa: PLW1509
+            env=env,
         )
     except BaseException:
         os.close(read_end)
@@ -226,6 +221,32 @@ def start_child(
         if source is not None:
             source.close()
     return popen, read_end
+
+
+def _popen(
+    argv: list[str],
+    *,
+    stdin: int | BinaryIO,
+    stdout: int,
+    stderr: int,
+    cwd: Path,
+    env: Mapping[str, str],
+) -> "subprocess.Popen[bytes]":
+    """Fork and exec `argv` in a new session with the death signal set, on the given
+    descriptors."""
+    prefix = _death_signal_prefix()
+    preexec = None if prefix else die_with(os.getpid())
+    return subprocess.Popen(
+        [*prefix, *argv],
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,
+        # Only a prctl and a getppid run between fork and exec: no lock is taken.
+        preexec_fn=preexec,  # noqa: PLW1509
+    )
 
 
 def _stdin_file(data: bytes) -> BinaryIO:
@@ -259,21 +280,10 @@ def start_piped_child(
     """Like `start_child`, with stdin and stdout as two pipes of their own and stderr into the
     descriptor `stderr`, for a program that speaks a protocol on stdio. Blocking: call it on
     the owner thread, then wrap the result in a `PipedChild`."""
-    prefix = _death_signal_prefix()
-    preexec = None if prefix else die_with(os.getpid())
     stdin_read, stdin_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
     try:
-        popen = subprocess.Popen(
-            [*prefix, *argv],
-            stdin=stdin_read,
-            stdout=stdout_write,
-            stderr=stderr,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-            preexec_fn=preexec,  # noqa: PLW1509
-        )
+        popen = _popen(argv, stdin=stdin_read, stdout=stdout_write, stderr=stderr, cwd=cwd, env=env)
     except BaseException:
         os.close(stdin_write)
         os.close(stdout_read)

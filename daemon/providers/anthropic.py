@@ -47,6 +47,7 @@ from tether.daemon.providers.base import (
     StreamCallbacks,
     ToolCallRequest,
     ToolSet,
+    encoded_once,
 )
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
@@ -209,10 +210,14 @@ def _key(base: str, message: Message, images: bool) -> str:
 def encode_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
     """The content blocks of a (non-system-prompt) message, encoded once and kept on it;
     with `images` false, a text block stands for each image."""
-    key = _key(DIALECT, message, images)
-    cached = message.cache.get(key)
-    if cached is not None:
-        return cached
+    return encoded_once(
+        message.cache,
+        _key(DIALECT, message, images),
+        lambda: _encoder.encode(_blocks(message, images=images)),
+    )
+
+
+def _blocks(message: Message, *, images: bool) -> list[_OutBlock]:
     if message.role == "tool":
         blocks: list[_OutBlock] = [_tool_result(message, send=images)]
     else:
@@ -231,22 +236,20 @@ def encode_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
             blocks.append(
                 _ToolUseBlock(id=tool_use_id(call.id), name=call.name, input=value or _EMPTY_INPUT)
             )
-    raw = message.cache[key] = msgspec.Raw(_encoder.encode(blocks))
-    return raw
+    return blocks
 
 
 def encode_text_blocks(message: Message, *, images: bool = True) -> msgspec.Raw:
     """Text mode: the images, then one text block with the calls or the result written out."""
-    key = _key(TEXT_DIALECT, message, images)
-    cached = message.cache.get(key)
-    if cached is not None:
-        return cached
-    text = texttools.render_text(message)
-    blocks: list[_OutBlock] = [*_image_blocks(message, send=images)]
-    if text.strip():
-        blocks.append(_TextBlock(text))
-    raw = message.cache[key] = msgspec.Raw(_encoder.encode(blocks))
-    return raw
+
+    def encode() -> bytes:
+        text = texttools.render_text(message)
+        blocks: list[_OutBlock] = [*_image_blocks(message, send=images)]
+        if text.strip():
+            blocks.append(_TextBlock(text))
+        return _encoder.encode(blocks)
+
+    return encoded_once(message.cache, _key(TEXT_DIALECT, message, images), encode)
 
 
 def encode_system(
@@ -255,10 +258,9 @@ def encode_system(
     """`system`: one text block marked for caching (None when there is nothing to say)."""
     parts: list[msgspec.Raw] = []
     if message.content:
-        text = message.cache.get(SYSTEM_KEY)
-        if text is None:
-            text = message.cache[SYSTEM_KEY] = msgspec.Raw(_encoder.encode(message.content))
-        parts.append(text)
+        parts.append(
+            encoded_once(message.cache, SYSTEM_KEY, lambda: _encoder.encode(message.content))
+        )
     if text_mode and tools is not None and tools.specs:
         parts.append(texttools.tools_section(tools))
     if not parts:
@@ -268,19 +270,18 @@ def encode_system(
 
 
 def encode_tools(tools: ToolSet) -> msgspec.Raw:
-    cached = tools.cache.get(DIALECT)
-    if cached is None:
-        cached = tools.cache[DIALECT] = msgspec.Raw(
-            _encoder.encode(
-                [
-                    _ToolDefinition(
-                        name=spec.name, description=spec.description, input_schema=spec.parameters
-                    )
-                    for spec in tools.specs
-                ]
-            )
-        )
-    return cached
+    return encoded_once(
+        tools.cache,
+        DIALECT,
+        lambda: _encoder.encode(
+            [
+                _ToolDefinition(
+                    name=spec.name, description=spec.description, input_schema=spec.parameters
+                )
+                for spec in tools.specs
+            ]
+        ),
+    )
 
 
 def encode_messages(

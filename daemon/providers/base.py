@@ -15,6 +15,7 @@ has already cost a whole silence timeout, so the loop tries it once more only; a
 `ModelUnreachable` is retryable too, and the loop tries it once more only, 0.25 s later.
 """
 
+from collections.abc import Callable
 from typing import ClassVar, Literal, Protocol
 
 import msgspec
@@ -99,6 +100,17 @@ class ToolSet(msgspec.Struct, kw_only=True):
     chars: int = -1
     """What `budget.message_chars` counted (-1: not yet). Whoever changes the content resets
     it, together with `cache`."""
+
+
+def encoded_once(
+    cache: dict[str, msgspec.Raw], key: str, encode: Callable[[], bytes]
+) -> msgspec.Raw:
+    """`cache[key]` (a `Message.cache` or `ToolSet.cache`), made with `encode` the first time
+    it is asked for."""
+    cached = cache.get(key)
+    if cached is None:
+        cached = cache[key] = msgspec.Raw(encode())
+    return cached
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,6 +36,7 @@ from tether.daemon.providers.base import (
     StreamCallbacks,
     ToolCallRequest,
     ToolSet,
+    encoded_once,
 )
 from tether.daemon.providers.wire import (
     RETRYABLE_STATUS,
@@ -156,11 +157,14 @@ def encode_message(message: Message, *, images: bool = True) -> msgspec.Raw:
     """The chat-completions form of a message, encoded once and kept on the message; with
     `images` false, a line of text stands for each image."""
     key = DIALECT if images or not message.images else DIALECT + NO_IMAGES
-    cached = message.cache.get(key)
-    if cached is not None:
-        return cached
+    return encoded_once(
+        message.cache, key, lambda: _encoder.encode(_wire_message(message, images=images))
+    )
+
+
+def _wire_message(message: Message, *, images: bool) -> _WireMessage:
     if message.role == "assistant":
-        wire = _WireMessage(
+        return _WireMessage(
             role="assistant",
             content=message.content or None,
             tool_calls=[
@@ -175,13 +179,10 @@ def encode_message(message: Message, *, images: bool = True) -> msgspec.Raw:
         content = (
             message.content if images else _content(message.content, message.images, send=False)
         )
-        wire = _WireMessage(role="tool", content=content, tool_call_id=message.tool_call_id)
-    else:
-        wire = _WireMessage(
-            role=message.role, content=_content(message.content, message.images, send=images)
-        )
-    raw = message.cache[key] = msgspec.Raw(_encoder.encode(wire))
-    return raw
+        return _WireMessage(role="tool", content=content, tool_call_id=message.tool_call_id)
+    return _WireMessage(
+        role=message.role, content=_content(message.content, message.images, send=images)
+    )
 
 
 TOOL_IMAGES = "openai-tool-images"
@@ -208,15 +209,16 @@ def encode_messages(messages: Sequence[Message], *, images: bool = True) -> list
 
 
 def _tool_image_parts(message: Message) -> msgspec.Raw:
-    cached = message.cache.get(TOOL_IMAGES)
-    if cached is None:
+
+    def encode() -> bytes:
         source = f" ({message.tool_name})" if message.tool_name else ""
         parts: _Parts = [
             _TextPart(f"The images returned by tool call {message.tool_call_id}{source}:")
         ]
         parts += [_ImagePart(_ImageURL(data_url(image))) for image in message.images]
-        cached = message.cache[TOOL_IMAGES] = msgspec.Raw(_encoder.encode(parts))
-    return cached
+        return _encoder.encode(parts)
+
+    return encoded_once(message.cache, TOOL_IMAGES, encode)
 
 
 def _user_with_parts(parts: list[msgspec.Raw]) -> msgspec.Raw:
@@ -225,24 +227,23 @@ def _user_with_parts(parts: list[msgspec.Raw]) -> msgspec.Raw:
 
 
 def encode_tools(tools: ToolSet) -> msgspec.Raw:
-    cached = tools.cache.get(DIALECT)
-    if cached is None:
-        cached = tools.cache[DIALECT] = msgspec.Raw(
-            _encoder.encode(
-                [
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": spec.name,
-                            "description": spec.description,
-                            "parameters": spec.parameters,
-                        },
-                    }
-                    for spec in tools.specs
-                ]
-            )
-        )
-    return cached
+    return encoded_once(
+        tools.cache,
+        DIALECT,
+        lambda: _encoder.encode(
+            [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "parameters": spec.parameters,
+                    },
+                }
+                for spec in tools.specs
+            ]
+        ),
+    )
 
 
 def _text_content(message: Message, *, images: bool = True) -> msgspec.Raw:
@@ -250,14 +251,15 @@ def _text_content(message: Message, *, images: bool = True) -> msgspec.Raw:
     with `images` false, a line naming each image follows it."""
     placeholders = not images and bool(message.images)
     key = TEXT_DIALECT + NO_IMAGES if placeholders else TEXT_DIALECT
-    cached = message.cache.get(key)
-    if cached is None:
+
+    def encode() -> bytes:
         text = texttools.render_text(message)
         if placeholders:
             text = _content(text, message.images, send=False)
             assert isinstance(text, str)
-        cached = message.cache[key] = msgspec.Raw(_encoder.encode(text))
-    return cached
+        return _encoder.encode(text)
+
+    return encoded_once(message.cache, key, encode)
 
 
 def encode_text_messages(

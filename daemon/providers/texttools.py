@@ -24,7 +24,7 @@ from typing import Literal, cast, overload
 
 import msgspec
 
-from tether.daemon.providers.base import Message, ToolCallRequest, ToolSet
+from tether.daemon.providers.base import Message, ToolCallRequest, ToolSet, encoded_once
 
 ToolMode = Literal["auto", "native", "text"]
 
@@ -68,15 +68,16 @@ TEXT_TOOLS_KEY = "text-tools"
 def tools_section(tools: ToolSet) -> msgspec.Raw:
     """The system-prompt section describing `tools`, as an encoded JSON string (made once per
     tool set and kept in its cache)."""
-    cached = tools.cache.get(TEXT_TOOLS_KEY)
-    if cached is None:
+
+    def encode() -> bytes:
         parts = [_PROMPT_HEAD]
         for spec in tools.specs:
             schema = bytes(spec.parameters).decode()
             description = spec.description.strip()
             parts.append(f"\n### {spec.name}\n\n{description}\n\nParameters: {schema}\n")
-        cached = tools.cache[TEXT_TOOLS_KEY] = msgspec.Raw(msgspec.json.encode("".join(parts)))
-    return cached
+        return msgspec.json.encode("".join(parts))
+
+    return encoded_once(tools.cache, TEXT_TOOLS_KEY, encode)
 
 
 class _Block(msgspec.Struct):

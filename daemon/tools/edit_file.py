@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Annotated, ClassVar
 
 import msgspec
-import trio
 
-from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure, ToolParams
+from tether.daemon.tools.base import FileVersion, ToolFailure, ToolParams
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.edits import (
     FileEditTool,
@@ -26,7 +25,6 @@ from tether.daemon.tools.edits import (
     encode,
     line_delta,
     plural,
-    target,
 )
 from tether.daemon.tools.read_file import split_lines
 
@@ -61,7 +59,9 @@ class EditFile(FileEditTool):
     )
     params: ClassVar[type[ToolParams]] = EditFileParams
 
-    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
+    def plan_file(
+        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
+    ) -> FilePlan:
         assert isinstance(params, EditFileParams)
         if params.old_string == "":
             raise ToolFailure(
@@ -72,9 +72,7 @@ class EditFile(FileEditTool):
             raise ToolFailure(
                 "old_string and new_string are identical; there is nothing to change."
             )
-        path, shown = target(ctx, params.path)
-        seen = ctx.versions.get(path)
-        return await trio.to_thread.run_sync(_plan_edit, path, shown, params, seen)
+        return _plan_edit(path, shown, params, seen)
 
 
 def _plan_edit(

@@ -148,7 +148,7 @@ class FilePlan:
 
 
 class FileEditTool:
-    """A tool that computes a file's new content (`plan`, which checks the edit guard and
+    """A tool that computes a file's new content (`plan_file`, which checks the edit guard and
     raises ToolFailure on a call it refuses), shows it as a diff for the permission gate
     (`preview`) and writes it guarded (`run`, which plans again: the file may have changed
     while the user decided)."""
@@ -159,8 +159,18 @@ class FileEditTool:
         assert isinstance(params, FileParams)
         return params.path
 
-    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
+    def plan_file(
+        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
+    ) -> FilePlan:
+        """The plan for the file at `path` (shown as `shown`), which the agent last read or
+        wrote as `seen` (None: never). Blocking: runs in a worker thread."""
         raise NotImplementedError
+
+    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
+        assert isinstance(params, FileParams)
+        path, shown = target(ctx, params.path)
+        seen = ctx.versions.get(path)
+        return await trio.to_thread.run_sync(self.plan_file, params, path, shown, seen)
 
     async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
         plan = await self.plan(params, ctx)

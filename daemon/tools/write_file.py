@@ -4,9 +4,8 @@ from pathlib import Path
 from typing import Annotated, ClassVar
 
 import msgspec
-import trio
 
-from tether.daemon.tools.base import FileVersion, ToolContext, ToolFailure, ToolParams
+from tether.daemon.tools.base import FileVersion, ToolFailure, ToolParams
 from tether.daemon.tools.edits import (
     FileEditTool,
     FileParams,
@@ -16,7 +15,6 @@ from tether.daemon.tools.edits import (
     encode,
     line_delta,
     plural,
-    target,
 )
 
 
@@ -33,10 +31,11 @@ class WriteFile(FileEditTool):
     )
     params: ClassVar[type[ToolParams]] = WriteFileParams
 
-    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
+    def plan_file(
+        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
+    ) -> FilePlan:
         assert isinstance(params, WriteFileParams)
-        path, shown = target(ctx, params.path)
-        before = await trio.to_thread.run_sync(_current, path, shown, ctx.versions.get(path))
+        before = _current(path, shown, seen)
         after = encode(params.content)
         lines = plural(len(params.content.splitlines()), "line")
         if before is None:

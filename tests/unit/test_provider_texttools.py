@@ -6,6 +6,7 @@ import json
 import msgspec
 import pytest
 
+from tether.daemon.providers import anthropic, openai
 from tether.daemon.providers.base import Message, ToolCallRequest, ToolSet, ToolSpec
 from tether.daemon.providers.texttools import (
     TextToolCalls,
@@ -159,6 +160,28 @@ def test_tools_section_lists_every_tool_and_is_made_once() -> None:
     assert '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>' in text
     assert "### read_file\n\nRead a file.\n\nParameters: " + schema.decode() in text
     assert "### list_dir" in text
+
+
+def test_each_dialect_encodes_a_tool_set_once_under_its_own_key() -> None:
+    tools = ToolSet(
+        specs=[ToolSpec(name="list_dir", description="List.", parameters=msgspec.Raw(b"{}"))]
+    )
+    native = anthropic.encode_tools(tools)
+    chat = openai.encode_tools(tools)
+    text = tools_section(tools)
+    assert anthropic.encode_tools(tools) is native
+    assert openai.encode_tools(tools) is chat
+    assert tools_section(tools) is text
+    assert len({id(native), id(chat), id(text)}) == len(tools.cache) == 3
+    assert json.loads(bytes(native)) == [
+        {"name": "list_dir", "description": "List.", "input_schema": {}}
+    ]
+    assert json.loads(bytes(chat)) == [
+        {
+            "type": "function",
+            "function": {"name": "list_dir", "description": "List.", "parameters": {}},
+        }
+    ]
 
 
 @pytest.mark.parametrize(
