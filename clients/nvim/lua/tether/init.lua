@@ -212,6 +212,16 @@ local function connected(cb)
   end)
 end
 
+--- Run `fn` once the bridge is connected and initialized; a failure to connect goes to `cb`.
+local function when_connected(cb, fn)
+  connected(function(err)
+    if err ~= nil then
+      return cb(err)
+    end
+    fn()
+  end)
+end
+
 -- ------------------------------------------------------------------ sessions
 
 --- Attach the session in view (again), with its cursor when its state is kept.
@@ -246,10 +256,7 @@ function attach_current(cb)
 end
 
 local function show(id, cb)
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     if sessions.current ~= id then
       if sessions.current ~= nil and sessions.attached then
         request("session/detach", { sessionId = sessions.current }, function() end)
@@ -267,10 +274,7 @@ end
 
 --- The session a command acts on, attached (`cb(err, id)`); with `create`, a new one when none is in view.
 local function with_session(create, cb)
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     if sessions.current ~= nil then
       if sessions.attached then
         return cb(nil, sessions.current)
@@ -361,10 +365,7 @@ end
 
 function M.attach(ref, cb)
   cb = cb or done
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     resolve(ref, function(e, id)
       if e ~= nil then
         return cb(e)
@@ -391,10 +392,7 @@ local RUNNING = { running = true, awaiting_approval = true }
 
 function M.sessions(cb)
   cb = cb or done
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     request("session/list", nil, function(e, result)
       if e ~= nil then
         return cb(e)
