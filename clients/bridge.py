@@ -42,10 +42,10 @@ from typing import BinaryIO, Final
 
 import msgspec
 
-from tether.clients.discovery import START_TIMEOUT, DaemonUnavailable, Located, locate
-from tether.clients.websocket import ConnectionClosed, HandshakeRejected, WebSocket
+from tether.clients.discovery import DaemonUnavailable, connect
+from tether.clients.websocket import ConnectionClosed, WebSocket
 from tether.protocol.errors import ErrorCode
-from tether.protocol.transport import CLOSE_CODES, HOST, MAX_MESSAGE_BYTES
+from tether.protocol.transport import CLOSE_CODES, MAX_MESSAGE_BYTES
 
 DISCONNECTED: Final = -32040
 """Error of a request sent while the bridge has no connection to the daemon."""
@@ -122,30 +122,6 @@ _peek = msgspec.json.Decoder(_Peek)
 _answer = msgspec.json.Decoder(_Answer)
 _encoder = msgspec.json.Encoder()
 _NULL = msgspec.Raw(b"null")
-
-
-def connect(workspace: Path) -> tuple[WebSocket, Located]:
-    """A websocket to `workspace`'s daemon, starting one when none runs. Raises
-    `DaemonUnavailable` when none answers within `START_TIMEOUT`."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        found = locate(workspace)
-        try:
-            ws = WebSocket.connect(
-                HOST, found.info.port, headers={"Authorization": f"Bearer {found.info.token}"}
-            )
-        except HandshakeRejected as exc:
-            raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
-        except OSError as exc:
-            # A daemon stopping, or a dead one's file read as a new one took the lock.
-            if time.monotonic() >= deadline:
-                raise DaemonUnavailable(
-                    f"the daemon for {workspace} (pid {found.info.pid}) did not accept a"
-                    f" connection: {exc}"
-                ) from exc
-            time.sleep(0.05)
-            continue
-        return ws, found
 
 
 class Bridge:

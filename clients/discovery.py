@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     # spawns one before its heavier imports.
     import subprocess
 
+    from tether.clients.websocket import WebSocket
     from tether.protocol.discovery import DiscoveryInfo, LockRecord
 
 START_TIMEOUT = 15.0
@@ -267,6 +268,38 @@ def locate(
                 f" and {log_path(workspace)}"
             )
         time.sleep(POLL_INTERVAL)
+
+
+def connect(
+    workspace: Path, *, autostart: bool = True, idle_timeout: float | None = None
+) -> tuple["WebSocket", Located]:
+    """A websocket to the daemon `locate` finds for `workspace` (starting one as it allows),
+    looking again while the one found does not accept connections, until `START_TIMEOUT`.
+    Raises as `locate` does, and `DaemonUnavailable` when the daemon refuses the handshake
+    or none accepts in time."""
+    from tether.clients.websocket import HandshakeRejected, WebSocket
+    from tether.protocol.transport import HOST
+
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        found = locate(workspace, autostart=autostart, idle_timeout=idle_timeout)
+        try:
+            ws = WebSocket.connect(
+                HOST, found.info.port, headers={"Authorization": f"Bearer {found.info.token}"}
+            )
+        except HandshakeRejected as exc:
+            raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
+        except OSError as exc:
+            # The daemon was stopping, or the file was a dead one's read in the instant a new
+            # daemon took the lock: look again.
+            if time.monotonic() >= deadline:
+                raise DaemonUnavailable(
+                    f"the daemon for {workspace} (pid {found.info.pid}) did not accept a"
+                    f" connection: {exc}; see {log_path(workspace)}"
+                ) from exc
+            time.sleep(0.05)
+            continue
+        return ws, found
 
 
 def wait_until_stopped(workspace: Path, timeout: float = START_TIMEOUT) -> bool:

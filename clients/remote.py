@@ -92,11 +92,7 @@ class RemoteDaemon:
     def connect(self) -> str:
         """Start the master, the daemon there when none runs, and the forward; the
         workspace's absolute path there. Raises `RemoteUnavailable`."""
-        try:
-            lines = self._master.start(self._ensure_line(autostart=True))
-        except SshError as exc:
-            raise self._unavailable(exc) from exc
-        self._take(lines)
+        self._ensure(autostart=True, over_new_master=True)
         self._fresh = True
         if self._record is None:
             raise RemoteUnavailable(f"the daemon for {self.target} did not start")
@@ -107,11 +103,7 @@ class RemoteDaemon:
         from tether.protocol.discovery import DiscoveryInfo
 
         if not self._fresh:
-            try:
-                lines = self._master.run(self._ensure_line(autostart=autostart)).splitlines()
-            except SshError as exc:
-                raise self._unavailable(exc) from exc
-            self._take(lines)
+            self._ensure(autostart=autostart, over_new_master=False)
         self._fresh = False
         if self._record is None:
             raise NotRunning(f"no daemon is running for {self.target}")
@@ -131,11 +123,21 @@ class RemoteDaemon:
     def close(self) -> None:
         self._master.close()
 
-    def _ensure_line(self, *, autostart: bool) -> str:
+    def _ensure(self, *, autostart: bool, over_new_master: bool) -> None:
+        """Run `daemon ensure` there, as the command that starts the master or through the
+        running one, and take its answer. Raises `RemoteUnavailable`."""
         line = f"{self.remote_command} daemon ensure --json"
         if self.target.path is not None:
             line += f" --workspace {shlex.quote(self.target.path)}"
-        return line if autostart else f"{line} --no-start"
+        if not autostart:
+            line += " --no-start"
+        try:
+            lines = (
+                self._master.start(line) if over_new_master else self._master.run(line).splitlines()
+            )
+        except SshError as exc:
+            raise self._unavailable(exc) from exc
+        self._take(lines)
 
     def _take(self, lines: list[str]) -> None:
         """Read `ensure`'s answer (the remote shell may print lines of its own before it)

@@ -6,7 +6,6 @@ waiting for a response are kept, in order, for `next_notification`.
 """
 
 import os
-import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,15 +14,9 @@ from typing import Self, TypeVar, overload
 import msgspec
 
 from tether.clients.call_error import CallError
-from tether.clients.discovery import (
-    START_TIMEOUT,
-    DaemonUnavailable,
-    NotRunning,
-    locate,
-)
-from tether.clients.places import log_path
+from tether.clients.discovery import DaemonUnavailable, NotRunning, connect
 from tether.clients.prelude import initialize_params
-from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.clients.websocket import WebSocket
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.discovery import DiscoveryInfo
@@ -74,26 +67,8 @@ class Client:
         sending this process's provider variables unless `send_environment` is false (the
         daemon's own then apply to this connection). With `wait_initialized` false the
         answer to `initialize` is read with the next call's (see `send_initialize`)."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            info = locate(workspace, autostart=autostart, idle_timeout=idle_timeout).info
-            try:
-                ws = WebSocket.connect(
-                    "127.0.0.1", info.port, headers={"Authorization": f"Bearer {info.token}"}
-                )
-                break
-            except HandshakeRejected as exc:
-                raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
-            except OSError as exc:
-                # The daemon was stopping, or the file was a dead one's read in the instant
-                # a new daemon took the lock: look again.
-                if time.monotonic() >= deadline:
-                    raise DaemonUnavailable(
-                        f"the daemon for {workspace} (pid {info.pid}) did not accept a"
-                        f" connection: {exc}; see {log_path(workspace)}"
-                    ) from exc
-                time.sleep(0.05)
-        client = cls(ws, info)
+        ws, found = connect(workspace, autostart=autostart, idle_timeout=idle_timeout)
+        client = cls(ws, found.info)
         params = InitializeParams(
             client_name=client_name,
             client_version=__version__,

@@ -2,8 +2,7 @@
 
 import argparse
 
-from tether.clients.cli.commands.output import print_json
-from tether.clients.cli.exit_codes import EXIT_OK
+from tether.clients.cli.commands.output import print_report
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
 from tether.protocol.methods import HOOKS_LIST, HooksListResult
@@ -33,8 +32,4 @@ def describe_hooks(listed: HooksListResult) -> str:
 def cmd_hooks(args: argparse.Namespace) -> int:
     with connect(args) as client:
         listed = client.call(HOOKS_LIST)
-    if args.json:
-        print_json(listed)
-    else:
-        print(describe_hooks(listed))
-    return EXIT_OK
+    return print_report(listed, as_json=args.json, describe=describe_hooks)

@@ -4,7 +4,7 @@ tools, last error); `tether mcp approve NAME` lets a workspace's server run."""
 import argparse
 import sys
 
-from tether.clients.cli.commands.output import print_json
+from tether.clients.cli.commands.output import print_json, print_report
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
@@ -62,8 +62,4 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                 print(f"approved {approved.name}; it starts with the next turn")
             return EXIT_OK
         status = client.call(MCP_STATUS)
-    if args.json:
-        print_json(status)
-    else:
-        print(describe_status(status))
-    return EXIT_OK
+    return print_report(status, as_json=args.json, describe=describe_status)

@@ -1,5 +1,5 @@
 """How the listing commands print: `--json` as one line of JSON, else one line per thing, or
-a line saying there is none."""
+a line saying there is none, or the text a command describes a result with."""
 
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -14,6 +14,15 @@ T = TypeVar("T")
 def print_json(value: object) -> None:
     """`value` (protocol Structs included) as one line of JSON on stdout."""
     print(msgspec.json.encode(value).decode())
+
+
+def print_report(value: T, *, as_json: bool, describe: Callable[[T], str]) -> int:
+    """`value` as JSON, or the text `describe` makes of it; the exit code."""
+    if as_json:
+        print_json(value)
+    else:
+        print(describe(value))
+    return EXIT_OK
 
 
 def print_listing(

@@ -3,8 +3,7 @@ and why, and what the catalog costs."""
 
 import argparse
 
-from tether.clients.cli.commands.output import print_json
-from tether.clients.cli.exit_codes import EXIT_OK
+from tether.clients.cli.commands.output import print_report
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
 from tether.protocol.methods import SKILLS_LIST, SkillsListResult
@@ -38,8 +37,4 @@ def describe_skills(listed: SkillsListResult) -> str:
 def cmd_skills(args: argparse.Namespace) -> int:
     with connect(args) as client:
         listed = client.call(SKILLS_LIST)
-    if args.json:
-        print_json(listed)
-    else:
-        print(describe_skills(listed))
-    return EXIT_OK
+    return print_report(listed, as_json=args.json, describe=describe_skills)

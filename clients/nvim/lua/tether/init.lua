@@ -212,6 +212,16 @@ local function connected(cb)
   end)
 end
 
+--- Run `fn` once the bridge is connected and initialized; a failure to connect goes to `cb`.
+local function when_connected(cb, fn)
+  connected(function(err)
+    if err ~= nil then
+      return cb(err)
+    end
+    fn()
+  end)
+end
+
 -- ------------------------------------------------------------------ sessions
 
 --- Attach the session in view (again), with its cursor when its state is kept.
@@ -246,10 +256,7 @@ function attach_current(cb)
 end
 
 local function show(id, cb)
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     if sessions.current ~= id then
       if sessions.current ~= nil and sessions.attached then
         request("session/detach", { sessionId = sessions.current }, function() end)
@@ -265,30 +272,32 @@ local function show(id, cb)
   end)
 end
 
---- The session a command acts on, attached (`cb(err, id)`); with `create`, a new one when none is in view.
-local function with_session(create, cb)
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+--- Run `fn(id)` with the session a command acts on, attached; with `create`, a new one when none
+--- is in view. A failure (no session, no connection) goes to `cb(err)`.
+local function with_session(create, cb, fn)
+  local function shown(id)
+    show(id, function(err)
+      if err ~= nil then
+        return cb(err)
+      end
+      fn(id)
+    end)
+  end
+  when_connected(cb, function()
     if sessions.current ~= nil then
       if sessions.attached then
-        return cb(nil, sessions.current)
+        return fn(sessions.current)
       end
-      return show(sessions.current, function(e)
-        cb(e, sessions.current)
-      end)
+      return shown(sessions.current)
     end
     if not create then
       return cb({ message = "no session in view: :Tether {prompt}, :TetherSessions or :TetherAttach" })
     end
-    request("session/create", vim.empty_dict(), function(e, result)
-      if e ~= nil then
-        return cb(e)
+    request("session/create", vim.empty_dict(), function(err, result)
+      if err ~= nil then
+        return cb(err)
       end
-      show(result.session.id, function(e2)
-        cb(e2, result.session.id)
-      end)
+      shown(result.session.id)
     end)
   end)
 end
@@ -341,10 +350,7 @@ function M.prompt(text, range, cb)
     end)
   end
   local buf = vim.api.nvim_get_current_buf()
-  with_session(true, function(err, id)
-    if err ~= nil then
-      return cb(err)
-    end
+  with_session(true, cb, function(id)
     local params = { sessionId = id, text = text }
     params.editor = editor.context(buf, range, link.workspace)
     request("turn/start", params, function(e, result)
@@ -361,10 +367,7 @@ end
 
 function M.attach(ref, cb)
   cb = cb or done
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     resolve(ref, function(e, id)
       if e ~= nil then
         return cb(e)
@@ -391,10 +394,7 @@ local RUNNING = { running = true, awaiting_approval = true }
 
 function M.sessions(cb)
   cb = cb or done
-  connected(function(err)
-    if err ~= nil then
-      return cb(err)
-    end
+  when_connected(cb, function()
     request("session/list", nil, function(e, result)
       if e ~= nil then
         return cb(e)
@@ -423,20 +423,14 @@ end
 
 function M.cancel(cb)
   cb = cb or done
-  with_session(false, function(err, id)
-    if err ~= nil then
-      return cb(err)
-    end
+  with_session(false, cb, function(id)
     request("turn/cancel", { sessionId = id }, cb)
   end)
 end
 
 function M.undo(cb)
   cb = cb or done
-  with_session(false, function(err, id)
-    if err ~= nil then
-      return cb(err)
-    end
+  with_session(false, cb, function(id)
     local function finish(e, result)
       if e ~= nil then
         return cb(e)
@@ -489,10 +483,7 @@ end
 --- `:TetherApprove[!]` / `:TetherDeny`: answer the oldest pending approval (`!`: always).
 function M.answer(decision, always, cb)
   cb = cb or done
-  with_session(false, function(err, id)
-    if err ~= nil then
-      return cb(err)
-    end
+  with_session(false, cb, function(id)
     local pending = sessions.states[id].approvals[1]
     if pending == nil then
       return cb({ message = "no approval is pending" })
