@@ -31,7 +31,7 @@ from tests.support import (
 from tether.clients.rpc import Client
 from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
 from tether.protocol.discovery import workspace_key
-from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
+from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, ToolCall
 from tether.protocol.methods import (
     TURN_CANCEL,
@@ -74,7 +74,17 @@ def pgid_of(pid: int) -> int:
 
 
 def assert_nothing_left_open(home: Home, workspace: Path, session_id: str) -> None:
-    events = [event for _, event in persisted_events(home, workspace, session_id)]
+    """Every item started in the session's persisted log is completed there. The store writes
+    behind what clients are sent, so this waits (briefly) for the turn's end to be on disk."""
+
+    def persisted() -> list[AnyEvent]:
+        return [event for _, event in persisted_events(home, workspace, session_id)]
+
+    wait_until(
+        lambda: any(isinstance(e, TurnCompleted) for e in persisted()),
+        "the turn's end in the store",
+    )
+    events = persisted()
     started = {e.item.id for e in events if isinstance(e, ItemStarted)}
     finished = {e.item.id for e in events if isinstance(e, ItemCompleted)}
     assert started == finished
