@@ -177,7 +177,8 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     The other settings fields then show what the daemon started with."""
     restart_needed: list[str] = []
     """Settings changed in the config file (or environment) that the daemon reads only when
-    it starts (`permissions.mode`, `idle_timeout`, `lsp`); they apply after a restart."""
+    it starts (`permissions.mode`, `idle_timeout`, `lsp`, `log_level`); they apply after a
+    restart."""
     log_file: str = ""
     uptime_seconds: float = 0.0
     session_models: list[SessionModel] = []

@@ -330,7 +330,7 @@ export interface DaemonStatusResult {
    */
   configError?: string;
   /**
-   * Settings changed in the config file (or environment) that the daemon reads only when it starts (`permissions.mode`, `idle_timeout`, `lsp`); they apply after a restart.
+   * Settings changed in the config file (or environment) that the daemon reads only when it starts (`permissions.mode`, `idle_timeout`, `lsp`, `log_level`); they apply after a restart.
    *
    * Default: `[]`.
    */
