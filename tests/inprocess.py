@@ -11,6 +11,7 @@ import trio
 
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.rows import SessionRow
@@ -108,6 +109,7 @@ async def running_sessions(
     models: ModelSource | None = None,
     skills: SkillLibrary | None = None,
     mcp: McpPool | None = None,
+    images: ImageStore | None = None,
 ) -> AsyncGenerator[Sessions]:
     """`Sessions` over `store`, the default tools and the scripted model server, serving in
     a nursery of its own; running turns are interrupted on the way out. Its turns get their
@@ -124,6 +126,7 @@ async def running_sessions(
         model_named=client.with_model,
         skills=skills,
         mcp=mcp,
+        images=images,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -11,8 +11,8 @@ Rules:
 - The copied events keep their seqs and item and turn ids; the fork, loaded from them in a
   new epoch, rebuilds its conversation (compaction summaries included) as a reloaded session
   does. Its title (`session_renamed`) is its first event of its own.
-- The images the copied messages carry are the fork's too (linked in the image store, so
-  deleting either session leaves the other's).
+- The images the copied messages and tool results carry are the fork's too (linked in the
+  image store once the copy is queued, so deleting either session leaves the other's).
 - Not copied: the workspace's files (a fork works on them as they are now), undo snapshots
   (the copied turns cannot be undone from the fork), the edit guard's read versions (the
   agent reads a file again before editing it): none of them is part of the event log.
@@ -28,6 +28,7 @@ from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.sessions.titles import clean_title
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import SessionRenamed
+from tether.protocol.items import ToolCall, UserMessage
 
 FILES_NOT_COPIED = (
     "Files were not copied: the fork works on the workspace as it is now, and the turns it"
@@ -78,14 +79,17 @@ async def fork_session(
         forked_from=source.id,
         forked_turn=kept[-1].id if kept else "",
     )
-    # The images first: loading the fork reads the bytes its messages name.
-    await trio.to_thread.run_sync(sessions.images.copy_session, source.id, row.id)
-    try:
-        await sessions.store.fork_session(row, source.id, left_out)
-    except BaseException:
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(sessions.images.delete_session, row.id)
-        raise
+    digests = [
+        image.sha256
+        for turn in kept
+        for item in turn.items.values()
+        if isinstance(item, UserMessage | ToolCall)
+        for image in item.images
+    ]
+    # Queued before anything awaits: the copy holds exactly the events of the cut.
+    await sessions.store.fork_session(row, source.id, left_out)
+    # Then the images, before the fork is loaded (loading reads the bytes its messages name).
+    await trio.to_thread.run_sync(sessions.images.copy_session, source.id, row.id, digests)
     fork = await sessions.get(row.id)
     if fork.title != name:
         fork.emit(SessionRenamed(title=name, by=by))

@@ -64,25 +64,24 @@ class ImageStore:
                 found[digest] = (folder / digest).read_bytes()
         return found
 
-    def copy_session(self, source_id: str, target_id: str) -> None:
-        """Give `target_id` (a fork) the images of `source_id`: hard links where the file
-        system allows (the bytes are never rewritten, so sharing them is safe and deleting
-        one session leaves the other's), copies elsewhere."""
-        source = self._folder(source_id)
-        try:
-            names = [name for name in os.listdir(source) if not name.startswith(".")]
-        except FileNotFoundError:
+    def copy_session(self, source_id: str, target_id: str, digests: Iterable[str]) -> None:
+        """Give `target_id` (a fork) the images of `source_id` with these digests (those the
+        fork's messages carry; any the source no longer has are left out): hard links where
+        the file system allows (the bytes are never rewritten, so sharing them is safe and
+        deleting one session leaves the other's), copies elsewhere."""
+        source, target = self._folder(source_id), self._folder(target_id)
+        wanted = [digest for digest in dict.fromkeys(digests) if (source / digest).is_file()]
+        if not wanted:
             return
-        target = self._folder(target_id)
         private_dir(target)
-        for name in names:
+        for digest in wanted:
             try:
-                os.link(source / name, target / name)
+                os.link(source / digest, target / digest)
             except FileExistsError:
                 continue
             except OSError:
-                shutil.copyfile(source / name, target / name)
-                os.chmod(target / name, 0o600)
+                shutil.copyfile(source / digest, target / digest)
+                os.chmod(target / digest, 0o600)
 
     def delete_session(self, session_id: str) -> None:
         """Forget every image of the session."""

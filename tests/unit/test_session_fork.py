@@ -2,7 +2,8 @@
 temporary folder, real tools over a temporary workspace, the scripted model server over real
 HTTP."""
 
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import msgspec
@@ -12,6 +13,7 @@ import trio
 from tests.inprocess import Watcher, running_sessions
 from tether.daemon.sessions.eventlog import read_events
 from tether.daemon.sessions.fork import fork_session
+from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session, event_decoder
@@ -350,3 +352,54 @@ async def test_the_event_log_reads_in_pages_and_round_trips(rig: Rig, tmp_path: 
     with pytest.raises(RpcError) as caught:
         await read_events(rig.sessions, SessionEventsParams(session_id="s_nope"))
     assert caught.value.code == ErrorCode.SESSION_NOT_FOUND
+
+
+class GatedImages(ImageStore):
+    """An image store whose copy for a fork waits (in its worker thread) until the test lets
+    it go, so the test can act on the source while a fork is under way."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def copy_session(self, source_id: str, target_id: str, digests: Iterable[str]) -> None:
+        self.entered.set()
+        self.release.wait(10)
+        super().copy_session(source_id, target_id, digests)
+
+
+async def test_what_the_source_does_while_a_fork_copies_its_images_stays_out_of_the_fork(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    store = Store(tmp_path / "tether.sqlite3")
+    store.open()
+    images = GatedImages(tmp_path / "images")
+    script = {"steps": [{"text": "a1"}, {"text": "a2"}]}
+    try:
+        with trio.fail_after(30), ModelServer(script) as server:
+            async with running_sessions(store, workspace, server, images=images) as sessions:
+                source = await sessions.create()
+                sessions.start_turn(source, TurnRequest(text="one"))
+                await sessions.wait_idle(source.id)
+                forks: list[Session] = []
+
+                async def fork() -> None:
+                    forks.append(await fork_session(sessions, source.id, None))
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(fork)
+                    await trio.to_thread.run_sync(images.entered.wait, 10)
+                    # A turn, then a deletion of the source, while the images are copied.
+                    sessions.start_turn(source, TurnRequest(text="two"))
+                    await sessions.wait_idle(source.id)
+                    await sessions.delete(source.id)
+                    images.release.set()
+                (forked,) = forks
+                assert texts(forked) == [("UserMessage", "one"), ("AgentMessage", "a1")]
+                assert forked.info().turn_count == 1
+                assert [t.status for t in forked.turns] == ["completed"]
+    finally:
+        store.close()
