@@ -177,3 +177,28 @@ def read_line(stream: Any, timeout: float = 10.0) -> bytes:
         assert chunk, f"the stream ended (so far {data!r})"
         data += chunk
     return data
+
+
+def test_a_follow_with_nothing_to_print_ends_when_its_reader_is_gone(
+    user: Home, project: Path
+) -> None:
+    """As over `tether --remote … daemon logs -f` whose ssh session ended: no line comes to
+    fail a write, and the follower still ends instead of waiting on for ever."""
+    log = write(user, project, line("before"))
+    command = ["daemon", "logs", "-f", "--json", "-w", str(project)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.clients.cli.main", *command],
+        env=user.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        assert read_line(proc.stdout) == line("before")
+        proc.stdout.close()  # the reader goes; the log stays quiet
+        assert proc.wait(timeout=10) == 0
+    finally:
+        log.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

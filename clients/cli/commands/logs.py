@@ -14,6 +14,7 @@ filter or `--json` asks for what it cannot say.
 import argparse
 import itertools
 import os
+import select
 import sys
 import time
 from collections import deque
@@ -214,6 +215,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 lines = [line for line in follower.read_new() if _kept(line, keep, as_json)]
                 if lines:
                     _write(out, lines, as_json)
+                elif reader_gone(out):
+                    return EXIT_OK
                 else:
                     time.sleep(POLL_SECONDS)
         finally:
@@ -225,6 +228,20 @@ def cmd_logs(args: argparse.Namespace) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+
+
+def reader_gone(out: IO[str]) -> bool:
+    """Whether whoever read `out` is gone (a pipe's reader closed it: `| head`, or the ssh
+    session of `tether --remote … daemon logs -f` that ended). Checked while no line comes, so
+    a follow that has nothing to print does not outlive its reader; a terminal never reports
+    it, and its hangup comes as a signal."""
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def _kept(line: bytes, keep: Filter, as_json: bool) -> bool:
