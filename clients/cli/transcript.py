@@ -18,7 +18,13 @@ from collections.abc import Sequence
 
 import msgspec
 
-from tether.clients.cli.render.text import describe_call, describe_summary, outcome, visible
+from tether.clients.cli.render.text import (
+    describe_call,
+    describe_image,
+    describe_summary,
+    outcome,
+    visible,
+)
 from tether.protocol.items import (
     AgentMessage,
     AnyItem,
@@ -83,6 +89,8 @@ def _items(items: Sequence[AnyItem], children: dict[str, list[AnyItem]]) -> list
         match item:
             case UserMessage(text=text):
                 lines += ["**Prompt**", "", _quoted(text), ""]
+                lines += [f"- {describe_image(image)}" for image in item.images]
+                lines += [""] if item.images else []
             case AgentMessage(superseded=True):
                 pass  # a retried call's partial text: the model never saw it
             case AgentMessage(text=text) if text.strip():

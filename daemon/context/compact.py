@@ -313,6 +313,7 @@ def _fit_for_summary(older: list[Message], limit_tokens: int | None) -> list[Mes
             content=cap_result(m.content, SUMMARY_REQUEST_RESULT_CAP),
             tool_call_id=m.tool_call_id,
             tool_name=m.tool_name,
+            images=m.images,  # so the summary is still told which images the result had
         )
         if m.role == "tool" and len(m.content) > SUMMARY_REQUEST_RESULT_CAP
         else m

@@ -397,6 +397,30 @@ async def test_a_summary_is_told_the_tool_image_by_name_and_keeps_the_call_answe
     assert "image_url" not in json.dumps(request)
 
 
+async def test_a_long_tool_result_cut_for_the_summary_still_names_its_image() -> None:
+    """A result cut to fit the summary request keeps its images' names."""
+    data = png(20, 20)
+    ref = tool_image_ref(data)
+    history = History("system")
+    history.add_user("look")
+    history.add_assistant("", [ToolCallRequest(id="call_1", name="mcp__tiny__look", arguments="")])
+    history.image_data[ref.sha256] = data
+    history.add_tool_result("call_1", "x" * 60_000, [ref])
+    history.add_assistant("a gradient", [])
+    history.add_user("and now?")
+    with ModelServer({"steps": [{"text": "a look at a gradient"}]}) as server:
+        client = OpenAIChatClient(base_url=server.base_url, model="gpt-4o")
+        try:
+            with trio.fail_after(10):
+                await summarise(history, client, keep_recent_tokens=0, request_budget=8_000)
+        finally:
+            await client.aclose()
+    (request,) = server.requests
+    tool = next(m for m in request["messages"] if m["role"] == "tool")
+    assert len(tool["content"]) < 60_000  # it was cut
+    assert "[image look-1.png 20x20: attached here]" in tool["content"]
+
+
 def openai_chat(*messages: JSON) -> JSON:
     return {"model": "m", "messages": [{"role": "system", "content": "s"}, *messages]}
 

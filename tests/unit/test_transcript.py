@@ -6,6 +6,7 @@ from tether.protocol.items import (
     AgentMessage,
     AnyItem,
     Compaction,
+    ImageRef,
     Notice,
     Subagent,
     ToolCall,
@@ -118,3 +119,16 @@ def test_long_output_is_cut_and_fences_and_html_cannot_break_out() -> None:
     assert "> **warning:** careful\\x1b[2J" in md  # escaped, not sent to a terminal
     assert "<summary>Compacted (summary, auto): 900 → 100 tokens</summary>" in md
     assert "failed in 1.5 s · 1 model call" in md
+
+
+def test_the_images_of_a_prompt_are_listed_under_it() -> None:
+    shot = ImageRef(
+        name="shot.png",
+        mime_type="image/png",
+        size=215_040,
+        sha256="0" * 64,
+        width=1280,
+        height=720,
+    )
+    md = transcript(snapshot(UserMessage(id="u", text="what is in this?", images=[shot])))
+    assert "> what is in this?\n\n- [image shot.png 1280\N{MULTIPLICATION SIGN}720, 210 KB]\n" in md
