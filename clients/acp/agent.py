@@ -385,13 +385,21 @@ def turn_params(session_id: str, blocks: list[p.ContentBlock]) -> TurnStartParam
                 raise AcpError(
                     INVALID_PARAMS, "tether takes text, links, text resources and images only"
                 )
+    text = "\n\n".join(texts)
+    if not text.strip() and images:
+        # An editor may send a picture alone; a turn needs words, so these stand in for them.
+        text = IMAGES_ONLY_TEXT
     return TurnStartParams(
         session_id=session_id,
-        text="\n\n".join(texts),
+        text=text,
         mentions=mentions,
         attachments=attachments,
         images=images,
     )
+
+
+IMAGES_ONLY_TEXT = "(the attached image)"
+"""The text of a prompt that is only images."""
 
 
 def _file_path(uri: str) -> str | None:

@@ -18,7 +18,7 @@ import trio
 from PIL import Image
 
 from tether.clients.acp import params as acp_params
-from tether.clients.acp.agent import turn_params
+from tether.clients.acp.agent import IMAGES_ONLY_TEXT, turn_params
 from tether.clients.acp.peer import AcpError
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.settings import Config, ModelConfig, ProviderConfig, parse_config
@@ -495,6 +495,10 @@ def test_an_acp_image_block_becomes_an_image_of_the_turn() -> None:
         ("shot 1.png", "image/png", data),
         ("image 2", "image/png", data),
     ]
+    alone = turn_params(
+        "s", [acp_params.Image(data=base64.b64encode(data).decode(), mime_type="image/png")]
+    )
+    assert (alone.text, len(alone.images)) == (IMAGES_ONLY_TEXT, 1)  # a turn needs words
     bad = acp_params.Image(data="%%", mime_type="image/png")
     with pytest.raises(AcpError, match="not base64"):
         turn_params("s", [bad])
