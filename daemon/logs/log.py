@@ -64,6 +64,15 @@ def clip(text: str, limit: int = BODY_CHARS) -> str:
     return f"{text[:limit]}… [{len(text):,} characters in all]"
 
 
+def clip_bytes(data: bytes, limit: int = BODY_CHARS) -> str:
+    """`data` (UTF-8) as text cut to `limit` characters, saying how long it was; only its
+    head is decoded, so a body of megabytes (base64 images) costs no more than a short one."""
+    if len(data) <= limit:
+        return data.decode(errors="replace")
+    head = data[: limit * 4].decode(errors="replace")[:limit]
+    return f"{head}… [{len(data):,} bytes in all]"
+
+
 class _Output:
     """Where lines go: the file, an echo, captures. One per process."""
 

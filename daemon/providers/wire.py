@@ -33,7 +33,7 @@ import httpx
 import msgspec
 import trio
 
-from tether.daemon.logs.log import DEBUG, add_secret, clip, get_logger
+from tether.daemon.logs.log import DEBUG, add_secret, clip_bytes, get_logger
 from tether.daemon.providers.base import (
     ModelError,
     ModelHTTPError,
@@ -626,7 +626,7 @@ class DialectClient:
                 model=self.model,
                 path=self.stream_path,
                 bytes=len(body),
-                body=clip(body.decode(errors="replace")),
+                body=clip_bytes(body),
             )
         with transport_errors(
             self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
@@ -650,7 +650,7 @@ class DialectClient:
                 "model response",
                 provider=self.provider,
                 model=self.model,
-                body=clip(msgspec.json.encode(answer).decode(errors="replace")),
+                body=clip_bytes(msgspec.json.encode(answer)),
             )
         return answer
 

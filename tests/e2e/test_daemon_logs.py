@@ -111,7 +111,7 @@ def test_a_debug_log_of_a_turn_carries_ids_and_no_secret(
     bodies = [r for r in records if r["msg"] in ("model request", "model response")]
     assert len(bodies) == 4
     assert all(len(r["body"]) <= 4000 + 40 for r in bodies)
-    assert bodies[0]["body"].endswith(" characters in all]"), "a request is cut at 4,000"
+    assert bodies[0]["body"].endswith(" bytes in all]"), "a request is cut at 4,000"
     assert "[redacted]" in bodies[-1]["body"]
     refused = by_msg["websocket upgrade refused"]
     assert refused["status"] == 401

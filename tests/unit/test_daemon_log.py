@@ -228,3 +228,13 @@ def test_before_it_is_configured_only_warnings_go_to_stderr(
     err = capsys.readouterr().err
     assert '"msg":"loud","n":1' in err
     assert "quiet" not in err
+
+
+def test_a_body_is_clipped_from_its_head_alone() -> None:
+    short = '{"a": "é"}'.encode()
+    assert log.clip_bytes(short) == '{"a": "é"}'
+    body = b'{"image": "' + b"A" * 5_000_000 + b'"}'
+    clipped = log.clip_bytes(body, limit=100)
+    assert clipped == '{"image": "' + "A" * 89 + "… [5,000,013 bytes in all]"
+    cut_inside_a_character = "é".encode() * 200  # 2 bytes each: the head may end mid-way
+    assert log.clip_bytes(cut_inside_a_character, limit=10) == "é" * 10 + "… [400 bytes in all]"
