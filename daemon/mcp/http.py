@@ -19,6 +19,7 @@ status raises McpHttpStatus.
 import contextlib
 from collections.abc import Mapping
 from typing import Literal, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -34,6 +35,17 @@ log = get_logger(__name__)
 ACCEPT = "application/json, text/event-stream"
 
 
+def shown_url(url: str) -> str:
+    """`url` without its user info and query (`https://host:8080/mcp`), for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    query = "?…" if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, "", "")) + query
+
+
 class HttpTransport:
     kind: Literal["stdio", "http"] = "http"
 
@@ -41,6 +53,9 @@ class HttpTransport:
         self, url: str, headers: Mapping[str, str], *, name: str, client: httpx.AsyncClient
     ) -> None:
         self.url = url
+        self.shown_url = shown_url(url)
+        """The URL as messages and the log name it: a password or a query (where a token
+        may ride) left out."""
         self.headers = dict(headers)
         self.name = name
         self.client = client
@@ -107,7 +122,7 @@ class HttpTransport:
                 else:
                     raise McpProtocolError(f"an answer of type {kind!r}")
         except httpx.HTTPError as exc:
-            raise McpUnavailable(f"MCP server {self.name} at {self.url}: {exc!r}") from exc
+            raise McpUnavailable(f"MCP server {self.name} at {self.shown_url}: {exc!r}") from exc
 
     def _end(self, reason: McpError) -> None:
         self._end_reason = reason

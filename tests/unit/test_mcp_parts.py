@@ -18,6 +18,7 @@ from tether.daemon.mcp.config import (
     read_workspace_servers,
 )
 from tether.daemon.mcp.content import result_text
+from tether.daemon.mcp.http import shown_url
 from tether.daemon.mcp.schema import problems
 from tether.daemon.tools.base import ToolParams
 from tether.daemon.tools.mcp import mcp_tools, tool_name
@@ -230,3 +231,18 @@ def test_the_daemon_imports_neither_the_mcp_sdk_nor_anyio() -> None:
                 if name.split(".")[0] in ("mcp", "mcp_types", "anyio")
             ]
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "https://me:s3cret@mcp.example.com:8443/mcp?token=abc#x",
+            "https://mcp.example.com:8443/mcp?…",
+        ),
+        ("http://127.0.0.1:9000/mcp", "http://127.0.0.1:9000/mcp"),
+        ("http://[::1]:9000/mcp", "http://[::1]:9000/mcp"),
+    ],
+)
+def test_a_server_s_url_is_named_without_its_password_or_query(url: str, shown: str) -> None:
+    assert shown_url(url) == shown
