@@ -295,7 +295,7 @@ def connect(
             if time.monotonic() >= deadline:
                 raise DaemonUnavailable(
                     f"the daemon for {workspace} (pid {found.info.pid}) did not accept a"
-                    f" connection: {exc}; see {log_path(workspace)}"
+                    f" connection: {exc}; {log_hint(workspace)}"
                 ) from exc
             time.sleep(0.05)
             continue
@@ -313,9 +313,17 @@ def wait_until_stopped(workspace: Path, timeout: float = START_TIMEOUT) -> bool:
     return True
 
 
+def log_hint(workspace: Path) -> str:
+    """Where to read the log of the workspace's daemon, for an error message: its file here,
+    or, for a daemon on another machine, the command that reads it there."""
+    if workspace in _remote:
+        return "see its log on that machine: `tether --remote HOST:PATH daemon logs`"
+    return f"see {log_path(workspace)}"
+
+
 def _holder_message(workspace: Path, held: Held, reason: str) -> str:
     who = "pid unknown" if held.record is None else f"pid {held.record.pid}"
-    return f"the daemon for {workspace} ({who}) {reason}; see {log_path(workspace)}"
+    return f"the daemon for {workspace} ({who}) {reason}; {log_hint(workspace)}"
 
 
 def _spawn(

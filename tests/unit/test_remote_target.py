@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import Home, cli
+from tether.clients import discovery
 from tether.clients.cli.args import command_word
 from tether.clients.cli.exit_codes import CliError
 from tether.clients.cli.main import _interactive  # pyright: ignore[reportPrivateUsage]
@@ -110,3 +111,23 @@ def test_the_remote_command_comes_from_the_flag_the_environment_or_the_config(
         config.write_text("remote_command = \n")
         with pytest.raises(CliError, match=re.escape(str(config))):
             remote_command_of(Namespace(remote_command=None))
+
+
+class _Elsewhere:
+    """A daemon on another machine, as far as the hint is concerned."""
+
+    def locate(self, *, autostart: bool) -> discovery.Located:
+        raise discovery.DaemonUnavailable("not reached")
+
+    def discovery(self) -> bytes | None:
+        return None
+
+
+def test_a_remote_workspace_s_log_is_pointed_at_on_its_own_machine(tmp_path: Path) -> None:
+    workspace = tmp_path / "project"
+    assert discovery.log_hint(workspace) == f"see {discovery.log_path(workspace)}"
+    discovery.reach_remotely(workspace, _Elsewhere())
+    try:
+        assert "`tether --remote HOST:PATH daemon logs`" in discovery.log_hint(workspace)
+    finally:
+        discovery.forget_remote(workspace)
