@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from tether.clients.websocket import WebSocket
 from tether.testing import ModelServer
 
 # The isolated home and the daemon subprocess are the test suite's own (tests/support.py); the
@@ -383,3 +384,15 @@ def load_line() -> str:
     if load > cpus / 2:
         line += " - WARNING: other work on this machine inflates wall times"
     return line
+
+
+def ready_messages(ws: WebSocket) -> list[bytes]:
+    """Every whole message a websocket the selector found readable holds now (none when only
+    part of one has come)."""
+    try:
+        messages = [ws.recv(timeout=0)]
+    except TimeoutError:
+        return []
+    while ws.pending:
+        messages.append(ws.recv(timeout=0))
+    return messages

@@ -42,6 +42,7 @@ from _harness import (
     median,
     model_server,
     percentile,
+    ready_messages,
     row,
     running_daemon,
 )
@@ -126,12 +127,7 @@ def receive_turn(clients: list[Client], start_turn: Callable[[], None]) -> Recei
                 index: int = key.data
                 ws = clients[index].ws
                 stamp = time.perf_counter()
-                try:
-                    messages = [ws.recv(timeout=0)]
-                except TimeoutError:
-                    continue  # only part of a message so far
-                while ws.pending:
-                    messages.append(ws.recv(timeout=0))
+                messages = ready_messages(ws)
                 for data in messages:
                     frame = _frame.decode(data)
                     if frame.error is not None:

@@ -68,6 +68,7 @@ from _harness import (
     median,
     model_server,
     percentile,
+    ready_messages,
     row,
     running_daemon,
     verdict,
@@ -281,12 +282,7 @@ def read_all(clients: list[Client], seen: list[Seen]) -> None:
                 index: int = key.data
                 ws = clients[index].ws
                 stamp = time.perf_counter()
-                try:
-                    messages = [ws.recv(timeout=0)]
-                except TimeoutError:
-                    continue  # only part of a message so far
-                while ws.pending:
-                    messages.append(ws.recv(timeout=0))
+                messages = ready_messages(ws)
                 record = seen[index]
                 for data in messages:
                     frame = _frame.decode(data)
