@@ -1,33 +1,59 @@
-"""Where a workspace's daemon and its clients meet on disk: the runtime dir holding the
-discovery and lock files, the daemon's log and the file its stderr goes to. Every path comes
-from platformdirs, so `HOME` and `XDG_*` relocate all of it.
+"""Where a workspace's daemon and its clients meet on disk, and where the daemon keeps its
+data: the runtime dir holding the discovery and lock files, the data, config and state dirs,
+the daemon's log and the file its stderr goes to. `HOME` and `XDG_*` relocate all of it.
 
 Both sides must compute the same paths, so both take them from here: this is the one module of
 `tether.clients` the daemon imports, and it imports nothing of tether but the protocol's
 `tether.protocol.workspace_files`, which names the files (and no msgspec: a client that has
 to start the daemon gets here before it imports anything heavy).
+
+On Linux the folders follow the XDG Base Directory rules directly, as platformdirs resolves
+them, without importing platformdirs: every `tether` command computes the runtime dir before
+anything else, and that import (with the tempfile, shutil and random it pulls in) was a third
+of a warm `tether run`'s start. Elsewhere platformdirs answers.
 """
 
-import warnings
+import contextlib
+import os
+import stat
+import sys
 from pathlib import Path
-
-import platformdirs
 
 from tether.protocol.workspace_files import discovery_name, lock_name, workspace_key
 
 APP = "tether"
 
+_XDG = sys.platform.startswith("linux")
+_PRIVATE = 0o700
+
 
 def runtime_dir() -> Path:
-    # Without a usable XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> (created
-    # owner-only) and warns; daemon and clients make the same choice, so it is only noise.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return Path(platformdirs.user_runtime_dir(APP))
+    """`$XDG_RUNTIME_DIR/tether` when that folder is fit for secrets (see `_fit_runtime_base`),
+    else `/run/user/<uid>/tether` when that is, else `$TMPDIR/runtime-<uid>/tether` (created
+    owner-only). Raises PermissionError when even that last one is another user's."""
+    if not _XDG:
+        return _platform_dir("runtime")
+    uid = os.geteuid()
+    for base in (os.environ.get("XDG_RUNTIME_DIR", ""), f"/run/user/{uid}"):
+        if os.path.isabs(base) and _fit_runtime_base(base, uid):
+            return Path(base) / APP
+    return _temp_runtime_base(uid) / APP
+
+
+def data_dir() -> Path:
+    return _user_dir("XDG_DATA_HOME", ".local/share") if _XDG else _platform_dir("data")
+
+
+def config_dir() -> Path:
+    return _user_dir("XDG_CONFIG_HOME", ".config") if _XDG else _platform_dir("config")
+
+
+def state_dir() -> Path:
+    return _user_dir("XDG_STATE_HOME", ".local/state") if _XDG else _platform_dir("state")
 
 
 def log_dir() -> Path:
-    return Path(platformdirs.user_log_dir(APP))
+    return state_dir() / "log" if _XDG else _platform_dir("log")
 
 
 def discovery_path(workspace: str | Path) -> Path:
@@ -50,10 +76,92 @@ def stderr_path(workspace: str | Path) -> Path:
     return log_dir() / f"daemon-{workspace_key(str(workspace))}.stderr"
 
 
-def state_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP))
-
-
 def history_path(workspace: str | Path) -> Path:
     """The interactive prompt's input history for `workspace` (one file per workspace)."""
     return state_dir() / "history" / f"{workspace_key(str(workspace))}.txt"
+
+
+def _user_dir(variable: str, default: str) -> Path:
+    """`$VARIABLE/tether` when the variable holds an absolute path (the spec says to ignore a
+    relative one), else `~/DEFAULT/tether`."""
+    value = os.environ.get(variable, "")
+    base = Path(value) if os.path.isabs(value) else _home() / default
+    return base / APP
+
+
+def _home() -> Path:
+    # A relative HOME is no home; the password database's entry is.
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home):
+        import pwd
+
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    return Path(home)
+
+
+def _fit_runtime_base(path: str, uid: int) -> bool:
+    """Whether `path` may hold the discovery file's token: a real folder (not a symlink) that
+    `uid` owns with mode 0700, below folders no other user can swap out. This is what the XDG
+    spec asks of `XDG_RUNTIME_DIR`; a folder that fails it is passed over, not repaired."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+        return False
+    return stat.S_IMODE(info.st_mode) == _PRIVATE and _safe_ancestors(Path(path), uid)
+
+
+def _safe_ancestors(path: Path, uid: int) -> bool:
+    """Every folder above `path` is root's or `uid`'s, and one others may write to is sticky
+    (as /tmp is), so nobody else can rename `path` away and put their own in its place."""
+    for parent in path.parents:
+        try:
+            info = os.lstat(parent)
+        except OSError:
+            return False
+        if info.st_uid not in (0, uid):
+            return False
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+            return False
+    return True
+
+
+def _temp_runtime_base(uid: int) -> Path:
+    """`runtime-<uid>` in `$TMPDIR` (or /tmp), created 0700 and tightened to it if an earlier
+    run left it wider; PermissionError when it is not a folder of this user's."""
+    temp = os.environ.get("TMPDIR", "")
+    path = Path(temp if os.path.isabs(temp) else "/tmp") / f"runtime-{uid}"
+    if not _safe_ancestors(path, uid):
+        raise PermissionError(
+            f"runtime directory {path} is below a folder others can replace; set XDG_RUNTIME_DIR"
+        )
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=_PRIVATE)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+        raise PermissionError(
+            f"runtime directory {path} is not a folder of uid {uid}; set XDG_RUNTIME_DIR"
+        )
+    if stat.S_IMODE(info.st_mode) != _PRIVATE:
+        path.chmod(_PRIVATE)
+    return path
+
+
+def _platform_dir(kind: str) -> Path:
+    import warnings
+
+    import platformdirs
+
+    dirs = {
+        "runtime": platformdirs.user_runtime_dir,
+        "data": platformdirs.user_data_dir,
+        "config": platformdirs.user_config_dir,
+        "state": platformdirs.user_state_dir,
+        "log": platformdirs.user_log_dir,
+    }
+    # Without a usable runtime dir platformdirs falls back to a temporary folder and warns;
+    # daemon and clients make the same choice, so it is only noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return Path(dirs[kind](APP))

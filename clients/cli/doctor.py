@@ -11,8 +11,7 @@ import stat
 from pathlib import Path
 from urllib.parse import quote
 
-import platformdirs
-
+from tether.clients.places import data_dir
 from tether.protocol.discovery import workspace_key
 
 SCHEMA_VERSION = 3
@@ -21,8 +20,7 @@ SCHEMA_VERSION = 3
 
 def database_path(workspace: Path) -> Path:
     """Where the daemon keeps the workspace's sessions (the daemon's `paths.database_path`)."""
-    data = Path(platformdirs.user_data_dir("tether"))
-    return data / "workspaces" / workspace_key(str(workspace)) / "tether.sqlite3"
+    return data_dir() / "workspaces" / workspace_key(str(workspace)) / "tether.sqlite3"
 
 
 def integrity(path: Path) -> tuple[list[str], int | None]:

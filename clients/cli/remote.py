@@ -25,6 +25,7 @@ from pathlib import Path
 from tether.clients.cli.args import VALUED_OPTIONS, command_word
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
 from tether.clients.discovery import forget_remote, reach_remotely
+from tether.clients.places import config_dir
 from tether.clients.remote import (
     RemoteDaemon,
     RemoteTarget,
@@ -135,9 +136,7 @@ def remote_command_of(args: argparse.Namespace) -> str:
 
 def _configured() -> str:
     """`remote_command` in the user's config file, or ""."""
-    import platformdirs
-
-    path = Path(platformdirs.user_config_dir("tether")) / "config.toml"
+    path = config_dir() / "config.toml"
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -1,5 +1,6 @@
-"""Where the daemon keeps things. Every path comes from platformdirs, so `HOME` and `XDG_*`
-relocate all of it (the end-to-end tests give each daemon its own home this way).
+"""Where the daemon keeps things. Every path comes from `tether.clients.places` (the XDG base
+directories on Linux, platformdirs elsewhere), so `HOME` and `XDG_*` relocate all of it (the
+end-to-end tests give each daemon its own home this way).
 
 What the daemon keeps holds conversations and tokens, so its folders are owner-only (0700):
 `private_dirs()` creates them so and tightens existing ones at start; the files in them are
@@ -10,26 +11,30 @@ import contextlib
 import stat
 from pathlib import Path
 
-import platformdirs
-
-# What clients must find (the runtime dir, discovery and lock files, the log) is computed in
-# one place both sides import.
-from tether.clients.places import APP, discovery_path, lock_path, log_dir, log_path, runtime_dir
+# What clients must find (the runtime dir, discovery and lock files, the log, the config file
+# `tether doctor` reads) is computed in one place both sides import.
+from tether.clients.places import (
+    config_dir,
+    data_dir,
+    discovery_path,
+    lock_path,
+    log_dir,
+    log_path,
+    runtime_dir,
+    state_dir,
+)
 from tether.protocol.discovery import workspace_key
 
-__all__ = ["discovery_path", "lock_path", "log_dir", "log_path", "runtime_dir"]
-
-
-def data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP))
-
-
-def config_dir() -> Path:
-    return Path(platformdirs.user_config_dir(APP))
-
-
-def state_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP))
+__all__ = [
+    "config_dir",
+    "data_dir",
+    "discovery_path",
+    "lock_path",
+    "log_dir",
+    "log_path",
+    "runtime_dir",
+    "state_dir",
+]
 
 
 def private_dirs() -> list[Path]:

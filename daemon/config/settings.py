@@ -1,6 +1,7 @@
 """Configuration: the user's config file, then the environment, then command-line flags.
 
-The file is `config.toml` in the platformdirs user config dir (`~/.config/tether/` on Linux).
+The file is `config.toml` in the user config dir (`$XDG_CONFIG_HOME/tether/`, by default
+`~/.config/tether/`).
 Provider settings are protected: they come only from the user's file, the environment and
 flags, never from anything inside the workspace, so a cloned repository cannot redirect the
 agent to another model server or key.

@@ -138,16 +138,28 @@ class McpPool:
         self._servers: dict[str, _Server] = {}
         self._lent = LentNursery()
         self._http: httpx.AsyncClient | None = None
+        self._serving = False
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run until cancelled; then every server is stopped before this returns."""
-        async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0)) as http:
-            self._http = http
-            try:
-                async with trio.open_nursery() as nursery:
-                    await self._lent.lend(nursery, task_status)
-            finally:
-                self._http = None
+        self._serving = True
+        try:
+            async with trio.open_nursery() as nursery:
+                await self._lent.lend(nursery, task_status)
+        finally:
+            self._serving = False
+            http, self._http = self._http, None
+            if http is not None:
+                with trio.CancelScope(shield=True):
+                    await http.aclose()
+
+    def _http_client(self) -> httpx.AsyncClient:
+        """The connection pool of the HTTP servers, made for the first one: its TLS context
+        loads the CA bundle, tens of milliseconds that a daemon with no HTTP server (and every
+        daemon's start) does without."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
+        return self._http
 
     # --- what the turns use ------------------------------------------------------------
 
@@ -376,9 +388,11 @@ class McpPool:
                 server.pid = None
                 await stop_server(process, self.grace, self.owned)
             return
-        if self._http is None:
+        if not self._serving:
             raise McpUnavailable("the daemon is stopping")
-        transport = HttpTransport(config.url, config.headers, name=server.name, client=self._http)
+        transport = HttpTransport(
+            config.url, config.headers, name=server.name, client=self._http_client()
+        )
         try:
             yield transport
         finally:

@@ -16,6 +16,7 @@ Every result, failures included, is capped at `ToolContext.result_cap` character
 default), keeping its head (40%) and tail (60%) around a marker; so is an edit's diff.
 """
 
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, cast
@@ -59,12 +60,12 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool]) -> None:
         self._tools: dict[str, Tool] = {tool.name: tool for tool in tools}
         self._decoders = {
-            name: msgspec.json.Decoder(tool.params)
+            name: _decoder(tool.params)
             for name, tool in self._tools.items()
             if not isinstance(tool, SchemaTool)
         }
         self._schemas = {
-            name: tool.input_schema()
+            name: msgspec.json.encode(tool.input_schema())
             if isinstance(tool, SchemaTool)
             else _inline_schema(tool.params)
             for name, tool in self._tools.items()
@@ -75,7 +76,7 @@ class ToolRegistry:
                 ToolSpec(
                     name=name,
                     description=tool.description,
-                    parameters=msgspec.Raw(msgspec.json.encode(self._schemas[name])),
+                    parameters=msgspec.Raw(self._schemas[name]),
                 )
                 for name, tool in self._tools.items()
             ]
@@ -121,7 +122,7 @@ class ToolRegistry:
                 name=name,
                 description=tool.description,
                 read_only=tool.kind == "read",
-                input_schema=msgspec.Raw(msgspec.json.encode(self._schemas[name])),
+                input_schema=msgspec.Raw(self._schemas[name]),
             )
             for name, tool in self._tools.items()
         ]
@@ -190,8 +191,17 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _inline_schema(params: type[ToolParams]) -> dict[str, object]:
-    """The params' JSON Schema with every $ref resolved in place, as providers expect."""
+# A turn that adds skills or MCP tools builds a registry of its own: the built-in tools'
+# schemas and decoders are made once per process, not at every turn.
+@functools.cache
+def _decoder(params: type[ToolParams]) -> "msgspec.json.Decoder[ToolParams]":
+    return msgspec.json.Decoder(params)
+
+
+@functools.cache
+def _inline_schema(params: type[ToolParams]) -> bytes:
+    """The params' JSON Schema with every $ref resolved in place, as providers expect
+    (encoded)."""
     schema = msgspec.json.schema(params)
     defs = schema.pop("$defs", {})
     inlined = _resolve_refs(schema, defs)
@@ -199,7 +209,7 @@ def _inline_schema(params: type[ToolParams]) -> dict[str, object]:
     result = cast("dict[str, object]", inlined)
     result.pop("title", None)
     result.setdefault("properties", {})
-    return result
+    return msgspec.json.encode(result)
 
 
 def _resolve_refs(node: object, defs: dict[str, object]) -> object:

@@ -16,7 +16,8 @@ from tether.protocol.schema import render_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "packaging" / "schema" / "tether-protocol.schema.json"
-STDLIB = set(sys.stdlib_module_names)
+# `_sha2` is the built-in SHA-2 module's name from Python 3.12 on (`_sha256` before).
+STDLIB = set(sys.stdlib_module_names) | {"_sha2"}
 
 
 def _imports(folder: Path) -> dict[str, set[str]]:

