@@ -15,7 +15,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 import trio
@@ -136,6 +136,16 @@ class FileParams(ToolParams, frozen=True, kw_only=True):
 
 
 @dataclass(frozen=True, slots=True)
+class FileTarget:
+    """The file one call names: where it is, its name as shown, and the version of it the
+    agent last read or wrote (None: never)."""
+
+    path: Path
+    shown: str
+    seen: FileVersion | None
+
+
+@dataclass(frozen=True, slots=True)
 class FilePlan:
     """The content one call would leave in one file, and what its result will say."""
 
@@ -147,30 +157,33 @@ class FilePlan:
     summary: str
 
 
-class FileEditTool:
+P = TypeVar("P", bound=FileParams)
+
+
+class FileEditTool(Generic[P]):
     """A tool that computes a file's new content (`plan_file`, which checks the edit guard and
     raises ToolFailure on a call it refuses), shows it as a diff for the permission gate
     (`preview`) and writes it guarded (`run`, which plans again: the file may have changed
-    while the user decided)."""
+    while the user decided). `params` is the tool's P, which the registry decodes calls to."""
 
     kind: ClassVar[ToolKind] = "edit"
+    params: ClassVar[type[ToolParams]]
 
     def target_path(self, params: ToolParams) -> str:
         assert isinstance(params, FileParams)
         return params.path
 
-    def plan_file(
-        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
-    ) -> FilePlan:
-        """The plan for the file at `path` (shown as `shown`), which the agent last read or
-        wrote as `seen` (None: never). Blocking: runs in a worker thread."""
+    def plan_file(self, params: P, file: FileTarget) -> FilePlan:
+        """The plan for `file`. Blocking: runs in a worker thread."""
         raise NotImplementedError
 
     async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
-        assert isinstance(params, FileParams)
-        path, shown = target(ctx, params.path)
-        seen = ctx.versions.get(path)
-        return await trio.to_thread.run_sync(self.plan_file, params, path, shown, seen)
+        assert isinstance(params, self.params)
+        # The class's `params` is its P (a ClassVar cannot name a type variable).
+        own = cast(P, params)
+        path, shown = target(ctx, own.path)
+        file = FileTarget(path, shown, ctx.versions.get(path))
+        return await trio.to_thread.run_sync(self.plan_file, own, file)
 
     async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
         plan = await self.plan(params, ctx)
