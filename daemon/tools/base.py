@@ -263,6 +263,13 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     return target
 
 
+def resolved_and_shown(workspace: Path, path: str) -> tuple[Path, str]:
+    """`path` resolved (`resolve_in_workspace`, which refuses what it refuses) and its name as
+    the model and clients see it (`display_path`)."""
+    resolved = resolve_in_workspace(workspace, path)
+    return resolved, display_path(workspace, resolved)
+
+
 def loop_point(resolved: Path) -> Path | None:
     """The link where `resolved` (an `os.path.realpath` result) loops, or None if it does not.
 

@@ -28,9 +28,8 @@ from tether.daemon.tools.base import (
     ToolKind,
     ToolOutput,
     ToolParams,
-    resolve_in_workspace,
+    resolved_and_shown,
 )
-from tether.daemon.workspace import display_path
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -73,13 +72,6 @@ def _write_checked(path: Path, shown: str, expected: bytes | None, after: bytes)
     except OSError as exc:
         unchanged = "was left unchanged" if expected is not None else "was not created"
         raise ToolFailure(f"Could not write {shown}: {exc}. The file {unchanged}.") from exc
-
-
-def target(ctx: ToolContext, path: str) -> tuple[Path, str]:
-    """The file a tool's `path` names, resolved in the workspace (see `resolve_in_workspace`),
-    and its name as shown."""
-    resolved = resolve_in_workspace(ctx.workspace, path)
-    return resolved, display_path(ctx.workspace, resolved)
 
 
 async def write_guarded(
@@ -181,7 +173,7 @@ class FileEditTool(Generic[P]):
         assert isinstance(params, self.params)
         # The class's `params` is its P (a ClassVar cannot name a type variable).
         own = cast(P, params)
-        path, shown = target(ctx, own.path)
+        path, shown = resolved_and_shown(ctx.workspace, own.path)
         file = FileTarget(path, shown, ctx.versions.get(path))
         return await trio.to_thread.run_sync(self.plan_file, own, file)
 
