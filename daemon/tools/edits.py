@@ -15,7 +15,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar, Generic, TypeVar, cast
+from typing import Annotated, ClassVar, Generic, TypeVar
 
 import msgspec
 import trio
@@ -156,32 +156,28 @@ class FileEditTool(Generic[P]):
     """A tool that computes a file's new content (`plan_file`, which checks the edit guard and
     raises ToolFailure on a call it refuses), shows it as a diff for the permission gate
     (`preview`) and writes it guarded (`run`, which plans again: the file may have changed
-    while the user decided). `params` is the tool's P, which the registry decodes calls to."""
+    while the user decided)."""
 
     kind: ClassVar[ToolKind] = "edit"
     params: ClassVar[type[ToolParams]]
 
-    def target_path(self, params: ToolParams) -> str:
-        assert isinstance(params, FileParams)
+    def target_path(self, params: P) -> str:
         return params.path
 
     def plan_file(self, params: P, file: FileTarget) -> FilePlan:
         """The plan for `file`. Blocking: runs in a worker thread."""
         raise NotImplementedError
 
-    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
-        assert isinstance(params, self.params)
-        # The class's `params` is its P (a ClassVar cannot name a type variable).
-        own = cast(P, params)
-        path, shown = resolved_and_shown(ctx.workspace, own.path)
+    async def plan(self, params: P, ctx: ToolContext) -> FilePlan:
+        path, shown = resolved_and_shown(ctx.workspace, params.path)
         file = FileTarget(path, shown, ctx.versions.get(path))
-        return await trio.to_thread.run_sync(self.plan_file, own, file)
+        return await trio.to_thread.run_sync(self.plan_file, params, file)
 
-    async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
+    async def preview(self, params: P, ctx: ToolContext) -> str:
         plan = await self.plan(params, ctx)
         return unified_diff(plan.shown, plan.before, plan.after)
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
+    async def run(self, params: P, ctx: ToolContext) -> ToolOutput:
         plan = await self.plan(params, ctx)
         diff = await write_guarded(ctx, plan.path, plan.shown, plan.before, plan.after)
         return ToolOutput(text=plan.summary, diff=diff)

@@ -55,12 +55,10 @@ class Glob:
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = GlobParams
 
-    def file_glob(self, params: ToolParams) -> str:
-        assert isinstance(params, GlobParams)
+    def file_glob(self, params: GlobParams) -> str:
         return params.pattern
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, GlobParams)
+    async def run(self, params: GlobParams, ctx: ToolContext) -> str:
         if not params.pattern.strip():
             raise ToolFailure("The pattern is empty; try `**/*` or `**/*.py`.")
         root = ctx.workspace.resolve()

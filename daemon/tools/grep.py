@@ -113,12 +113,10 @@ class Grep:
         self.rg_path = find_rg() if rg_path == AUTO else rg_path
         self.timeout = timeout
 
-    def file_glob(self, params: ToolParams) -> str:
-        assert isinstance(params, GrepParams)
+    def file_glob(self, params: GrepParams) -> str:
         return params.glob or ""
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, GrepParams)
+    async def run(self, params: GrepParams, ctx: ToolContext) -> str:
         if not params.pattern:
             raise ToolFailure("The pattern is empty.")
         root = ctx.workspace.resolve()

@@ -34,8 +34,7 @@ class ListDir:
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ListDirParams
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, ListDirParams)
+    async def run(self, params: ListDirParams, ctx: ToolContext) -> str:
         path, shown = resolved_and_shown(ctx.workspace, params.path)
         return await trio.to_thread.run_sync(_list, path, shown)
 
