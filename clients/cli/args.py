@@ -34,7 +34,7 @@ def _count(text: str) -> int:
 AddParser = Callable[..., argparse.ArgumentParser]
 """`add_parser` of the subcommands' action."""
 Adder = Callable[[AddParser, argparse.ArgumentParser], None]
-"""Adds one subcommand (or a family of them) with its arguments."""
+"""Adds one subcommand with its arguments."""
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -70,10 +70,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     wanted = None if argv is None else command_word(argv)
-    added: set[Adder] = set()
     for name, add in COMMANDS.items():
-        if (wanted is None or name == wanted) and add not in added:
-            added.add(add)
+        if wanted is None or name == wanted:
             add(sub.add_parser, common)
     return parser
 
@@ -94,15 +92,49 @@ def command_word(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _run(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    run = add_parser(
-        "run",
-        parents=[common],
-        help="run the agent on a prompt",
-        description="Run the agent on a prompt. Without a prompt argument, the prompt is read"
-        " from stdin when stdin is not a terminal; with one, piped stdin is attached to the"
-        " message as context (`cat build.log | tether run 'why does this fail?'`).",
-    )
+Arguments = Callable[[argparse.ArgumentParser], None]
+"""Adds a subcommand's own arguments to its parser."""
+
+SESSION_OR_LATEST = "session id or prefix (default: latest)"
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    return None
+
+
+def _command(
+    name: str,
+    handler: str,
+    help_text: str,
+    arguments: Arguments = _no_arguments,
+    *,
+    description: str | None = None,
+    session: str | None = None,
+    json: bool = False,
+    common: bool = True,
+) -> Adder:
+    """The subcommand `name`, run by `handler`: the `common` options (unless false), the
+    optional positional `session` (its help, when given), then its own `arguments`, then
+    `--json` (when true; a command that places it elsewhere adds it itself)."""
+
+    def add(add_parser: AddParser, common_options: argparse.ArgumentParser) -> None:
+        parser = add_parser(
+            name,
+            parents=[common_options] if common else [],
+            help=help_text,
+            description=description,
+        )
+        if session is not None:
+            parser.add_argument("session", nargs="?", help=session)
+        arguments(parser)
+        if json:
+            parser.add_argument("--json", action="store_true")
+        parser.set_defaults(handler=handler)
+
+    return add
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("prompt", nargs="*", help="what to do")
     resume = run.add_mutually_exclusive_group()
     resume.add_argument("--session", "-s", help="continue this session (id or prefix)")
@@ -145,46 +177,50 @@ def _run(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         help="send this image (PNG, JPEG, GIF or WebP, up to 10 MB) with the prompt; may be"
         " repeated (`@shot.png` in the prompt sends a workspace image too)",
     )
-    run.set_defaults(handler="turns.cmd_run")
 
 
-def _listing(name: str, help_text: str, handler: str) -> Adder:
-    """A subcommand that lists something, with `--json` as its only option."""
-
-    def add(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-        command = add_parser(name, parents=[common], help=help_text)
-        command.add_argument("--json", action="store_true")
-        command.set_defaults(handler=handler)
-
-    return add
-
-
-_approvals = _listing(
-    "approvals", "list the workspace's pending approvals", "approvals.cmd_approvals"
+_run = _command(
+    "run",
+    "turns.cmd_run",
+    "run the agent on a prompt",
+    _run_arguments,
+    description="Run the agent on a prompt. Without a prompt argument, the prompt is read"
+    " from stdin when stdin is not a terminal; with one, piped stdin is attached to the"
+    " message as context (`cat build.log | tether run 'why does this fail?'`).",
 )
-_models = _listing("models", "the models the model server offers (* = in use)", "models.cmd_models")
-_skills = _listing(
-    "skills", "the skills the agent can load, and the invalid ones", "skills.cmd_skills"
+_approvals = _command(
+    "approvals", "approvals.cmd_approvals", "list the workspace's pending approvals", json=True
 )
-_hooks = _listing("hooks", "the hooks your config runs at tool calls and turns", "hooks.cmd_hooks")
+_models = _command(
+    "models", "models.cmd_models", "the models the model server offers (* = in use)", json=True
+)
+_skills = _command(
+    "skills",
+    "skills.cmd_skills",
+    "the skills the agent can load, and the invalid ones",
+    json=True,
+)
+_hooks = _command(
+    "hooks", "hooks.cmd_hooks", "the hooks your config runs at tool calls and turns", json=True
+)
 
 
-def _chat(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    chat = add_parser("chat", parents=[common], help="an interactive session (also `tether` alone)")
+def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     which = chat.add_mutually_exclusive_group()
     which.add_argument("--session", "-s", help="attach to this session (id or prefix)")
     which.add_argument(
         "--continue", "-c", dest="resume", action="store_true", help="the latest session"
     )
     chat.add_argument("--permission-mode", choices=["ask", "edits", "auto"], default=None)
-    chat.set_defaults(handler="chat.cmd_chat")
 
 
-def _answers(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    for verb in ("approve", "deny"):
-        answer = add_parser(
-            verb, parents=[common], help=f"{verb} a pending approval from any terminal"
-        )
+_chat = _command(
+    "chat", "chat.cmd_chat", "an interactive session (also `tether` alone)", _chat_arguments
+)
+
+
+def _answer_arguments(*, always: bool) -> Arguments:
+    def add(answer: argparse.ArgumentParser) -> None:
         answer.add_argument(
             "session",
             nargs="?",
@@ -193,22 +229,33 @@ def _answers(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         )
         answer.add_argument("approval", nargs="?", help="approval id or prefix")
         answer.add_argument("--message", "-m", default="", help="told to the model")
-        if verb == "approve":
+        if always:
             answer.add_argument(
                 "--always", action="store_true", help="also allow such calls for the session"
             )
-        answer.set_defaults(handler="approvals.cmd_answer")
+
+    return add
 
 
-def _attach(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    attach = add_parser("attach", parents=[common], help="catch up with a session, follow it")
-    attach.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
-    attach.add_argument("--json", action="store_true")
-    attach.set_defaults(handler="turns.cmd_attach")
+_approve, _deny = (
+    _command(
+        verb,
+        "approvals.cmd_answer",
+        f"{verb} a pending approval from any terminal",
+        _answer_arguments(always=verb == "approve"),
+    )
+    for verb in ("approve", "deny")
+)
+_attach = _command(
+    "attach",
+    "turns.cmd_attach",
+    "catch up with a session, follow it",
+    session=SESSION_OR_LATEST,
+    json=True,
+)
 
 
-def _sessions(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    sessions = add_parser("sessions", parents=[common], help="list (or delete) sessions")
+def _sessions_arguments(sessions: argparse.ArgumentParser) -> None:
     sessions.add_argument("--json", action="store_true")
     sessions.add_argument(
         "--delete",
@@ -228,37 +275,41 @@ def _sessions(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help='with --search: TEXT is an FTS5 query ("a phrase", OR, NOT, NEAR(a b), prefix*)',
     )
-    sessions.set_defaults(handler="sessions.cmd_sessions")
 
 
-def _fork(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    fork = add_parser(
-        "fork",
-        parents=[common],
-        help="a new session with a session's conversation up to a turn (files are not copied)",
-    )
-    fork.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+_sessions = _command(
+    "sessions", "sessions.cmd_sessions", "list (or delete) sessions", _sessions_arguments
+)
+
+
+def _fork_arguments(fork: argparse.ArgumentParser) -> None:
     fork.add_argument("--turn", help="the last turn to keep (default: every completed turn)")
     fork.add_argument("--title", help="the fork's title (default: the source's, with (fork))")
-    fork.add_argument("--json", action="store_true")
-    fork.set_defaults(handler="fork.cmd_fork")
 
 
-def _rename(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    rename = add_parser("rename", parents=[common], help="give a session a title")
+_fork = _command(
+    "fork",
+    "fork.cmd_fork",
+    "a new session with a session's conversation up to a turn (files are not copied)",
+    _fork_arguments,
+    session=SESSION_OR_LATEST,
+    json=True,
+)
+
+
+def _rename_arguments(rename: argparse.ArgumentParser) -> None:
     rename.add_argument("session", help="session id or prefix")
     rename.add_argument(
         "title", nargs="*", help="the title (none: back to the first line of its first message)"
     )
-    rename.add_argument("--json", action="store_true")
-    rename.set_defaults(handler="rename.cmd_rename")
 
 
-def _export(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    export = add_parser(
-        "export", parents=[common], help="a session as a Markdown transcript or its event log"
-    )
-    export.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+_rename = _command(
+    "rename", "rename.cmd_rename", "give a session a title", _rename_arguments, json=True
+)
+
+
+def _export_arguments(export: argparse.ArgumentParser) -> None:
     export.add_argument(
         "--format",
         choices=["md", "json"],
@@ -266,63 +317,77 @@ def _export(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
         help="md: a readable transcript (default); json: every event, one JSON object a line",
     )
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
-    export.set_defaults(handler="export.cmd_export")
 
 
-def _undo(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    undo = add_parser("undo", parents=[common], help="restore the files a turn changed")
-    undo.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
+_export = _command(
+    "export",
+    "export.cmd_export",
+    "a session as a Markdown transcript or its event log",
+    _export_arguments,
+    session=SESSION_OR_LATEST,
+)
+
+
+def _undo_arguments(undo: argparse.ArgumentParser) -> None:
     undo.add_argument("--turn", help="the turn (default: the latest that changed files)")
     undo.add_argument("--force", action="store_true", help="also overwrite files changed since")
-    undo.add_argument("--json", action="store_true")
-    undo.set_defaults(handler="sessions.cmd_undo")
 
 
-def _compact(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    compact = add_parser(
-        "compact", parents=[common], help="summarise a session's older history now"
-    )
-    compact.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
-    compact.set_defaults(handler="sessions.cmd_compact")
+_undo = _command(
+    "undo",
+    "sessions.cmd_undo",
+    "restore the files a turn changed",
+    _undo_arguments,
+    session=SESSION_OR_LATEST,
+    json=True,
+)
+_compact = _command(
+    "compact",
+    "sessions.cmd_compact",
+    "summarise a session's older history now",
+    session=SESSION_OR_LATEST,
+)
 
 
-def _processes(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    processes = add_parser(
-        "processes", parents=[common], help="background processes the daemon owns"
-    )
+def _processes_arguments(processes: argparse.ArgumentParser) -> None:
     processes.add_argument("--kill", metavar="ID", help="stop one (its whole process tree)")
     processes.add_argument(
         "--output", metavar="ID", help="the end of what one printed (the model's reads aside)"
     )
-    processes.add_argument("--json", action="store_true")
-    processes.set_defaults(handler="processes.cmd_processes")
 
 
-def _mcp(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    mcp = add_parser("mcp", parents=[common], help="the MCP servers: state, revision, tools")
+_processes = _command(
+    "processes",
+    "processes.cmd_processes",
+    "background processes the daemon owns",
+    _processes_arguments,
+    json=True,
+)
+
+
+def _mcp_arguments(mcp: argparse.ArgumentParser) -> None:
     mcp.add_argument(
         "action", nargs="?", choices=["approve"], help="approve: let a workspace's server run"
     )
     mcp.add_argument("name", nargs="?", help="the server to approve")
-    mcp.add_argument("--json", action="store_true")
-    mcp.set_defaults(handler="mcp.cmd_mcp")
 
 
-def _cancel(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    cancel = add_parser("cancel", parents=[common], help="cancel a session's running turn")
-    cancel.add_argument("session", nargs="?", help="session id or prefix (default: latest)")
-    cancel.set_defaults(handler="turns.cmd_cancel")
+_mcp = _command(
+    "mcp",
+    "mcp.cmd_mcp",
+    "the MCP servers: state, revision, tools",
+    _mcp_arguments,
+    json=True,
+)
+_cancel = _command(
+    "cancel",
+    "turns.cmd_cancel",
+    "cancel a session's running turn",
+    session=SESSION_OR_LATEST,
+)
 
 
-def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    daemon = add_parser(
-        "daemon",
-        parents=[common],
-        help="start, stop or inspect the daemon, or read its log",
-        description="`logs` reads the daemon's log files (the daemon need not run); see"
-        " docs/logs.md. `ensure` starts it unless one runs and prints its discovery record"
-        " (token included) as JSON: what `tether --remote` runs on the remote machine.",
-    )
+def _daemon_arguments(daemon: argparse.ArgumentParser) -> None:
     daemon.add_argument("action", choices=["start", "stop", "restart", "status", "ensure", "logs"])
     daemon.add_argument(
         "--json", action="store_true", help="JSON output (logs: the lines as written)"
@@ -345,33 +410,36 @@ def _daemon(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     logs.add_argument(
         "-n", "--lines", type=_count, metavar="N", help="only the last N lines (-f: 10)"
     )
-    daemon.set_defaults(handler="daemon.cmd_daemon")
 
 
-def _doctor(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    doctor = add_parser(
-        "doctor",
-        parents=[common],
-        help="check the workspace's session database (read-only) and say how to recover",
-    )
-    doctor.set_defaults(handler="daemon.cmd_doctor")
-
-
-def _demo(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    demo = add_parser("demo", help="see tether work end to end, with a scripted model")
-    demo.add_argument("--json", action="store_true")
-    demo.set_defaults(handler="scripted_model.cmd_demo")
-
-
-def _bridge(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    bridge = add_parser(
-        "bridge",
-        parents=[common],
-        help="relay JSON-RPC lines on stdin/stdout to the daemon (for editors)",
-        description="Relay newline-delimited JSON-RPC between stdin/stdout and the workspace's"
-        " daemon, starting it when none runs; exits 0 when stdin closes. See docs/bridge.md.",
-    )
-    bridge.set_defaults(handler="bridge.cmd_bridge")
+_daemon = _command(
+    "daemon",
+    "daemon.cmd_daemon",
+    "start, stop or inspect the daemon, or read its log",
+    _daemon_arguments,
+    description="`logs` reads the daemon's log files (the daemon need not run); see"
+    " docs/logs.md. `ensure` starts it unless one runs and prints its discovery record"
+    " (token included) as JSON: what `tether --remote` runs on the remote machine.",
+)
+_doctor = _command(
+    "doctor",
+    "daemon.cmd_doctor",
+    "check the workspace's session database (read-only) and say how to recover",
+)
+_demo = _command(
+    "demo",
+    "scripted_model.cmd_demo",
+    "see tether work end to end, with a scripted model",
+    json=True,
+    common=False,
+)
+_bridge = _command(
+    "bridge",
+    "bridge.cmd_bridge",
+    "relay JSON-RPC lines on stdin/stdout to the daemon (for editors)",
+    description="Relay newline-delimited JSON-RPC between stdin/stdout and the workspace's"
+    " daemon, starting it when none runs; exits 0 when stdin closes. See docs/bridge.md.",
+)
 
 
 def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
@@ -397,25 +465,23 @@ def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     model_server.set_defaults(handler="scripted_model.cmd_dev")
 
 
-def _acp(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    acp = add_parser(
-        "acp",
-        parents=[common],
-        help="be an Agent Client Protocol agent on stdin/stdout (for Zed, JetBrains, ...)",
-        description="Speak the Agent Client Protocol (v1) on stdin/stdout, for an editor that"
-        " starts tether as its agent. Each session lives in the daemon of the workspace its"
-        " cwd is in; --workspace is where `session/list` looks when the editor names no cwd."
-        " See docs/acp.md.",
-    )
-    acp.set_defaults(handler="acp.cmd_acp")
+_acp = _command(
+    "acp",
+    "acp.cmd_acp",
+    "be an Agent Client Protocol agent on stdin/stdout (for Zed, JetBrains, ...)",
+    description="Speak the Agent Client Protocol (v1) on stdin/stdout, for an editor that"
+    " starts tether as its agent. Each session lives in the daemon of the workspace its"
+    " cwd is in; --workspace is where `session/list` looks when the editor names no cwd."
+    " See docs/acp.md.",
+)
 
 
 COMMANDS: dict[str, Adder] = {
     "run": _run,
     "approvals": _approvals,
     "chat": _chat,
-    "approve": _answers,
-    "deny": _answers,
+    "approve": _approve,
+    "deny": _deny,
     "attach": _attach,
     "sessions": _sessions,
     "fork": _fork,

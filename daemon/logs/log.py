@@ -148,20 +148,20 @@ class Logger:
         return level >= _output.threshold or bool(_output.captures)
 
     def debug(self, msg: str, **fields: object) -> None:
-        if _output.threshold <= DEBUG or _output.captures:
-            _output.emit(DEBUG, self.name, msg, fields)
+        self._line(DEBUG, msg, fields)
 
     def info(self, msg: str, **fields: object) -> None:
-        if _output.threshold <= INFO or _output.captures:
-            _output.emit(INFO, self.name, msg, fields)
+        self._line(INFO, msg, fields)
 
     def warning(self, msg: str, **fields: object) -> None:
-        if _output.threshold <= WARNING or _output.captures:
-            _output.emit(WARNING, self.name, msg, fields)
+        self._line(WARNING, msg, fields)
 
     def error(self, msg: str, **fields: object) -> None:
-        if _output.threshold <= ERROR or _output.captures:
-            _output.emit(ERROR, self.name, msg, fields)
+        self._line(ERROR, msg, fields)
+
+    def _line(self, level: int, msg: str, fields: dict[str, object]) -> None:
+        if self.enabled(level):
+            _output.emit(level, self.name, msg, fields)
 
     def exception(self, msg: str, *, exc: BaseException | None = None, **fields: object) -> None:
         """An error line with `exc` (default: the exception being handled) and its traceback."""

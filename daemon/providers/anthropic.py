@@ -270,16 +270,10 @@ def encode_system(
 
 
 def encode_tools(tools: ToolSet) -> msgspec.Raw:
-    return encoded_once(
-        tools.cache,
+    return tools.encoded(
         DIALECT,
-        lambda: _encoder.encode(
-            [
-                _ToolDefinition(
-                    name=spec.name, description=spec.description, input_schema=spec.parameters
-                )
-                for spec in tools.specs
-            ]
+        lambda spec: _ToolDefinition(
+            name=spec.name, description=spec.description, input_schema=spec.parameters
         ),
     )
 
@@ -440,7 +434,7 @@ class AnthropicMessagesClient(DialectClient):
                 raise self._http_error(rejected.response) from None
 
     def _body(self, request: ModelRequest, *, text_mode: bool) -> bytes:
-        tools = request.tools if request.tools is not None and request.tools.specs else None
+        tools = request.offered_tools()
         messages = request.messages
         system = None
         if messages and messages[0].role == "system":

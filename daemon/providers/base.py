@@ -101,6 +101,18 @@ class ToolSet(msgspec.Struct, kw_only=True):
     """What `budget.message_chars` counted (-1: not yet). Whoever changes the content resets
     it, together with `cache`."""
 
+    def encoded(self, dialect: str, definition: Callable[[ToolSpec], object]) -> msgspec.Raw:
+        """The list in `dialect`'s wire form (each spec as `definition` writes it), encoded
+        once and kept in `cache`."""
+        return encoded_once(
+            self.cache,
+            dialect,
+            lambda: _encoder.encode([definition(spec) for spec in self.specs]),
+        )
+
+
+_encoder = msgspec.json.Encoder()
+
 
 def encoded_once(
     cache: dict[str, msgspec.Raw], key: str, encode: Callable[[], bytes]
@@ -117,6 +129,11 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[Message]
     """The first message is the system prompt."""
     tools: ToolSet | None = None
+
+    def offered_tools(self) -> ToolSet | None:
+        """The tools the model is offered: None when there are none (no set, or an empty one),
+        which a dialect then leaves out of the request."""
+        return self.tools if self.tools is not None and self.tools.specs else None
 
 
 class ModelError(Exception):

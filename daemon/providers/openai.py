@@ -227,22 +227,16 @@ def _user_with_parts(parts: list[msgspec.Raw]) -> msgspec.Raw:
 
 
 def encode_tools(tools: ToolSet) -> msgspec.Raw:
-    return encoded_once(
-        tools.cache,
+    return tools.encoded(
         DIALECT,
-        lambda: _encoder.encode(
-            [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": spec.name,
-                        "description": spec.description,
-                        "parameters": spec.parameters,
-                    },
-                }
-                for spec in tools.specs
-            ]
-        ),
+        lambda spec: {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+            },
+        },
     )
 
 
@@ -373,7 +367,7 @@ class OpenAIChatClient(DialectClient):
             return response
 
     def _body(self, request: ModelRequest, *, text_mode: bool, with_usage: bool) -> bytes:
-        tools = request.tools if request.tools is not None and request.tools.specs else None
+        tools = request.offered_tools()
         if text_mode:
             messages = encode_text_messages(request.messages, tools, images=self.images)
         else:

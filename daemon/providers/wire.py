@@ -399,7 +399,7 @@ def switches_to_text_tools(
 ) -> bool:
     """Whether a refused request is to be repeated with the tools described in text: in `auto`
     tool mode, when native tools were sent and the server says the model takes none."""
-    has_tools = request.tools is not None and bool(request.tools.specs)
+    has_tools = request.offered_tools() is not None
     return has_tools and not text_mode and tool_mode == "auto" and says_tools_unsupported(detail)
 
 

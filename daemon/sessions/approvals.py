@@ -35,12 +35,11 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolParams,
     TrustGated,
-    resolve_in_workspace,
+    resolved_and_shown,
 )
 from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
-from tether.daemon.workspace import display_path
 from tether.protocol.error_data import ApprovalAnswered
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
@@ -138,7 +137,7 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
     if path:
         # A path that escapes the workspace stays as given: the tool refuses it itself.
         with contextlib.suppress(ToolFailure):
-            path = display_path(workspace, resolve_in_workspace(workspace, path))
+            _, path = resolved_and_shown(workspace, path)
     glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
     command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
     trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""

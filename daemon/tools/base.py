@@ -27,7 +27,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import msgspec
 
@@ -167,13 +167,25 @@ class ToolContext:
         """Where commands run (None: unconfined), as the user's settings say this turn."""
 
 
-class Tool(Protocol):
+P_contra = TypeVar("P_contra", bound=ToolParams, contravariant=True)
+
+
+class ToolOf(Protocol[P_contra]):
+    """A tool whose calls carry its `params`, P_contra. The registry decodes a call's
+    arguments with `params` (or the tool's own `decode`, a `SchemaTool`'s) and hands only that
+    to `run` and to the methods of the protocols below, so a tool declares its methods with its
+    own params type and never checks it again."""
+
     name: ClassVar[str]
     description: ClassVar[str]
     kind: ClassVar[ToolKind]
     params: ClassVar[type[ToolParams]]
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> "str | ToolOutput": ...
+    async def run(self, params: P_contra, ctx: ToolContext) -> "str | ToolOutput": ...
+
+
+Tool: TypeAlias = ToolOf[Any]
+"""Any tool, whatever its params: the registry holds them side by side."""
 
 
 @runtime_checkable
@@ -261,6 +273,13 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
             "lead back to each other never reach a file or folder)."
         )
     return target
+
+
+def resolved_and_shown(workspace: Path, path: str) -> tuple[Path, str]:
+    """`path` resolved (`resolve_in_workspace`, which refuses what it refuses) and its name as
+    the model and clients see it (`display_path`)."""
+    resolved = resolve_in_workspace(workspace, path)
+    return resolved, display_path(workspace, resolved)
 
 
 def loop_point(resolved: Path) -> Path | None:

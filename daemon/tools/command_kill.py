@@ -22,12 +22,10 @@ class CommandKill:
     kind: ClassVar[ToolKind] = "command"
     params: ClassVar[type[ToolParams]] = CommandKillParams
 
-    def command_line(self, params: ToolParams) -> str:
-        assert isinstance(params, CommandKillParams)
+    def command_line(self, params: CommandKillParams) -> str:
         return f"stop background process {params.id}"
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, CommandKillParams)
+    async def run(self, params: CommandKillParams, ctx: ToolContext) -> str:
         table = process_table(ctx)
         managed = find_process(table, params.id)
         await table.kill(managed.id)

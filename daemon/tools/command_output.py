@@ -45,8 +45,7 @@ class CommandOutput:
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = CommandOutputParams
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, CommandOutputParams)
+    async def run(self, params: CommandOutputParams, ctx: ToolContext) -> str:
         managed = find_process(process_table(ctx), params.id)
         text = managed.read_new_output()
         result = f"{status_line(managed)}\n{text if text else '(no new output)'}"

@@ -9,17 +9,17 @@ always an indentation or stale-read problem the model can fix by reading those l
 
 import difflib
 import re
-from pathlib import Path
 from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.tools.base import FileVersion, ToolFailure, ToolParams
+from tether.daemon.tools.base import ToolFailure, ToolParams
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.edits import (
     FileEditTool,
     FileParams,
     FilePlan,
+    FileTarget,
     check_guard,
     decode,
     encode,
@@ -48,7 +48,7 @@ class EditFileParams(FileParams, frozen=True, kw_only=True):
     ] = False
 
 
-class EditFile(FileEditTool):
+class EditFile(FileEditTool[EditFileParams]):
     name: ClassVar[str] = "edit_file"
     description: ClassVar[str] = (
         "Replace old_string with new_string in a file. old_string must match the file exactly "
@@ -59,10 +59,7 @@ class EditFile(FileEditTool):
     )
     params: ClassVar[type[ToolParams]] = EditFileParams
 
-    def plan_file(
-        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
-    ) -> FilePlan:
-        assert isinstance(params, EditFileParams)
+    def plan_file(self, params: EditFileParams, file: FileTarget) -> FilePlan:
         if params.old_string == "":
             raise ToolFailure(
                 "old_string is empty. To create a file or replace all of its content, use "
@@ -72,12 +69,11 @@ class EditFile(FileEditTool):
             raise ToolFailure(
                 "old_string and new_string are identical; there is nothing to change."
             )
-        return _plan_edit(path, shown, params, seen)
+        return _plan_edit(file, params)
 
 
-def _plan_edit(
-    path: Path, shown: str, params: EditFileParams, seen: FileVersion | None
-) -> FilePlan:
+def _plan_edit(file: FileTarget, params: EditFileParams) -> FilePlan:
+    path, shown = file.path, file.shown
     if not path.exists():
         raise ToolFailure(
             f"{shown} does not exist. Use write_file to create it, or glob to find the right path."
@@ -87,7 +83,7 @@ def _plan_edit(
     before = path.read_bytes()
     if is_binary(before):
         raise ToolFailure(f"{shown} looks like a binary file; edit_file changes text files only.")
-    check_guard(shown, before, seen)
+    check_guard(shown, before, file.seen)
     text = decode(before)
     ending = _line_ending(text)
     old = params.old_string

@@ -15,7 +15,7 @@ import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Generic, TypeVar
 
 import msgspec
 import trio
@@ -28,9 +28,8 @@ from tether.daemon.tools.base import (
     ToolKind,
     ToolOutput,
     ToolParams,
-    resolve_in_workspace,
+    resolved_and_shown,
 )
-from tether.daemon.workspace import display_path
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -73,13 +72,6 @@ def _write_checked(path: Path, shown: str, expected: bytes | None, after: bytes)
     except OSError as exc:
         unchanged = "was left unchanged" if expected is not None else "was not created"
         raise ToolFailure(f"Could not write {shown}: {exc}. The file {unchanged}.") from exc
-
-
-def target(ctx: ToolContext, path: str) -> tuple[Path, str]:
-    """The file a tool's `path` names, resolved in the workspace (see `resolve_in_workspace`),
-    and its name as shown."""
-    resolved = resolve_in_workspace(ctx.workspace, path)
-    return resolved, display_path(ctx.workspace, resolved)
 
 
 async def write_guarded(
@@ -136,6 +128,16 @@ class FileParams(ToolParams, frozen=True, kw_only=True):
 
 
 @dataclass(frozen=True, slots=True)
+class FileTarget:
+    """The file one call names: where it is, its name as shown, and the version of it the
+    agent last read or wrote (None: never)."""
+
+    path: Path
+    shown: str
+    seen: FileVersion | None
+
+
+@dataclass(frozen=True, slots=True)
 class FilePlan:
     """The content one call would leave in one file, and what its result will say."""
 
@@ -147,36 +149,35 @@ class FilePlan:
     summary: str
 
 
-class FileEditTool:
+P = TypeVar("P", bound=FileParams)
+
+
+class FileEditTool(Generic[P]):
     """A tool that computes a file's new content (`plan_file`, which checks the edit guard and
     raises ToolFailure on a call it refuses), shows it as a diff for the permission gate
     (`preview`) and writes it guarded (`run`, which plans again: the file may have changed
     while the user decided)."""
 
     kind: ClassVar[ToolKind] = "edit"
+    params: ClassVar[type[ToolParams]]
 
-    def target_path(self, params: ToolParams) -> str:
-        assert isinstance(params, FileParams)
+    def target_path(self, params: P) -> str:
         return params.path
 
-    def plan_file(
-        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
-    ) -> FilePlan:
-        """The plan for the file at `path` (shown as `shown`), which the agent last read or
-        wrote as `seen` (None: never). Blocking: runs in a worker thread."""
+    def plan_file(self, params: P, file: FileTarget) -> FilePlan:
+        """The plan for `file`. Blocking: runs in a worker thread."""
         raise NotImplementedError
 
-    async def plan(self, params: ToolParams, ctx: ToolContext) -> FilePlan:
-        assert isinstance(params, FileParams)
-        path, shown = target(ctx, params.path)
-        seen = ctx.versions.get(path)
-        return await trio.to_thread.run_sync(self.plan_file, params, path, shown, seen)
+    async def plan(self, params: P, ctx: ToolContext) -> FilePlan:
+        path, shown = resolved_and_shown(ctx.workspace, params.path)
+        file = FileTarget(path, shown, ctx.versions.get(path))
+        return await trio.to_thread.run_sync(self.plan_file, params, file)
 
-    async def preview(self, params: ToolParams, ctx: ToolContext) -> str:
+    async def preview(self, params: P, ctx: ToolContext) -> str:
         plan = await self.plan(params, ctx)
         return unified_diff(plan.shown, plan.before, plan.after)
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
+    async def run(self, params: P, ctx: ToolContext) -> ToolOutput:
         plan = await self.plan(params, ctx)
         diff = await write_guarded(ctx, plan.path, plan.shown, plan.before, plan.after)
         return ToolOutput(text=plan.summary, diff=diff)

@@ -18,11 +18,10 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    resolve_in_workspace,
+    resolved_and_shown,
 )
 from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.filetree import glob_regex, relative, walk_files
-from tether.daemon.workspace import display_path
 
 MAX_RESULTS = 200
 _WILDCARDS = set("*?[{")
@@ -56,22 +55,18 @@ class Glob:
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = GlobParams
 
-    def file_glob(self, params: ToolParams) -> str:
-        assert isinstance(params, GlobParams)
+    def file_glob(self, params: GlobParams) -> str:
         return params.pattern
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, GlobParams)
+    async def run(self, params: GlobParams, ctx: ToolContext) -> str:
         if not params.pattern.strip():
             raise ToolFailure("The pattern is empty; try `**/*` or `**/*.py`.")
         root = ctx.workspace.resolve()
-        start = resolve_in_workspace(ctx.workspace, params.path)
+        start, shown = resolved_and_shown(ctx.workspace, params.path)
         if not start.is_dir():
             raise ToolFailure(f"{params.path} is not a folder.")
         hide = not names_credentials(relative(root, start), params.pattern)
-        return await trio.to_thread.run_sync(
-            _glob, root, start, params.pattern, display_path(ctx.workspace, start), hide
-        )
+        return await trio.to_thread.run_sync(_glob, root, start, params.pattern, shown, hide)
 
 
 def _glob(root: Path, start: Path, pattern: str, shown: str, hide_credentials: bool) -> str:

@@ -28,7 +28,7 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    resolve_in_workspace,
+    resolved_and_shown,
 )
 from tether.daemon.tools.credentials import is_credential_path, names_credentials
 from tether.daemon.tools.filetree import relative
@@ -37,7 +37,6 @@ from tether.daemon.tools.search.formatting import MAX_LINE_CHARS, format_found
 from tether.daemon.tools.search.found import Found
 from tether.daemon.tools.search.query import MAX_HEAD_LIMIT, OutputMode
 from tether.daemon.tools.search.ripgrep import find_rg, search_rg
-from tether.daemon.workspace import display_path
 
 DEFAULT_HEAD_LIMIT = 100
 MAX_CONTEXT = 10
@@ -114,17 +113,14 @@ class Grep:
         self.rg_path = find_rg() if rg_path == AUTO else rg_path
         self.timeout = timeout
 
-    def file_glob(self, params: ToolParams) -> str:
-        assert isinstance(params, GrepParams)
+    def file_glob(self, params: GrepParams) -> str:
         return params.glob or ""
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, GrepParams)
+    async def run(self, params: GrepParams, ctx: ToolContext) -> str:
         if not params.pattern:
             raise ToolFailure("The pattern is empty.")
         root = ctx.workspace.resolve()
-        start = resolve_in_workspace(ctx.workspace, params.path)
-        shown = display_path(ctx.workspace, start)
+        start, shown = resolved_and_shown(ctx.workspace, params.path)
         if not start.exists():
             raise ToolFailure(f"{params.path} does not exist.")
         target = relative(root, start)

@@ -11,10 +11,9 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolKind,
     ToolParams,
-    resolve_in_workspace,
+    resolved_and_shown,
 )
 from tether.daemon.tools.filetree import folder_entries
-from tether.daemon.workspace import display_path
 
 MAX_ENTRIES = 300
 
@@ -35,10 +34,9 @@ class ListDir:
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ListDirParams
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, ListDirParams)
-        path = resolve_in_workspace(ctx.workspace, params.path)
-        return await trio.to_thread.run_sync(_list, path, display_path(ctx.workspace, path))
+    async def run(self, params: ListDirParams, ctx: ToolContext) -> str:
+        path, shown = resolved_and_shown(ctx.workspace, params.path)
+        return await trio.to_thread.run_sync(_list, path, shown)
 
 
 def _list(path: Path, shown: str) -> str:

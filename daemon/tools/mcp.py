@@ -110,11 +110,10 @@ class McpServerTool:
     def external_target(self) -> str:
         return f"MCP server {self.server}"
 
-    def concurrent(self, params: ToolParams) -> bool:
+    def concurrent(self, params: McpArguments) -> bool:
         return self.read_only and self.config.parallel_reads
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
-        assert isinstance(params, McpArguments)
+    async def run(self, params: McpArguments, ctx: ToolContext) -> ToolOutput:
         try:
             result = await self._call(self.server, self.tool.name, params.arguments)
         except McpError as exc:

@@ -42,8 +42,7 @@ class ReadFile:
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = ReadFileParams
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, ReadFileParams)
+    async def run(self, params: ReadFileParams, ctx: ToolContext) -> str:
         path = resolve_in_workspace(ctx.workspace, params.path)
         text, version = await trio.to_thread.run_sync(_read, path, params)
         ctx.versions.record(path, version)

@@ -104,15 +104,13 @@ class RunCommand:
         self.grace = grace
         self.stream_limit = stream_limit
 
-    def command_line(self, params: ToolParams) -> str:
-        assert isinstance(params, RunCommandParams)
+    def command_line(self, params: RunCommandParams) -> str:
         return params.command
 
-    def runs_sandboxed(self, params: ToolParams) -> bool:
+    def runs_sandboxed(self, params: RunCommandParams) -> bool:
         return True
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str | ToolOutput:
-        assert isinstance(params, RunCommandParams)
+    async def run(self, params: RunCommandParams, ctx: ToolContext) -> str | ToolOutput:
         cwd = resolve_in_workspace(ctx.workspace, params.cwd)
         if not cwd.is_dir():
             raise ToolFailure(f"The working folder {params.cwd} does not exist.")

@@ -58,11 +58,10 @@ class SkillTool:
     def __init__(self, library: SkillLibrary) -> None:
         self.library = library
 
-    def _skill(self, params: ToolParams) -> Skill | None:
-        assert isinstance(params, SkillParams)
+    def _skill(self, params: SkillParams) -> Skill | None:
         return self.library.current.get(params.name.strip())
 
-    def trust_question(self, params: ToolParams) -> str:
+    def trust_question(self, params: SkillParams) -> str:
         skill = self._skill(params)
         if skill is None or self.library.is_trusted(skill):
             return ""
@@ -71,11 +70,10 @@ class SkillTool:
             "trusts this workspace's skills from now on"
         )
 
-    async def trust_granted(self, params: ToolParams, by: str) -> None:
+    async def trust_granted(self, params: SkillParams, by: str) -> None:
         await trio.to_thread.run_sync(self.library.trust_workspace, by)
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, SkillParams)
+    async def run(self, params: SkillParams, ctx: ToolContext) -> str:
         skill = self._skill(params)
         if skill is None:
             known = ", ".join(s.name for s in self.library.current.skills) or "none"

@@ -70,12 +70,11 @@ class Task:
     kind: ClassVar[ToolKind] = "other"
     params: ClassVar[type[ToolParams]] = TaskParams
 
-    def concurrent(self, params: ToolParams) -> bool:
+    def concurrent(self, params: TaskParams) -> bool:
         """Whether the call may run beside neighbouring read-only calls: explore ones do."""
-        return isinstance(params, TaskParams) and params.subagent_type == "explore"
+        return params.subagent_type == "explore"
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> ToolOutput:
-        assert isinstance(params, TaskParams)
+    async def run(self, params: TaskParams, ctx: ToolContext) -> ToolOutput:
         runner = ctx.services.get(SUBAGENTS_SERVICE)
         if not isinstance(runner, SubagentRunner):
             raise ToolFailure("Subagents are not available here; do the work yourself.")

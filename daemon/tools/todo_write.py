@@ -58,8 +58,7 @@ class TodoWrite:
     kind: ClassVar[ToolKind] = "other"
     params: ClassVar[type[ToolParams]] = TodoWriteParams
 
-    async def run(self, params: ToolParams, ctx: ToolContext) -> str:
-        assert isinstance(params, TodoWriteParams)
+    async def run(self, params: TodoWriteParams, ctx: ToolContext) -> str:
         in_progress = [todo.content for todo in params.todos if todo.status == "in_progress"]
         if len(in_progress) > 1:
             raise ToolFailure(

@@ -1,15 +1,15 @@
 """write_file: create a file, or replace all of one the agent has read."""
 
-from pathlib import Path
 from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.tools.base import FileVersion, ToolFailure, ToolParams
+from tether.daemon.tools.base import ToolFailure, ToolParams
 from tether.daemon.tools.edits import (
     FileEditTool,
     FileParams,
     FilePlan,
+    FileTarget,
     check_guard,
     decode,
     encode,
@@ -22,7 +22,7 @@ class WriteFileParams(FileParams, frozen=True, kw_only=True):
     content: Annotated[str, msgspec.Meta(description="The complete new content of the file.")]
 
 
-class WriteFile(FileEditTool):
+class WriteFile(FileEditTool[WriteFileParams]):
     name: ClassVar[str] = "write_file"
     description: ClassVar[str] = (
         "Write a whole file: creates it (and missing folders) or replaces all of its content. "
@@ -31,11 +31,9 @@ class WriteFile(FileEditTool):
     )
     params: ClassVar[type[ToolParams]] = WriteFileParams
 
-    def plan_file(
-        self, params: ToolParams, path: Path, shown: str, seen: FileVersion | None
-    ) -> FilePlan:
-        assert isinstance(params, WriteFileParams)
-        before = _current(path, shown, seen)
+    def plan_file(self, params: WriteFileParams, file: FileTarget) -> FilePlan:
+        shown = file.shown
+        before = _current(file)
         after = encode(params.content)
         lines = plural(len(params.content.splitlines()), "line")
         if before is None:
@@ -45,11 +43,12 @@ class WriteFile(FileEditTool):
         else:
             added, removed = line_delta(decode(before), params.content)
             summary = f"Wrote {shown} ({lines}; +{added} -{removed} lines)."
-        return FilePlan(path, shown, before, after, summary)
+        return FilePlan(file.path, shown, before, after, summary)
 
 
-def _current(path: Path, shown: str, seen: FileVersion | None) -> bytes | None:
+def _current(file: FileTarget) -> bytes | None:
     """The file's content (None: no file), after checking the guard."""
+    path, shown = file.path, file.shown
     if path.is_dir():
         raise ToolFailure(f"{shown} is a directory.")
     if not path.exists():
@@ -57,5 +56,5 @@ def _current(path: Path, shown: str, seen: FileVersion | None) -> bytes | None:
     if not path.is_file():
         raise ToolFailure(f"{shown} is not a regular file.")
     data = path.read_bytes()
-    check_guard(shown, data, seen)
+    check_guard(shown, data, file.seen)
     return data
