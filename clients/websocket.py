@@ -24,7 +24,6 @@ connection; ``ConnectionClosed.reason`` starts ``protocol error:``.
 """
 
 import base64
-import hashlib
 import os
 import socket
 import struct
@@ -32,6 +31,8 @@ import time
 from collections import deque
 from types import TracebackType
 from typing import Literal, Self
+
+from tether.protocol.hashes import sha1
 
 __all__ = ["ConnectionClosed", "HandshakeRejected", "WebSocket", "WebSocketError"]
 
@@ -241,7 +242,7 @@ class WebSocket:
             fields[name] = f"{fields[name]}, {value}" if name in fields else value
         if status != 101:
             raise HandshakeRejected(status, self._rejection_body(fields, deadline))
-        expected = base64.b64encode(hashlib.sha1(key + _GUID).digest()).decode("ascii")
+        expected = base64.b64encode(sha1(key + _GUID).digest()).decode("ascii")
         connection = {token.strip().lower() for token in fields.get("connection", "").split(",")}
         if (
             fields.get("upgrade", "").lower() != "websocket"

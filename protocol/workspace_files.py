@@ -6,21 +6,7 @@ every millisecond it spends importing before the spawn adds to its first answer,
 needs before the spawn lives here.
 """
 
-from typing import TYPE_CHECKING
-
-# CPython's own SHA-256, not hashlib's: hashlib loads OpenSSL's libcrypto first, milliseconds
-# of every client's start, for the one hash a start computes. A build without the built-in
-# hashes (some distributions drop them) gets hashlib's.
-if TYPE_CHECKING:
-    from hashlib import sha256
-else:
-    try:
-        from _sha2 import sha256  # Python 3.12 and later
-    except ImportError:
-        try:
-            from _sha256 import sha256
-        except ImportError:
-            from hashlib import sha256
+from tether.protocol.hashes import sha256
 
 DISCOVERY_CHECK_INTERVAL = 1.0
 """Seconds between a serving daemon's checks that its discovery file is still there."""

@@ -6,9 +6,41 @@ command.
 """
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 
 from tether.protocol.version import __version__
+
+
+def terminal_columns() -> int:
+    """The width help is laid out for, by `shutil.get_terminal_size`'s rule: `$COLUMNS`, else
+    the width of the terminal stdout is, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        stdout = sys.__stdout__
+        return (os.get_terminal_size(stdout.fileno()).columns or 80) if stdout else 80
+    except (ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, given the width: its own lookup imports shutil (and with it
+    bz2, lzma and zlib), milliseconds of every command's start, for help that a command
+    almost never prints. argparse makes a formatter at every `add_argument`."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=terminal_columns() - 2)
+
+
+class _Parser(argparse.ArgumentParser):
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return _Formatter(self.prog)
 
 
 def _seconds(text: str) -> float:
@@ -45,14 +77,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     names none of them, so that the help and the error for an unknown command list them all."""
     # Accepted before or after the subcommand; SUPPRESS keeps the subcommand's parser from
     # overwriting a value given before it.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--workspace",
         "-w",
         default=argparse.SUPPRESS,
         help="project folder (default: the git root above the current one)",
     )
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
@@ -68,7 +100,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="how the remote shell runs tether (default: TETHER_REMOTE_COMMAND, the config's"
         " remote_command, else `tether`)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     wanted = None if argv is None else command_word(argv)
     for name, add in COMMANDS.items():
         if wanted is None or name == wanted:
@@ -444,7 +476,7 @@ _bridge = _command(
 
 def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     dev = add_parser("dev", help="tools for plugin authors")
-    dev_sub = dev.add_subparsers(dest="dev_command", required=True)
+    dev_sub = dev.add_subparsers(dest="dev_command", required=True, parser_class=_Parser)
     model_server = dev_sub.add_parser(
         "model-server",
         help="serve a scripted fake model (OpenAI chat completions and Anthropic Messages)",

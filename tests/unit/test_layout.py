@@ -59,13 +59,18 @@ def test_the_model_server_imports_from_any_folder(tmp_path: Path) -> None:
 def test_cli_import_stays_thin() -> None:
     """The CLI's hot path must not pull in the daemon, trio, httpx or an HTTP parser (they
     cost ~0.25 s), nor subprocess, which only starting a daemon needs, nor rich, which only a
-    terminal's renderer loads."""
+    terminal's renderer loads; nor platformdirs (tether.clients.places resolves the folders),
+    hashlib (OpenSSL, for one SHA-256) or shutil (which argparse's help width would load,
+    with bz2 and lzma)."""
     code = (
         "import sys, tether.clients.cli.main, tether.clients.cli.commands.turns\n"
         "import tether.clients.cli.render\n"
+        "from tether.clients.cli.args import build_parser\n"
+        "from tether.clients.places import discovery_path\n"
+        "build_parser(['run', 'go']).parse_args(['run', 'go']); discovery_path('/w')\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('trio', 'httpx', 'anyio', 'wsproto', 'h11', 'subprocess', 'rich', 'pygments',"
-        " 'markdown_it')"
+        " 'markdown_it', 'platformdirs', 'hashlib', '_hashlib', 'shutil', 'tempfile')"
         " or m.startswith('tether.daemon'))\n"
         "print(','.join(heavy))\n"
     )
