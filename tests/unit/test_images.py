@@ -18,8 +18,8 @@ import trio
 from PIL import Image
 
 from tether.clients.acp import params as acp_params
-from tether.clients.acp.agent import IMAGES_ONLY_TEXT, turn_params
 from tether.clients.acp.peer import AcpError
+from tether.clients.acp.prompt import IMAGES_ONLY_TEXT, turn_params
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.settings import Config, ModelConfig, ProviderConfig, parse_config
 from tether.daemon.config.vision import takes_images
