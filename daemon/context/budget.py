@@ -2,7 +2,7 @@
 
 Rules:
 - Tokens are the provider's own count when it reports one, else an estimate of characters /
-  3.5 (`providers.wire.estimate_tokens`, the one the providers use when a server reports no
+  3.5 (`providers.stream.estimate_tokens`, the one the providers use when a server reports no
   usage).
 - The budget is `(window - min(max_output, window / 4)) * 0.85`: room is kept for the reply
   (but never more than a quarter of the window, so a large `max_output` cannot starve the
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from tether.daemon.context.images import image_tokens
 from tether.daemon.providers.base import Message, ModelUsage, ToolSet
-from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
+from tether.daemon.providers.stream import CHARS_PER_TOKEN, estimate_tokens
 
 BUDGET_MARGIN = 0.85
 """Share of the window left for the prompt, after the reply's room, that the budget allows."""

@@ -69,7 +69,7 @@ from tether.daemon.providers.base import (
     ModelUsage,
     QuietCallbacks,
 )
-from tether.daemon.providers.wire import CHARS_PER_TOKEN, estimate_tokens
+from tether.daemon.providers.stream import CHARS_PER_TOKEN, estimate_tokens
 from tether.daemon.truncate import cap_result
 from tether.protocol.enums import CompactionStep, CompactionTrigger
 

@@ -49,17 +49,15 @@ from tether.daemon.providers.base import (
     ToolSet,
     encoded_once,
 )
-from tether.daemon.providers.wire import (
+from tether.daemon.providers.errors import (
     RETRYABLE_STATUS,
-    DialectClient,
-    DialectOptions,
     Rejected,
-    StreamedReply,
     error_detail,
-    join_json_arrays,
-    join_json_strings,
     switches_to_text_tools,
 )
+from tether.daemon.providers.splice import join_json_arrays, join_json_strings
+from tether.daemon.providers.stream import StreamedReply
+from tether.daemon.providers.wire import DialectClient, DialectOptions
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"

@@ -38,16 +38,15 @@ from tether.daemon.providers.base import (
     ToolSet,
     encoded_once,
 )
-from tether.daemon.providers.wire import (
+from tether.daemon.providers.errors import (
     RETRYABLE_STATUS,
-    DialectClient,
     Rejected,
-    StreamedReply,
     error_detail,
-    join_json_arrays,
-    join_json_strings,
     switches_to_text_tools,
 )
+from tether.daemon.providers.splice import join_json_arrays, join_json_strings
+from tether.daemon.providers.stream import StreamedReply
+from tether.daemon.providers.wire import DialectClient
 
 
 class _FunctionDelta(msgspec.Struct):

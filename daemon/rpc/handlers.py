@@ -23,10 +23,10 @@ from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
 from tether.daemon.sessions.hooks import list_hooks
 from tether.daemon.sessions.input import TurnRequest
+from tether.daemon.sessions.provider_choice import provider_named
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.skills import list_skills
-from tether.daemon.sessions.turns import provider_named
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (

@@ -28,7 +28,9 @@ from tether.daemon.context.compact import CompactionError, SummaryNotShorter
 from tether.daemon.providers.base import ModelError
 from tether.daemon.sessions.context import compaction_item
 from tether.daemon.sessions.loaded import LoadedSession
-from tether.daemon.sessions.turns import Sink, Turns, provider_for
+from tether.daemon.sessions.provider_choice import provider_for
+from tether.daemon.sessions.sink import Sink
+from tether.daemon.sessions.turns import Turns
 from tether.protocol.enums import NoticeCode
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError

@@ -33,15 +33,11 @@ from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import FixedModel, ModelSource
+from tether.daemon.sessions.provider_choice import images_unsupported, provider_named
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session, fork_origin, new_id, state_after
 from tether.daemon.sessions.store import Store
-from tether.daemon.sessions.turns import (
-    ChangeTrackerFactory,
-    Turns,
-    images_unsupported,
-    provider_named,
-)
+from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import msgspec
 import trio
 
 from tether.daemon.config.sandbox import command_sandbox
@@ -29,11 +28,9 @@ from tether.daemon.config.settings import (
     Config,
     ConfigError,
     PermissionsConfig,
-    ProviderConfig,
     WorkspaceRules,
     load_workspace_rules,
 )
-from tether.daemon.config.vision import takes_images
 from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.pool import LspPool
@@ -48,7 +45,9 @@ from tether.daemon.sessions.images import ImageStore, ToolImages
 from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
+from tether.daemon.sessions.provider_choice import provider_for, subagent_provider
 from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.sessions.sink import Sink
 from tether.daemon.sessions.subagents import ContextFactory, GateFactory, Subagents
 from tether.daemon.sessions.titles import automatic_title
 from tether.daemon.skills.catalog import catalog
@@ -62,17 +61,13 @@ from tether.daemon.tools.task import SUBAGENTS_SERVICE
 from tether.daemon.tools.todo_write import TODOS_SERVICE
 from tether.daemon.turn.loop import Diagnose, TurnLoop, TurnOutcome, split_cancelled
 from tether.daemon.turn.permissions import PermissionPolicy
-from tether.protocol.enums import NoticeCode
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     DiagnosticsReported,
     InputDropped,
     InputQueued,
     ItemCompleted,
-    ItemDelta,
     ItemStarted,
-    ItemUpdated,
-    ModelRetry,
     SessionRenamed,
     TodoEntry,
     TodosUpdated,
@@ -82,63 +77,13 @@ from tether.protocol.events import (
     TurnStarted,
     Usage,
 )
-from tether.protocol.items import AnyItem, Notice, NoticeLevel, ToolCall, TurnSummary, UserMessage
+from tether.protocol.items import ToolCall, TurnSummary, UserMessage
 from tether.protocol.methods import TurnStartResult
-from tether.protocol.session import QueuedInput
 
 log = get_logger(__name__)
 
 ChangeTrackerFactory = Callable[[Session, str], ChangeTracker]
 """Makes the change tracker of a session's turn (given its id)."""
-
-
-class Sink:
-    """Routes one turn's items into its session's event stream."""
-
-    def __init__(self, live: LoadedSession, turn_id: str) -> None:
-        self.live = live
-        self.session = live.session
-        self.turn_id = turn_id
-
-    def item_started(self, item: AnyItem) -> None:
-        self.session.emit(ItemStarted(turn_id=self.turn_id, item=item))
-
-    def item_delta(self, item_id: str, delta: str) -> None:
-        self.session.emit(ItemDelta(turn_id=self.turn_id, item_id=item_id, delta=delta))
-
-    def item_completed(self, item: AnyItem) -> None:
-        self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))
-
-    def item_updated(self, item: AnyItem) -> None:
-        self.session.emit(ItemUpdated(turn_id=self.turn_id, item=item))
-
-    def notice(self, level: NoticeLevel, code: NoticeCode, message: str) -> None:
-        item = Notice(id=new_id("i"), level=level, code=code, message=message)
-        self.item_started(item)
-        self.item_completed(item)
-
-    def retrying(self, attempt: int, max_attempts: int, delay: float, reason: str) -> None:
-        self.session.emit(
-            ModelRetry(
-                turn_id=self.turn_id,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                delay_seconds=round(delay, 2),
-                reason=reason,
-            )
-        )
-
-    def take_queued(self) -> list[QueuedInput]:
-        # The loop puts every entry into the history as soon as this returns, so this is where
-        # changed instructions go with the first of them. The user message items that join
-        # them (same ids) take them off the queue.
-        return [
-            msgspec.structs.replace(entry, context=self.live.with_instructions(entry.context))
-            for entry in self.session.queued_inputs.values()
-        ]
-
-    def open_todos(self) -> list[str]:
-        return [t.content for t in self.session.todos if t.status != "completed"]
 
 
 class RunningTurn:
@@ -686,42 +631,6 @@ class Turns:
                 )
             )
             self.end(session, running)
-
-
-def subagent_provider(session: Session, config: Config) -> ProviderConfig:
-    """The provider settings a subagent of `session` calls: the session's subagent model,
-    else the user's `subagent_model`, else the turn's own."""
-    model = session.subagent_model or config.subagent_model
-    return provider_named(config, model) if model else provider_for(session, config)
-
-
-def provider_for(session: Session, config: Config) -> ProviderConfig:
-    """The provider settings a turn of `session` calls: the user's, with the session's own
-    model when it chose one, and `images` settled for that model."""
-    return provider_named(config, session.model)
-
-
-def provider_named(config: Config, model: str) -> ProviderConfig:
-    """The user's provider settings calling `model` (empty: theirs), `images` settled."""
-    provider = config.provider
-    if model:
-        provider = msgspec.structs.replace(provider, model=model)
-    return _with_images(provider, config)
-
-
-def images_unsupported(model: str) -> str:
-    """What IMAGES_UNSUPPORTED says for `model`."""
-    return (
-        f"the model {model} takes no images as far as tether knows, so nothing was sent; choose"
-        " a model that does, or if this one does, say so in your config.toml with"
-        f' [models."{model}"] images = true (docs/images.md)'
-    )
-
-
-def _with_images(provider: ProviderConfig, config: Config) -> ProviderConfig:
-    return msgspec.structs.replace(
-        provider, images=takes_images(config.provider, config.models, provider.model)
-    )
 
 
 def config_failure(sink: Sink, exc: ConfigError) -> TurnOutcome:

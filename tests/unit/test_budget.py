@@ -24,7 +24,7 @@ from tether.daemon.providers.base import (
     ToolSpec,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.providers.wire import estimate_tokens
+from tether.daemon.providers.stream import estimate_tokens
 from tether.testing import ModelServer
 
 

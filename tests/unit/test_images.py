@@ -18,8 +18,8 @@ import trio
 from PIL import Image
 
 from tether.clients.acp import params as acp_params
-from tether.clients.acp.agent import IMAGES_ONLY_TEXT, turn_params
 from tether.clients.acp.peer import AcpError
+from tether.clients.acp.prompt import IMAGES_ONLY_TEXT, turn_params
 from tether.daemon.config.live import UserSettings
 from tether.daemon.config.settings import Config, ModelConfig, ProviderConfig, parse_config
 from tether.daemon.config.vision import takes_images
@@ -45,7 +45,7 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import read_turn_input
 from tether.daemon.sessions.models import ModelPool
-from tether.daemon.sessions.turns import provider_named
+from tether.daemon.sessions.provider_choice import provider_named
 from tether.protocol.images import MAX_IMAGE_BYTES, gif_frames, image_size, sniff_image
 from tether.testing import ModelServer, anthropic_request_problem, openai_request_problem
 

@@ -36,7 +36,7 @@ from tether.daemon.providers.anthropic import encode_blocks as anthropic_encode
 from tether.daemon.providers.base import ModelClient, ToolCallRequest
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.providers.openai import encode_messages as openai_encode
-from tether.daemon.providers.wire import CHARS_PER_TOKEN
+from tether.daemon.providers.stream import CHARS_PER_TOKEN
 from tether.daemon.sessions.models import FixedModel
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
