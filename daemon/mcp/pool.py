@@ -137,17 +137,23 @@ class McpPool:
         self.probe_timeout = probe_timeout
         self._servers: dict[str, _Server] = {}
         self._lent = LentNursery()
+        self._serving = False
+        # Made for the first server over HTTP, not at the start: its CA bundle is most of what
+        # the client costs, and most daemons have no such server.
         self._http: httpx.AsyncClient | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run until cancelled; then every server is stopped before this returns."""
-        async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0)) as http:
-            self._http = http
-            try:
-                async with trio.open_nursery() as nursery:
-                    await self._lent.lend(nursery, task_status)
-            finally:
-                self._http = None
+        self._serving = True
+        try:
+            async with trio.open_nursery() as nursery:
+                await self._lent.lend(nursery, task_status)
+        finally:
+            self._serving = False
+            http, self._http = self._http, None
+            if http is not None:
+                with trio.CancelScope(shield=True):
+                    await http.aclose()
 
     # --- what the turns use ------------------------------------------------------------
 
@@ -376,8 +382,10 @@ class McpPool:
                 server.pid = None
                 await stop_server(process, self.grace, self.owned)
             return
-        if self._http is None:
+        if not self._serving:
             raise McpUnavailable("the daemon is stopping")
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
         transport = HttpTransport(config.url, config.headers, name=server.name, client=self._http)
         try:
             yield transport
