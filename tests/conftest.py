@@ -87,8 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the files of `LONGEST_FIRST` first, in its order; each file's tests stay together
     and in their order (the sort is stable)."""
-    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.relative_to(REPO).as_posix(), len(rank)))
+    rank = {REPO / name: n for n, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
 
 
 def _shared(request: pytest.FixtureRequest) -> bool:
