@@ -137,8 +137,9 @@ class McpPool:
         self.probe_timeout = probe_timeout
         self._servers: dict[str, _Server] = {}
         self._lent = LentNursery()
-        self._http: httpx.AsyncClient | None = None
         self._serving = False
+        # Made for the first server over HTTP, not at the start (see `_http_client`).
+        self._http: httpx.AsyncClient | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run until cancelled; then every server is stopped before this returns."""

@@ -86,13 +86,17 @@ def test_tether_alone_answers_and_shows_the_status_line(
     model_server: ModelServer,
     terminals: list[Terminal],
 ) -> None:
-    model_server.set_script({"steps": [{"text": "The answer is 42.", "chunks": 4}]})
+    usage = {"prompt_tokens": 1234, "completion_tokens": 56}
+    model_server.set_script({"steps": [{"text": "The answer is 42.", "chunks": 4, "usage": usage}]})
     terminal = open_chat(home, workspace, terminals)
     terminal.send(f"what is it?{ENTER}")
     terminal.expect("» what is it?")
     terminal.expect("The answer is 42.")
-    terminal.expect("1 model call")
+    terminal.expect("1 model call")  # the turn's summary, an item shown before the turn ends
+    # The status line counts the turn's tokens once the turn's end has come: leaving after
+    # that leaves an idle session (before it, the turn would still be running).
     terminal.expect("mode edits")
+    terminal.expect("1.2k in / 56 out")
     assert "context" in terminal.text
     terminal.send(CTRL_D)
     assert terminal.wait() == 0

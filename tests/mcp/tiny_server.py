@@ -16,14 +16,14 @@ without it), `--ttl MS` as the freshness of `tools/list`, and a tool `ask` that 
 asking for input (`resultType: input_required`) and a tool `grow` that adds a tool
 `grown`, announced on the `subscriptions/listen` streams open. A modern one that `--supported` lists
 2025-11-25 takes the handshake too; `--slow-discover` answers the first `server/discover`
-half a second late, like a server still starting.
+late, like a server still starting: only once the next message has come (the client's
+`notifications/cancelled`, once its wait for the answer has passed).
 """
 
 import base64
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,8 @@ ASK = {"name": "ask", "description": "Asks for input.", "inputSchema": {"type": 
 GROW = {"name": "grow", "description": "Adds a tool.", "inputSchema": {"type": "object"}}
 LISTENING: list[object] = []
 """The ids of the `subscriptions/listen` requests open (2026-07-28)."""
+HELD: list[dict[str, Any]] = []
+"""With `--slow-discover`, the first `server/discover`, until the next message comes."""
 
 
 def send(message: dict[str, object]) -> None:
@@ -127,6 +129,8 @@ def main() -> None:
         if log:
             with open(log, "a") as handle:
                 handle.write(json.dumps(message) + "\n")
+        if HELD:  # the client has moved on: the late answer to the first `server/discover`
+            serve_modern(HELD.pop(), supported, ttl)
         method, ident = message.get("method"), message.get("id")
         if ident is None:
             continue
@@ -169,7 +173,8 @@ def serve_modern(message: dict[str, Any], supported: list[str], ttl: int) -> Non
     if method == "server/discover":
         if "--slow-discover" in sys.argv:
             sys.argv.remove("--slow-discover")  # only the first: a server still starting
-            time.sleep(0.5)
+            HELD.append(message)
+            return
         result: dict[str, object] | None = {
             **done,
             "supportedVersions": supported,
