@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -500,7 +500,12 @@ def test_everything_the_daemon_writes_is_under_the_isolated_home(
     # Every regular file the daemon holds open is in the isolated home (or the workspace).
     fd_dir = Path(f"/proc/{daemon.proc.pid}/fd")
     if fd_dir.is_dir():
-        targets = [os.readlink(fd) for fd in fd_dir.iterdir()]
+        targets: list[str] = []
+        for fd in fd_dir.iterdir():
+            # The table is live: a descriptor listed may be closed before it is read (the
+            # socket of the CLI that just left, say).
+            with suppress(FileNotFoundError):
+                targets.append(os.readlink(fd))
         files = [Path(t) for t in targets if t.startswith("/") and not t.startswith("/dev/")]
         assert any(f == database for f in files), files
         for f in files:
