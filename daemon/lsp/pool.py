@@ -3,7 +3,7 @@
 One server runs per (spec, root); `servers.py` says which specs exist and how a file's root is
 found. A server's lifetime is the pool's, not a turn's or a session's.
 
-Server states (`ServerStatus.state`):
+Server states (`LspServerStatus.state` in `lsp/status`):
 
     first use ─► starting ─► running ─► idle for `idle_timeout`, or the pool stops ─► stopped
                     │           │                                                       │
@@ -71,6 +71,7 @@ from tether.daemon.lsp.servers import (
 )
 from tether.daemon.nursery import LentNursery
 from tether.daemon.workspace import display_path
+from tether.protocol.methods import LspServerStatus
 
 ServerState = Literal["starting", "running", "crashed", "restarting", "stopped"]
 EventKind = Literal[
@@ -89,17 +90,6 @@ HEALTHY_RUN = 60.0
 """A server that ran this long before crashing gets the shortest backoff again."""
 MAX_OPEN_DOCUMENTS = 200
 """Documents kept open per server; the least recently checked are closed beyond this."""
-
-
-class ServerStatus(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    root: str
-    state: ServerState
-    pid: int | None
-    restarts: int
-    last_error: str
-    command: list[str]
-    open_documents: int
 
 
 class ServerEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -217,18 +207,17 @@ class LspPool:
             # The servers' own tasks see the cancellation and stop themselves.
             await self._lent.lend(nursery, task_status)
 
-    def status(self) -> list[ServerStatus]:
-        """The servers started so far, one per (server, root), in the order they started."""
+    def status(self) -> list[LspServerStatus]:
+        """The servers started so far, one per (server, root), in the order they started, as
+        `lsp/status` answers."""
         return [
-            ServerStatus(
+            LspServerStatus(
                 name=entry.spec.name,
                 root=str(entry.root),
                 state=entry.state,
                 pid=entry.pid,
                 restarts=entry.restarts,
                 last_error=entry.last_error,
-                command=list(entry.command),
-                open_documents=len(entry.client.documents) if entry.client and entry.alive else 0,
             )
             for entry in self._entries.values()
         ]

@@ -71,7 +71,6 @@ from tether.protocol.methods import (
     HooksListResult,
     InitializeParams,
     InitializeResult,
-    LspServerStatus,
     LspStatusResult,
     McpApproveParams,
     McpApproveResult,
@@ -363,19 +362,7 @@ class Handlers:
         return TurnCancelResult(turn_id=self.sessions.cancel_turn(session, p.turn_id))
 
     async def lsp_status(self, conn: Connection, params: Empty) -> LspStatusResult:
-        return LspStatusResult(
-            servers=[
-                LspServerStatus(
-                    name=s.name,
-                    root=s.root,
-                    state=s.state,
-                    pid=s.pid,
-                    restarts=s.restarts,
-                    last_error=s.last_error,
-                )
-                for s in self.daemon.lsp.status()
-            ]
-        )
+        return LspStatusResult(servers=self.daemon.lsp.status())
 
     async def session_compact(self, conn: Connection, p: SessionRef) -> SessionCompactResult:
         session = await self._controller_session(conn, p.session_id)
