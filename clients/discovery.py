@@ -35,16 +35,18 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from tether.clients.places import discovery_path, lock_path, log_path, stderr_path
 from tether.protocol.workspace_files import DISCOVERY_CHECK_INTERVAL
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
     # Spawning is imported only by a client that starts a daemon; msgspec (with the Structs
     # of the files) only once there is a file to read, so that a client that finds no daemon
     # spawns one before its heavier imports.
     import subprocess
+    from typing import Protocol
 
     from tether.clients.websocket import WebSocket
     from tether.protocol.discovery import DiscoveryInfo, LockRecord
@@ -71,35 +73,53 @@ class NotRunning(DaemonUnavailable):
     """No daemon holds the workspace (and this client was not to start one)."""
 
 
-class Held(NamedTuple):
+class Held:
     """The lock is held. `record` is None when it could not be read (caught mid-write)."""
 
-    record: "LockRecord | None"
+    __slots__ = ("record",)
+
+    def __init__(self, record: "LockRecord | None") -> None:
+        self.record = record
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Held) and other.record == self.record
+
+    def __hash__(self) -> int:
+        return hash(self.record)
+
+    def __repr__(self) -> str:
+        return f"Held({self.record!r})"
 
 
-class Located(NamedTuple):
-    info: "DiscoveryInfo"
-    started: bool
-    """Whether this call started the daemon."""
+class Located:
+    """The daemon found: its discovery info, and whether this call started it."""
+
+    __slots__ = ("info", "started")
+
+    def __init__(self, info: "DiscoveryInfo", started: bool) -> None:
+        self.info = info
+        self.started = started
 
 
-class RemoteLocator(Protocol):
-    """A daemon on another machine that a workspace path names (`tether.clients.remote`)."""
+if TYPE_CHECKING:
 
-    def locate(self, *, autostart: bool) -> Located:
-        """What `locate` answers for the workspace; raises as `locate` does."""
-        ...
+    class RemoteLocator(Protocol):
+        """A daemon on another machine that a workspace path names (`tether.clients.remote`)."""
 
-    def discovery(self) -> bytes | None:
-        """Its discovery record as a file would hold it, when it is known to serve."""
-        ...
+        def locate(self, *, autostart: bool) -> Located:
+            """What `locate` answers for the workspace; raises as `locate` does."""
+            ...
+
+        def discovery(self) -> bytes | None:
+            """Its discovery record as a file would hold it, when it is known to serve."""
+            ...
 
 
-_remote: dict[Path, RemoteLocator] = {}
+_remote: "dict[Path, RemoteLocator]" = {}
 """Workspaces whose daemon is elsewhere, for this process's life (`reach_remotely`)."""
 
 
-def reach_remotely(workspace: Path, locator: RemoteLocator) -> None:
+def reach_remotely(workspace: Path, locator: "RemoteLocator") -> None:
     """From now on `workspace` names the daemon `locator` reaches, not a local one: `locate`
     asks it, and nothing looks for (or starts) a daemon of that path on this machine."""
     _remote[workspace] = locator
@@ -110,7 +130,7 @@ def forget_remote(workspace: Path) -> None:
     _remote.pop(workspace, None)
 
 
-def remote_locator(workspace: Path) -> RemoteLocator | None:
+def remote_locator(workspace: Path) -> "RemoteLocator | None":
     return _remote.get(workspace)
 
 

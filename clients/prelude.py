@@ -20,13 +20,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
 
 from tether.clients.call_error import CallError
 from tether.clients.discovery import held_lock_record, remote_locator
 from tether.clients.places import discovery_path, lock_path
 from tether.clients.websocket import HandshakeRejected, WebSocket
 from tether.protocol.version import PROTOCOL_VERSION, __version__
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
     from tether.clients.rpc import Client
@@ -77,17 +78,22 @@ def serving_daemon(workspace: Path) -> bytes | None:
     return raw
 
 
+def as_object(value: object) -> JsonObject | None:
+    """`value` when it is a JSON object (whose keys are strings), else None."""
+    if isinstance(value, dict):
+        return value  # pyright: ignore[reportUnknownVariableType]
+    return None
+
+
 def _json_object(raw: bytes) -> JsonObject | None:
     try:
-        value = json.loads(raw)
+        return as_object(json.loads(raw))
     except ValueError:
         return None
-    return cast(JsonObject, value) if isinstance(value, dict) else None
 
 
 def _member(message: JsonObject, name: str) -> JsonObject | None:
-    value = message.get(name)
-    return cast(JsonObject, value) if isinstance(value, dict) else None
+    return as_object(message.get(name))
 
 
 class Prelude:

@@ -30,9 +30,16 @@ import struct
 import time
 from collections import deque
 from types import TracebackType
-from typing import Literal, Self
 
 from tether.protocol.hashes import sha1
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
+
+if TYPE_CHECKING:
+    from typing import Literal, Self
+
+    State = Literal["open", "closing", "closed"]
+    """``closing``: we sent a close frame and wait for the peer's."""
 
 __all__ = ["ConnectionClosed", "HandshakeRejected", "WebSocket", "WebSocketError"]
 
@@ -50,9 +57,6 @@ _CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0
 _PROTOCOL_ERROR = 1002
 _INVALID_DATA = 1007
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-State = Literal["open", "closing", "closed"]
-"""``closing``: we sent a close frame and wait for the peer's."""
 
 
 class WebSocketError(Exception):
@@ -331,7 +335,7 @@ class WebSocket:
         finally:
             self._finish(code, reason)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> "Self":
         return self
 
     def __exit__(

@@ -16,7 +16,8 @@ error response. Anything else escaping a handler becomes -32603 with no tracebac
 """
 
 import enum
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:  # msgspec is not needed to name an error code (the CLI starts without it)
     from tether.protocol.base import Wire

@@ -1,9 +1,8 @@
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 """SHA-1 and SHA-256 from CPython's own modules rather than hashlib's: hashlib loads OpenSSL's
 libcrypto first, milliseconds of every client's start, for the two hashes a start computes
 (the workspace key and the websocket handshake's accept key). A build without the built-in
 hashes (some distributions drop them) gets hashlib's."""
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hashlib import sha1, sha256

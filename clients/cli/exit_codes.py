@@ -10,9 +10,9 @@ cancelled or interrupted; 4 the turn paused at its step budget; 130 the person l
 session whose last turn already ended with that turn's.
 """
 
-from typing import TYPE_CHECKING
-
 from tether.protocol.errors import ErrorCode
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:  # the events' module and msgspec are not needed before a command runs
     from tether.protocol.events import TurnStatus

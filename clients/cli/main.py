@@ -16,18 +16,22 @@ import contextlib
 import gc
 import sys
 from collections.abc import Generator
-from typing import NoReturn
 
 from tether.clients.cli import commands
 from tether.clients.cli.args import VALUED_OPTIONS, build_parser
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
 from tether.clients.discovery import DaemonUnavailable, start_early
 
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
+
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 TALK_TO_THE_DAEMON = frozenset({"turns", "chat", "approvals", "sessions", "processes", "bridge"})
 """The command modules whose every command connects to the workspace's daemon."""
 
 
-def _die(message: str, code: int) -> NoReturn:
+def _die(message: str, code: int) -> "NoReturn":
     print(f"tether: {message}", file=sys.stderr)
     raise SystemExit(code)
 

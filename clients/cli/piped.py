@@ -10,9 +10,13 @@ which no model can read: the command refuses it before anything is sent.
 import os
 import stat
 import sys
-from typing import BinaryIO
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 PIPED_HEAD = 400_000
 PIPED_TAIL = 600_000
@@ -31,7 +35,7 @@ def stdin_may_hold_text() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
-def read_piped(stream: BinaryIO | None, *, may_hold_text: bool) -> str | None:
+def read_piped(stream: "BinaryIO | None", *, may_hold_text: bool) -> str | None:
     """The text piped into `stream`, or None when it cannot hold any (see
     `stdin_may_hold_text`; a terminal is never read). Raises `CliError` for binary input."""
     if stream is None or not may_hold_text:

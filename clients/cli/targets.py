@@ -2,10 +2,11 @@
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
 from tether.clients.discovery import find_workspace
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:  # `main` resolves the workspace before the client's imports are needed
     from tether.clients.rpc import Client

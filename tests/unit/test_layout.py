@@ -61,18 +61,20 @@ def test_cli_import_stays_thin() -> None:
     cost ~0.25 s), nor subprocess, which only starting a daemon needs, nor rich, which only a
     terminal's renderer loads; nor platformdirs (tether.clients.places resolves the folders),
     hashlib (OpenSSL, for one SHA-256) or shutil (which argparse's help width would load,
-    with bz2 and lzma)."""
+    with bz2 and lzma). Up to `tether run`'s first request (the renderer comes after it), not
+    typing either: msgspec brings it once the turn's events are read."""
     code = (
         "import sys, tether.clients.cli.main, tether.clients.cli.commands.turns\n"
-        "import tether.clients.cli.render\n"
         "from tether.clients.cli.args import build_parser\n"
         "from tether.clients.places import discovery_path\n"
         "build_parser(['run', 'go']).parse_args(['run', 'go']); discovery_path('/w')\n"
+        "early = sorted(m for m in sys.modules if m.split('.')[0] == 'typing')\n"
+        "import tether.clients.cli.render\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in"
         " ('trio', 'httpx', 'anyio', 'wsproto', 'h11', 'subprocess', 'rich', 'pygments',"
         " 'markdown_it', 'platformdirs', 'hashlib', '_hashlib', 'shutil', 'tempfile')"
         " or m.startswith('tether.daemon'))\n"
-        "print(','.join(heavy))\n"
+        "print(','.join(early + heavy))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -8,7 +8,6 @@ those load, and the turn's events, from its first, are replayed to the client on
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, cast
 
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
@@ -20,7 +19,9 @@ from tether.clients.cli.exit_codes import (
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.piped import read_piped, stdin_may_hold_text
 from tether.clients.cli.targets import connect, resolve_session, workspace
-from tether.clients.prelude import JsonObject, Prelude
+from tether.clients.prelude import JsonObject, Prelude, as_object
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
     from tether.clients.cli.images import ImageFile
@@ -114,7 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _session_id(created: JsonObject) -> str:
     session = created.get("session")
-    session_id = cast(JsonObject, session).get("id") if isinstance(session, dict) else None
+    found = as_object(session)
+    session_id = found.get("id") if found is not None else None
     if not isinstance(session_id, str):
         raise CliError("the daemon's answer to session/create names no session", EXIT_USAGE)
     return session_id
