@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from tether.protocol.version import __version__
 
 
-def terminal_columns() -> int:
+def _terminal_columns() -> int:
     """The width help is laid out for, by `shutil.get_terminal_size`'s rule: `$COLUMNS`, else
     the width of the terminal stdout is, else 80."""
     try:
@@ -35,7 +35,7 @@ class _Formatter(argparse.HelpFormatter):
     almost never prints. argparse makes a formatter at every `add_argument`."""
 
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, width=terminal_columns() - 2)
+        super().__init__(prog, width=_terminal_columns() - 2)
 
 
 class _Parser(argparse.ArgumentParser):
