@@ -11,8 +11,9 @@ import contextlib
 import stat
 from pathlib import Path
 
-# What clients must find (the runtime dir, discovery and lock files, the log, the config file
-# `tether doctor` reads) is computed in one place both sides import.
+# What clients must find (the runtime dir, discovery and lock files, the log, the database
+# `tether doctor` checks, the config file `--remote` reads) is computed in one place both
+# sides import.
 from tether.clients.places import (
     config_dir,
     data_dir,
