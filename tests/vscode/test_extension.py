@@ -149,9 +149,10 @@ def test_allowing_in_the_view_answers_the_approval_a_cli_client_waits_on(scene: 
 
 
 def test_the_view_attaches_mid_turn_to_a_session_started_in_the_terminal(scene: Scene) -> None:
-    # Forty chunks 150 ms apart: the turn runs for six seconds, long enough to attach mid-way.
+    # Forty chunks, held after the fifth event until the view has attached and caught up: the
+    # view sees the turn running, the chunks sent before it came, then the rest live.
     text = "".join(f"<{i:04d}>" for i in range(40))
-    scene.model_server.set_script({"steps": [{"text": text, "chunk_delay_ms": 150}]})
+    scene.model_server.set_script({"steps": [{"text": text, "chunks": 40, "hold_at_chunks": [5]}]})
     started = run_cli(scene.home, "run", "--detach", "-w", str(scene.workspace), "stream slowly")
     assert started.returncode == 0, started.stderr
     session_id = started.stdout.strip().split()[-1]
@@ -162,6 +163,7 @@ def test_the_view_attaches_mid_turn_to_a_session_started_in_the_terminal(scene: 
         "running", timeout=UI_TIMEOUT_MS
     )
     expect(agent_messages(scene.view).last).to_contain_text("<0000>", timeout=UI_TIMEOUT_MS)
+    scene.model_server.release()
     expect(agent_messages(scene.view).last).to_have_text(text, timeout=UI_TIMEOUT_MS)
     expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
 
