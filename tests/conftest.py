@@ -13,6 +13,7 @@ write). Unmarked tests, and marked ones that ask for no `daemon`, get fresh ever
 
 import compileall
 import importlib
+import signal
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -60,8 +61,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
     In every process, pytest may then cache the test modules it rewrites for their asserts:
     pytest honours PYTHONDONTWRITEBYTECODE too, and would rewrite each of them again in each
-    worker, 3 s of CPU per worker at every run."""
+    worker, 3 s of CPU per worker at every run.
+
+    And every process takes back SIGINT and SIGQUIT where it was started with them ignored,
+    as a shell without job control starts a command put in the background (`pytest &`): the
+    CLIs the tests start would inherit that, and the tests of Ctrl-C need the disposition a
+    program started from a terminal gets."""
     sys.dont_write_bytecode = False
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     if hasattr(config, "workerinput"):
         return
     importlib.import_module("tether.clients.cli.main")
