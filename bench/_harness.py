@@ -154,7 +154,7 @@ class DaemonProc(DaemonProcess):
             return super().stop(sig, timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            return self.proc.returncode
+            return self.proc.wait()
 
 
 def start_daemon(home: BenchHome, *extra: str) -> DaemonProc:
@@ -167,6 +167,7 @@ def start_daemon(home: BenchHome, *extra: str) -> DaemonProc:
         *extra,
         timeout=DAEMON_START_TIMEOUT,
         cwd=home.workspace,
+        exec_=True,  # its own imports and memory: what the figures are of
     )
     return DaemonProc(home, home.workspace, started.proc)
 

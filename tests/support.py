@@ -4,8 +4,10 @@ Every daemon a test starts gets its own HOME and XDG_* folders (platformdirs fol
 tests never see each other's sessions, sockets or discovery files.
 """
 
+import functools
 import gc
 import io
+import json
 import os
 import signal
 import socket
@@ -13,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Generator
 from contextlib import ExitStack, chdir, closing, contextmanager, suppress
@@ -42,6 +45,8 @@ from tether.protocol.methods import (
     TurnStartParams,
 )
 from tether.protocol.session import Cursor, SessionSnapshot
+
+REPO = Path(__file__).resolve().parent.parent
 
 KILL_GRACE = 0.3
 """What `start_daemon` gives the daemon's commands between SIGTERM and SIGKILL (2 s by default):
@@ -127,7 +132,7 @@ class Home:
 
 
 class DaemonProcess:
-    def __init__(self, home: Home, workspace: Path, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, home: Home, workspace: Path, proc: "DaemonProc") -> None:
         self.home = home
         self.workspace = workspace
         self.proc = proc
@@ -177,31 +182,36 @@ class DaemonProcess:
 
 
 def start_daemon(
-    home: Home, workspace: Path, *extra: str, timeout: float = 15.0, cwd: Path | None = None
+    home: Home,
+    workspace: Path,
+    *extra: str,
+    timeout: float = 15.0,
+    cwd: Path | None = None,
+    exec_: bool = False,
 ) -> DaemonProcess:
     """The daemon for `workspace` as a subprocess of `home`, once its discovery file names it;
     killed again if it exits, stalls or this is interrupted before then. Its commands get
-    `KILL_GRACE` after SIGTERM, unless `extra` says otherwise."""
+    `KILL_GRACE` after SIGTERM, unless `extra` says otherwise.
+
+    It is forked from this test process's fork server (tests/forkserver.py), which has made
+    the imports a start pays once, unless `exec_` (or TETHER_TEST_EXEC_DAEMONS=1 for all)
+    asks for `python -m tether.daemon` itself."""
     log = open(home.root / f"daemon-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
     discovery = home.discovery_path(workspace)
     old = discovery.read_bytes() if discovery.exists() else None
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tether.daemon",
-            "--workspace",
-            str(workspace),
-            "--kill-grace",
-            str(KILL_GRACE),
-            *extra,
-        ],
-        env=home.env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    argv = ["--workspace", str(workspace), "--kill-grace", str(KILL_GRACE), *extra]
+    proc: DaemonProc
+    if exec_ or os.environ.get("TETHER_TEST_EXEC_DAEMONS") == "1":
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether.daemon", *argv],
+            env=home.env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    else:
+        proc = fork_server().spawn(argv, home.env, cwd or Path.cwd(), log)
     log.close()
     try:
         deadline = time.monotonic() + timeout
@@ -219,6 +229,101 @@ def start_daemon(
             proc.kill()
             proc.wait(timeout=10)
         raise
+
+
+class ForkedProcess:
+    """A daemon the fork server started: the part of `subprocess.Popen` the tests use. Its
+    exit code comes from the server, which is its parent."""
+
+    def __init__(self, server: "ForkServer", pid: int, argv: list[str]) -> None:
+        self._server = server
+        self.pid = pid
+        self.args = argv
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server.exit_code(self.pid, timeout=0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            code = self._server.exit_code(self.pid, timeout=timeout)
+            if code is None:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self.returncode = code
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+DaemonProc = subprocess.Popen[bytes] | ForkedProcess
+
+
+class ForkServer:
+    """This process's end of tests/forkserver.py: spawn requests go out one at a time, and a
+    thread collects the exit codes the server reports."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "tests.forkserver", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self._control = ours
+        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._spawned: list[int] = []
+        self._exits: dict[int, int] = {}
+        self._gone = False
+        threading.Thread(target=self._read, name="fork-server", daemon=True).start()
+
+    def spawn(
+        self, argv: list[str], env: dict[str, str], cwd: Path, log: io.IOBase
+    ) -> ForkedProcess:
+        request = {"argv": argv, "env": env, "cwd": str(cwd)}
+        with self._lock:
+            socket.send_fds(self._control, [json.dumps(request).encode()], [log.fileno()])
+            with self._changed:
+                assert self._changed.wait_for(lambda: self._spawned or self._gone, timeout=30)
+                assert not self._gone, "the fork server has exited"
+                pid = self._spawned.pop()
+        return ForkedProcess(self, pid, argv)
+
+    def exit_code(self, pid: int, timeout: float | None) -> int | None:
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._exits or self._gone, timeout=timeout)
+            return self._exits.get(pid)
+
+    def _read(self) -> None:
+        while message := self._control.recv(65536):
+            report = json.loads(message)
+            with self._changed:
+                if "spawned" in report:
+                    self._spawned.append(report["spawned"])
+                else:
+                    self._exits[report["exited"]] = report["code"]
+                self._changed.notify_all()
+        with self._changed:
+            self._gone = True
+            self._changed.notify_all()
+
+
+@functools.cache
+def fork_server() -> ForkServer:
+    """This test process's fork server, started at its first daemon."""
+    return ForkServer()
 
 
 def free_port() -> int:
