@@ -39,6 +39,9 @@ def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     for name in PRELOADED:
         importlib.import_module(name)
+    # What it imported stays; the entry point itself runs afresh in each child, as `-m` runs
+    # it (runpy warns of a `__main__` module found already imported).
+    del sys.modules["tether.daemon.__main__"]
 
     # A fork copies only the calling thread: a lock another thread held would stay held.
     assert threading.active_count() == 1, "the fork server must not start threads"
