@@ -287,6 +287,7 @@ class ForkServer:
         self._spawned: list[int] = []
         self._exits: dict[int, int] = {}
         self._gone = False
+        self.pid = self._server.pid
         threading.Thread(target=self._read, name="fork-server", daemon=True).start()
 
     def spawn(

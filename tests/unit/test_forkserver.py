@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Home, fork_server, start_daemon
+from tests.support import DaemonProcess, Home, fork_server, start_daemon
 from tether.protocol.methods import DAEMON_STATUS, Empty
 
 
@@ -31,14 +31,22 @@ def test_a_forked_daemon_refuses_bad_arguments_as_the_real_one_does(tmp_path: Pa
     assert log.read_bytes() == real.stderr
 
 
+def _fd_links(pid: int) -> list[str]:
+    return [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+
+
+def _started(tmp_path: Path, **env: str) -> tuple[DaemonProcess, Path]:
+    home = Home(tmp_path / "home", "http://127.0.0.1:9")
+    home.env.update(env)
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    return start_daemon(home, workspace, cwd=workspace), workspace
+
+
 def test_a_forked_daemon_has_the_tests_environment_folder_and_no_stray_descriptors(
     tmp_path: Path,
 ) -> None:
-    home = Home(tmp_path / "home", "http://127.0.0.1:9")
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    home.env["TETHER_MODEL"] = "probe-model"
-    daemon = start_daemon(home, workspace, cwd=workspace)
+    daemon, workspace = _started(tmp_path, TETHER_MODEL="probe-model")
     try:
         pid = daemon.proc.pid
         # /proc/PID/environ keeps the fork server's first environment; the daemon's own
@@ -48,10 +56,12 @@ def test_a_forked_daemon_has_the_tests_environment_folder_and_no_stray_descripto
         assert (status.model, status.base_url) == ("probe-model", "http://127.0.0.1:9")
         assert Path(f"/proc/{pid}/cwd").resolve() == workspace.resolve()
         assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
-        # What the daemon opened itself (its log, database, sockets) is there; nothing of the
-        # fork server's (its control socket, the pidfds of other children) is.
-        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-        assert not [link for link in links if "pidfd" in link]
+        # Nothing of the fork server's (its control socket, the pidfds of its children) is
+        # among what the daemon holds.
+        server = fork_server().pid
+        held = set(_fd_links(pid))
+        assert [link for link in _fd_links(server)[3:] if link in held] == []
+        assert not [link for link in held if "pidfd" in link]
     finally:
         assert daemon.stop() == 0
 
@@ -59,10 +69,7 @@ def test_a_forked_daemon_has_the_tests_environment_folder_and_no_stray_descripto
 def test_a_killed_child_reads_as_a_negative_signal_and_wait_can_time_out(
     tmp_path: Path,
 ) -> None:
-    home = Home(tmp_path / "home", "http://127.0.0.1:9")
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    daemon = start_daemon(home, workspace)
+    daemon, _ = _started(tmp_path)
     with pytest.raises(subprocess.TimeoutExpired):
         daemon.proc.wait(timeout=0.05)
     daemon.proc.send_signal(signal.SIGKILL)
