@@ -279,6 +279,7 @@ class ForkServer:
             pass_fds=[theirs.fileno()],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # a worker's stdout may be its channel to pytest-xdist
         )
         theirs.close()
         self._control = ours
