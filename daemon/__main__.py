@@ -21,8 +21,10 @@ import gc
 gc.disable()
 
 from tether.daemon.lean_imports import skip_httpx_cli
+from tether.protocol.msgspec_import import hide_typing_extensions_from_msgspec
 
 skip_httpx_cli()
+hide_typing_extensions_from_msgspec()
 
 import argparse
 import os

@@ -21,6 +21,7 @@ from tether.clients.cli import commands
 from tether.clients.cli.args import VALUED_OPTIONS, build_parser
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
 from tether.clients.discovery import DaemonUnavailable, start_early
+from tether.protocol.msgspec_import import hide_typing_extensions_from_msgspec
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
@@ -75,6 +76,7 @@ def _collector_paused() -> Generator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    hide_typing_extensions_from_msgspec()
     if _interactive(argv):
         argv = [*argv, "chat"]
     try:

@@ -2,6 +2,8 @@
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,33 @@ def test_cli_run_writes_the_answer_to_stdout_and_tool_lines_to_stderr(
     assert [m["tool_call_id"] for m in tool_messages] == ["call_0_0", "call_0_1"]
     assert "README.md" in tool_messages[0]["content"]
     assert tool_messages[1]["content"] == "1\t# Demo project\n2\tIt greets."
+
+
+@pytest.mark.shared_daemon
+def test_a_run_reads_its_turn_without_typing_extensions_or_inspect(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    """The CLI imports msgspec with typing_extensions hidden (tether.protocol.msgspec_import):
+    typing_extensions would bring inspect, ast and dis into every `tether run`."""
+    model_server.set_script({"steps": [{"text": "done"}]})
+    argv = [sys.executable, "-X", "importtime", "-m", "tether.clients.cli.main", "run"]
+    done = subprocess.run(
+        [*argv, "--workspace", str(workspace), "go"],
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
+    imported = {
+        line.rpartition("|")[2].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert {"msgspec", "tether.clients.cli.follow"} <= imported
+    assert not imported & {"inspect", "ast", "dis", "dataclasses"}
 
 
 @pytest.mark.shared_daemon
