@@ -27,57 +27,42 @@ from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import (
     Config,
     ConfigError,
-    PermissionsConfig,
     WorkspaceRules,
     load_workspace_rules,
 )
-from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.pool import LspPool
-from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
-from tether.daemon.providers.base import ModelClient
-from tether.daemon.sessions.approvals import SessionGate
-from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
-from tether.daemon.sessions.images import ImageStore, ToolImages
+from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
-from tether.daemon.sessions.provider_choice import provider_for, subagent_provider
+from tether.daemon.sessions.provider_choice import provider_for
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.sessions.sink import Sink
-from tether.daemon.sessions.subagents import ContextFactory, GateFactory, Subagents
 from tether.daemon.sessions.titles import automatic_title
+from tether.daemon.sessions.turn_parts import TurnParts
 from tether.daemon.skills.catalog import catalog
 from tether.daemon.skills.library import SkillLibrary, protected_folders
-from tether.daemon.tools.base import ChangeTracker, NoChanges, ReadVersions, ToolContext
+from tether.daemon.tools.base import ChangeTracker, NoChanges
 from tether.daemon.tools.builtin import skill_tools
-from tether.daemon.tools.images import IMAGES_SERVICE
 from tether.daemon.tools.mcp import mcp_tools
 from tether.daemon.tools.registry import ToolRegistry
-from tether.daemon.tools.task import SUBAGENTS_SERVICE
-from tether.daemon.tools.todo_write import TODOS_SERVICE
-from tether.daemon.turn.loop import Diagnose, TurnLoop, TurnOutcome, split_cancelled
-from tether.daemon.turn.permissions import PermissionPolicy
+from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
-    DiagnosticsReported,
-    InputDropped,
     InputQueued,
     ItemCompleted,
     ItemStarted,
     SessionRenamed,
-    TodoEntry,
-    TodosUpdated,
-    TurnCompleted,
     TurnEndStatus,
     TurnError,
     TurnStarted,
     Usage,
 )
-from tether.protocol.items import ToolCall, TurnSummary, UserMessage
+from tether.protocol.items import UserMessage
 from tether.protocol.methods import TurnStartResult
 
 log = get_logger(__name__)
@@ -108,16 +93,6 @@ class RunningTurn:
     def ended_by_cancel(self) -> TurnEndStatus:
         """The status of the turn once its scope was cancelled."""
         return "interrupted" if self.interrupted else "cancelled"
-
-
-class _TodoBoard:
-    """The session's todo list as tools see it."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def set(self, todos: list[TodoEntry]) -> None:
-        self.session.emit(TodosUpdated(todos=todos))
 
 
 class Turns:
@@ -358,36 +333,6 @@ class Turns:
         if running is not None:
             await running.done.wait()
 
-    def _subagents(
-        self,
-        session: Session,
-        turn_id: str,
-        sink: Sink,
-        config: Config,
-        gate: GateFactory,
-        context: ContextFactory,
-        diagnose: Diagnose,
-        tools: ToolRegistry,
-        hooks: TurnHooks | None = None,
-    ) -> Subagents:
-        provider = subagent_provider(session, config)
-        return Subagents(
-            session=session,
-            turn_id=turn_id,
-            sink=sink,
-            tools=tools,
-            lease=lambda: self.models.lease(provider),
-            model=provider.model,
-            gate=gate,
-            context=context,
-            workspace=self.workspace,
-            max_steps=config.max_steps,
-            diagnose=diagnose,
-            window=provider.context_window,
-            max_output=provider.max_output_tokens,
-            after_tool=post_tool_hooks(hooks, tools, self.workspace) if hooks else None,
-        )
-
     def _tools_for(self, live: LoadedSession) -> ToolRegistry:
         """The tools of a turn of `live` starting now; puts the skills catalog (as the skills
         were last read, ordered by the session's files in play) at the end of its system
@@ -398,70 +343,25 @@ class Turns:
         live.context.use_tools(tools.toolset)
         return tools
 
-    def _policy(
-        self,
-        session: Session,
-        workspace: WorkspaceRules,
-        user: PermissionsConfig,
-        sandbox: Sandbox | None = None,
-    ) -> PermissionPolicy:
-        policy = PermissionPolicy(
-            mode=session.permission_mode,
-            allow=user.allow,
-            ask=[*user.ask, *workspace.ask],
-            deny=[*user.deny, *workspace.deny],
-            protected=self._protected,
-            sandbox=sandbox is not None,
-        )
-        policy.session_rules = session.session_rules
-        return policy
-
     async def _run(self, live: LoadedSession, running: RunningTurn) -> None:
         session = live.session
         turn_id = running.turn_id
         # The turn outlives the connection that started it: its lines carry no connection.
         bind(conn=None, session=session.id, turn=turn_id)
         log.info("turn started")
-        changes = self.change_tracker(session, turn_id)
         sink = Sink(live, turn_id)
-        subagents: Subagents | None = None
-        hooks: TurnHooks | None = None
-        sandbox: Sandbox | None = None
-        dialect = ""
-        """The wire dialect of the turn's model, once it is leased: tools' images fit it."""
-
-        def context(item: ToolCall, versions: ReadVersions | None = None) -> ToolContext:
-            services = {**self.services, TODOS_SERVICE: _TodoBoard(session)}
-            if subagents is not None:
-                services[SUBAGENTS_SERVICE] = subagents
-            if self.images is not None:
-                services[IMAGES_SERVICE] = ToolImages(self.images, session.id, lambda: dialect)
-            return ToolContext(
-                self.workspace,
-                session_id=session.id,
-                turn_id=turn_id,
-                item_id=item.id,
-                versions=live.versions if versions is None else versions,
-                changes=changes,
-                output=lambda text: sink.item_delta(item.id, text),
-                services=services,
-                sandbox=sandbox,
-            )
-
-        async def diagnose(item: ToolCall, paths: list[Path]) -> str:
-            if self.lsp is None:
-                return ""
-            found = await self.lsp.diagnostics_after_edit([self.workspace / path for path in paths])
-            if found:
-                session.emit(
-                    DiagnosticsReported(
-                        turn_id=turn_id,
-                        item_id=item.id,
-                        diagnostics=wire_diagnostics(found, self.workspace),
-                    )
-                )
-            return format_report(found, self.workspace)
-
+        parts = TurnParts(
+            live,
+            turn_id,
+            sink,
+            workspace=self.workspace,
+            models=self.models,
+            changes=self.change_tracker(session, turn_id),
+            services=self.services,
+            protected=self._protected,
+            lsp=self.lsp,
+            images=self.images,
+        )
         # Read once per turn, off the event loop: the rules and the notice come from one read.
         # Shielded (a worker thread cannot be interrupted anyway), so that no cancellation
         # lands before the `try` that ends every turn with its summary.
@@ -471,63 +371,6 @@ class Turns:
             if self.skills is not None:
                 await trio.to_thread.run_sync(self.skills.refresh)
         tools = self._tools_for(live)
-
-        def make_loop(config: Config, model: ModelClient) -> TurnLoop:
-            nonlocal subagents, hooks, dialect
-            dialect = model.provider
-            policy = self._policy(session, rules, config.permissions, sandbox)
-            hooks = turn_hooks(
-                config.hooks,
-                workspace=self.workspace,
-                session_id=session.id,
-                turn_id=turn_id,
-                notify=sink.notice,
-                services=self.services,
-            )
-
-            def make_gate(
-                tools: ToolRegistry,
-                subagent: str = "",
-                context: Callable[[ToolCall], ToolContext] = context,
-            ) -> SessionGate:
-                return SessionGate(
-                    session=session,
-                    broker=live.broker,
-                    policy=policy,
-                    tools=tools,
-                    workspace=self.workspace,
-                    turn_id=turn_id,
-                    context=context,
-                    prewarm=(lambda path: lsp.prewarm([path]))
-                    if (lsp := self.lsp) is not None
-                    else None,
-                    subagent=subagent,
-                    hooks=hooks,
-                )
-
-            gate = make_gate(tools)
-            subagents = self._subagents(
-                session, turn_id, sink, config, make_gate, context, diagnose, tools, hooks
-            )
-            live.context.configure(
-                model=model,
-                window=config.provider.context_window,
-                max_output=config.provider.max_output_tokens,
-            )
-            return TurnLoop(
-                model=model,
-                tools=tools,
-                tool_context=context,
-                history=live.history,
-                sink=sink,
-                new_id=lambda: new_id("i"),
-                gate=gate,
-                compactor=live.context,
-                diagnose=diagnose,
-                max_steps=config.max_steps,
-                after_tool=post_tool_hooks(hooks, tools, self.workspace)("") if hooks else None,
-            )
-
         ignored = rules.ignored
         if ignored:
             sink.notice(
@@ -547,21 +390,21 @@ class Turns:
                 except ConfigError as exc:
                     outcome = config_failure(sink, exc)
                 else:
-                    sandbox = await self._sandbox(config, sink)
+                    parts.sandbox = await self._sandbox(config, sink)
                     tools = await self._with_mcp(live, config, sink, tools)
                     async with self.models.lease(provider_for(session, config)) as model:
-                        loop = make_loop(config, model)
-                        if hooks is not None and len(session.turns) == 1:
-                            await hooks.session_start()
+                        loop = parts.loop(config, model, rules, tools)
+                        if parts.hooks is not None and len(session.turns) == 1:
+                            await parts.hooks.session_start()
                         outcome = await loop.run()
             if outcome is None:
                 status = running.ended_by_cancel()
             else:
                 status, error = outcome.status, outcome.error
-            if hooks is not None:
+            if parts.hooks is not None:
                 # Here, not in `finally`: a daemon stopping cancels it, and the turn still
                 # ends with its summary.
-                await hooks.turn_end(status)
+                await parts.hooks.turn_end(status)
         except BaseException as exc:
             # Cancellation can arrive as a group (from a nursery inside a tool), alone or
             # beside a bug's exception: it decides the status; a bug is logged.
@@ -579,57 +422,7 @@ class Turns:
             if cancelled is not None:
                 raise cancelled from None
         finally:
-            if status == "interrupted":
-                error = TurnError(
-                    code="interrupted",
-                    message="The daemon stopped while this turn ran. Send `continue` to resume.",
-                )
-            if session.queued_inputs:
-                session.emit(
-                    InputDropped(
-                        input_ids=list(session.queued_inputs),
-                        reason=f"the turn ended ({status}) before taking them",
-                    )
-                )
-            if outcome is not None:
-                usage = outcome.usage
-            else:
-                usage = loop.usage() if loop is not None else Usage()
-            if subagents is not None:
-                usage = Usage(
-                    input_tokens=usage.input_tokens + subagents.input_tokens,
-                    output_tokens=usage.output_tokens + subagents.output_tokens,
-                )
-            summary = TurnSummary(
-                id=new_id("i"),
-                stop_reason=status,
-                duration_seconds=round(time.monotonic() - running.started, 3),
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                tokens_estimated=loop is not None and loop.tokens_estimated,
-                model_calls=loop.model_calls if loop is not None else 0,
-                files_changed=changes.files_changed(),
-            )
-            sink.item_started(summary)
-            sink.item_completed(summary)
-            log.info(
-                "turn ended",
-                status=status,
-                error=None if error is None else error.code,
-                steps=summary.model_calls,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                seconds=summary.duration_seconds,
-            )
-            session.emit(
-                TurnCompleted(
-                    turn_id=turn_id,
-                    status=status,
-                    ended_at=time.time(),
-                    usage=usage,
-                    error=error,
-                )
-            )
+            parts.announce_end(status, error, started=running.started, loop=loop, outcome=outcome)
             self.end(session, running)
 
 
