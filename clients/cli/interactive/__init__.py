@@ -1,7 +1,10 @@
 """The CLI's interactive mode (`tether`, `tether chat`): an inline session in the terminal.
 
 run         `run_chat`, the way in
-chat        the session: prompt, events above it, status line, approvals, leaving
+chat        the session: events above the prompt, attaching, sending, leaving
+prompt      the prompt as drawn: what is under way above it, the status line below
+keys        what the keys do at the prompt
+question    the approval question, asked in the prompt's place
 actions     what each slash command does; slash: their table
 channel     a client that threads share while a reader thread receives
 output      the renderer's stream: whole lines to the scrollback, the partial one held

@@ -27,25 +27,19 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.filters import Condition
-from prompt_toolkit.formatted_text import ANSI
-from prompt_toolkit.history import FileHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
-from prompt_toolkit.utils import get_cwidth
 
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.images import ImageFile
 from tether.clients.cli.interactive.channel import SharedClient
-from tether.clients.cli.interactive.completion import ChatCompleter, WorkspaceFiles
 from tether.clients.cli.interactive.leaving import SecondCtrlC
 from tether.clients.cli.interactive.output import TerminalLines
 from tether.clients.cli.interactive.picker import pick
-from tether.clients.cli.interactive.slash import BY_NAME
+from tether.clients.cli.interactive.prompt import DIM, RESET, make_prompt
+from tether.clients.cli.interactive.question import InlineQuestion
 from tether.clients.cli.interactive.state import ChatState
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.render import Renderer, visible
-from tether.clients.places import history_path
 from tether.clients.rpc import CallError
 from tether.clients.websocket import WebSocketError
 from tether.protocol.base import Wire
@@ -97,39 +91,6 @@ TAKES_THE_TERMINAL = frozenset({"/sessions"})
 """Commands that draw an application of their own: run between two prompts."""
 
 TICK_S = 0.1
-SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-DIM, BOLD, RESET = "\x1b[2m", "\x1b[1m", "\x1b[0m"
-
-
-class InlineQuestion:
-    """The approval question, asked in the prompt's place: one key (y, a, n) answers it.
-    Implements `approvals.AnswerPrompt`."""
-
-    def __init__(self, changed: Callable[[], None], note: Callable[[str], None]) -> None:
-        self._changed = changed
-        self._note = note
-        self.question: str | None = None
-        self._answer: str | None = None
-
-    def ask(self, prompt: str) -> None:
-        self.question = prompt
-        self._answer = None
-        self._changed()
-
-    def withdraw(self, note: str) -> None:
-        self._note(note)
-        self.question = None
-        self._answer = None
-        self._changed()
-
-    def answer(self) -> str | None:
-        answer, self._answer = self._answer, None
-        return answer
-
-    def give(self, line: str) -> None:
-        self.question = None
-        self._answer = line
-        self._changed()
 
 
 class Chat:
@@ -162,9 +123,9 @@ class Chat:
         self.answerer: ApprovalAnswerer | None = None
         self._holding = False
         self._leaving = False
-        self._ctrl_c = SecondCtrlC()
+        self.ctrl_c = SecondCtrlC()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._prompt: PromptSession[str] | None = None
+        self.prompt: PromptSession[str] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._inputs: asyncio.Queue[str] = asyncio.Queue()
         """Lines typed, waiting for the ones before them to be sent (`_sender`)."""
@@ -177,12 +138,12 @@ class Chat:
             err=self.lines,
             live=True,
             status_live=True,
-            terminal_size=self._terminal_size,
+            terminal_size=self.terminal_size,
             region=False,
         )
 
-    def _terminal_size(self) -> tuple[int, int]:
-        app = self._prompt.app if self._prompt is not None else None
+    def terminal_size(self) -> tuple[int, int]:
+        app = self.prompt.app if self.prompt is not None else None
         if app is not None and app.is_running:
             size = app.output.get_size()
             return size.columns, size.rows
@@ -193,7 +154,7 @@ class Chat:
         """Write lines above the prompt: erase it, write, draw it again below. Unlike
         prompt_toolkit's `run_in_terminal`, the terminal stays in raw mode meanwhile, so that
         keys typed while the agent streams keep their meaning (Enter sends, Ctrl-C is a key)."""
-        app = self._prompt.app if self._prompt is not None else None
+        app = self.prompt.app if self.prompt is not None else None
         if app is None or not app.is_running:
             self._out.write(text)
             self._out.flush()
@@ -210,8 +171,8 @@ class Chat:
         self.lines.note(text)
 
     def invalidate(self) -> None:
-        if self._prompt is not None and self._prompt.app.is_running:
-            self._prompt.app.invalidate()
+        if self.prompt is not None and self.prompt.app.is_running:
+            self.prompt.app.invalidate()
 
     # --- talking to the daemon --------------------------------------------------------------
 
@@ -248,7 +209,7 @@ class Chat:
             case SessionEventParams(session_id=session_id) if session_id == self.state.session_id:
                 self._event(params)
             case SessionResyncParams(session_id=session_id) if session_id == self.state.session_id:
-                self._spawn(self._attach(session_id, after=self.cursor))
+                self.spawn(self._attach(session_id, after=self.cursor))
             case SessionDeletedParams(session_id=session_id, by=by) if (
                 session_id == self.state.session_id
             ):
@@ -409,8 +370,8 @@ class Chat:
 
     def leave(self) -> None:
         self._leaving = True
-        if self._prompt is not None and self._prompt.app.is_running:
-            self._prompt.app.exit(exception=EOFError())
+        if self.prompt is not None and self.prompt.app.is_running:
+            self.prompt.app.exit(exception=EOFError())
 
     async def submit(self, text: str) -> None:
         if not text.strip():
@@ -420,122 +381,8 @@ class Chat:
             return
         await self.send(text)
 
-    # --- the prompt -------------------------------------------------------------------------
-
-    def _message(self) -> ANSI:
-        parts: list[str] = []
-        if self.lines.tail:
-            parts.append(self.lines.tail + "\n")
-        working = self._working()
-        if working is not None:
-            parts.append(f"{DIM}{working}{RESET}\n")
-        if self.question.question is not None:
-            parts.append(f"{BOLD}{self.question.question}{RESET}")
-        else:
-            parts.append(f"{BOLD}›{RESET} ")  # noqa: RUF001
-        return ANSI("".join(parts))
-
-    def _working(self) -> str | None:
-        """The line above the prompt while a turn runs: what is under way (the renderer's
-        `activity`), else how long the turn has run; cut to the terminal's width."""
-        now = time.monotonic()
-        shown = self.renderer.activity(now)
-        started = self.state.turn_started_at
-        if shown is None and self.state.running_turn is not None and started is not None:
-            frame = SPINNER[int((now - started) * 10) % len(SPINNER)]
-            shown = f"{frame} working · {now - started:.0f} s"
-        if shown is None:
-            return None
-        if self.state.running_turn is not None:
-            shown += " · Esc cancels"
-        return _cut(shown, self._terminal_size()[0] - 1)
-
-    def _toolbar(self) -> str:
-        if self._ctrl_c.hint_drawn():
-            return " Ctrl-C again to leave "
-        return f" {visible(self.state.status_line())} "
-
-    def _bindings(self) -> KeyBindings:
-        kb = KeyBindings()
-        asking = Condition(lambda: self.question.question is not None)
-
-        @kb.add("<any>", filter=asking)
-        def _(event: KeyPressEvent) -> None:
-            """While an approval is asked, other keys do nothing (the draft stays)."""
-
-        for key in ("y", "a", "n", "Y", "A", "N"):
-
-            @kb.add(key, filter=asking)
-            def _(event: KeyPressEvent, key: str = key) -> None:
-                self.answer_question(key.lower())
-
-        @kb.add("enter", filter=~asking)
-        def _(event: KeyPressEvent) -> None:
-            buffer = event.current_buffer
-            state = buffer.complete_state
-            if state is not None and state.current_completion is not None:
-                buffer.apply_completion(state.current_completion)
-                command = BY_NAME.get(buffer.text.strip())
-                if not buffer.text.startswith("/") or (command and command.needs_argument):
-                    if command is not None:
-                        buffer.insert_text(" ")
-                    return
-            buffer.validate_and_handle()
-
-        @kb.add("escape", "enter")
-        @kb.add("c-j")
-        def _(event: KeyPressEvent) -> None:
-            event.current_buffer.insert_text("\n")
-
-        @kb.add("escape")
-        def _(event: KeyPressEvent) -> None:
-            buffer = event.current_buffer
-            if buffer.complete_state is not None:
-                buffer.cancel_completion()
-                return
-            if self.state.running_turn is not None:
-                self._spawn(self.cancel())
-
-        @kb.add("c-c")
-        def _(event: KeyPressEvent) -> None:
-            # "In a row": nothing typed since the last one (`_typed` forgets it), and soon.
-            if self._ctrl_c.armed():
-                self.leave()
-                return
-            event.current_buffer.reset()
-            self._ctrl_c.press()
-
-        @kb.add("c-d", filter=asking)
-        def _(event: KeyPressEvent) -> None:
-            self.leave()
-
-        return kb
-
-    def _make_prompt(self) -> PromptSession[str]:
-        history = history_path(self.workspace)
-        history.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        completer = ChatCompleter(WorkspaceFiles(self.workspace), self._arguments)
-        session: PromptSession[str] = PromptSession(
-            message=self._message,
-            multiline=True,
-            prompt_continuation="  ",
-            history=FileHistory(str(history)),
-            completer=completer,
-            complete_while_typing=True,
-            bottom_toolbar=self._toolbar,
-            key_bindings=self._bindings(),
-            erase_when_done=True,
-        )
-        session.default_buffer.on_text_changed += self._typed
-        # Esc alone must not wait long to be told from Alt-Enter (which arrives in one read).
-        session.app.ttimeoutlen = 0.05
-        session.app.timeoutlen = 0.2
-        return session
-
-    def _typed(self, _buffer: object) -> None:
-        self._ctrl_c.forget()
-
-    def _arguments(self, command: str) -> list[str]:
+    def arguments(self, command: str) -> list[str]:
+        """What may follow `command` on the prompt, for completion."""
         if command == "/model":
             return self.models
         if command == "/mode":
@@ -561,7 +408,7 @@ class Chat:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -634,17 +481,17 @@ class Chat:
         # Anything else that prints (a library's warning) still goes above the prompt.
         with patch_stdout(raw=True):
             self.client.on_notification = self._wake
-            self._prompt = self._make_prompt()
+            self.prompt = make_prompt(self)
             if session_id is not None:
                 await self._attach(session_id)
                 await self._apply_permission_mode()
             self.note(f"{DIM}tether · {self.workspace} · /help for commands{RESET}")
-            self._spawn(self._background())
-            self._spawn(self._ticker())
-            self._spawn(self._sender())
+            self.spawn(self._background())
+            self.spawn(self._ticker())
+            self.spawn(self._sender())
             while not self._leaving:
                 try:
-                    text = await self._prompt.prompt_async()
+                    text = await self.prompt.prompt_async()
                 except (EOFError, KeyboardInterrupt):
                     break
                 if text.strip() in TAKES_THE_TERMINAL:
@@ -669,17 +516,3 @@ class Chat:
             )
         else:
             self.note(f"tether: left session {session_id} (`tether chat -s {session_id}` resumes)")
-
-
-def _cut(text: str, width: int) -> str:
-    """`text` cut to `width` terminal cells, an ellipsis at the cut."""
-    if get_cwidth(text) <= width:
-        return text
-    kept: list[str] = []
-    used = 1
-    for ch in text:
-        used += get_cwidth(ch)
-        if used > width:
-            break
-        kept.append(ch)
-    return "".join(kept) + "…"
