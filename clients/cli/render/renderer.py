@@ -42,7 +42,6 @@ Everything the daemon relays passes through `visible` before it reaches the term
 `text`), in styled output as in plain.
 """
 
-import math
 import os
 import sys
 import time
@@ -53,20 +52,17 @@ import msgspec
 
 from tether.clients.cli.render.blocks import open_block_start
 from tether.clients.cli.render.text import (
-    SPINNER,
     approval_parts,
-    describe_call,
     describe_image,
     describe_summary,
     diff_lines,
     failed,
     failure_tail,
     first_line,
-    nested_prefix,
-    output_tail,
     tool_line,
     visible,
 )
+from tether.clients.cli.render.under_way import UnderWay, task_description
 from tether.protocol.events import (
     AnyEvent,
     ApprovalRequest,
@@ -98,9 +94,6 @@ if TYPE_CHECKING:
     from tether.clients.cli.render.styled import Painter
 
 _json = msgspec.json.Encoder()
-OUTPUT_KEPT = 8_000
-"""Characters of a running command's streamed output kept for its tail."""
-REASONING_LINES = 3
 
 
 def color_allowed(environ: Mapping[str, str] | None = None) -> bool:
@@ -135,13 +128,6 @@ class _Message:
         """Styled: rows printed for this message, for erasing it."""
         self.rendered: tuple[tuple[int, int, int], list[str]] | None = None
         """Styled: the open block's rows, and the (length, done, columns) they are for."""
-
-
-class _Call:
-    def __init__(self, item: ToolCall, started: float) -> None:
-        self.item = item
-        self.started = started
-        self.output = ""
 
 
 class Renderer:
@@ -203,17 +189,7 @@ class Renderer:
         self._mid_line = False
         self._messages: dict[str, _Message] = {}
         """Agent messages being streamed."""
-        self._reasoning: dict[str, tuple[float, str]] = {}
-        """Reasoning being streamed: when it started, the text so far."""
-        self._calls: dict[str, _Call] = {}
-        """Tool calls started and not completed (a subagent's among them)."""
-        self._subagents: dict[str, str] = {}
-        """Task calls seen, by item id: the description of their subagent."""
-        self._approvals: set[str] = set()
-        self._waiting_since: float | None = None
-        """A model call is under way and has not sent its first token."""
-        self._retry: tuple[float, str] | None = None
-        """A retry's wait: when it ends, what to say."""
+        self._under = UnderWay()
         self._erasable: str | None = None
         """The streamed message whose text is all that was printed since it started."""
         self._said: set[str] = set()
@@ -248,8 +224,7 @@ class Renderer:
     def wants_ticks(self) -> bool:
         """Whether something on screen moves with time, or waits for the next tick to be
         drawn (the caller should `tick`)."""
-        moving = bool(self._calls or self._reasoning) or self._waiting_since is not None
-        moving = (moving or self._retry is not None) and not self._hidden
+        moving = self._under.moving and not self._hidden
         return bool(self.region and self.styled_err and (self._hold or moving))
 
     def activity(self, now: float | None = None) -> str | None:
@@ -262,26 +237,7 @@ class Renderer:
         now = self._clock() if now is None else now
         if self._hidden or self.json_mode:
             return None
-        frame = SPINNER[int(now * 10) % len(SPINNER)]
-        if self._retry is not None:
-            until, reason = self._retry
-            return f"↻ retrying in {max(0, math.ceil(until - now))} s {reason}"
-        if self._calls:
-            call = list(self._calls.values())[-1]
-            what = f"{self._nesting(call.item).lstrip()}{describe_call(call.item)}"
-            parts = [f"{frame} {what}", f"{max(0.0, now - call.started):.1f} s"]
-            parts += output_tail(call.output, 1)
-            if len(self._calls) > 1:
-                parts.append(f"{len(self._calls) - 1} more running")
-            return " · ".join(parts)
-        if self._reasoning:
-            started, _ = list(self._reasoning.values())[-1]
-            return f"✻ reasoning… {max(0.0, now - started):.0f} s"
-        if self._messages:
-            return f"{frame} replying…"
-        if self._waiting_since is not None and not self._approvals:
-            return f"{frame} thinking… {max(0.0, now - self._waiting_since):.0f} s"
-        return None
+        return self._under.activity(now, replying=bool(self._messages))
 
     def say(self, line: str, level: str = "info") -> None:
         """Print one line of tether's own on stderr (prefixed `tether: `), above the live
@@ -351,65 +307,12 @@ class Renderer:
         if painter is None:
             return []
         columns, rows = self._size()
-        status = self._status_lines(painter, columns) if self.styled_err else []
+        status = self._under.status_lines(painter, columns, self._now) if self.styled_err else []
         markdown: list[str] = []
         if self.styled_out:
             for message in self._messages.values():
                 markdown += self._block_rows(message, painter, columns)[message.open_rows :]
         return (markdown + status)[-(rows - 1) :]
-
-    def _status_lines(self, painter: "Painter", columns: int) -> list[str]:
-        frame = SPINNER[int(self._now * 10) % len(SPINNER)]
-        width = columns - 1
-        lines: list[str] = []
-        for started, text in self._reasoning.values():
-            thought = [line for line in text.rstrip().split("\n") if line.strip()]
-            took = self._now - started
-            lines.append(painter.line(f"✻ reasoning… {took:.0f} s", "dim", width))
-            lines += [
-                painter.line(f"  {visible(line)}", "dim italic", width)
-                for line in thought[-REASONING_LINES:]
-            ]
-        for call in self._calls_in_order():
-            nested = "    " if call.item.parent_item_id in self._calls else ""
-            elapsed = f" · {self._now - call.started:.1f} s"
-            sub = call.item.subagent
-            if sub is not None and sub.state == "queued":
-                elapsed = f" · queued{elapsed}"
-            spans = [
-                (f"{nested}{frame} ", "cyan"),
-                (describe_call(call.item), ""),
-                (elapsed, "dim"),
-            ]
-            lines.append(painter.spans(spans, width))
-            tail = output_tail(call.output)
-            lines += [painter.line(f"{nested}  │ {line}", "dim", width) for line in tail]
-        if self._retry is not None:
-            until, reason = self._retry
-            left = max(0, math.ceil(until - self._now))
-            lines.append(painter.line(f"↻ retrying in {left} s {reason}", "yellow", width))
-        elif self._waiting_since is not None and not self._calls and not self._approvals:
-            waited = f"thinking… {max(0.0, self._now - self._waiting_since):.0f} s"
-            lines.append(painter.spans([(f"{frame} ", "cyan"), (waited, "dim")], width))
-        return lines
-
-    def _calls_in_order(self) -> list[_Call]:
-        """The running calls, each subagent's right under its task call."""
-        calls = list(self._calls.values())
-        ordered: list[_Call] = []
-        for call in calls:
-            if call.item.parent_item_id in self._calls:
-                continue
-            ordered.append(call)
-            ordered += [c for c in calls if c.item.parent_item_id == call.item.id]
-        return ordered
-
-    def _nesting(self, item: AnyItem) -> str:
-        """The prefix of a line about `item`: empty for the turn's own items, the subagent's
-        mark and description for one of a subagent's."""
-        if not item.parent_item_id:
-            return ""
-        return nested_prefix(self._subagents.get(item.parent_item_id, ""))
 
     def _block_rows(self, message: _Message, painter: "Painter", columns: int) -> list[str]:
         """The rows of a styled message's open block (all of them, those printed already
@@ -428,27 +331,27 @@ class Renderer:
     def _event(self, event: AnyEvent) -> None:
         match event:
             case TurnStarted():
-                self._waiting_since = self._now
+                self._under.waiting_since = self._now
             case ItemDelta(item_id=item_id, delta=delta):
                 self._delta(item_id, delta)
             case ItemStarted(item=item) if item.parent_item_id and not isinstance(item, ToolCall):
                 pass  # a subagent's text: shown whole when it completes
-            case ItemUpdated(item=ToolCall() as call) if call.id in self._calls:
-                self._calls[call.id].item = call
+            case ItemUpdated(item=ToolCall() as call) if call.id in self._under.calls:
+                self._under.calls[call.id].item = call
             case ItemStarted(item=AgentMessage(id=item_id)):
-                self._waiting_since = None
-                self._retry = None
+                self._under.waiting_since = None
+                self._under.retry = None
                 self._messages[item_id] = _Message(item_id)
                 if self.live:
                     self._newline()
                     self._erasable = item_id
             case ItemStarted(item=Reasoning(id=item_id)):
-                self._waiting_since = None
-                self._retry = None
-                self._reasoning[item_id] = (self._now, "")
+                self._under.waiting_since = None
+                self._under.retry = None
+                self._under.reasoning[item_id] = (self._now, "")
             case ItemStarted(item=ToolCall() as call):
-                self._waiting_since = None
-                self._started_call(call)
+                self._under.waiting_since = None
+                self._under.start_call(call, self._now)
             case ItemCompleted(item=item):
                 self._completed(item)
             case TurnCompleted(status=status, error=error):
@@ -458,8 +361,8 @@ class Renderer:
             case ApprovalResolved(
                 approval_id=approval_id, decision=decision, by=by, message=message
             ):
-                self._approvals.discard(approval_id)
-                self._hidden = bool(self._approvals)
+                self._under.approvals.discard(approval_id)
+                self._hidden = bool(self._under.approvals)
                 self._hold = True  # the prompt may still print its line
                 verb = "allowed" if decision == "allow" else "denied"
                 why = f": {message}" if message else ""
@@ -470,8 +373,8 @@ class Renderer:
             case InputDropped(input_ids=ids, reason=reason):
                 self._say(visible(f"({len(ids)} queued message(s) dropped: {reason})"))
             case ModelRetry(attempt=attempt, max_attempts=most, delay_seconds=delay, reason=why):
-                self._waiting_since = self._now + delay
-                self._retry = (self._now + delay, visible(f"({attempt}/{most}): {why}"))
+                self._under.waiting_since = self._now + delay
+                self._under.retry = (self._now + delay, visible(f"({attempt}/{most}): {why}"))
                 if not (self.region and self._err_painter() is not None):
                     self._say(visible(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}"))
             case _:
@@ -489,13 +392,7 @@ class Renderer:
                 self.out.write(visible(delta, multiline=True))
                 self._mid_line = not delta.endswith("\n")
             return
-        call = self._calls.get(item_id)
-        if call is not None:
-            call.output = (call.output + delta)[-OUTPUT_KEPT:]
-            return
-        reasoning = self._reasoning.get(item_id)
-        if reasoning is not None:
-            self._reasoning[item_id] = (reasoning[0], (reasoning[1] + delta)[-OUTPUT_KEPT:])
+        self._under.add_output(item_id, delta)
 
     def _advance(self, message: _Message) -> None:
         """Print what of a styled message later text can no longer change: its finished
@@ -508,7 +405,9 @@ class Renderer:
             return  # the open block is printed when it closes
         assert self._painter is not None
         columns, rows = self._size()
-        status = self._status_lines(self._painter, columns) if self.styled_err else []
+        status = (
+            self._under.status_lines(self._painter, columns, self._now) if self.styled_err else []
+        )
         room = max(3, rows - 2 - len(status))
         pending = self._block_rows(message, self._painter, columns)[message.open_rows :]
         if len(pending) > room:
@@ -592,7 +491,7 @@ class Renderer:
         return True
 
     def _approval(self, approval: ApprovalRequest) -> None:
-        self._approvals.add(approval.id)
+        self._under.approvals.add(approval.id)
         self._hidden = True
         self._clear_region()
         head, preview, after = approval_parts(approval)
@@ -603,18 +502,13 @@ class Renderer:
             lines = [*head, *([preview] if preview else []), *after]
         self._emit(self.err, lines)
 
-    def _started_call(self, call: ToolCall) -> None:
-        self._calls[call.id] = _Call(call, self._now)
-        if call.tool == "task":
-            self._subagents[call.id] = _task_description(call)
-
     def _nested_completed(self, item: AnyItem) -> None:
         """One line for a subagent's finished item, under its task call: a tool call's line,
         the first line of its text, a notice. Its reasoning is not shown."""
-        prefix = self._nesting(item)
+        prefix = self._under.nesting(item)
         match item:
             case ToolCall():
-                running = self._calls.pop(item.id, None)
+                running = self._under.calls.pop(item.id, None)
                 started = running.started if running is not None else None
                 self._tool_done(item, started, running.output if running is not None else "")
             case AgentMessage(text=text, superseded=False) if text.strip():
@@ -628,7 +522,7 @@ class Renderer:
 
     def _tool_done(self, item: ToolCall, started: float | None, streamed: str) -> None:
         mark, call, rest = tool_line(item, None if started is None else self._now - started)
-        prefix = self._nesting(item)
+        prefix = self._under.nesting(item)
         mark = f"{prefix}{mark}"
         diff = diff_lines(item.diff)
         tail = [f"  │ {line}" for line in failure_tail(item, streamed)] if failed(item) else []
@@ -655,17 +549,17 @@ class Renderer:
             case AgentMessage() as message:
                 self._agent_message(message)
             case Reasoning(id=item_id, superseded=superseded):
-                started, _ = self._reasoning.pop(item_id, (self._now, ""))
+                started, _ = self._under.reasoning.pop(item_id, (self._now, ""))
                 painter = self._err_painter()
                 if painter is not None and not superseded:
                     took = f"✻ reasoned for {self._now - started:.0f} s"
                     self._emit(self.err, [painter.line(took, "dim")])
             case ToolCall() as call:
-                running = self._calls.pop(call.id, None)
+                running = self._under.calls.pop(call.id, None)
                 started = running.started if running is not None else None
                 self._tool_done(call, started, running.output if running is not None else "")
-                if running is not None and not self._calls:
-                    self._waiting_since = self._now  # the next model call
+                if running is not None and not self._under.calls:
+                    self._under.waiting_since = self._now  # the next model call
             case Notice(level=level, message=message):
                 if level == "error":
                     self._said.add(message)
@@ -689,12 +583,8 @@ class Renderer:
                 self.out.write(visible(message.text, multiline=True))
                 self._mid_line = not message.text.endswith("\n")
         self._messages.clear()
-        self._reasoning.clear()
-        self._calls.clear()
-        self._approvals.clear()
+        self._under.clear()
         self._hidden = False
-        self._waiting_since = None
-        self._retry = None
         self._newline()
         if error is not None and error not in self._said:
             self._say(f"error: {error}" if status == "failed" else error, "error")
@@ -714,13 +604,13 @@ class Renderer:
             for index, item in enumerate(turn.items):
                 last = index == len(turn.items) - 1
                 if isinstance(item, ToolCall) and item.status == "running":
-                    self._started_call(item)
+                    self._under.start_call(item, self._now)
                 elif isinstance(item, ToolCall) and item.tool == "task":
-                    self._subagents[item.id] = _task_description(item)
+                    self._under.subagents[item.id] = task_description(item)
                     self._completed(item)
                 elif (
                     isinstance(item, AgentMessage | Reasoning)
-                    and item.parent_item_id in self._calls
+                    and item.parent_item_id in self._under.calls
                 ):
                     continue  # its subagent still runs: its text shows when it completes
                 elif isinstance(item, UserMessage):
@@ -731,8 +621,8 @@ class Renderer:
                     self._resume_message(item)
                 else:
                     self._completed(item)
-            if running and not self._calls and not self._messages:
-                self._waiting_since = self._now
+            if running and not self._under.calls and not self._messages:
+                self._under.waiting_since = self._now
         if not (turns and turns[-1].status == "running"):
             self._newline()
         self._refresh()
@@ -761,16 +651,3 @@ class Renderer:
             self.out.write(visible(item.text, multiline=True))
             self._mid_line = bool(item.text) and not item.text.endswith("\n")
             self._erasable = item.id
-
-
-def _task_description(call: ToolCall) -> str:
-    """The description of a task call's subagent (from the call's arguments while it has no
-    `subagent` yet)."""
-    if call.subagent is not None:
-        return call.subagent.description
-    try:
-        args = msgspec.json.decode(call.arguments or "{}")
-    except msgspec.DecodeError:
-        return ""
-    description = args.get("description") if isinstance(args, dict) else None  # type: ignore[union-attr]
-    return description if isinstance(description, str) else ""
