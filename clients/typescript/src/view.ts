@@ -78,7 +78,8 @@ export class TurnView {
 }
 
 export class SessionView {
-  info: SessionInfo;
+  /** The session as the attach found it, with the title, model and mode events since. */
+  #info: SessionInfo;
   epoch: string;
   /** The seq of the last event folded in. */
   seq: number;
@@ -90,7 +91,7 @@ export class SessionView {
   #turnsById = new Map<string, TurnView>();
 
   constructor(snapshot: SessionSnapshot) {
-    this.info = snapshot.session;
+    this.#info = snapshot.session;
     this.epoch = snapshot.epoch;
     this.seq = snapshot.seq;
     for (const turn of snapshot.turns ?? []) {
@@ -112,6 +113,24 @@ export class SessionView {
     for (const input of snapshot.queuedInputs ?? []) this.queuedInputs.set(input.inputId, input);
     this.todos = snapshot.todos ?? [];
     this.context = snapshot.context ?? {};
+  }
+
+  /**
+   * The session as it is now: what the attach found, with the events folded in since (its
+   * title, model and permission mode, and the status, state and turn count its turns give).
+   */
+  get info(): SessionInfo {
+    const running = this.runningTurn;
+    return {
+      ...this.#info,
+      status: running ? "running" : "idle",
+      turnCount: this.turns.length,
+      state: running
+        ? this.pendingApprovals.size > 0
+          ? "awaiting_approval"
+          : "running"
+        : stateAfter(this.turns.at(-1)?.status),
+    };
   }
 
   /** The running turn, if any (only the last turn can be running). */
@@ -171,13 +190,13 @@ export class SessionView {
         return true;
       }
       case "session_renamed":
-        this.info = { ...this.info, title: e.title };
+        this.#info = { ...this.#info, title: e.title };
         return true;
       case "session_configured": {
-        const next = { ...this.info };
+        const next = { ...this.#info };
         if (e.permissionMode !== undefined && e.permissionMode !== null) next.permissionMode = e.permissionMode;
         if (e.model !== undefined && e.model !== null) next.model = e.model;
-        this.info = next;
+        this.#info = next;
         return true;
       }
       case "approval_requested":
@@ -212,18 +231,7 @@ export class SessionView {
 
   /** The view in the daemon's snapshot shape (as `session/read` returns it). */
   snapshot(): SessionSnapshot {
-    const running = this.runningTurn;
-    const info: SessionInfo = {
-      ...this.info,
-      status: running ? "running" : "idle",
-      turnCount: this.turns.length,
-      state: running
-        ? this.pendingApprovals.size > 0
-          ? "awaiting_approval"
-          : "running"
-        : stateAfter(this.turns.at(-1)?.status),
-    };
-    const snapshot: SessionSnapshot = { session: info, epoch: this.epoch, seq: this.seq };
+    const snapshot: SessionSnapshot = { session: this.info, epoch: this.epoch, seq: this.seq };
     if (this.turns.length > 0) snapshot.turns = this.turns.map((t) => t.snapshot());
     if (this.pendingApprovals.size > 0) snapshot.pendingApprovals = [...this.pendingApprovals.values()];
     if (this.queuedInputs.size > 0) snapshot.queuedInputs = [...this.queuedInputs.values()];

@@ -89,17 +89,6 @@ export function emptyState(connection: Connection = "connecting"): ViewState {
   };
 }
 
-/**
- * The session's state as its turns have it now. `view.info` is the session as the attach
- * found it, so its `state` is stale once a turn that was running then has ended.
- */
-function sessionState(view: SessionView): string {
-  if (view.runningTurn) return view.pendingApprovals.size > 0 ? "awaiting_approval" : "running";
-  const last = view.turns.at(-1);
-  if (last === undefined) return view.info.state ?? "idle";
-  return last.status === "completed" || last.status === "running" ? "idle" : last.status;
-}
-
 /** The webview's state for `view` (null: no session attached). */
 export function deriveViewState(view: SessionView | null, connection: Connection, error: string | null = null): ViewState {
   const state = emptyState(connection);
@@ -109,7 +98,7 @@ export function deriveViewState(view: SessionView | null, connection: Connection
   state.session = {
     id: info.id,
     title: info.title ?? "",
-    state: sessionState(view),
+    state: info.state ?? "idle",
     model: info.model ?? "",
     permissionMode: info.permissionMode ?? "edits",
   };
