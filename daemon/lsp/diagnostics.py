@@ -25,38 +25,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
-import msgspec
 import trio
 
 from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.errors import LspError, ServerGone
 from tether.daemon.lsp.servers import ServerSpec
 from tether.daemon.lsp.types import LspDiagnostic, path_to_uri
+from tether.protocol.events import Diagnostic
 
 Severity = Literal["error", "warning", "information", "hint"]
+"""`Diagnostic`s are the protocol's (`diagnostics_reported` carries them), their `path`
+absolute here; `report.wire_diagnostics` makes it workspace-relative for the clients. Lines
+and columns are 1-based, columns in characters (code points) whatever unit the server counts
+in; `source` is the server's own label (`basedpyright`, `Ruff`), else the spec's name."""
 
 MAX_SYNC_BYTES = 4 * 1024 * 1024
 """Larger files are not sent to servers."""
 
 _SEVERITIES: dict[int, Severity] = {1: "error", 2: "warning", 3: "information", 4: "hint"}
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-class Diagnostic(msgspec.Struct, frozen=True, kw_only=True):
-    """One problem a language server reported in a file."""
-
-    path: str
-    """Absolute path of the file."""
-    line: int
-    """1-based."""
-    column: int
-    """1-based, in characters (code points), whatever encoding the server counts in."""
-    severity: Severity
-    message: str
-    source: str
-    """Who says so: the server's own label (`basedpyright`, `Ruff`), else the spec's name."""
-    code: str = ""
-    """The rule or error code, when the server gives one (`reportAssignmentType`, `F821`)."""
 
 
 class ServerSlot(Protocol):

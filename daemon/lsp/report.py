@@ -5,30 +5,19 @@ list, both with paths relative to the workspace."""
 from collections.abc import Sequence
 from pathlib import Path
 
-from tether.daemon.lsp.diagnostics import Diagnostic
+import msgspec
+
 from tether.daemon.workspace import display_path
-from tether.protocol.events import Diagnostic as WireDiagnostic
+from tether.protocol.events import Diagnostic
 
 REPORT_LIMIT = 15
 MAX_MESSAGE_CHARS = 400
 
 
-def wire_diagnostics(diagnostics: Sequence[Diagnostic], workspace: Path) -> list[WireDiagnostic]:
-    """The diagnostics as the protocol carries them: the same fields, workspace-relative
-    paths."""
+def wire_diagnostics(diagnostics: Sequence[Diagnostic], workspace: Path) -> list[Diagnostic]:
+    """The diagnostics as the clients get them: workspace-relative paths."""
     root = workspace.resolve()
-    return [
-        WireDiagnostic(
-            path=display_path(root, Path(d.path)),
-            line=d.line,
-            column=d.column,
-            severity=d.severity,
-            message=d.message,
-            source=d.source,
-            code=d.code,
-        )
-        for d in diagnostics
-    ]
+    return [msgspec.structs.replace(d, path=display_path(root, Path(d.path))) for d in diagnostics]
 
 
 def format_report(
