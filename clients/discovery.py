@@ -297,7 +297,7 @@ def connect(
     looking again while the one found does not accept connections, until `START_TIMEOUT`.
     Raises as `locate` does, and `DaemonUnavailable` when the daemon refuses the handshake
     or none accepts in time."""
-    from tether.clients.websocket import HandshakeRejected, WebSocket
+    from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
     from tether.protocol.transport import HOST
 
     deadline = time.monotonic() + START_TIMEOUT
@@ -309,9 +309,9 @@ def connect(
             )
         except HandshakeRejected as exc:
             raise DaemonUnavailable(f"the daemon refused the connection: {exc}") from exc
-        except OSError as exc:
+        except (OSError, HandshakeClosed) as exc:
             # The daemon was stopping, or the file was a dead one's read in the instant a new
-            # daemon took the lock: look again.
+            # daemon took the lock, or (remote) the forward's far end had gone: look again.
             if time.monotonic() >= deadline:
                 raise DaemonUnavailable(
                     f"the daemon for {workspace} (pid {found.info.pid}) did not accept a"

@@ -74,6 +74,14 @@ class HandshakeRejected(WebSocketError):
         super().__init__(f"{message}: {detail}" if detail else message)
 
 
+class HandshakeClosed(WebSocketError):
+    """The connection closed before the server answered the upgrade request: nothing behind
+    the port took it (an ssh forward whose far end is gone, a server stopping)."""
+
+    def __init__(self) -> None:
+        super().__init__("connection closed during the websocket handshake")
+
+
 class ConnectionClosed(WebSocketError):
     """The connection is closed (by the peer, by us, or because the transport broke).
 
@@ -227,7 +235,7 @@ class WebSocket:
                 raise WebSocketError("invalid websocket handshake response: headers too long")
             data = self._recv_chunk(deadline)
             if not data:
-                raise WebSocketError("connection closed during the websocket handshake")
+                raise HandshakeClosed()
             self._buffer += data
         head = bytes(self._buffer[:end]).decode("latin-1")
         del self._buffer[: end + 4]
