@@ -13,13 +13,16 @@ write). Unmarked tests, and marked ones that ask for no `daemon`, get fresh ever
 
 import compileall
 import importlib
+import os
 import signal
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.support import DaemonProcess, Home, start_daemon
 from tether.daemon.sessions.store import Store
@@ -66,7 +69,12 @@ def pytest_configure(config: pytest.Config) -> None:
     And every process takes back SIGINT and SIGQUIT where it was started with them ignored,
     as a shell without job control starts a command put in the background (`pytest &`): the
     CLIs the tests start would inherit that, and the tests of Ctrl-C need the disposition a
-    program started from a terminal gets."""
+    program started from a terminal gets.
+
+    hypothesis keeps its caches (a Unicode table, constants it mines from the code) in
+    `.hypothesis/` of the folder pytest runs in: they go to the temporary folder instead, as
+    nothing the suite writes belongs in the checkout (the examples database is off)."""
+    set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"tether-tests-hypothesis-{os.getuid()}")
     sys.dont_write_bytecode = False
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
