@@ -24,7 +24,7 @@ from pathlib import Path
 from tether.clients.call_error import CallError
 from tether.clients.discovery import held_lock_record, remote_locator
 from tether.clients.places import discovery_path, lock_path
-from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
@@ -124,8 +124,10 @@ class Prelude:
             return None
         try:
             ws = WebSocket.connect("127.0.0.1", port, headers={"Authorization": f"Bearer {token}"})
-        except (OSError, HandshakeRejected):
-            return None  # a daemon going away; the ordinary way waits for the next one
+        except (OSError, HandshakeRejected, HandshakeClosed):
+            # A daemon going away (or, remote, gone behind its forward): the ordinary way
+            # waits for the next one.
+            return None
         prelude = cls(ws, discovery)
         prelude.send(
             "initialize", initialize_params(client_name, os.environ if env is None else env)

@@ -1,6 +1,7 @@
 """`discovery.connect` looks again when what it found does not take the connection: here a
 port that accepts and closes before the upgrade is answered, as an ssh forward does when the
-remote daemon behind it has died since `daemon ensure` named it."""
+remote daemon behind it has died since `daemon ensure` named it. `tether run`'s prelude, which
+connects before the typed client, leaves such a port to it."""
 
 import socket
 import threading
@@ -19,6 +20,7 @@ from tether.clients.discovery import (
     forget_remote,
     reach_remotely,
 )
+from tether.clients.prelude import Prelude
 from tether.protocol.discovery import DiscoveryInfo
 
 pytestmark = pytest.mark.shared_daemon
@@ -57,6 +59,8 @@ class Answers:
     def __init__(self, *infos: DiscoveryInfo) -> None:
         self.infos = list(infos)
         self.calls = 0
+        self.known: DiscoveryInfo | None = None
+        """What `discovery` answers (None: nothing known to serve)."""
 
     def locate(self, *, autostart: bool) -> Located:
         info = self.infos[min(self.calls, len(self.infos) - 1)]
@@ -64,7 +68,7 @@ class Answers:
         return Located(info, started=False)
 
     def discovery(self) -> bytes | None:
-        return None
+        return None if self.known is None else msgspec.json.encode(self.known)
 
 
 @contextmanager
@@ -105,3 +109,14 @@ def test_a_rejected_handshake_is_not_tried_again(daemon: DaemonProcess, tmp_path
         connect(tmp_path / "elsewhere")
     assert "refused the connection" in str(caught.value)
     assert locator.calls == 1
+
+
+def test_the_prelude_leaves_a_port_closing_during_the_handshake_to_the_ordinary_way(
+    daemon: DaemonProcess, tmp_path: Path
+) -> None:
+    with closing_port() as (port, taken):
+        locator = Answers(live_info(daemon))
+        locator.known = msgspec.structs.replace(live_info(daemon), port=port)
+        with reached(tmp_path / "elsewhere", locator):
+            assert Prelude.open(tmp_path / "elsewhere", client_name="t") is None
+    assert len(taken) == 1, "the prelude did try the port"
