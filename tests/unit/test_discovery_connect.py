@@ -37,10 +37,13 @@ def closing_port() -> Generator[tuple[int, list[int]]]:
     def serve() -> None:
         while True:
             conn, _ = listener.accept()
-            conn.close()
             if done.is_set():
+                conn.close()
                 return
+            # Counted before the close: the client's side returns at the close, and the test
+            # reads the count right after.
             taken.append(1)
+            conn.close()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
