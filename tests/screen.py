@@ -107,6 +107,10 @@ class PtyProgram:
     def send(self, data: str) -> None:
         os.write(self._master, data.encode())
 
+    def local_modes(self) -> int:
+        """The terminal's termios local modes (`termios.ECHO`, `termios.NOFLSH`…) as set now."""
+        return termios.tcgetattr(self._master)[3]
+
     def wait(self, timeout: float = 20.0) -> int:
         """The exit status, once the program has ended (what it wrote meanwhile is read)."""
         code = self.proc.wait(timeout=timeout)

@@ -13,7 +13,8 @@ What Ctrl-C does is the caller's choice (`follow(..., on_interrupt=)`):
 A re-attach after a resync that brings a snapshot (the daemon lost the events in between)
 takes the turn's end and the pending approvals from that snapshot.
 
-While it waits for events it lets the renderer's clock run (`Renderer.tick`).
+While it waits for events it lets the renderer's clock run (`Renderer.tick`). On a terminal,
+a Ctrl-C throws away none of what was written (`output_kept_on_interrupt`).
 """
 
 import os
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from tether.clients.cli.approvals import ApprovalAnswerer, answer_commands
+from tether.clients.cli.keep_output import output_kept_on_interrupt
 from tether.clients.cli.render import Renderer, visible
 from tether.clients.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
@@ -112,15 +114,16 @@ class Follower:
         """The status turn `turn_id` ended with; `attach` first. Raises `Detached` when the
         person leaves it running (`on_interrupt="detach"`), KeyboardInterrupt on a second
         Ctrl-C after a cancel."""
-        while True:
-            # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
-            try:
-                status = self._step(turn_id)
-            except KeyboardInterrupt:
-                self._interrupted(turn_id, on_interrupt)
-                continue
-            if status is not None:
-                return status
+        with output_kept_on_interrupt():
+            while True:
+                # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
+                try:
+                    status = self._step(turn_id)
+                except KeyboardInterrupt:
+                    self._interrupted(turn_id, on_interrupt)
+                    continue
+                if status is not None:
+                    return status
 
     def _step(self, turn_id: str) -> TurnStatus | None:
         """Take one notification (or the answer to a question): the turn's status once it
