@@ -487,10 +487,13 @@ def read_events(
     events: list[SessionEventParams] = []
     deadline = time.monotonic() + timeout
     while not until(events):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"condition not met within {timeout} s; got {len(events)} events")
-        method, params = client.next_notification(timeout=remaining)
+        try:
+            method, params = client.next_notification(timeout=deadline - time.monotonic())
+        except TimeoutError:
+            # Which events did come says where the session stopped (a turn that ended with a
+            # text answer, say, instead of the tool call the test waits to be approved).
+            got = ", ".join(type(e.event).__name__ for e in events) or "none"
+            raise AssertionError(f"condition not met within {timeout} s; events: {got}") from None
         assert method == "session/event", (method, params)
         assert isinstance(params, SessionEventParams)
         if params.session_id == session_id:
