@@ -486,14 +486,21 @@ def read_events(
     """Read this session's events until `until(events_so_far)` holds."""
     events: list[SessionEventParams] = []
     deadline = time.monotonic() + timeout
+
+    def unmet() -> AssertionError:
+        # Which events did come says where the session stopped (a turn that ended with a text
+        # answer, say, instead of the tool call the test waits to be approved).
+        got = ", ".join(type(e.event).__name__ for e in events) or "none"
+        return AssertionError(f"condition not met within {timeout} s; events: {got}")
+
     while not until(events):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise unmet()
         try:
-            method, params = client.next_notification(timeout=deadline - time.monotonic())
+            method, params = client.next_notification(timeout=remaining)
         except TimeoutError:
-            # Which events did come says where the session stopped (a turn that ended with a
-            # text answer, say, instead of the tool call the test waits to be approved).
-            got = ", ".join(type(e.event).__name__ for e in events) or "none"
-            raise AssertionError(f"condition not met within {timeout} s; events: {got}") from None
+            raise unmet() from None
         assert method == "session/event", (method, params)
         assert isinstance(params, SessionEventParams)
         if params.session_id == session_id:
