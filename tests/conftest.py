@@ -8,7 +8,9 @@ module shares instead of a fresh one, saving a daemon start: its `daemon`, `home
 `workspace` are that daemon's, and `model_server` is the module's server with the default
 script set again. Such a test must create its own sessions, leave the daemon running, and
 assert nothing about state other tests may leave behind (other sessions, files it did not
-write). Unmarked tests, and marked ones that ask for no `daemon`, get fresh everything.
+write); the turns it leaves running are cancelled after it, so none of them takes a step of
+the next test's script or leaves an approval pending. Unmarked tests, and marked ones that ask
+for no `daemon`, get fresh everything.
 """
 
 import compileall
@@ -182,6 +184,7 @@ def daemon(request: pytest.FixtureRequest, home: Home, workspace: Path) -> Itera
         assert shared.proc.poll() is None, "an earlier test stopped the shared daemon"
         yield shared
         assert shared.proc.poll() is None, "a test marked shared_daemon stopped the daemon"
+        shared.cancel_turns()
         return
     proc = start_daemon(home, workspace, "--idle-timeout", "0")
     yield proc

@@ -24,9 +24,10 @@ from typing import Any
 
 import msgspec
 
-from tether.clients.rpc import Client
+from tether.clients.rpc import CallError, Client
 from tether.clients.websocket import ConnectionClosed, WebSocket
 from tether.protocol.discovery import DiscoveryInfo, discovery_name, lock_name, workspace_key
+from tether.protocol.errors import ErrorCode
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AnyItem, ToolCall
 from tether.protocol.jsonrpc import RequestId, request_frame
@@ -34,7 +35,9 @@ from tether.protocol.methods import (
     INITIALIZE,
     SESSION_ATTACH,
     SESSION_CREATE,
+    SESSION_LIST,
     SESSION_READ,
+    TURN_CANCEL,
     TURN_START,
     InitializeParams,
     SessionAttachParams,
@@ -42,6 +45,7 @@ from tether.protocol.methods import (
     SessionCreateParams,
     SessionEventParams,
     SessionRef,
+    TurnCancelParams,
     TurnStartParams,
 )
 from tether.protocol.session import Cursor, SessionSnapshot
@@ -155,6 +159,24 @@ class DaemonProcess:
         client = Client(ws, self.info)
         client.call(INITIALIZE, InitializeParams(client_name=name))
         return client
+
+    def cancel_turns(self) -> None:
+        """Cancel every running turn and wait until none runs: what a test that shares this
+        daemon leaves behind, so no turn of its asks the model for a step the next test's
+        script holds, and no approval of its is pending in the workspace."""
+        with self.client("sweeper") as client:
+
+            def running() -> list[str]:
+                sessions = client.call(SESSION_LIST).sessions
+                return [s.id for s in sessions if s.status == "running"]
+
+            for session_id in running():
+                try:
+                    client.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
+                except CallError as exc:
+                    if exc.code != ErrorCode.NO_RUNNING_TURN:  # it ended meanwhile
+                        raise
+            wait_until(lambda: not running(), "every turn cancelled")
 
     def raw(self, headers: dict[str, str] | None = None) -> WebSocket:
         auth = {"Authorization": f"Bearer {self.token}"}

@@ -37,6 +37,16 @@ def encode(payload: object) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
+def peer_closed(connection: socket.socket) -> bool:
+    """Whether the other end has closed `connection` (nothing left to read but its end)."""
+    try:
+        return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
 class Handler(BaseHTTPRequestHandler):
     """One connection's requests: routing, the model dialects and the introspection
     endpoints."""
@@ -216,7 +226,11 @@ class Handler(BaseHTTPRequestHandler):
             )
             self._send_json(400, refusal(name))
             return
-        ordinal, step, script = state.take(body, self._request_headers())
+        claim = state.take(body, self._request_headers(), lambda: peer_closed(self.connection))
+        if claim is None:
+            self.close_connection = True
+            return
+        ordinal, step, script = claim
         if step is None:
             message = f"model script exhausted after {len(script.steps)} steps"
             if dialect == ANTHROPIC:

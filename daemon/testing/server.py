@@ -174,6 +174,12 @@ class ModelServer:
         return self._state.wait_recorded(count, timeout)
 
     @property
+    def abandoned(self) -> list[JSONObject]:
+        """Copies of the requests whose sender closed its connection before the server read
+        them (since the last `set_script`): they took no step and are not in `requests`."""
+        return self._state.recorded_abandoned()
+
+    @property
     def request_headers(self) -> list[dict[str, str]]:
         """The headers of those requests (names in lower case), in the same order."""
         return self._state.recorded_headers()

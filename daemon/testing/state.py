@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Callable
 
 from tether.testing.script import JSONObject, Script, Step, first_user_text
 
@@ -27,6 +28,9 @@ class ServerState:
         """The steps taken in this round (every one of them, outside loop mode)."""
         self.requests: list[JSONObject] = []
         self.headers: list[dict[str, str]] = []
+        self.abandoned: list[JSONObject] = []
+        """Requests whose sender closed the connection before they were read: no step, and
+        not among `requests`."""
         self.stopping = threading.Event()
         self.releases = 0
         """`release` calls since the script was set: how many holds a stream may pass."""
@@ -40,6 +44,7 @@ class ServerState:
             self.releases = 0
             self.requests = []
             self.headers = []
+            self.abandoned = []
 
     def record(self, body: JSONObject, headers: dict[str, str]) -> None:
         """Record a request that takes no step (one refused before the script is consulted)."""
@@ -48,10 +53,20 @@ class ServerState:
             self.headers.append(headers)
             self.arrived.notify_all()
 
-    def take(self, body: JSONObject, headers: dict[str, str]) -> tuple[int, Step | None, Script]:
+    def take(
+        self, body: JSONObject, headers: dict[str, str], sender_gone: Callable[[], bool]
+    ) -> tuple[int, Step | None, Script] | None:
         """Record the request and claim its step: the first not taken yet that it matches
-        (None when there is none; in loop mode a new round starts first)."""
+        (None when there is none; in loop mode a new round starts first).
+
+        Returns None, claiming nothing, when `sender_gone()` says the sender has closed its
+        connection: a turn cancelled while its request waited to be read. Asked under the
+        lock, so a request read after a `set_script` that followed the cancellation cannot
+        spend a step of the new script on nobody (the next test's first step, say)."""
         with self.lock:
+            if sender_gone():
+                self.abandoned.append(body)
+                return None
             self.requests.append(body)
             self.headers.append(headers)
             self.arrived.notify_all()
@@ -87,6 +102,10 @@ class ServerState:
                     f"{len(self.requests)} model requests arrived within {timeout} s, not {count}"
                 )
             return copy.deepcopy(self.requests)
+
+    def recorded_abandoned(self) -> list[JSONObject]:
+        with self.lock:
+            return copy.deepcopy(self.abandoned)
 
     def recorded_headers(self) -> list[dict[str, str]]:
         with self.lock:

@@ -1,8 +1,8 @@
 """The CLI's approvals across clients, against the real daemon: `tether run` without a terminal
 leaving an approval to another client (`--approval-timeout`), `tether approvals`, and `tether
 approve|deny` without a session. All share the module's daemon: the tests of those commands act
-on every pending approval of the workspace, so each starts by cancelling every running turn
-(`no_turn_running`), which resolves whatever approval an earlier test left pending."""
+on every pending approval of the workspace, which holds only their own, since the turns each
+test leaves running are cancelled after it (`DaemonProcess.cancel_turns`)."""
 
 import re
 import signal
@@ -24,19 +24,13 @@ from tests.support import (
     create_session,
     read_snapshot,
     start_turn,
-    wait_until,
 )
 from tests.terminal import TerminalCli
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.render import describe_approval
-from tether.clients.rpc import CallError
-from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest
 from tether.protocol.methods import (
-    SESSION_LIST,
-    TURN_CANCEL,
     PendingApproval,
-    TurnCancelParams,
 )
 from tether.testing import ModelServer
 
@@ -192,29 +186,7 @@ def test_ctrl_c_in_run_without_a_terminal_cancels_without_asking(
 # --- tether approvals, approve and deny without a session ------------------------------------
 
 
-@pytest.fixture
-def no_turn_running(daemon: DaemonProcess) -> None:
-    """No turn runs in the shared daemon, so no approval is pending in its workspace."""
-    with daemon.client("sweeper") as client:
-
-        def running() -> list[str]:
-            sessions = client.call(SESSION_LIST).sessions
-            return [s.id for s in sessions if s.status == "running"]
-
-        for session_id in running():
-            try:
-                client.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
-            except CallError as exc:
-                if exc.code != ErrorCode.NO_RUNNING_TURN:  # it ended meanwhile
-                    raise
-        wait_until(lambda: not running(), "every turn cancelled")
-
-
-workspace_wide = pytest.mark.usefixtures("no_turn_running")
-
-
 @pytest.mark.shared_daemon
-@workspace_wide
 def test_approvals_lists_every_pending_approval_of_the_workspace(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -242,7 +214,6 @@ def test_approvals_lists_every_pending_approval_of_the_workspace(
 
 
 @pytest.mark.shared_daemon
-@workspace_wide
 def test_approve_without_a_session_answers_the_only_pending_approval(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -259,7 +230,6 @@ def test_approve_without_a_session_answers_the_only_pending_approval(
 
 
 @pytest.mark.shared_daemon
-@workspace_wide
 def test_approve_without_a_session_and_several_pending_fails_listing_them_without_a_terminal(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -277,7 +247,6 @@ def test_approve_without_a_session_and_several_pending_fails_listing_them_withou
 
 
 @pytest.mark.shared_daemon
-@workspace_wide
 def test_approve_without_a_session_asks_which_on_a_terminal(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -301,7 +270,6 @@ def test_approve_without_a_session_asks_which_on_a_terminal(
 
 
 @pytest.mark.shared_daemon
-@workspace_wide
 def test_approve_always_refuses_an_approval_without_a_rule(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import free_port
+from tests.support import free_port, wait_until
 from tether.testing import (
     ModelServer,
     Script,
@@ -305,6 +305,30 @@ def test_a_held_stream_waits_at_each_hold_for_a_release() -> None:
                 assert chunk
                 received += chunk
     assert b"data: [DONE]" in received
+
+
+def test_a_request_given_up_on_before_it_was_read_takes_no_step(client: httpx.Client) -> None:
+    """A request whose sender closed the connection while it waited to be read (a cancelled
+    turn's, on a loaded machine) is set aside: the step it would have taken goes to the next
+    request that is still listened for. Here it waits behind a held stream on one connection."""
+    held = {"text": "abcdef", "chunks": 3, "hold_at_chunks": [1]}
+    with ModelServer({"steps": [held, {"text": "for the next one"}]}) as server:
+        body = json.dumps({"messages": USER, "stream": True}).encode()
+        request = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(request)
+            _read_events_until(sock, bytearray(), 1)  # the first is being answered, held
+            sock.sendall(request)  # the second waits behind it
+            sock.shutdown(socket.SHUT_WR)  # and its sender gives up on it
+            server.release()
+            wait_until(lambda: bool(server.abandoned), "the second request set aside")
+        assert len(server.requests) == 1
+        assert server.abandoned[0]["messages"] == USER
+        reply = client.post(f"{server.base_url}/chat/completions", json={"messages": USER})
+    assert reply.json()["choices"][0]["message"]["content"] == "for the next one"
 
 
 def test_exhausted_script_answers_500(client: httpx.Client) -> None:

@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import pytest
 import trio
-import trio.testing
 
 from tests.inprocess import Watcher
 from tether.daemon.providers.openai import OpenAIChatClient
@@ -395,7 +394,9 @@ async def test_a_cancelled_compaction_changes_nothing(rig: Rig) -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(compact)
-        await trio.testing.wait_all_tasks_blocked()
+        # Cancelled once the model is answering it: a request given up on before the model
+        # read it would take no step, and the next turn would get the summary's.
+        await trio.to_thread.run_sync(rig.server.wait_for_requests, 2)
         # A message sent meanwhile is refused, not queued for a turn that never takes it.
         with pytest.raises(RpcError) as busy:
             rig.sessions.start_turn(session, TurnRequest(text="hello?"))
