@@ -227,7 +227,7 @@ def render_context(
 
     texts: list[_FileText] = []
     for name, text in attachments:
-        if "\0" in text[:8192]:
+        if is_binary(text):
             report(name, "binary")
         else:
             texts.append(_FileText(name, text, "", len(text)))

@@ -6,6 +6,9 @@ SNIFF_BYTES = 8192
 """How much of a file's head the rule looks at."""
 
 
-def is_binary(head: bytes) -> bool:
-    """True if `head` (a file's content, or at least its first `SNIFF_BYTES`) looks binary."""
+def is_binary(head: bytes | str) -> bool:
+    """True if `head` (a file's content, or at least its first `SNIFF_BYTES`) looks binary;
+    text that arrived decoded (an editor's attachment) is judged by the same rule."""
+    if isinstance(head, str):
+        return "\0" in head[:SNIFF_BYTES]
     return b"\0" in head[:SNIFF_BYTES]

@@ -1,5 +1,5 @@
 """The binary-file rule, and that every reader of the user's files applies the same one:
-read_file, edit_file, grep's Python search and mentions."""
+read_file, edit_file, grep's Python search and mentions (files and attached text alike)."""
 
 import json
 from pathlib import Path
@@ -24,6 +24,12 @@ def test_a_nul_in_the_head_makes_bytes_binary() -> None:
     assert is_binary(b"\0")
     assert is_binary(b"x" * (SNIFF_BYTES - 1) + b"\0")
     assert not is_binary(b"x" * SNIFF_BYTES + b"\0")
+
+
+def test_decoded_text_is_judged_by_the_same_rule() -> None:
+    assert not is_binary("")
+    assert is_binary("x" * (SNIFF_BYTES - 1) + "\0")
+    assert not is_binary("x" * SNIFF_BYTES + "\0")
 
 
 async def call(ws: Path, tool: str, **args: object) -> ToolResult:
@@ -52,3 +58,7 @@ async def test_every_reader_draws_the_line_at_the_same_byte(
 
     _, problems = render_context(tmp_path, mentions=["f.txt"])
     assert (problems == ["f.txt: a binary file; not attached"]) is binary, problems
+
+    attached = "x" * nul_at + "\0"
+    _, problems = render_context(tmp_path, attachments=[("pasted", attached)])
+    assert (problems == ["pasted: binary; not attached"]) is binary, problems
