@@ -56,6 +56,15 @@ def wait_for_approval(client: Client, session_id: str) -> ApprovalRequest:
     return approval
 
 
+def waiting_session(daemon: DaemonProcess) -> tuple[str, ApprovalRequest]:
+    """A session whose turn waits for an approval, with nobody attached to it."""
+    with daemon.client("starter") as starter:
+        session_id = create_session(starter)
+        attach(starter, session_id)
+        start_turn(starter, session_id, "go")
+        return session_id, wait_for_approval(starter, session_id)
+
+
 def respond(client: Client, session_id: str, approval_id: str, decision: str, **kw: str) -> None:
     client.call(
         APPROVAL_RESPOND,

@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.e2e.test_approvals import respond, wait_for_approval
+from tests.e2e.test_approvals import respond, wait_for_approval, waiting_session
 from tests.support import (
     DaemonProcess,
     Home,
@@ -23,7 +23,6 @@ from tests.support import (
     command_step,
     create_session,
     read_snapshot,
-    start_turn,
 )
 from tests.terminal import TerminalCli
 from tether.clients.cli.approvals import ApprovalAnswerer
@@ -96,15 +95,6 @@ def tool_result(model_server: ModelServer, request: int = 1) -> str:
     content = model_server.requests[request]["messages"][-1]["content"]
     assert isinstance(content, str)
     return content
-
-
-def waiting_session(daemon: DaemonProcess) -> tuple[str, ApprovalRequest]:
-    """A session whose turn waits for an approval, with nobody attached to it."""
-    with daemon.client("starter") as starter:
-        session_id = create_session(starter)
-        attach(starter, session_id)
-        start_turn(starter, session_id, "go")
-        return session_id, wait_for_approval(starter, session_id)
 
 
 # --- tether run --approval-timeout -----------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_approvals import wait_for_approval
+from tests.e2e.test_approvals import wait_for_approval, waiting_session
 from tests.support import (
     DaemonProcess,
     Home,
@@ -14,25 +14,14 @@ from tests.support import (
     command_step,
     create_session,
     read_snapshot,
-    start_turn,
 )
 from tests.terminal import TerminalCli
-from tether.protocol.events import ApprovalRequest
 from tether.protocol.methods import TURN_CANCEL, TURN_START, TurnCancelParams, TurnStartParams
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
 
 QUESTION_END = "[N]o (Enter = no): "
-
-
-def waiting_session(daemon: DaemonProcess) -> tuple[str, ApprovalRequest]:
-    """A session whose turn waits for an approval, with nobody attached to it."""
-    with daemon.client("starter") as starter:
-        session_id = create_session(starter)
-        attach(starter, session_id)
-        start_turn(starter, session_id, "go")
-        return session_id, wait_for_approval(starter, session_id)
 
 
 def model_saw(model_server: ModelServer, request: int) -> str:
