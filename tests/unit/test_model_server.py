@@ -280,14 +280,19 @@ def _read_events_until(sock: socket.socket, received: bytearray, count: int) -> 
         received += chunk
 
 
+def streamed_request() -> bytes:
+    """A streamed chat completions request as raw HTTP/1.1, for tests that hold the socket."""
+    body = json.dumps({"messages": USER, "stream": True}).encode()
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
 def test_a_held_stream_waits_at_each_hold_for_a_release() -> None:
     step = {"text": "abcdef", "chunks": 3, "hold_at_chunks": [1, 2]}
     with ModelServer({"steps": [step]}) as server:
-        body = json.dumps({"messages": USER, "stream": True}).encode()
-        request = (
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        request = streamed_request()
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
             sock.sendall(request)
             received = bytearray()
@@ -313,11 +318,7 @@ def test_a_request_given_up_on_before_it_was_read_takes_no_step(client: httpx.Cl
     request that is still listened for. Here it waits behind a held stream on one connection."""
     held = {"text": "abcdef", "chunks": 3, "hold_at_chunks": [1]}
     with ModelServer({"steps": [held, {"text": "for the next one"}]}) as server:
-        body = json.dumps({"messages": USER, "stream": True}).encode()
-        request = (
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-        )
+        request = streamed_request()
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
             sock.sendall(request)
             _read_events_until(sock, bytearray(), 1)  # the first is being answered, held
