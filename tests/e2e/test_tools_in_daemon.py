@@ -4,7 +4,6 @@ and edit approvals with a diff preview."""
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tests.support import (
     read_events,
     start_daemon,
     start_turn,
+    wait_until,
 )
 from tether.protocol.events import ApprovalRequested, ItemDelta, TodosUpdated, TurnCompleted
 from tether.protocol.items import ToolCall, TurnSummary
@@ -145,19 +145,14 @@ def test_cancel_kills_the_whole_command_tree(
                 isinstance(e.event, ItemDelta) and "started" in e.event.delta for e in evs
             ),
         )
-        deadline = time.monotonic() + 5
-        while not (workspace / "grandchild.pid").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until((workspace / "grandchild.pid").exists, "the grandchild's pid written")
         pids = [int((workspace / f"{n}.pid").read_text()) for n in ("child", "grandchild")]
         assert all(alive(pid) for pid in pids)
         client.call(TURN_CANCEL, TurnCancelParams(session_id=session_id, turn_id=turn_id))
         events = collect_until_turn_end(client, session_id)
     assert isinstance(events[-1].event, TurnCompleted)
     assert events[-1].event.status == "cancelled"
-    deadline = time.monotonic() + 10
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(pid) for pid in pids), "a process of the cancelled tree survived"
+    wait_until(lambda: not any(alive(pid) for pid in pids), "the cancelled tree gone")
 
 
 def _approval_id(client: object, session_id: str) -> str:
@@ -195,9 +190,7 @@ def test_background_processes_are_owned_by_the_daemon(
             assert [(p.status, p.command.startswith("echo serving")) for p in listed] == [
                 ("running", True)
             ]
-            deadline = time.monotonic() + 5
-            while not (workspace / "server.pid").exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until((workspace / "server.pid").exists, "the server's pid written")
             pid = int((workspace / "server.pid").read_text())
             assert alive(pid)
             shown = cli(home, "processes", "-w", str(workspace))
@@ -209,10 +202,7 @@ def test_background_processes_are_owned_by_the_daemon(
             assert unknown.returncode == 2
             assert "no background process 'p_none'" in unknown.stderr
             client.call(PROCESS_KILL, ProcessKillParams(process_id=listed[0].id))
-            deadline = time.monotonic() + 5
-            while alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not alive(pid)
+            wait_until(lambda: not alive(pid), "the killed server gone")
         # A second one ends with the daemon.
         model_server.set_script(
             steps(
@@ -227,17 +217,12 @@ def test_background_processes_are_owned_by_the_daemon(
         )
         ran = cli(home, "run", "-w", str(workspace), "--permission-mode", "auto", "again")
         assert ran.returncode == 0, ran.stderr
-        deadline = time.monotonic() + 5
-        while not (workspace / "second.pid").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until((workspace / "second.pid").exists, "the second pid written")
         second = int((workspace / "second.pid").read_text())
         assert alive(second)
     finally:
         daemon.stop(signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while alive(second) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(second), "a background process outlived the daemon"
+    wait_until(lambda: not alive(second), "the background process ended with the daemon")
 
 
 @pytest.mark.shared_daemon
