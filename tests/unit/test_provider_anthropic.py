@@ -5,13 +5,12 @@ scripted model server enforces (one conformance check for the fake and the clien
 # ruff: noqa: E501  (recorded streams keep their real, long lines)
 
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
+from tests.replay import SCHEMA, Collect, Reply, streamed, toolset
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import (
     Message,
@@ -21,8 +20,6 @@ from tether.daemon.providers.base import (
     ModelTimeout,
     ModelUnreachable,
     ToolCallRequest,
-    ToolSet,
-    ToolSpec,
 )
 from tether.testing import anthropic_request_problem
 
@@ -158,33 +155,11 @@ def text_reply(text: str, stop: str = "end_turn") -> bytes:
     )
 
 
-class Trickle(httpx.AsyncByteStream):
-    def __init__(self, body: bytes, size: int = 9, fail: Exception | None = None) -> None:
-        self.body = body
-        self.size = size
-        self.fail = fail
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for start in range(0, len(self.body), self.size):
-            yield self.body[start : start + self.size]
-        if self.fail is not None:
-            raise self.fail
-
-
-def streamed(body: bytes, **kw: Any) -> httpx.Response:
-    return httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, stream=Trickle(body, **kw)
-    )
-
-
 def api_error(
     status: int, kind: str, message: str, headers: dict[str, str] | None = None
 ) -> httpx.Response:
     body = {"type": "error", "error": {"type": kind, "message": message}}
     return httpx.Response(status, json=body, headers=headers)
-
-
-Reply = httpx.Response | Callable[[httpx.Request], httpx.Response]
 
 
 class Recorder:
@@ -208,30 +183,6 @@ class Recorder:
             self.bodies.append(body)
         reply = self.replies.pop(0)
         return reply if isinstance(reply, httpx.Response) else reply(request)
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-
-    def on_text(self, delta: str) -> None:
-        self.text.append(delta)
-
-    def on_reasoning(self, delta: str) -> None:
-        self.reasoning.append(delta)
-
-
-SCHEMA = b'{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}'
-
-
-def toolset() -> ToolSet:
-    return ToolSet(
-        specs=[
-            ToolSpec(name="read_file", description="Read a file.", parameters=msgspec.Raw(SCHEMA)),
-            ToolSpec(name="list_dir", description="List a folder.", parameters=msgspec.Raw(SCHEMA)),
-        ]
-    )
 
 
 def conversation() -> list[Message]:

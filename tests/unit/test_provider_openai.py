@@ -6,14 +6,13 @@ replayed by `httpx.MockTransport`. A recorder checks every request it sends."""
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
 from email.utils import formatdate
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
+from tests.replay import SCHEMA, Collect, Reply, streamed, toolset
 from tether.daemon.providers.base import (
     Message,
     ModelHTTPError,
@@ -22,8 +21,6 @@ from tether.daemon.providers.base import (
     ModelTimeout,
     ModelUnreachable,
     ToolCallRequest,
-    ToolSet,
-    ToolSpec,
 )
 from tether.daemon.providers.openai import OpenAIChatClient
 
@@ -84,30 +81,6 @@ def sse(*deltas: dict[str, Any], finish: str = "stop", usage: bool = False) -> b
     return b"".join(lines) + b"data: [DONE]\n\n"
 
 
-class Trickle(httpx.AsyncByteStream):
-    """Serves a body in small pieces (so SSE lines straddle reads), optionally breaking off."""
-
-    def __init__(self, body: bytes, size: int = 7, fail: Exception | None = None) -> None:
-        self.body = body
-        self.size = size
-        self.fail = fail
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for start in range(0, len(self.body), self.size):
-            yield self.body[start : start + self.size]
-        if self.fail is not None:
-            raise self.fail
-
-
-Reply = httpx.Response | Callable[[httpx.Request], httpx.Response]
-
-
-def streamed(body: bytes, **kw: Any) -> httpx.Response:
-    return httpx.Response(
-        200, headers={"content-type": "text/event-stream"}, stream=Trickle(body, **kw)
-    )
-
-
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> httpx.Response:
     return httpx.Response(
         status,
@@ -156,30 +129,6 @@ class Recorder:
                 if before["role"] == "assistant" and message["role"] == "user":
                     calls = before["content"].count("<tool_call>")
                     assert message["content"].count("<tool_result ") == calls
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-
-    def on_text(self, delta: str) -> None:
-        self.text.append(delta)
-
-    def on_reasoning(self, delta: str) -> None:
-        self.reasoning.append(delta)
-
-
-SCHEMA = b'{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}'
-
-
-def toolset() -> ToolSet:
-    return ToolSet(
-        specs=[
-            ToolSpec(name="read_file", description="Read a file.", parameters=msgspec.Raw(SCHEMA)),
-            ToolSpec(name="list_dir", description="List a folder.", parameters=msgspec.Raw(SCHEMA)),
-        ]
-    )
 
 
 def conversation() -> list[Message]:

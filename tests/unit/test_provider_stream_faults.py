@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from tests.replay import Collect
 from tether.daemon.providers.anthropic import AnthropicMessagesClient
 from tether.daemon.providers.base import (
     Message,
@@ -18,17 +19,6 @@ from tether.daemon.providers.openai import OpenAIChatClient
 from tether.testing import ModelServer
 
 DIALECTS = ["openai", "anthropic"]
-
-
-class Collect:
-    def __init__(self) -> None:
-        self.text: list[str] = []
-
-    def on_text(self, delta: str) -> None:
-        self.text.append(delta)
-
-    def on_reasoning(self, delta: str) -> None:
-        pass
 
 
 @pytest.fixture
