@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import time
 from collections.abc import Mapping
@@ -38,12 +39,16 @@ def encode(payload: object) -> bytes:
 
 
 def peer_closed(connection: socket.socket) -> bool:
-    """Whether the other end has closed `connection` (nothing left to read but its end)."""
-    try:
-        return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
+    """Whether the other end has closed `connection`: something can be read at once, and it
+    is the end (bytes of a next request mean the sender still listens). Polled first, so it
+    never waits, whatever timeout the socket has."""
+    poller = select.poll()
+    poller.register(connection, select.POLLIN)
+    if not poller.poll(0):
         return False
-    except OSError:
+    try:
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:  # reset by the peer
         return True
 
 

@@ -24,6 +24,7 @@ from tether.testing import (
     load_script,
     parse_script,
 )
+from tether.testing.handler import peer_closed
 
 USER = [{"role": "user", "content": "hello model"}]
 
@@ -310,6 +311,29 @@ def test_a_held_stream_waits_at_each_hold_for_a_release() -> None:
                 assert chunk
                 received += chunk
     assert b"data: [DONE]" in received
+
+
+@pytest.fixture
+def tcp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """Both ends of a TCP connection on 127.0.0.1: (the server's end, the client's)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname()[:2], timeout=5)
+        served, _ = listener.accept()
+    with served, client:
+        yield served, client
+
+
+def test_peer_closed_tells_a_closed_sender_from_a_quiet_or_talking_one(
+    tcp_pair: tuple[socket.socket, socket.socket],
+) -> None:
+    served, client = tcp_pair
+    served.settimeout(30)  # a socket with a timeout is still only looked at, never waited on
+    assert not peer_closed(served)
+    client.sendall(b"GET /next HTTP/1.1\r\n")  # a next request: still listening
+    assert not peer_closed(served)
+    assert served.recv(64).startswith(b"GET /next")
+    client.shutdown(socket.SHUT_WR)
+    wait_until(lambda: peer_closed(served), "the closed end seen")
 
 
 def test_a_request_given_up_on_before_it_was_read_takes_no_step(client: httpx.Client) -> None:
