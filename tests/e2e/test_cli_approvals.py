@@ -28,9 +28,7 @@ from tests.terminal import TerminalCli
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.render import describe_approval
 from tether.protocol.events import ApprovalRequest
-from tether.protocol.methods import (
-    PendingApproval,
-)
+from tether.protocol.methods import PendingApproval
 from tether.testing import ModelServer
 
 ANSWER_LINE = re.compile(r"`tether approve (s_\w+) (a_\w+)` or `tether deny \1 \2`")
