@@ -169,12 +169,14 @@ class ProcessTable:
         env: Mapping[str, str],
         session_id: str = "",
         sandbox: Sandbox | None = None,
+        shell: str | None = None,
     ) -> ManagedProcess:
-        """Start `command` in the user's shell (in `sandbox` when given: `SandboxUnavailable`
-        when it cannot be made, and nothing starts), owned by the table; returns at once."""
+        """Start `command` in `shell` (default: bash; see `tether.daemon.procs.shell`), in
+        `sandbox` when given (`SandboxUnavailable` when it cannot be made, and nothing
+        starts), owned by the table; returns at once."""
         if self._lent.nursery is None:
             raise ProcessTableClosed("background processes are not available right now")
-        process = await open_command(command, cwd, env, self.owned, sandbox=sandbox)
+        process = await open_command(command, cwd, env, self.owned, sandbox=sandbox, shell=shell)
         nursery = self._serving()
         if nursery is None:  # the table stopped while the process was starting
             await reap(process, self.grace, self.owned)
