@@ -125,7 +125,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     shell: ShellChoice = "bash"
     """The shell run_command's commands run in: `bash` (`/bin/sh` where there is no bash),
     the grammar the permission gate reads them with; `user`: your own `$SHELL`, and then
-    every command that is more than plain words asks (docs/interactive.md)."""
+    every command that is more than plain words asks (see the README)."""
     remote_command: str = ""
     """How `tether --remote` runs tether on another machine (shell text; read by the CLI,
     not the daemon; docs/remote.md). Empty: `tether`."""

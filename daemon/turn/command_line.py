@@ -77,6 +77,13 @@ INTERPRETERS = (
 )  # fmt: skip
 """Programs that run code they read, on standard input too (fnmatch patterns of base names)."""
 
+RESERVED_WORDS = frozenset(
+    {"!", "{", "}", "[[", "]]", "if", "then", "else", "elif", "fi", "do", "done", "case", "esac",
+     "while", "until", "for", "select", "in", "function", "time", "coproc"}
+)  # fmt: skip
+"""Words bash reads as syntax where a program's name would be (`time { touch x; }` runs a
+group): tree-sitter-bash takes some of them for a program, the gate asks."""
+
 POSIX_SHELLS = frozenset({"bash", "sh", "dash"})
 """Shells whose `-c` string is judged with bash's grammar."""
 OTHER_SHELLS = frozenset({"zsh", "fish", "ksh", "mksh", "csh", "tcsh", "pwsh", "powershell"})
@@ -491,6 +498,8 @@ class _Walk:
         base = PurePosixPath(name).name if name is not None else ""
         if name is None:
             self.problem("the program's name comes from an expansion")
+        elif name in RESERVED_WORDS:
+            self.problem(f"the command uses the shell keyword `{name}` where a program goes")
         elif name in SHELL_CHANGING_BUILTINS:
             self.problem(f"`{name}` changes the shell or runs code the gate cannot see")
         elif name == "env" and len(allowed) > 1:

@@ -98,6 +98,9 @@ HOSTILE = [
     "ls &",
     "ls & touch x",
     "! touch x",
+    "time { touch x; }",
+    "time -p ! touch x",
+    "nohup { touch x; }",
     # a sequence of which one part is not allowed
     "ls; touch x",
     "ls && touch x",
