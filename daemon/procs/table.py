@@ -1,8 +1,8 @@
 """The table of background processes: commands that outlive the turn that started them.
 
 Rules:
-- A background command runs in the user's shell in a group of its own, recorded while it runs
-  (`tether.daemon.procs.shell`); it stays in the table until it is killed, exits, or the table
+- A background command runs in a shell (bash by default) in a group of its own, recorded
+  while it runs (`tether.daemon.procs.shell`); it stays in the table until it is killed, exits, or the table
   stops. A tree ends with its leader: when the shell exits, members it left behind are stopped.
 - Its output is kept until read (`read_new_output`), at most `MAX_UNREAD` characters; older
   unread output is dropped and counted. At most `MAX_FINISHED` finished processes are kept.
