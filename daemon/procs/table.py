@@ -2,8 +2,9 @@
 
 Rules:
 - A background command runs in a shell (bash by default) in a group of its own, recorded
-  while it runs (`tether.daemon.procs.shell`); it stays in the table until it is killed, exits, or the table
-  stops. A tree ends with its leader: when the shell exits, members it left behind are stopped.
+  while it runs (`tether.daemon.procs.shell`); it stays in the table until it is killed,
+  exits, or the table stops. A tree ends with its leader: when the shell exits, members it
+  left behind are stopped.
 - Its output is kept until read (`read_new_output`), at most `MAX_UNREAD` characters; older
   unread output is dropped and counted. At most `MAX_FINISHED` finished processes are kept.
 - The `ProcessTable` is a service (`serve`): when it starts, it stops the groups a crashed
