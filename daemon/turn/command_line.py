@@ -90,11 +90,21 @@ OTHER_SHELLS = frozenset({"zsh", "fish", "ksh", "mksh", "csh", "tcsh", "pwsh", "
 
 _RUNNERS = frozenset({"command", "builtin", "exec", "nohup", "time"})
 """Wrappers that run the program after them and nothing else."""
+_RUNNER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "command": ("-p", "--"),
+    "time": ("-p", "--"),
+    "nohup": ("--",),
+    "builtin": ("--",),
+    "exec": ("--",),
+}
+"""The options of a runner that leave it a runner."""
 _CD = frozenset({"cd", "pushd", "popd"})
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _OUTPUT_OK = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 _UNQUOTED_BAD = frozenset("$`'\"()<>|&;")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_SPLIT_WORD = re.compile(r"[^\s\\]\\\n[^\s]")
+"""A backslash-newline with a word's characters on both sides."""
 
 _GIT_VALUE_OPTIONS = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env",
@@ -275,6 +285,9 @@ class _Walk:
         root = parse_tree(text)
         if root.has_error:
             self.problem("the gate cannot parse the command")
+        if _SPLIT_WORD.search(text):
+            # bash joins `to\<newline>uch` into one word; tree-sitter-bash splits it in two.
+            self.problem("a line continuation splits a word of the command")
         self.statements(root)
 
     def nested(self, text: str) -> None:
@@ -561,7 +574,10 @@ class _Walk:
             if word.startswith("--"):
                 continue
             if "c" in word[1:]:
-                code = words[index + 1] if index + 1 < len(words) else None
+                after = words[index + 1 :]
+                if after[:1] == ["--"]:
+                    after = after[1:]
+                code = after[0] if after else None
                 if code is None:
                     self.problem("the command runs shell code the gate cannot read")
                     return False
@@ -577,13 +593,17 @@ class _Walk:
 
 
 def _strip_runners(words: list[Word]) -> list[Word]:
-    """`words` without the wrappers that only run the rest (`command git status`)."""
+    """`words` without the wrappers that only run the rest (`command git status`, `time -p
+    make`); `command -v` (a question, not a run) and `exec` with options stay."""
     rest = words
     while len(rest) > 1 and rest[0] in _RUNNERS:
-        following = rest[1]
+        skip = 1
+        while skip < len(rest) and rest[skip] in _RUNNER_OPTIONS.get(rest[0] or "", ()):
+            skip += 1
+        following = rest[skip] if skip < len(rest) else None
         if following is None or following.startswith("-"):
             break
-        rest = rest[1:]
+        rest = rest[skip:]
     if len(rest) > 1 and rest[0] == "env":
         following = rest[1]
         if following is not None and not following.startswith("-") and "=" not in following:

@@ -107,6 +107,9 @@ HOSTILE = [
     "ls || touch x",
     "ls | tee x",
     "ls\ntouch x",
+    # where tree-sitter-bash and bash read a line differently
+    "to\\\nuch x",
+    "cat <<EOF\n  EOF\ntouch x\nEOF",
     # what bash accepts and the gate cannot parse
     "ls 3<>rw",
     "ls )",
@@ -150,7 +153,8 @@ def test_plain_commands_are_judged_by_every_command_they_run(command: str) -> No
      "bash -c 'git push'", "sh -c \"ls && git push origin\"", "eval git push",
      "eval 'git push'", "echo $(git push)", "echo `git push`", "xargs git push < refs",
      "find . -exec git push \\;", "(git push)", "{ git push; }", "if true; then git push; fi",
-     "zsh -c 'git push'", "git push =(x)"],
+     "zsh -c 'git push'", "git push =(x)", "bash -c -- 'git push'", "command -p git push",
+     "command -- eval git push", "time -p git push"],
 )  # fmt: skip
 @pytest.mark.parametrize("mode", ["auto", "edits"])
 def test_deny_rules_match_words_through_spelling_and_wrappers(command: str, mode: str) -> None:
