@@ -15,7 +15,8 @@ Rules:
   variable assignment, no background `&`, no compound command (subshell, `{ }`, `if`, loops,
   functions, `[[ ]]`), no builtin that changes the shell or evaluates code (`eval`, `source`,
   `.`, `trap`, `export`, `cd` is allowed, …), no output redirection to a file outside the
-  workspace and no code fed to an interpreter on its standard input. Anything else has a
+  workspace and no code fed to an interpreter on its standard input. The files redirections
+  write are listed (`writes`), for the gate to judge as edits. Anything else has a
   `problem`: the gate then asks, unless a rule names the whole command line exactly.
 - `bash -c STRING`, `sh -c STRING` and `eval WORDS` are judged as what they run: the commands
   of their (literal) string take their place. `xargs`, `find -exec`, `env` with options or
@@ -150,6 +151,9 @@ class CommandLine:
     text: str
     commands: tuple[SimpleCommand, ...]
     problem: str
+    writes: tuple[str, ...] = ()
+    """The files its output redirections write, relative to where it starts (all below it:
+    one elsewhere is a problem)."""
 
     @property
     def plain(self) -> bool:
@@ -184,7 +188,9 @@ def analyse(text: str) -> CommandLine:
     problem = walk.problems[0] if walk.problems else ""
     if not problem and all(command.wrapper for command in walk.commands):
         problem = "the command runs nothing the gate can name"
-    return CommandLine(text=text, commands=tuple(walk.commands), problem=problem)
+    return CommandLine(
+        text=text, commands=tuple(walk.commands), problem=problem, writes=tuple(walk.writes)
+    )
 
 
 # --- words -------------------------------------------------------------------------------
@@ -269,8 +275,10 @@ class _Walk:
     def __init__(self) -> None:
         self.commands: list[SimpleCommand] = []
         self.problems: list[str] = []
-        self.inside = True
-        """The working folder is still the one the command started in (no `cd` away)."""
+        self.folder: PurePosixPath | None = PurePosixPath()
+        """Where the line's commands run now, relative to where it started (None: a `cd`
+        took them somewhere the gate cannot follow)."""
+        self.writes: list[str] = []
         self.depth = 0
         """How many `bash -c` or `eval` strings the walk is inside."""
 
@@ -483,15 +491,23 @@ class _Walk:
             if value is None:
                 self.problem("the command redirects its output to a file the gate cannot name")
             return False
-        if value is None or not self._in_workspace(value):
+        if value in _OUTPUT_OK:
+            return False
+        inside = self._inside(value)
+        if inside is None:
             self.problem("the command writes to a file outside the workspace")
+        else:
+            self.writes.append(str(inside))
         return False
 
-    def _in_workspace(self, path: str) -> bool:
-        if path in _OUTPUT_OK:
-            return True
-        parts = PurePosixPath(path).parts
-        return self.inside and bool(parts) and not path.startswith(("/", "~")) and ".." not in parts
+    def _inside(self, path: Word) -> PurePosixPath | None:
+        """`path` relative to where the line started, when it stays below it."""
+        if path is None or self.folder is None or path.startswith(("/", "~")):
+            return None
+        relative = PurePosixPath(path)
+        if not relative.parts or ".." in relative.parts:
+            return None
+        return self.folder / relative
 
     def command(self, words: list[Word], *, fed: bool) -> None:
         if not words:
@@ -532,9 +548,7 @@ class _Walk:
         elif fed and is_interpreter(name):
             self.problem(f"the command feeds code to {base} on its standard input")
         if name in _CD:
-            target = allowed[1] if len(allowed) > 1 else None
-            if target is None or not self._in_workspace(target):
-                self.inside = False
+            self.folder = self._inside(allowed[1]) if len(allowed) > 1 else None
 
     def listed(self, normal: tuple[Word, ...]) -> None:
         """`normal` is what a wrapper runs: listed once more, for deny and ask rules."""

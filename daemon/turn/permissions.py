@@ -58,6 +58,7 @@ the workspace's config can add deny and ask rules, never allow rules or the mode
 """
 
 import fnmatch
+import posixpath
 import re
 import shlex
 import unicodedata
@@ -95,6 +96,8 @@ class CallFacts(msgspec.Struct, frozen=True, kw_only=True):
     glob: str = ""
     """The file glob a search selects files by (grep's `glob`, glob's `pattern`), if any."""
     command: str = ""
+    cwd: str = ""
+    """The workspace-relative folder a command runs in ("" or "." for the workspace's root)."""
     trust: str = ""
     """What the call needs the user to trust first ("" when nothing; see `TrustGated`)."""
     external: str = ""
@@ -447,7 +450,21 @@ class PermissionPolicy:
         if facts.kind == "edit" and facts.path and is_sensitive_edit(facts.path):
             return f"{facts.path} is a sensitive path (VCS, CI, agent or build configuration)"
         if facts.kind == "command":
-            return command_risk(facts.command, user_shell=self.user_shell)
+            return command_risk(facts.command, user_shell=self.user_shell) or self._writes(facts)
+        return ""
+
+    def _writes(self, facts: CallFacts) -> str:
+        """Why the files a command's redirections write must ask (as an edit of them would)."""
+        folder = PurePosixPath(facts.cwd or ".")
+        for target in analyse(facts.command).writes:
+            path = posixpath.normpath(folder / target)
+            if is_sensitive_edit(path) or is_credential_path(path):
+                return f"the command writes to {path}, a sensitive path"
+            for protected in self.protected:
+                if path.casefold() == protected.casefold() or path.casefold().startswith(
+                    protected.casefold() + "/"
+                ):
+                    return f"the command writes to {path}, in a skill folder ({protected}/)"
         return ""
 
     @staticmethod

@@ -2,11 +2,16 @@
 denied, deny rules see through spelling and wrappers, and "always" rules allow exactly what
 was shown."""
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from tether.daemon.sessions.approvals import call_facts
+from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.run_command import RunCommand
 from tether.daemon.turn.command_line import analyse
 from tether.daemon.turn.permissions import (
     CallFacts,
@@ -49,6 +54,14 @@ HOSTILE = [
     "cd .. && echo x > f",
     "cd / && ls > etc/x",
     "ls 2> $OUT",
+    # output to files an edit of which would ask
+    "echo 'touch x' > .git/hooks/pre-commit",
+    "cd .git && echo 'touch x' > hooks/post-checkout",
+    "cd .git/hooks; echo 'touch x' >> pre-push",
+    'echo \'"postinstall": "touch x"\' > package.json',
+    "echo 'all:; touch x' >> sub/Makefile",
+    "echo x > .env",
+    "ls > .tether/skills/evil/SKILL.md",
     # code fed to an interpreter
     "echo 'touch x' | sh",
     "cat script | bash",
@@ -123,6 +136,20 @@ def test_hostile_commands_ask_under_broad_allow_rules(command: str) -> None:
     policy = PermissionPolicy(mode="edits", allow=BROAD_ALLOW)
     verdict = policy.decide(cmd(command))
     assert verdict.action == "ask", verdict.reason
+
+
+def test_a_redirection_is_judged_from_the_folder_the_command_runs_in() -> None:
+    policy = PermissionPolicy(mode="edits", allow=BROAD_ALLOW)
+    in_git = CallFacts(
+        tool="run_command", kind="command", command="echo x > hooks/pre-commit", cwd=".git"
+    )
+    verdict = policy.decide(in_git)
+    assert verdict.action == "ask"
+    assert ".git/hooks/pre-commit" in verdict.reason
+    elsewhere = CallFacts(
+        tool="run_command", kind="command", command="echo x > hooks/pre-commit", cwd="src"
+    )
+    assert policy.decide(elsewhere).action == "allow"
 
 
 @pytest.mark.parametrize(
@@ -314,3 +341,16 @@ def test_the_daemon_starts_without_the_parser() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_the_gate_learns_the_folder_a_command_runs_in(tmp_path: Path) -> None:
+    (tmp_path / ".git" / "hooks").mkdir(parents=True)
+    (tmp_path / "hooks").symlink_to(tmp_path / ".git" / "hooks")
+    registry = ToolRegistry([RunCommand()])
+    policy = PermissionPolicy(mode="edits", allow=BROAD_ALLOW)
+    for cwd in (".git", "hooks/.."):
+        args = {"command": "echo x > hooks/pre-commit", "description": "d", "cwd": cwd}
+        params = registry.validate("run_command", json.dumps(args))
+        assert not isinstance(params, str), params
+        facts = call_facts(registry, tmp_path, "run_command", params)
+        assert policy.decide(facts).action == "ask", cwd
