@@ -184,7 +184,10 @@ def parse_tree(text: str) -> "Node":
 def analyse(text: str) -> CommandLine:
     """The simple commands `text` runs and why it is not plain (see the module's rules)."""
     walk = _Walk()
-    walk.line(text)
+    try:
+        walk.line(text)
+    except RecursionError:
+        walk.problem("the command nests too deeply to judge")
     problem = walk.problems[0] if walk.problems else ""
     if not problem and all(command.wrapper for command in walk.commands):
         problem = "the command runs nothing the gate can name"
@@ -685,9 +688,16 @@ def pattern_words(pattern: str) -> tuple[str, ...] | None:
     statements = [c for c in root.named_children if c.type != "comment"]
     if len(statements) != 1 or statements[0].type != "command":
         return None
+    try:
+        return _pattern_of(statements[0])
+    except RecursionError:
+        return None
+
+
+def _pattern_of(command: "Node") -> tuple[str, ...] | None:
     walk = _Walk()
     found: list[str] = []
-    for child in statements[0].named_children:
+    for child in command.named_children:
         nodes = child.named_children if child.type == "command_name" else [child]
         for node in nodes:
             chars = walk.pattern(node)
@@ -708,14 +718,25 @@ def _fnmatch_pattern(chars: _Chars) -> str:
 
 def words_match(patterns: Sequence[str], words: Sequence[Word]) -> bool:
     """Whether the pattern words match the command's words (`STAR` matches any run)."""
+    reached = _past_stars(patterns, [True] + [False] * len(patterns))
+    for word in words:
+        following = [False] * (len(patterns) + 1)
+        for index, pattern in enumerate(patterns):
+            if not reached[index]:
+                continue
+            if pattern == STAR:
+                following[index] = True
+            elif word is not None and fnmatch.fnmatchcase(word, pattern):
+                following[index + 1] = True
+        reached = _past_stars(patterns, following)
+        if not any(reached):
+            return False
+    return reached[-1]
 
-    @functools.cache
-    def at(p: int, w: int) -> bool:
-        if p == len(patterns):
-            return w == len(words)
-        if patterns[p] == STAR:
-            return at(p + 1, w) or (w < len(words) and at(p, w + 1))
-        word = words[w] if w < len(words) else None
-        return word is not None and fnmatch.fnmatchcase(word, patterns[p]) and at(p + 1, w + 1)
 
-    return at(0, 0)
+def _past_stars(patterns: Sequence[str], reached: list[bool]) -> list[bool]:
+    """`reached` (which pattern words the match may be at) with every `STAR` also skipped."""
+    for index, pattern in enumerate(patterns):
+        if reached[index] and pattern == STAR:
+            reached[index + 1] = True
+    return reached

@@ -354,3 +354,15 @@ def test_the_gate_learns_the_folder_a_command_runs_in(tmp_path: Path) -> None:
         assert not isinstance(params, str), params
         facts = call_facts(registry, tmp_path, "run_command", params)
         assert policy.decide(facts).action == "ask", cwd
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["echo " + "$(" * 3000 + "x" + ")" * 3000, "(" * 3000 + "x" + ")" * 3000,
+     "bash -c " + "'eval " * 50 + "x" + "'" * 50, "git " + "a " * 20000],
+)  # fmt: skip
+def test_deep_or_long_lines_are_judged_without_failing(command: str) -> None:
+    policy = PermissionPolicy(mode="edits", allow=["run_command(git a *)"], deny=["run_command(x)"])
+    verdict = policy.decide(cmd(command))
+    assert verdict.action in ("ask", "allow")
+    assert (verdict.action == "allow") == command.startswith("git a")
