@@ -49,6 +49,8 @@ def test_a_line_another_shell_would_run_asks_under_a_rule_for_plain_words(
     assert result.returncode == 0, result.stderr
     assert "approval needed" in result.stderr
     assert "cannot parse" in result.stderr
+    # "always" would allow that very line, and the prompt says so before anyone agrees.
+    assert "always would allow: run_command(npm run build =(touch MARKER))" in result.stderr
     assert "no terminal to ask on" in tool_result(model_server)
     assert not (workspace / "MARKER").exists()
 
