@@ -32,6 +32,7 @@ from tether.daemon.config.hooks import HookConfig
 from tether.daemon.config.problems import settings_problem, syntax_problem
 from tether.daemon.lsp.servers import BUILTIN_SERVERS, LspServerConfig
 from tether.daemon.mcp.config import McpServerConfig
+from tether.daemon.procs.shell import ShellChoice
 from tether.protocol.events import PermissionMode
 
 DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
@@ -120,6 +121,11 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The bubblewrap program: a name looked up on PATH, or a path."""
     sandbox_writable: list[str] = []
     """More folders sandboxed commands may write to (`~` allowed), e.g. a build cache."""
+    # Never read from a workspace either: the gate judges commands with bash's grammar.
+    shell: ShellChoice = "bash"
+    """The shell run_command's commands run in: `bash` (`/bin/sh` where there is no bash),
+    the grammar the permission gate reads them with; `user`: your own `$SHELL`, and then
+    every command that is more than plain words asks (see the README)."""
     remote_command: str = ""
     """How `tether --remote` runs tether on another machine (shell text; read by the CLI,
     not the daemon; docs/remote.md). Empty: `tether`."""

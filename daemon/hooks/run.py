@@ -16,6 +16,7 @@ from tether.daemon.config.hooks import HookConfig
 from tether.daemon.procs.env import command_env
 from tether.daemon.procs.foreground import run_to_completion
 from tether.daemon.procs.ownership import OwnedGroups
+from tether.daemon.procs.shell import user_shell
 
 OUTPUT_HEAD = 6000
 OUTPUT_TAIL = 2000
@@ -92,6 +93,7 @@ async def run_hook(
             tail=OUTPUT_TAIL,
             owned=owned,
             stdin=payload,
+            shell=user_shell(full_env),
         )
     except OSError as exc:
         return HookRun(exit_code=None, output="", error=str(exc))

@@ -1,7 +1,7 @@
 """Running a command to completion (a foreground command).
 
 Rules:
-- The command runs in the user's shell in a group of its own, recorded while it runs
+- The command runs in a shell in a group of its own, recorded while it runs
   (`tether.daemon.procs.shell`). Its cleaned output reaches `on_output` as it arrives, in
   batches at most every `OUTPUT_INTERVAL` seconds, and only its head and tail are kept
   (`tether.daemon.procs.output`).
@@ -56,8 +56,10 @@ async def run_to_completion(
     owned: OwnedGroups | None = None,
     stdin: bytes | None = None,
     sandbox: Sandbox | None = None,
+    shell: str | None = None,
 ) -> Completed:
-    """Run `command` in the user's shell in its own session and wait for it, passing cleaned
+    """Run `command` in `shell` (default: bash; see `tether.daemon.procs.shell`) in its own
+    session and wait for it, passing cleaned
     output to `on_output` as it arrives (at most every `OUTPUT_INTERVAL` seconds) and keeping
     its first `head` and last `tail` characters. The group is recorded in `owned` while it
     runs (see `tether.daemon.procs.ownership`). Its stdin is /dev/null, or `stdin`. With
@@ -68,7 +70,7 @@ async def run_to_completion(
     whole tree (shielded: it waits up to `grace` plus about a second) and then propagates.
     """
     started = trio.current_time()
-    process = await open_command(command, cwd, env, owned, stdin, sandbox)
+    process = await open_command(command, cwd, env, owned, stdin, sandbox, shell)
     buffer = OutputBuffer(head, tail)
 
     def sink(text: str) -> None:

@@ -1,12 +1,15 @@
-"""A command's process tree from start to end: started in the user's shell, recorded as the
-daemon's, stopped and forgotten.
+"""A command's process tree from start to end: started in a shell, recorded as the daemon's,
+stopped and forgotten.
 
 Rules:
-- Every command runs in the user's shell (`$SHELL` when it names a file, else `/bin/sh`) as
-  `shell -c COMMAND`, in a new session (so in its own process group, whose id is the shell's
-  pid), with stdin from `/dev/null` (or given bytes: a hook's event) and stdout and stderr
-  merged into one pipe. The shell is forked by the daemon's owner thread and dies with the
-  daemon (`tether.daemon.procs.spawn`).
+- Every command runs as `shell -c COMMAND`, where the shell is bash (`standard_shell`: the
+  first of a few fixed paths, never looked up on PATH; `/bin/sh` where there is no bash)
+  unless the caller names another (the user's own `$SHELL` for `shell = "user"` and for
+  hooks: `user_shell`). The permission gate judges commands with bash's grammar, so what it
+  judged is what runs. The command starts in a new session (so in its own process group,
+  whose id is the shell's pid), with stdin from `/dev/null` (or given bytes: a hook's event)
+  and stdout and stderr merged into one pipe. The shell is forked by the daemon's owner
+  thread and dies with the daemon (`tether.daemon.procs.spawn`).
 - The group is recorded durably (`tether.daemon.procs.ownership`) on the owner thread right
   after the fork, before anything else can happen, so a crash right after still finds it.
 - Ending a command (`reap`) is shielded and always complete: the tree stopped, the leader
@@ -18,10 +21,12 @@ Rules:
   anything is started when bubblewrap is missing or cannot make one.
 """
 
+import functools
 import os
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import trio
 
@@ -40,9 +45,39 @@ DRAIN_SECONDS = 1.0
 """How long to wait for the output pipe to reach its end once the tree is gone."""
 
 
+ShellChoice = Literal["bash", "user"]
+"""The `shell` setting: bash (the default), or the user's own `$SHELL`."""
+
+BASH_PATHS = (
+    "/bin/bash",
+    "/usr/bin/bash",
+    "/usr/local/bin/bash",
+    "/opt/homebrew/bin/bash",
+    "/run/current-system/sw/bin/bash",
+)
+"""Where bash is looked for, in order: fixed places only, so no folder on PATH (a project's
+`bin/`, a virtualenv) can stand in for it."""
+
+
+@functools.cache
+def standard_shell() -> str:
+    """The shell commands run in by default: bash, or `/bin/sh` where there is none."""
+    for path in BASH_PATHS:
+        if os.access(path, os.X_OK) and Path(path).is_file():
+            return path
+    return "/bin/sh"
+
+
 def user_shell(env: Mapping[str, str] | None = None) -> str:
+    """The user's own shell: `$SHELL` (of `env`, default this process's) when it names a
+    file, else `/bin/sh`."""
     shell = (os.environ if env is None else env).get("SHELL", "")
     return shell if shell and Path(shell).is_file() else "/bin/sh"
+
+
+def command_shell(choice: ShellChoice, env: Mapping[str, str] | None = None) -> str:
+    """The shell the `shell` setting names."""
+    return user_shell(env) if choice == "user" else standard_shell()
 
 
 async def open_command(
@@ -52,14 +87,15 @@ async def open_command(
     owned: OwnedGroups | None,
     stdin: bytes | None = None,
     sandbox: Sandbox | None = None,
+    shell: str | None = None,
 ) -> Child:
-    """Start `command` in the user's shell on the owner thread, recording its group in
-    `owned` before anything else can happen (so a crash right after still finds it). Its
-    stdin is /dev/null, or `stdin` when given. With `sandbox`, the shell runs in it; raises
-    `SandboxUnavailable` (nothing started) when it cannot be made."""
+    """Start `command` in `shell` (default: `standard_shell()`) on the owner thread,
+    recording its group in `owned` before anything else can happen (so a crash right after
+    still finds it). Its stdin is /dev/null, or `stdin` when given. With `sandbox`, the shell
+    runs in it; raises `SandboxUnavailable` (nothing started) when it cannot be made."""
     tag = new_tag()
     full_env = {**env, TAG_VARIABLE: tag}
-    argv = [user_shell(env), "-c", command]
+    argv = [shell or standard_shell(), "-c", command]
     if sandbox is not None:
         await trio.to_thread.run_sync(check, sandbox)
         argv = sandbox.argv(argv, cwd)

@@ -1,9 +1,10 @@
 """The table of background processes: commands that outlive the turn that started them.
 
 Rules:
-- A background command runs in the user's shell in a group of its own, recorded while it runs
-  (`tether.daemon.procs.shell`); it stays in the table until it is killed, exits, or the table
-  stops. A tree ends with its leader: when the shell exits, members it left behind are stopped.
+- A background command runs in a shell (bash by default) in a group of its own, recorded
+  while it runs (`tether.daemon.procs.shell`); it stays in the table until it is killed,
+  exits, or the table stops. A tree ends with its leader: when the shell exits, members it
+  left behind are stopped.
 - Its output is kept until read (`read_new_output`), at most `MAX_UNREAD` characters; older
   unread output is dropped and counted. At most `MAX_FINISHED` finished processes are kept.
 - The `ProcessTable` is a service (`serve`): when it starts, it stops the groups a crashed
@@ -169,12 +170,14 @@ class ProcessTable:
         env: Mapping[str, str],
         session_id: str = "",
         sandbox: Sandbox | None = None,
+        shell: str | None = None,
     ) -> ManagedProcess:
-        """Start `command` in the user's shell (in `sandbox` when given: `SandboxUnavailable`
-        when it cannot be made, and nothing starts), owned by the table; returns at once."""
+        """Start `command` in `shell` (default: bash; see `tether.daemon.procs.shell`), in
+        `sandbox` when given (`SandboxUnavailable` when it cannot be made, and nothing
+        starts), owned by the table; returns at once."""
         if self._lent.nursery is None:
             raise ProcessTableClosed("background processes are not available right now")
-        process = await open_command(command, cwd, env, self.owned, sandbox=sandbox)
+        process = await open_command(command, cwd, env, self.owned, sandbox=sandbox, shell=shell)
         nursery = self._serving()
         if nursery is None:  # the table stopped while the process was starting
             await reap(process, self.grace, self.owned)

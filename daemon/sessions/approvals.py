@@ -140,6 +140,11 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
             _, path = resolved_and_shown(workspace, path)
     glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
     command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
+    cwd = ""
+    raw_cwd = getattr(params, "cwd", None)
+    if command and isinstance(raw_cwd, str):
+        with contextlib.suppress(ToolFailure):
+            _, cwd = resolved_and_shown(workspace, raw_cwd)
     trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""
     external = tool.external_target() if isinstance(tool, ExternalTool) else ""
     sandboxed = isinstance(tool, SandboxedTool) and tool.runs_sandboxed(params)
@@ -149,6 +154,7 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
         path=path,
         glob=glob,
         command=command,
+        cwd=cwd,
         trust=trust,
         external=external,
         sandboxed=sandboxed,

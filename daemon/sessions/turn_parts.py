@@ -17,6 +17,7 @@ from tether.daemon.logs.log import get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.daemon.procs.sandbox import Sandbox
+from tether.daemon.procs.shell import ShellChoice, command_shell
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import SessionGate
 from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
@@ -92,6 +93,8 @@ class TurnParts:
         self.images = images
         self.sandbox: Sandbox | None = None
         """Where the turn's commands run (None: unconfined), set before the loop is made."""
+        self.shell: ShellChoice = "bash"
+        """The shell the turn's commands run in (the `shell` setting), set with the sandbox."""
         self.hooks: TurnHooks | None = None
         self.subagents: Subagents | None = None
         self.dialect = ""
@@ -114,6 +117,7 @@ class TurnParts:
             output=lambda text: self.sink.item_delta(item.id, text),
             services=services,
             sandbox=self.sandbox,
+            shell=command_shell(self.shell),
         )
 
     def _dialect(self) -> str:
@@ -137,7 +141,8 @@ class TurnParts:
 
     def policy(self, rules: WorkspaceRules, user: PermissionsConfig) -> PermissionPolicy:
         """The permission rules of this turn: the session's mode and rules, the user's, and
-        the workspace's (which may only ask or deny more)."""
+        the workspace's (which may only ask or deny more); under `shell = "user"` every
+        command that is more than plain words asks."""
         policy = PermissionPolicy(
             mode=self.session.permission_mode,
             allow=user.allow,
@@ -145,6 +150,7 @@ class TurnParts:
             deny=[*user.deny, *rules.deny],
             protected=self.protected,
             sandbox=self.sandbox is not None,
+            user_shell=self.shell == "user",
         )
         policy.session_rules = self.session.session_rules
         return policy

@@ -391,6 +391,7 @@ class Turns:
                     outcome = config_failure(sink, exc)
                 else:
                     parts.sandbox = await self._sandbox(config, sink)
+                    parts.shell = config.shell
                     tools = await self._with_mcp(live, config, sink, tools)
                     async with self.models.lease(provider_for(session, config)) as model:
                         loop = parts.loop(config, model, rules, tools)

@@ -151,6 +151,7 @@ class ToolContext:
         services: "dict[str, object] | None" = None,
         result_cap: int = DEFAULT_RESULT_CAP,
         sandbox: Sandbox | None = None,
+        shell: str | None = None,
     ) -> None:
         self.workspace = workspace
         self.session_id = session_id
@@ -165,6 +166,8 @@ class ToolContext:
         self.result_cap = result_cap
         self.sandbox = sandbox
         """Where commands run (None: unconfined), as the user's settings say this turn."""
+        self.shell = shell
+        """The shell commands run in (None: bash; see `tether.daemon.procs.shell`)."""
 
 
 P_contra = TypeVar("P_contra", bound=ToolParams, contravariant=True)

@@ -78,7 +78,7 @@ def process_table(ctx: ToolContext) -> ProcessTable:
 class RunCommand:
     name: ClassVar[str] = "run_command"
     description: ClassVar[str] = (
-        "Run a shell command in the workspace (non-interactive: stdin is empty, so commands "
+        "Run a bash command in the workspace (non-interactive: stdin is empty, so commands "
         "must not wait for input; no pager, no colours). Returns the exit code, the duration "
         f"and the output (stdout and stderr together): the first {HEAD_CHARS:,} and last "
         f"{TAIL_CHARS:,} characters when longer. Timeout {DEFAULT_TIMEOUT} s by default, "
@@ -119,7 +119,9 @@ class RunCommand:
         if params.background:
             table = process_table(ctx)
             try:
-                managed = await table.start(params.command, cwd, env, ctx.session_id, sandbox)
+                managed = await table.start(
+                    params.command, cwd, env, ctx.session_id, sandbox, shell=ctx.shell
+                )
             except ProcessTableClosed as exc:
                 raise ToolFailure(f"Could not start a background process: {exc}.") from exc
             except SandboxUnavailable as exc:
@@ -145,6 +147,7 @@ class RunCommand:
                 grace=self.grace,
                 owned=table.owned if isinstance(table, ProcessTable) else None,
                 sandbox=sandbox,
+                shell=ctx.shell,
             )
         except SandboxUnavailable as exc:
             raise ToolFailure(f"Nothing ran: {exc}.") from exc

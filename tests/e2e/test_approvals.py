@@ -152,6 +152,37 @@ def test_always_allow_becomes_a_session_rule(
     assert "one two four" in ran_without_asking["content"]
 
 
+def test_always_for_a_command_with_quoted_operators_is_honoured_next_time(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    code = "python3 -c 'print(1); print(2)'"
+    model_server.set_script(
+        {
+            "steps": [
+                command_step(code),
+                command_step(code),
+                command_step("python3 -c 'print(3)'"),
+                {"text": "done"},
+            ]
+        }
+    )
+    with daemon.client("a") as a:
+        session_id = create_session(a)
+        attach(a, session_id)
+        start_turn(a, session_id, "go")
+        first = wait_for_approval(a, session_id)
+        assert first.always_rule == f"run_command({code})"
+        respond(a, session_id, first.id, "allow", scope="always")
+        second = wait_for_approval(a, session_id)
+        # The same code ran again without asking; other code is another command.
+        assert second.command == "python3 -c 'print(3)'"
+        respond(a, session_id, second.id, "deny")
+        collect_until_turn_end(a, session_id)
+    ran_without_asking = model_server.requests[2]["messages"][-1]
+    assert ran_without_asking["role"] == "tool"
+    assert "1\n2" in ran_without_asking["content"]
+
+
 def test_hostile_workspace_config_cannot_switch_on_auto(
     home: Home, workspace: Path, model_server: ModelServer
 ) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon.config.settings import ConfigError, load_config
+from tether.daemon.config.settings import ConfigError, load_config, load_workspace_rules
 from tether.daemon.lsp.servers import BUILTIN_SERVERS, merge_specs
 
 OPENAI_FILE = '[provider]\nkind = "openai"\napi_key = "file-openai"\n'
@@ -164,3 +164,17 @@ def test_a_bad_file_is_reported_with_its_line_and_setting(
     with pytest.raises(ConfigError) as caught:
         load_config(env={}, path=path)
     assert str(caught.value).startswith(f"{path}{expected}"), str(caught.value)
+
+
+def test_the_shell_is_bash_unless_the_users_own_config_names_theirs(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    assert load_config(env={}, path=path).shell == "bash"
+    path.write_text('shell = "user"\n')
+    assert load_config(env={}, path=path).shell == "user"
+    path.write_text('shell = "zsh"\n')
+    with pytest.raises(ConfigError, match="shell: Invalid enum value 'zsh'"):
+        load_config(env={}, path=path)
+    workspace = tmp_path / "project"
+    (workspace / ".tether").mkdir(parents=True)
+    (workspace / ".tether" / "config.toml").write_text('shell = "user"\n')
+    assert load_workspace_rules(workspace).ignored == ["shell"]

@@ -76,8 +76,8 @@ def test_ordinary_paths_are_not_sensitive() -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["ls; rm -rf /", "cat a | sh", "echo $(whoami)", "echo `id`", "make > out", "a && b",
-     "sleep 1 &", "ls\u200b -la", "echo \u202eevil", "git log\nrm x"],
+    ["cat a | sh", "echo $(whoami)", "echo `id`", "make > /tmp/out", "X=1 make",
+     "sleep 1 &", "ls\u200b -la", "echo \u202eevil", "(ls)"],
 )  # fmt: skip
 def test_risky_commands_always_ask(command: str) -> None:
     assert command_risk(command)
@@ -115,7 +115,7 @@ def test_allow_and_ask_rules_with_patterns() -> None:
         ("npm run build", "run_command(npm run build)"),
         ("npm run build --prod", "run_command(npm run build *)"),
         ("git status -s", "run_command(git status *)"),
-        ("pytest tests/unit -q", "run_command(pytest *)"),
+        ("pytest tests/unit -q", "run_command(pytest tests/unit -q)"),
         ("python manage.py migrate", "run_command(python manage.py migrate)"),
         ("bash build.sh", "run_command(bash build.sh)"),
         ("curl https://example.com", "run_command(curl https://example.com)"),
@@ -184,7 +184,9 @@ def test_tabs_and_plain_text_are_not_hidden_characters(command: str) -> None:
     assert PermissionPolicy(allow=["run_command"]).decide(cmd(command)).action == "allow"
 
 
-def test_a_multiline_command_still_runs_in_auto_mode() -> None:
-    # Newlines are shown as they are; they ask outside auto (several lines), not in it.
+def test_a_multiline_command_is_judged_line_by_line() -> None:
+    # A newline separates commands like `;`: every command of every line must be allowed.
     assert PermissionPolicy(mode="auto").decide(cmd("git log\nls")).action == "allow"
-    assert PermissionPolicy(allow=["run_command"]).decide(cmd("git log\nls")).action == "ask"
+    assert PermissionPolicy(allow=["run_command"]).decide(cmd("git log\nls")).action == "allow"
+    git_only = PermissionPolicy(allow=["run_command(git log *)"])
+    assert git_only.decide(cmd("git log\nls")).action == "ask"
