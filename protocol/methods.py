@@ -922,6 +922,9 @@ class McpServerInfo(Wire, frozen=True, kw_only=True):
     revision: str = ""
     """The MCP revision spoken on its last connection (`2026-07-28`, or one reached by the
     older `initialize` handshake such as `2025-11-25`); empty until it first connected."""
+    approval_reason: str = ""
+    """Why a `needs_approval` server needs it: `not approved yet`, `its definition changed
+    since it was approved`, `server.js changed since it was approved`."""
 
 
 class McpStatusResult(Wire, frozen=True, kw_only=True):

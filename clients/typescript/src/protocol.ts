@@ -731,6 +731,12 @@ export interface McpServerInfo {
    * Default: `""`.
    */
   revision?: string;
+  /**
+   * Why a `needs_approval` server needs it: `not approved yet`, `its definition changed since it was approved`, `server.js changed since it was approved`.
+   *
+   * Default: `""`.
+   */
+  approvalReason?: string;
 }
 
 /** The workspace's MCP servers (the user's and the workspace's), whatever their state. */
