@@ -31,6 +31,12 @@ Rules:
   pool's shutdown by `shutdown_timeout` plus the kill grace (servers stop in parallel). No
   language-server failure raises out of the pool; a hung server only costs the bounded wait.
 
+Trust (`trusted`, asked at each start): in a workspace the user does not trust, a server starts
+in its restricted form (`servers.restricted_form`: nothing of the workspace runs), or not at
+all when it has none (its status says why); `LspServerStatus.restricted` tells which ran so.
+`trust_changed` stops the servers started under the other answer; they start again, in the
+form the new answer calls for, on their next use.
+
 Diagnostics after an edit (`diagnostics_after_edit`): start (or restart) the servers for the
 files, in parallel; then send the files and wait until each server has spoken about them
 (`diagnostics.py` has the rules); return the error-severity diagnostics of those files. Clients
@@ -64,10 +70,12 @@ from tether.daemon.lsp.diagnostics import (
 )
 from tether.daemon.lsp.errors import LspError
 from tether.daemon.lsp.servers import (
+    RESTRICTED_NOTE,
     LspServerConfig,
     ServerSpec,
     available_servers,
     merge_specs,
+    restricted_form,
 )
 from tether.daemon.nursery import LentNursery
 from tether.daemon.workspace import display_path
@@ -127,6 +135,10 @@ class _Entry:
         """Consecutive crashes (the backoff grows with them)."""
         self.crashed_running = False
         """The last crash came after a good start (not at startup)."""
+        self.restricted = False
+        """It was started in its restricted form (the workspace was not trusted)."""
+        self.trusted = False
+        """It was started while the workspace was trusted."""
         self.retry_at = 0.0
         self.last_error = ""
         self.last_used = 0.0
@@ -165,13 +177,16 @@ class LspPool:
         log_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
         search_path: str | None = None,
+        trusted: Callable[[], bool] | None = None,
     ) -> None:
         """`servers`: from the user's config (see `servers.merge_specs`); `builtin`: all
         built-in servers, none, or the names to keep. `idle_timeout` ≤ 0: never stop idle
         servers. `log_dir`: each server's stderr goes to a file there (else nowhere).
         `env`: the servers' environment (default: the daemon's, without secrets).
-        `search_path`: PATH for finding programs (default: the environment's)."""
+        `search_path`: PATH for finding programs (default: the environment's).
+        `trusted`: whether the user trusts the workspace now (default: never)."""
         self.workspace = workspace.resolve()
+        self.trusted = trusted if trusted is not None else lambda: False
         self.on_event = on_event
         self.initialize_timeout = initialize_timeout
         self.diagnostics_wait = diagnostics_wait
@@ -218,9 +233,27 @@ class LspPool:
                 pid=entry.pid,
                 restarts=entry.restarts,
                 last_error=entry.last_error,
+                restricted=entry.restricted,
             )
             for entry in self._entries.values()
         ]
+
+    def trust_changed(self) -> None:
+        """The user trusts the workspace now, or no more: stop the servers started under the
+        other answer (they start again on their next use, in the form it calls for)."""
+        trusted = self.trusted()
+        for entry in self._entries.values():
+            client = entry.client
+            if client is not None and client.alive and entry.trusted != trusted:
+                entry.stop_reason = "trust"
+                client.stop()
+
+    def restricted_note(self) -> str:
+        """What the model should know with diagnostics while servers run restricted ("" when
+        none does)."""
+        if self.trusted() or not any(e.restricted for e in self._entries.values()):
+            return ""
+        return RESTRICTED_NOTE
 
     def prewarm(self, paths: Iterable[Path]) -> None:
         """Start, in the background, the servers these files would need (a file was read;
@@ -353,6 +386,20 @@ class LspPool:
             nursery = self._lent.nursery
             if nursery is None:
                 return
+            trusted = self.trusted()
+            spec = entry.spec
+            if not trusted:
+                form = await trio.to_thread.run_sync(
+                    restricted_form, entry.spec, entry.command, self.workspace
+                )
+                if isinstance(form, str):
+                    if entry.last_error != f"not started: {form}":
+                        log.info("language server not started", server=spec.name, reason=form)
+                    entry.last_error = f"not started: {form}"
+                    return
+                spec = form
+            entry.trusted = trusted
+            entry.restricted = spec is not entry.spec
             restarting = entry.state == "crashed"
             entry.state = "restarting" if restarting else "starting"
             if restarting:
@@ -363,8 +410,8 @@ class LspPool:
                 entry.command,
                 entry.root,
                 name=entry.spec.name,
-                settings=entry.spec.settings,
-                initialization_options=entry.spec.initialization_options,
+                settings=spec.settings,
+                initialization_options=spec.initialization_options,
                 log_path=self._log_path(entry),
                 env=self.env,
                 initialize_timeout=self.initialize_timeout,
@@ -378,6 +425,8 @@ class LspPool:
             except LspError:
                 return  # recorded and reported by _supervise
             entry.state = "running"
+            if entry.last_error.startswith("not started: "):
+                entry.last_error = ""
             entry.pid = client.pid
             entry.last_used = trio.current_time()
             log.info(

@@ -18,7 +18,7 @@ from tether.daemon.skills.parse import (
     parse_skill,
 )
 from tether.daemon.skills.resources import ResourceRefused, resolve_resource
-from tether.daemon.skills.trust import WorkspaceTrust
+from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
 
 
@@ -247,12 +247,12 @@ def test_the_skill_folders_are_protected_and_the_users_when_inside(
 
 def test_trust_is_remembered_in_its_file(tmp_path: Path) -> None:
     path = tmp_path / "state/skills-trust.json"
-    assert not WorkspaceTrust(path).trusted
-    WorkspaceTrust(path).grant("cli")
-    assert WorkspaceTrust(path).trusted
+    assert not SkillsTrust(path).trusted
+    SkillsTrust(path).grant("cli")
+    assert SkillsTrust(path).trusted
     assert path.stat().st_mode & 0o777 == 0o600
     path.write_text("{not json")
-    assert not WorkspaceTrust(path).trusted  # a damaged record asks again
+    assert not SkillsTrust(path).trusted  # a damaged record asks again
 
 
 # --- the catalog ---------------------------------------------------------------------------
