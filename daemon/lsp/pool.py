@@ -267,7 +267,7 @@ class LspPool:
         async with trio.open_nursery() as nursery:
             _, located = await self._locate(paths)
             for entry in self._entries_for(located):
-                if entry.alive or entry.lock.locked():
+                if self._current(entry) or entry.lock.locked():
                     continue
                 if entry.state == "crashed" and entry.retry_at > now:
                     continue
@@ -367,12 +367,17 @@ class LspPool:
         """Make sure the entry's server runs, starting or restarting it if it may; waits for
         a first backoff of at most `budget` seconds. Never raises for the server's failure."""
         async with entry.lock:
-            if entry.alive:
+            if self._current(entry):
                 return
             previous = entry.client
+            if previous is not None and previous.alive:
+                # Started under the other answer to "is the workspace trusted?".
+                entry.stop_reason = "trust"
+                previous.stop()
             if previous is not None and not previous.finished.is_set():
-                # It failed a moment ago and is still being reaped: let it finish, so that
-                # its crash is recorded (and counted in the backoff) before the restart.
+                # It failed a moment ago, or was stopped just above, and is still being
+                # reaped: let it finish, so that a crash is recorded (and counted in the
+                # backoff) before the restart.
                 with trio.move_on_after(self.shutdown_timeout + 3.0):
                     await previous.finished.wait()
                 if not previous.finished.is_set():
@@ -516,6 +521,10 @@ class LspPool:
                     client.stop()
 
     # --- helpers ------------------------------------------------------------------------------
+
+    def _current(self, entry: _Entry) -> bool:
+        """The entry's server runs, started under the workspace's trust as it is now."""
+        return entry.alive and entry.trusted == self.trusted()
 
     def _log_path(self, entry: _Entry) -> Path | None:
         if self.log_dir is None:
