@@ -55,9 +55,13 @@ def test_tether_trust_sets_and_revokes_it_on_the_users_side(home: Home, workspac
     finally:
         assert daemon.stop() == 0
     assert before.returncode == 0, before.stderr
-    assert before.stdout.startswith(f"not trusted: {workspace}; language servers run restricted")
+    assert before.stdout == (
+        f"workspace not trusted: {workspace}; language servers run restricted, workspace "
+        "skills ask first (tether trust to trust it)\n"
+    )
     assert untrusted is False
-    assert trusted.stdout.startswith(f"trusted: {workspace} (by tether-cli, ")
+    assert trusted.stdout.startswith("workspace trusted (by tether-cli, ")
+    assert trusted.stdout.endswith(f"): {workspace}\n")
     assert "  trust     the workspace is trusted" in shown.stdout
     assert kept is True  # remembered across a restart
     assert (revoked["trusted"], revoked["workspace"]) == (False, str(workspace))

@@ -14,16 +14,15 @@ from tether.protocol.methods import WORKSPACE_TRUST, WorkspaceTrustParams, Works
 
 
 def describe_trust(result: WorkspaceTrustResult) -> str:
-    when = (
-        f" ({'by ' + visible(result.by) + ', ' if result.by else ''}"
-        f"{datetime.fromtimestamp(result.at).strftime('%Y-%m-%d %H:%M')})"
-        if result.at is not None
-        else ""
-    )
+    """One line: whether the workspace is trusted, who said so and when, and where it is."""
+    said = [f"by {visible(result.by)}"] if result.by else []
+    if result.at is not None:
+        said.append(datetime.fromtimestamp(result.at).strftime("%Y-%m-%d %H:%M"))
+    when = f" ({', '.join(said)})" if said else ""
     if result.trusted:
-        return f"trusted: {result.workspace}{when}"
+        return f"workspace trusted{when}: {result.workspace}"
     return (
-        f"not trusted: {result.workspace}{when}; language servers run restricted, "
+        f"workspace not trusted{when}: {result.workspace}; language servers run restricted, "
         "workspace skills ask first (tether trust to trust it)"
     )
 
