@@ -118,7 +118,7 @@ def read_workspace_servers(workspace: Path) -> WorkspaceServers:
         if bad:
             return WorkspaceServers(path=relative, problem=f"{relative}: {bad_names(bad)}")
         files = {
-            name: named_files(workspace, config.command, config.args, config.cwd)
+            name: named_files(workspace, config.command, config.args, config.cwd, config.env)
             for name, config in parsed.mcpServers.items()
             if config.command
         }

@@ -212,7 +212,7 @@ class McpPool:
             return True
         config = server.config
         files = await trio.to_thread.run_sync(
-            named_files, self.workspace, config.command, config.args, config.cwd
+            named_files, self.workspace, config.command, config.args, config.cwd, config.env
         )
         reason = self._needs_approval(server.definition, files)
         if not reason:

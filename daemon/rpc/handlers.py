@@ -292,7 +292,9 @@ class Handlers:
         self, conn: Connection, p: WorkspaceTrustParams
     ) -> WorkspaceTrustResult:
         trust = self.daemon.trust
-        if p.trusted is not None and p.trusted != trust.trusted:
+        # Set even when unchanged: a revoke also withdraws the skills' own yes, which an
+        # untrusted workspace may still hold.
+        if p.trusted is not None:
             by = conn.client_name or f"client {conn.id}"
             try:
                 await trio.to_thread.run_sync(trust.write, p.trusted, by)
