@@ -46,6 +46,7 @@ text for the model.
 
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -198,6 +199,7 @@ class LspPool:
         self.max_open_documents = max_open_documents
         self.log_dir = log_dir
         self.env = env
+        self.search_path = search_path
         specs = merge_specs(servers, builtin=builtin)
         available = available_servers(specs, path=search_path)
         self._specs: list[ServerSpec] = []
@@ -395,7 +397,13 @@ class LspPool:
             spec = entry.spec
             if not trusted:
                 form = await trio.to_thread.run_sync(
-                    restricted_form, entry.spec, entry.command, self.workspace
+                    partial(
+                        restricted_form,
+                        entry.spec,
+                        entry.command,
+                        self.workspace,
+                        path=self.search_path,
+                    )
                 )
                 if isinstance(form, str):
                     if entry.last_error != f"not started: {form}":

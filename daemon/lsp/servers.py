@@ -298,16 +298,25 @@ def inside(path: Path, folder: Path) -> bool:
     return real == folder or folder in real.parents
 
 
-def user_tsserver(program: str, workspace: Path) -> str | None:
-    """The `tsserver.js` of a TypeScript outside `workspace` that the typescript-language-server
-    at `program` would resolve from its own install (its `node_modules`, then each folder
-    above, which reaches a global install's), or None."""
+def user_tsserver(program: str, workspace: Path, *, path: str | None = None) -> str | None:
+    """The `tsserver.js` of a TypeScript outside `workspace`: the one the typescript-language-
+    server at `program` would resolve from its own install (its `node_modules`, then each
+    folder above, which reaches a global install's), else the one whose `tsserver` is on PATH
+    (`path`, default the environment's); None when there is neither."""
+    candidates: list[Path] = []
     try:
         real = Path(program).resolve()
+        candidates += [
+            folder / "node_modules" / "typescript" / "lib" / "tsserver.js"
+            for folder in real.parents
+        ]
+        on_path = shutil.which("tsserver", path=path)
+        if on_path is not None:
+            # npm links bin/tsserver to the package's bin folder, beside its lib.
+            candidates.append(Path(on_path).resolve().parent.parent / "lib" / "tsserver.js")
     except (OSError, RuntimeError):
         return None
-    for folder in real.parents:
-        candidate = folder / "node_modules" / "typescript" / "lib" / "tsserver.js"
+    for candidate in candidates:
         if candidate.is_file() and not inside(candidate, workspace):
             return str(candidate.resolve())
     return None
@@ -322,10 +331,13 @@ def _python_neutral(settings: Mapping[str, object]) -> dict[str, object]:
     return {**settings, "python": section}
 
 
-def restricted_form(spec: ServerSpec, command: list[str], workspace: Path) -> ServerSpec | str:
+def restricted_form(
+    spec: ServerSpec, command: list[str], workspace: Path, *, path: str | None = None
+) -> ServerSpec | str:
     """How `spec`, run as `command`, runs in an untrusted `workspace` without running any of
     its programs: the spec itself when it runs none anyway, a changed one (see the module
-    docstring), or why it cannot run so (blocking: looks at the disk)."""
+    docstring), or why it cannot run so (blocking: looks at the disk; `path`: PATH for a
+    global TypeScript, default the environment's)."""
     root = workspace.resolve()
     if inside(Path(command[0]), root):
         return f"{command[0]} lives in the workspace, which is not trusted (`tether trust`)"
@@ -333,7 +345,7 @@ def restricted_form(spec: ServerSpec, command: list[str], workspace: Path) -> Se
     if program in ("basedpyright-langserver", "pyright-langserver"):
         return msgspec.structs.replace(spec, settings=_python_neutral(spec.settings))
     if program == "typescript-language-server":
-        tsserver = user_tsserver(command[0], root)
+        tsserver = user_tsserver(command[0], root, path=path)
         if tsserver is None:
             return (
                 "the workspace is not trusted and no TypeScript of your own was found next to "

@@ -151,19 +151,47 @@ async def test_trusting_restarts_the_restricted_servers_unrestricted(tmp_path: P
     assert not status["typescript"].restricted
 
 
-def test_a_server_with_no_typescript_of_the_users_does_not_run_untrusted(
-    tmp_path: Path,
-) -> None:
-    """typescript-language-server would fall back on the workspace's TypeScript: with none
-    of the user's to point it at, it does not run at all."""
+def test_without_a_typescript_beside_the_server_the_global_one_is_used(tmp_path: Path) -> None:
+    """A server installed on its own: the TypeScript whose `tsserver` is on PATH is the
+    user's; with none, typescript-language-server would fall back on the workspace's
+    TypeScript, so it does not run at all."""
     lonely = tmp_path / "elsewhere" / "bin" / "typescript-language-server"
     lonely.parent.mkdir(parents=True)
     lonely.write_text("#!/bin/sh\n")
     lonely.chmod(0o755)
     hostile = Hostile(tmp_path / "ws")
-    form = restricted_form(spec_named("typescript"), [str(lonely), "--stdio"], hostile.root)
+    spec = spec_named("typescript")
+    form = restricted_form(spec, [str(lonely), "--stdio"], hostile.root, path="")
     assert isinstance(form, str)
     assert "no TypeScript of your own" in form
+    # A global install, as npm lays it out: prefix/bin/tsserver -> ../lib/node_modules/...
+    package = tmp_path / "prefix" / "lib" / "node_modules" / "typescript"
+    (package / "bin").mkdir(parents=True)
+    (package / "lib").mkdir()
+    (package / "lib" / "tsserver.js").write_text("")
+    (package / "bin" / "tsserver").write_text("#!/bin/sh\n")
+    (package / "bin" / "tsserver").chmod(0o755)
+    (tmp_path / "prefix" / "bin").mkdir()
+    (tmp_path / "prefix" / "bin" / "tsserver").symlink_to(package / "bin" / "tsserver")
+    form = restricted_form(
+        spec, [str(lonely), "--stdio"], hostile.root, path=str(tmp_path / "prefix" / "bin")
+    )
+    assert isinstance(form, ServerSpec)
+    assert form.initialization_options == {
+        "tsserver": {"path": str(package / "lib" / "tsserver.js")},
+        "disableAutomaticTypingAcquisition": True,
+    }
+    # The workspace's own tsserver on PATH is not the user's.
+    own = hostile.root / "node_modules" / "typescript" / "bin" / "tsserver"
+    own.parent.mkdir()
+    own.write_text("#!/bin/sh\n")
+    own.chmod(0o755)
+    (hostile.root / "node_modules" / ".bin").mkdir()
+    (hostile.root / "node_modules" / ".bin" / "tsserver").symlink_to(own)
+    form = restricted_form(
+        spec, [str(lonely), "--stdio"], hostile.root, path=str(hostile.root / "node_modules/.bin")
+    )
+    assert isinstance(form, str)
 
 
 def test_a_server_program_inside_the_workspace_does_not_run_untrusted(tmp_path: Path) -> None:
