@@ -36,6 +36,7 @@ NoticeCode = Literal[
     "hook_failed",
     "mcp",
     "sandbox",
+    "workspace_trust",
 ]
 """What a notice is about (`Notice.code`); empty: none of these."""
 

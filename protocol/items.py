@@ -200,7 +200,9 @@ class Notice(Item, frozen=True, kw_only=True, tag="notice"):
     (a manual compaction would not have made the history smaller), `step_budget` (the turn
     paused), `output_limit` (a reply was cut off and the model asked to continue),
     `todo_reminder`, `model_stream` (a warning about the model's stream), `workspace_config`
-    (settings of the workspace's config were ignored); empty for none of these."""
+    (settings of the workspace's config were ignored), `workspace_trust` (the workspace is
+    not trusted, so language servers run restricted: `workspace/trust` trusts it); empty for
+    none of these."""
 
 
 AnyItem = UserMessage | AgentMessage | Reasoning | ToolCall | Notice | TurnSummary | Compaction

@@ -191,6 +191,29 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     sandbox_problem: str = ""
     """Why sandboxed commands cannot run now (they fail; they never run unconfined); empty:
     they can, or the sandbox is off."""
+    workspace_trusted: bool = False
+    """The user trusts the workspace (`workspace/trust`): its language servers may run its own
+    TypeScript and Python environment. Untrusted, they run restricted."""
+
+
+class WorkspaceTrustParams(Wire, frozen=True, kw_only=True):
+    """Ask whether the user trusts the workspace, or set it."""
+
+    trusted: bool | None = None
+    """True: trust it (its language servers may run its own TypeScript and Python environment,
+    its skills are used without asking); false: trust it no more; null: only ask. Remembered
+    on the user's side, never in the workspace."""
+
+
+class WorkspaceTrustResult(Wire, frozen=True, kw_only=True):
+    """The user's trust in the workspace, as it is after the call."""
+
+    workspace: str
+    trusted: bool
+    by: str = ""
+    """Who last set it (a client's name), empty if never."""
+    at: float | None = None
+    """When it was last set (seconds since the Unix epoch), null if never."""
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -391,6 +414,10 @@ class LspServerStatus(Wire, frozen=True, kw_only=True):
     pid: int | None = None
     restarts: int = 0
     last_error: str = ""
+    restricted: bool = False
+    """It runs in its restricted form, none of the workspace's programs (the workspace is not
+    trusted): typescript-language-server on your own TypeScript, a Python type checker on the
+    daemon's interpreter instead of the workspace's `.venv`."""
 
 
 class LspStatusResult(Wire, frozen=True, kw_only=True):
@@ -651,6 +678,12 @@ INITIALIZE = _declare(
 DAEMON_STATUS = _declare("daemon/status", Empty, DaemonStatusResult, "What the daemon is doing.")
 DAEMON_SHUTDOWN = _declare(
     "daemon/shutdown", Empty, Empty, "Stop the daemon; running turns are interrupted."
+)
+WORKSPACE_TRUST = _declare(
+    "workspace/trust",
+    WorkspaceTrustParams,
+    WorkspaceTrustResult,
+    "Whether the user trusts the workspace; `trusted` true or false sets it.",
 )
 SESSION_CREATE = _declare(
     "session/create", SessionCreateParams, SessionCreateResult, "Start a conversation."
@@ -922,6 +955,9 @@ class McpServerInfo(Wire, frozen=True, kw_only=True):
     revision: str = ""
     """The MCP revision spoken on its last connection (`2026-07-28`, or one reached by the
     older `initialize` handshake such as `2025-11-25`); empty until it first connected."""
+    approval_reason: str = ""
+    """Why a `needs_approval` server needs it: `not approved yet`, `its definition changed
+    since it was approved`, `server.js changed since it was approved`."""
 
 
 class McpStatusResult(Wire, frozen=True, kw_only=True):

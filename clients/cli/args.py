@@ -411,6 +411,25 @@ _mcp = _command(
     _mcp_arguments,
     json=True,
 )
+
+
+def _trust_arguments(trust: argparse.ArgumentParser) -> None:
+    trust.add_argument("--revoke", action="store_true", help="trust the workspace no more")
+    trust.add_argument("--status", action="store_true", help="only say whether it is trusted")
+
+
+_trust = _command(
+    "trust",
+    "trust.cmd_trust",
+    "trust the workspace: its language servers may run its own programs",
+    _trust_arguments,
+    json=True,
+    description="Until you trust a workspace, tether runs nothing that lives in it: language"
+    " servers run restricted (your own TypeScript, tether's Python instead of the workspace's"
+    " node_modules/typescript and .venv), workspace skills ask first. Trusting it also trusts"
+    " its skills; its MCP servers keep their own approval (tether mcp approve). Remembered"
+    " for you, never in the workspace.",
+)
 _cancel = _command(
     "cancel",
     "turns.cmd_cancel",
@@ -528,6 +547,7 @@ COMMANDS: dict[str, Adder] = {
     "skills": _skills,
     "hooks": _hooks,
     "mcp": _mcp,
+    "trust": _trust,
     "doctor": _doctor,
     "demo": _demo,
     "bridge": _bridge,

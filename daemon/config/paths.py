@@ -57,6 +57,11 @@ def user_skills_dir() -> Path:
     return config_dir() / "skills"
 
 
+def workspace_trust_path(workspace: str) -> Path:
+    """Whether the user trusts the workspace (see `tether.daemon.workspace_trust`)."""
+    return state_dir() / "workspaces" / workspace_key(workspace) / "workspace-trust.json"
+
+
 def skills_trust_path(workspace: str) -> Path:
     """Whether the user trusts the workspace's skills (see `tether.daemon.skills.trust`)."""
     return state_dir() / "workspaces" / workspace_key(workspace) / "skills-trust.json"

@@ -31,6 +31,12 @@ Rules:
   pool's shutdown by `shutdown_timeout` plus the kill grace (servers stop in parallel). No
   language-server failure raises out of the pool; a hung server only costs the bounded wait.
 
+Trust (`trusted`, asked at each start): in a workspace the user does not trust, a server starts
+in its restricted form (`servers.restricted_form`: nothing of the workspace runs), or not at
+all when it has none (its status says why); `LspServerStatus.restricted` tells which ran so.
+`trust_changed` stops the servers started under the other answer; they start again, in the
+form the new answer calls for, on their next use.
+
 Diagnostics after an edit (`diagnostics_after_edit`): start (or restart) the servers for the
 files, in parallel; then send the files and wait until each server has spoken about them
 (`diagnostics.py` has the rules); return the error-severity diagnostics of those files. Clients
@@ -40,6 +46,7 @@ text for the model.
 
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -64,10 +71,12 @@ from tether.daemon.lsp.diagnostics import (
 )
 from tether.daemon.lsp.errors import LspError
 from tether.daemon.lsp.servers import (
+    RESTRICTED_NOTE,
     LspServerConfig,
     ServerSpec,
     available_servers,
     merge_specs,
+    restricted_form,
 )
 from tether.daemon.nursery import LentNursery
 from tether.daemon.workspace import display_path
@@ -127,6 +136,10 @@ class _Entry:
         """Consecutive crashes (the backoff grows with them)."""
         self.crashed_running = False
         """The last crash came after a good start (not at startup)."""
+        self.restricted = False
+        """It was started in its restricted form (the workspace was not trusted)."""
+        self.trusted = False
+        """It was started while the workspace was trusted."""
         self.retry_at = 0.0
         self.last_error = ""
         self.last_used = 0.0
@@ -165,13 +178,16 @@ class LspPool:
         log_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
         search_path: str | None = None,
+        trusted: Callable[[], bool] | None = None,
     ) -> None:
         """`servers`: from the user's config (see `servers.merge_specs`); `builtin`: all
         built-in servers, none, or the names to keep. `idle_timeout` ≤ 0: never stop idle
         servers. `log_dir`: each server's stderr goes to a file there (else nowhere).
         `env`: the servers' environment (default: the daemon's, without secrets).
-        `search_path`: PATH for finding programs (default: the environment's)."""
+        `search_path`: PATH for finding programs (default: the environment's).
+        `trusted`: whether the user trusts the workspace now (default: never)."""
         self.workspace = workspace.resolve()
+        self.trusted = trusted if trusted is not None else lambda: False
         self.on_event = on_event
         self.initialize_timeout = initialize_timeout
         self.diagnostics_wait = diagnostics_wait
@@ -183,6 +199,7 @@ class LspPool:
         self.max_open_documents = max_open_documents
         self.log_dir = log_dir
         self.env = env
+        self.search_path = search_path
         specs = merge_specs(servers, builtin=builtin)
         available = available_servers(specs, path=search_path)
         self._specs: list[ServerSpec] = []
@@ -218,9 +235,27 @@ class LspPool:
                 pid=entry.pid,
                 restarts=entry.restarts,
                 last_error=entry.last_error,
+                restricted=entry.restricted,
             )
             for entry in self._entries.values()
         ]
+
+    def trust_changed(self) -> None:
+        """The user trusts the workspace now, or no more: stop the servers started under the
+        other answer (they start again on their next use, in the form it calls for)."""
+        trusted = self.trusted()
+        for entry in self._entries.values():
+            client = entry.client
+            if client is not None and client.alive and entry.trusted != trusted:
+                entry.stop_reason = "trust"
+                client.stop()
+
+    def restricted_note(self) -> str:
+        """What the model should know with diagnostics while servers run restricted ("" when
+        none does)."""
+        if self.trusted() or not any(e.restricted for e in self._entries.values()):
+            return ""
+        return RESTRICTED_NOTE
 
     def prewarm(self, paths: Iterable[Path]) -> None:
         """Start, in the background, the servers these files would need (a file was read;
@@ -234,7 +269,7 @@ class LspPool:
         async with trio.open_nursery() as nursery:
             _, located = await self._locate(paths)
             for entry in self._entries_for(located):
-                if entry.alive or entry.lock.locked():
+                if self._current(entry) or entry.lock.locked():
                     continue
                 if entry.state == "crashed" and entry.retry_at > now:
                     continue
@@ -334,12 +369,17 @@ class LspPool:
         """Make sure the entry's server runs, starting or restarting it if it may; waits for
         a first backoff of at most `budget` seconds. Never raises for the server's failure."""
         async with entry.lock:
-            if entry.alive:
+            if self._current(entry):
                 return
             previous = entry.client
+            if previous is not None and previous.alive:
+                # Started under the other answer to "is the workspace trusted?".
+                entry.stop_reason = "trust"
+                previous.stop()
             if previous is not None and not previous.finished.is_set():
-                # It failed a moment ago and is still being reaped: let it finish, so that
-                # its crash is recorded (and counted in the backoff) before the restart.
+                # It failed a moment ago, or was stopped just above, and is still being
+                # reaped: let it finish, so that a crash is recorded (and counted in the
+                # backoff) before the restart.
                 with trio.move_on_after(self.shutdown_timeout + 3.0):
                     await previous.finished.wait()
                 if not previous.finished.is_set():
@@ -353,6 +393,26 @@ class LspPool:
             nursery = self._lent.nursery
             if nursery is None:
                 return
+            trusted = self.trusted()
+            spec = entry.spec
+            if not trusted:
+                form = await trio.to_thread.run_sync(
+                    partial(
+                        restricted_form,
+                        entry.spec,
+                        entry.command,
+                        self.workspace,
+                        path=self.search_path,
+                    )
+                )
+                if isinstance(form, str):
+                    if entry.last_error != f"not started: {form}":
+                        log.info("language server not started", server=spec.name, reason=form)
+                    entry.last_error = f"not started: {form}"
+                    return
+                spec = form
+            entry.trusted = trusted
+            entry.restricted = spec is not entry.spec
             restarting = entry.state == "crashed"
             entry.state = "restarting" if restarting else "starting"
             if restarting:
@@ -363,8 +423,8 @@ class LspPool:
                 entry.command,
                 entry.root,
                 name=entry.spec.name,
-                settings=entry.spec.settings,
-                initialization_options=entry.spec.initialization_options,
+                settings=spec.settings,
+                initialization_options=spec.initialization_options,
                 log_path=self._log_path(entry),
                 env=self.env,
                 initialize_timeout=self.initialize_timeout,
@@ -378,6 +438,8 @@ class LspPool:
             except LspError:
                 return  # recorded and reported by _supervise
             entry.state = "running"
+            if entry.last_error.startswith("not started: "):
+                entry.last_error = ""
             entry.pid = client.pid
             entry.last_used = trio.current_time()
             log.info(
@@ -467,6 +529,10 @@ class LspPool:
                     client.stop()
 
     # --- helpers ------------------------------------------------------------------------------
+
+    def _current(self, entry: _Entry) -> bool:
+        """The entry's server runs, started under the workspace's trust as it is now."""
+        return entry.alive and entry.trusted == self.trusted()
 
     def _log_path(self, entry: _Entry) -> Path | None:
         if self.log_dir is None:

@@ -24,6 +24,16 @@ Programs are looked up on PATH and then next to the daemon's own interpreter (th
 able to choose what the daemon runs when a file is edited. A configured command may also be an
 absolute path (`~` is expanded).
 
+Some servers go on to run programs of the workspace on their own: typescript-language-server
+prefers the workspace's TypeScript (`node_modules/typescript/lib/tsserver.js`, a Yarn SDK's
+`.yarn/sdks/typescript/lib`), pyright and basedpyright ask the workspace's `.venv/bin/python`
+for its search paths. Until the user trusts the workspace (`tether.daemon.workspace_trust`)
+such a server runs in its restricted form (`restricted_form`): typescript-language-server on
+the user's own TypeScript (the one its install resolves, else the global one), with automatic
+type acquisition off; a Python type checker told to use the daemon's interpreter. A server
+with no restricted form that is sure (typescript-language-server with no TypeScript outside
+the workspace), or whose program itself lives in the workspace, does not run until then.
+
 Config (`LspServerConfig`, from the user's config only): a new name adds a server; a built-in's
 name changes that server (fields left empty keep the built-in's values) or, with
 `enabled = false`, turns it off.
@@ -34,6 +44,7 @@ import shutil
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import cast
 
 import msgspec
 
@@ -268,3 +279,86 @@ def available_servers(
             AvailableServer(name=spec.name, extensions=sorted(spec.extensions), command=command)
         )
     return result
+
+
+RESTRICTED_NOTE = (
+    "This workspace is not trusted yet, so its language servers run without its own "
+    "TypeScript and Python environment: errors about unresolved third-party imports may be "
+    "wrong until the user trusts the workspace (`tether trust`)."
+)
+"""Said with the diagnostics of servers that ran in their restricted form."""
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Whether `path`, with symlinks resolved, is `folder` or inside it."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return True  # cannot tell: treat it as the workspace's
+    return real == folder or folder in real.parents
+
+
+def user_tsserver(program: str, workspace: Path, *, path: str | None = None) -> str | None:
+    """The `tsserver.js` of a TypeScript outside `workspace`: the one the typescript-language-
+    server at `program` would resolve from its own install (its `node_modules`, then each
+    folder above, which reaches a global install's), else the one whose `tsserver` is on PATH
+    (`path`, default the environment's); None when there is neither."""
+    candidates: list[Path] = []
+    try:
+        real = Path(program).resolve()
+        candidates += [
+            folder / "node_modules" / "typescript" / "lib" / "tsserver.js"
+            for folder in real.parents
+        ]
+        on_path = shutil.which("tsserver", path=path)
+        if on_path is not None:
+            # npm links bin/tsserver to the package's bin folder, beside its lib.
+            candidates.append(Path(on_path).resolve().parent.parent / "lib" / "tsserver.js")
+    except (OSError, RuntimeError):
+        return None
+    for candidate in candidates:
+        if candidate.is_file() and not inside(candidate, workspace):
+            return str(candidate.resolve())
+    return None
+
+
+def _python_neutral(settings: Mapping[str, object]) -> dict[str, object]:
+    """`settings` with the interpreter the checker asks for search paths set to the daemon's
+    own (an absolute path, so no workspace `.venv` is looked for)."""
+    python = settings.get("python")
+    section = dict(cast("Mapping[str, object]", python)) if isinstance(python, Mapping) else {}
+    section.update(pythonPath=sys.executable, defaultInterpreterPath=sys.executable)
+    return {**settings, "python": section}
+
+
+def restricted_form(
+    spec: ServerSpec, command: list[str], workspace: Path, *, path: str | None = None
+) -> ServerSpec | str:
+    """How `spec`, run as `command`, runs in an untrusted `workspace` without running any of
+    its programs: the spec itself when it runs none anyway, a changed one (see the module
+    docstring), or why it cannot run so (blocking: looks at the disk; `path`: PATH for a
+    global TypeScript, default the environment's)."""
+    root = workspace.resolve()
+    if inside(Path(command[0]), root):
+        return f"{command[0]} lives in the workspace, which is not trusted (`tether trust`)"
+    program = Path(command[0]).name
+    if program in ("basedpyright-langserver", "pyright-langserver"):
+        return msgspec.structs.replace(spec, settings=_python_neutral(spec.settings))
+    if program == "typescript-language-server":
+        tsserver = user_tsserver(command[0], root, path=path)
+        if tsserver is None:
+            return (
+                "the workspace is not trusted and no TypeScript of your own was found next to "
+                "typescript-language-server or globally (install one, or `tether trust`)"
+            )
+        options = spec.initialization_options
+        base = dict(cast("Mapping[str, object]", options)) if isinstance(options, Mapping) else {}
+        return msgspec.structs.replace(
+            spec,
+            initialization_options={
+                **base,
+                "tsserver": {"path": tsserver},
+                "disableAutomaticTypingAcquisition": True,
+            },
+        )
+    return spec

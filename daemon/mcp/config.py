@@ -19,6 +19,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from tether.daemon.mcp.named_files import named_files
+
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 WORKSPACE_FILES = (".mcp.json", ".tether/mcp.json")
 """Where a workspace defines servers; the first that exists is read."""
@@ -78,10 +80,14 @@ class ServerDefinition(msgspec.Struct, frozen=True, kw_only=True):
     config: McpServerConfig
     origin: str = ""
     """The file that defined it (for messages)."""
+    files: dict[str, str] = {}
+    """A workspace server's named files, as read now (`named_files`): path → sha256."""
 
 
 class WorkspaceServers(msgspec.Struct, frozen=True, kw_only=True):
     servers: dict[str, McpServerConfig] = {}
+    files: dict[str, dict[str, str]] = {}
+    """The workspace files each server names, with their content's sha256 (`named_files`)."""
     path: str = ""
     problem: str = ""
     """Why the file (or one of its servers) was not used; "" when all is well."""
@@ -92,8 +98,9 @@ class _WorkspaceFile(msgspec.Struct, kw_only=True):
 
 
 def read_workspace_servers(workspace: Path) -> WorkspaceServers:
-    """The workspace's servers (blocking: reads a small file). A file that cannot be read or
-    is invalid defines none, and `problem` says why."""
+    """The workspace's servers and the files they name (blocking: reads a small file, and
+    hashes those). A file that cannot be read or is invalid defines none, and `problem` says
+    why."""
     for relative in WORKSPACE_FILES:
         path = workspace / relative
         try:
@@ -110,7 +117,12 @@ def read_workspace_servers(workspace: Path) -> WorkspaceServers:
         bad = [name for name in parsed.mcpServers if not NAME.match(name)]
         if bad:
             return WorkspaceServers(path=relative, problem=f"{relative}: {bad_names(bad)}")
-        return WorkspaceServers(servers=parsed.mcpServers, path=relative)
+        files = {
+            name: named_files(workspace, config.command, config.args, config.cwd, config.env)
+            for name, config in parsed.mcpServers.items()
+            if config.command
+        }
+        return WorkspaceServers(servers=parsed.mcpServers, files=files, path=relative)
     return WorkspaceServers()
 
 
@@ -142,7 +154,13 @@ def merge(
             "defines; yours are used"
         )
     found += [
-        ServerDefinition(name=name, source="workspace", config=config, origin=workspace.path)
+        ServerDefinition(
+            name=name,
+            source="workspace",
+            config=config,
+            origin=workspace.path,
+            files=workspace.files.get(name, {}),
+        )
         for name, config in workspace.servers.items()
         if name not in user and config.enabled
     ]

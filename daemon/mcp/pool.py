@@ -3,7 +3,9 @@ after a crash.
 
 Server states (`McpServerInfo.state` in the protocol):
 
-    needs_approval   a workspace server the user has not approved (as defined now): never run
+    needs_approval   a workspace server the user has not approved as defined now, or whose
+                     named files (`named_files`: its `server.js`) changed since: never run;
+                     `approval_reason` says which
     idle ─► starting ─► running ─► (exited, closed stdout, session lost) ─► crashed
                │                                                            │ backoff
                └─ (failed to start: no such program, no revision settled) ──┤
@@ -29,8 +31,10 @@ Rules:
 - A call waits for nothing but its own answer: a server not running fails the call at once
   with its state and last error; a call has the server's `timeout` and is cancelled at the
   server when it passes or the turn is cancelled.
-- `configure` takes the definitions a turn read: a server whose definition changed is
-  stopped and replaced, a removed one stopped.
+- `configure` takes the definitions a turn read: a server whose definition or named files
+  changed is stopped and replaced, a removed one stopped.
+- A workspace server's named files are hashed again right before each start and restart: a
+  file changed since the approval leaves the server in `needs_approval`, never run.
 """
 
 import math
@@ -47,6 +51,7 @@ from tether.daemon.mcp.client import PROBE_TIMEOUT, McpClient, McpTool, Transpor
 from tether.daemon.mcp.config import ServerDefinition
 from tether.daemon.mcp.errors import McpError, McpUnavailable
 from tether.daemon.mcp.http import HttpTransport
+from tether.daemon.mcp.named_files import named_files
 from tether.daemon.mcp.stdio import StdioTransport
 from tether.daemon.nursery import LentNursery
 from tether.daemon.procs.env import command_env, is_secret_name
@@ -73,6 +78,7 @@ class _Server:
         self.config = definition.config
         self.fingerprint = definition.config.fingerprint()
         self.state: McpServerState = state
+        self.approval_reason = ""
         self.tools: list[McpTool] = []
         self.last_error = ""
         self.restarts = 0
@@ -106,6 +112,7 @@ class _Server:
             revision=self.revision,
             command=[self.config.command, *self.config.args] if self.config.command else [],
             url=self.config.url,
+            approval_reason=self.approval_reason if self.state == "needs_approval" else "",
         )
 
 
@@ -173,26 +180,56 @@ class McpPool:
                 definition is None
                 or definition.source != server.definition.source
                 or definition.config.fingerprint() != server.fingerprint
+                or definition.files != server.definition.files
             ):
                 server.scope.cancel()
                 del self._servers[name]
         for name, definition in wanted.items():
             server = self._servers.get(name)
+            reason = self._needs_approval(definition, definition.files)
             if server is None:
-                self._servers[name] = _Server(definition, self._initial_state(definition))
-            elif server.state == "needs_approval" and self._approved(definition):
-                server.state = "idle"
+                server = self._servers[name] = _Server(
+                    definition, "needs_approval" if reason else "idle"
+                )
+                server.approval_reason = reason
+            elif server.state == "needs_approval":
+                server.approval_reason = reason
+                if not reason:
+                    server.state = "idle"
 
-    def _approved(self, definition: ServerDefinition) -> bool:
-        return definition.source == "user" or self.approvals.approved(
-            definition.name, definition.config.fingerprint()
+    def _needs_approval(self, definition: ServerDefinition, files: dict[str, str]) -> str:
+        """Why the server needs the user's approval before it runs ("" when it does not)."""
+        if definition.source == "user":
+            return ""
+        return self.approvals.needs_approval(
+            definition.name, definition.config.fingerprint(), files
         )
 
-    def _initial_state(self, definition: ServerDefinition) -> McpServerState:
-        return "idle" if self._approved(definition) else "needs_approval"
+    async def _still_approved(self, server: _Server) -> bool:
+        """Whether a workspace server's named files are still the ones approved, read again
+        now, right before it is run; when not, it goes back to `needs_approval`."""
+        if server.definition.source == "user":
+            return True
+        config = server.config
+        files = await trio.to_thread.run_sync(
+            named_files, self.workspace, config.command, config.args, config.cwd, config.env
+        )
+        reason = self._needs_approval(server.definition, files)
+        if not reason:
+            return True
+        server.state = "needs_approval"
+        server.approval_reason = reason
+        server.ready.set()
+        log.warning("an MCP server's code changed since its approval", server=server.name)
+        return False
 
-    def awaiting_approval(self) -> list[ServerDefinition]:
-        return [s.definition for s in self._servers.values() if s.state == "needs_approval"]
+    def awaiting_approval(self) -> list[tuple[ServerDefinition, str]]:
+        """The servers that need the user's approval, with why."""
+        return [
+            (s.definition, s.approval_reason)
+            for s in self._servers.values()
+            if s.state == "needs_approval"
+        ]
 
     async def approve(self, name: str, by: str = "") -> McpServerInfo:
         """Approve the workspace server `name` as defined now (KeyError: no such server); it
@@ -201,10 +238,13 @@ class McpPool:
         server = self._servers[name]
         if server.definition.source == "workspace":
             try:
-                await trio.to_thread.run_sync(self.approvals.grant, name, server.fingerprint, by)
+                await trio.to_thread.run_sync(
+                    self.approvals.grant, name, server.fingerprint, by, server.definition.files
+                )
             finally:
                 if server.state == "needs_approval":
                     server.state = "idle"
+                    server.approval_reason = ""
         return server.info()
 
     async def ensure_started(self) -> list[str]:
@@ -236,7 +276,7 @@ class McpPool:
         return [
             f"MCP server {s.name} is {s.state}" + (f": {s.last_error}" if s.last_error else "")
             for s in waiting
-            if s.state != "running"
+            if s.state not in ("running", "needs_approval")
         ]
 
     @staticmethod
@@ -283,6 +323,8 @@ class McpPool:
         bind(conn=None, session=None, turn=None)
         with server.scope:
             while True:
+                if not await self._still_approved(server):
+                    return
                 began = trio.current_time()
                 error = await self._run_once(server)
                 server.client = None

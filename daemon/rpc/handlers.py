@@ -27,6 +27,7 @@ from tether.daemon.sessions.provider_choice import provider_named
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.skills import list_skills
+from tether.daemon.workspace_trust import WorkspaceTrust
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -63,6 +64,7 @@ from tether.protocol.methods import (
     TOOLS_LIST,
     TURN_CANCEL,
     TURN_START,
+    WORKSPACE_TRUST,
     ApprovalListResult,
     ApprovalRespondParams,
     DaemonCapabilities,
@@ -108,6 +110,8 @@ from tether.protocol.methods import (
     TurnCancelResult,
     TurnStartParams,
     TurnStartResult,
+    WorkspaceTrustParams,
+    WorkspaceTrustResult,
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -131,6 +135,8 @@ class DaemonState(Protocol):
     def processes(self) -> ProcessTable: ...
     @property
     def lsp(self) -> LspPool: ...
+    @property
+    def trust(self) -> WorkspaceTrust: ...
     def request_shutdown(self, reason: str) -> None: ...
 
 
@@ -162,6 +168,7 @@ class Handlers:
             on(INITIALIZE, self.initialize),
             on(DAEMON_STATUS, self.daemon_status),
             on(DAEMON_SHUTDOWN, self.daemon_shutdown),
+            on(WORKSPACE_TRUST, self.workspace_trust),
             on(SESSION_CREATE, self.session_create),
             on(SESSION_LIST, self.session_list),
             on(SESSION_READ, self.session_read),
@@ -274,11 +281,30 @@ class Handlers:
             sandbox_problem=await trio.to_thread.run_sync(sandbox_problem, sandbox)
             if sandbox is not None
             else "",
+            workspace_trusted=d.trust.trusted,
         )
 
     async def daemon_shutdown(self, conn: Connection, params: Empty) -> Empty:
         self.daemon.request_shutdown("requested by a client")
         return Empty()
+
+    async def workspace_trust(
+        self, conn: Connection, p: WorkspaceTrustParams
+    ) -> WorkspaceTrustResult:
+        trust = self.daemon.trust
+        # Set even when unchanged: a revoke also withdraws the skills' own yes, which an
+        # untrusted workspace may still hold.
+        if p.trusted is not None:
+            by = conn.client_name or f"client {conn.id}"
+            try:
+                await trio.to_thread.run_sync(trust.write, p.trusted, by)
+            finally:
+                trust.changed()
+            log.info("workspace trust changed", trusted=p.trusted, by=by)
+        record = trust.record
+        return WorkspaceTrustResult(
+            workspace=str(self.daemon.workspace), trusted=record.trusted, by=record.by, at=record.at
+        )
 
     async def session_create(self, conn: Connection, p: SessionCreateParams) -> SessionCreateResult:
         session = await self.sessions.create(p.title, p.permission_mode, p.model)

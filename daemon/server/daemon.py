@@ -58,10 +58,11 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.schema import StoreOpenError
 from tether.daemon.sessions.store import Store
 from tether.daemon.skills.library import SkillLibrary
-from tether.daemon.skills.trust import WorkspaceTrust
+from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.tools.builtin import default_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
+from tether.daemon.workspace_trust import TrustRecord, WorkspaceTrust
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo
 from tether.protocol.enums import DaemonEventKind
 from tether.protocol.jsonrpc import notification_frame
@@ -121,9 +122,11 @@ class Daemon:
         )
         self.connections: set[Connection] = set()
         self.idle = IdleTimer(self.idle_timeout, self._idle)
+        trust = TrustRecord(paths.workspace_trust_path(str(workspace)))
         self.lsp = LspPool(
             workspace,
             config.lsp,
+            trusted=lambda: trust.trusted,
             on_event=self._lsp_event,
             log_dir=paths.log_dir() / "lsp",
             diagnostics_wait=config.diagnostics_wait,
@@ -138,6 +141,10 @@ class Daemon:
             on_event=self.broadcast,
             log_dir=paths.log_dir() / "mcp",
         )
+        skills_trust = SkillsTrust(paths.skills_trust_path(str(workspace)), trust)
+        self.trust = WorkspaceTrust(
+            trust, also_revoke=[skills_trust.revoke], on_change=[self.lsp.trust_changed]
+        )
         self.sessions = Sessions(
             store=self.store,
             workspace=workspace,
@@ -150,11 +157,7 @@ class Daemon:
             change_tracker=self._change_tracker,
             lsp=self.lsp,
             on_turn_end=self._touch,
-            skills=SkillLibrary(
-                workspace,
-                paths.user_skills_dir(),
-                WorkspaceTrust(paths.skills_trust_path(str(workspace))),
-            ),
+            skills=SkillLibrary(workspace, paths.user_skills_dir(), skills_trust),
             mcp=self.mcp,
         )
         self._handlers = Handlers(self).table()

@@ -206,10 +206,25 @@ class SessionGate:
         return await self._check(item, params, facts)
 
     async def _check(self, item: ToolCall, params: ToolParams, facts: CallFacts) -> str | None:
-        if self.prewarm is not None and facts.path and facts.kind in ("read", "edit"):
+        denial = await self._verdict(item, params, facts)
+        if (
+            denial is None
+            and self.prewarm is not None
+            and facts.path
+            and facts.kind
+            in (
+                "read",
+                "edit",
+            )
+        ):
             # A file the agent looks at is likely to be edited next: start its language
-            # servers now, so that the diagnostics after the edit find them warm.
+            # servers now, so that the diagnostics after the edit find them warm. Only once
+            # the call may run: a denied read must not start anything.
             self.prewarm(self.workspace / facts.path)
+        return denial
+
+    async def _verdict(self, item: ToolCall, params: ToolParams, facts: CallFacts) -> str | None:
+        """None when the call may run, else why not (for the model)."""
         verdict = self.policy.decide(facts)
         if verdict.action == "deny":
             return (

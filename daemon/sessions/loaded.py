@@ -42,6 +42,8 @@ class LoadedSession:
         self.base_prompt = history.system_prompt
         """The system prompt without the skills catalog."""
         self.mentioned: set[str] = set()
+        self.told_untrusted = False
+        """The session was told its workspace's language servers run restricted."""
         """Workspace-relative files the session's messages mentioned or had open."""
 
     def files_in_play(self, workspace: Path) -> list[str]:

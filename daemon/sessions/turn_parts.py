@@ -49,6 +49,12 @@ from tether.protocol.items import ToolCall, TurnSummary
 
 log = get_logger(__name__)
 
+UNTRUSTED_NOTICE = (
+    "This workspace is not trusted, so its language servers run restricted (your own "
+    "TypeScript and tether's Python, not the workspace's): if you trust its code, run "
+    "`tether trust` for full diagnostics."
+)
+
 
 class _TodoBoard:
     """The session's todo list as tools see it."""
@@ -137,7 +143,12 @@ class TurnParts:
                     diagnostics=wire_diagnostics(found, self.workspace),
                 )
             )
-        return format_report(found, self.workspace)
+        note = self.lsp.restricted_note()
+        if note and not self.live.told_untrusted:
+            self.live.told_untrusted = True
+            self.sink.notice("info", "workspace_trust", UNTRUSTED_NOTICE)
+        report = format_report(found, self.workspace)
+        return f"{report}\n{note}" if report and note else report
 
     def policy(self, rules: WorkspaceRules, user: PermissionsConfig) -> PermissionPolicy:
         """The permission rules of this turn: the session's mode and rules, the user's, and

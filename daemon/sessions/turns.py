@@ -198,8 +198,8 @@ class Turns:
         problems += [
             f"The workspace's {d.origin} defines the MCP server {d.name}; it runs a program the "
             f"repository chose, so it starts only once you approve it (`tether mcp approve "
-            f"{d.name}`)"
-            for d in self.mcp.awaiting_approval()
+            f"{d.name}`)" + (f": {why}" if why != "not approved yet" else "")
+            for d, why in self.mcp.awaiting_approval()
         ]
         new = [problem for problem in problems if problem not in self._mcp_reported]
         self._mcp_reported = set(problems)

@@ -35,7 +35,7 @@ from tether.daemon.skills.parse import (
     SkillProblem,
     parse_skill,
 )
-from tether.daemon.skills.trust import WorkspaceTrust
+from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.truncate import middle_truncate
 from tether.daemon.workspace import display_path
 from tether.protocol.enums import SkillOrigin
@@ -145,7 +145,7 @@ class SkillLibrary:
     """The skills of one workspace and the user, kept current by `refresh`."""
 
     def __init__(
-        self, workspace: Path, user_folder: Path | None, trust: WorkspaceTrust | None = None
+        self, workspace: Path, user_folder: Path | None, trust: SkillsTrust | None = None
     ) -> None:
         """`user_folder`: the user's skills folder (None: no user skills); `trust`: where
         the user's trust in this workspace's skills is remembered (None: in memory only)."""
@@ -153,7 +153,7 @@ class SkillLibrary:
         self.root = workspace.resolve()
         self.user_folder = user_folder
         self.sources = sources(self.root, user_folder)
-        self.trust = trust if trust is not None else WorkspaceTrust(None)
+        self.trust = trust if trust is not None else SkillsTrust(None)
         self.current = SkillSet()
         """The set as of the last `refresh`."""
         self._fingerprint: list[tuple[str, _StatKey, str, bool]] | None = None

@@ -1,6 +1,6 @@
 """`tether` (interactive mode) on a real pseudo-terminal, against the real daemon and the
 scripted model server: answers, approvals, Esc, messages typed during a turn, detaching, /model
-and completion, /mcp and /hooks."""
+and completion, /mcp, /hooks and /trust."""
 
 import base64
 import json
@@ -27,6 +27,7 @@ from tests.support import (
 from tests.unit.test_mcp_pool import TINY
 from tether.protocol.events import ApprovalRequested
 from tether.protocol.methods import (
+    DAEMON_STATUS,
     PROCESS_LIST,
     PROCESS_OUTPUT,
     SESSION_LIST,
@@ -414,6 +415,29 @@ def test_slash_mcp_and_slash_hooks_show_what_tether_mcp_and_tether_hooks_show(
         terminal.expect("turn_end      marker: true  (timeout ")
     finally:
         daemon.stop()
+
+
+def test_slash_trust_trusts_the_workspace_and_revokes_it(
+    home: Home, workspace: Path, terminals: list[Terminal]
+) -> None:
+    # A daemon of its own: trusting the shared one's workspace would change the others' tests.
+    daemon = start_daemon(home, workspace, "--idle-timeout", "0")
+    try:
+        terminal = open_chat(home, workspace, terminals)
+        terminal.send(f"/trust status{ENTER}")
+        terminal.expect("workspace not trusted: ")
+        terminal.send(f"/trust{ENTER}")
+        terminal.expect("workspace trusted (by ")
+        with daemon.client() as client:
+            trusted = client.call(DAEMON_STATUS).workspace_trusted
+        terminal.send(f"/trust revoke{ENTER}")
+        terminal.expect("workspace not trusted (by ")
+        with daemon.client() as client:
+            revoked = client.call(DAEMON_STATUS).workspace_trusted
+    finally:
+        daemon.stop()
+    assert trusted
+    assert not revoked
 
 
 def test_slash_image_sends_an_image_file_with_the_next_message(

@@ -18,6 +18,7 @@ LOWER = {
     "workspace": set[str](),
     "nursery": set[str](),
     "private_json": set[str](),
+    "workspace_trust": {"private_json"},
     "logs": set[str](),
     "lean_imports": set[str](),
     "providers": {"logs"},
@@ -25,8 +26,18 @@ LOWER = {
     "lsp": {"logs", "nursery", "procs", "truncate", "workspace"},
     "mcp": {"logs", "nursery", "private_json", "procs", "truncate", "workspace"},
     "config": {"logs", "lsp", "mcp", "nursery", "procs", "truncate", "workspace"},
-    "skills": {"logs", "private_json", "truncate", "workspace"},
-    "tools": {"logs", "mcp", "nursery", "procs", "providers", "skills", "truncate", "workspace"},
+    "skills": {"logs", "private_json", "truncate", "workspace", "workspace_trust"},
+    "tools": {
+        "logs",
+        "mcp",
+        "nursery",
+        "procs",
+        "providers",
+        "skills",
+        "truncate",
+        "workspace",
+        "workspace_trust",
+    },
     "context": {
         "logs",
         "providers",
@@ -36,6 +47,7 @@ LOWER = {
         "procs",
         "truncate",
         "workspace",
+        "workspace_trust",
     },
     "turn": {
         "logs",
@@ -47,6 +59,7 @@ LOWER = {
         "procs",
         "truncate",
         "workspace",
+        "workspace_trust",
     },
 }
 LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}

@@ -26,6 +26,7 @@ from tether.daemon.rpc.handlers import Handlers, handler_table
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.sessions.registry import Sessions
+from tether.daemon.workspace_trust import WorkspaceTrust
 from tether.protocol import methods
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import request_frame
@@ -77,6 +78,10 @@ class BareDaemon:
     @property
     def lsp(self) -> LspPool:
         raise Unwired("lsp")
+
+    @property
+    def trust(self) -> WorkspaceTrust:
+        raise Unwired("trust")
 
     def request_shutdown(self, reason: str) -> None:
         self.shutdowns.append(reason)

@@ -22,6 +22,7 @@ from tether.daemon.rpc.handlers import Handlers
 from tether.daemon.rpc.websocket import WebSocket
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.store import Store
+from tether.daemon.workspace_trust import TrustRecord, WorkspaceTrust
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.errors import ErrorCode, RpcError
@@ -71,6 +72,7 @@ class DaemonParts:
         self.connections: set[Connection] = set()
         self.processes = processes
         self.lsp = LspPool(workspace, builtin=False)
+        self.trust = WorkspaceTrust(TrustRecord(None), on_change=[self.lsp.trust_changed])
         self.shutdown_reasons: list[str] = []
 
     def request_shutdown(self, reason: str) -> None:

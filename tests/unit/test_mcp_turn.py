@@ -19,12 +19,13 @@ from tests.unit.test_skills_turn import JSON, Watcher, call, tool_names, tool_re
 from tether.daemon.config.settings import Config, PermissionsConfig
 from tether.daemon.context.prompt import system_prompt
 from tether.daemon.mcp.approvals import ServerApprovals
-from tether.daemon.mcp.config import McpServerConfig
+from tether.daemon.mcp.config import McpServerConfig, merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.models import FixedModel
 from tether.daemon.sessions.registry import Sessions
+from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
 from tether.protocol.events import ApprovalRequested, ItemCompleted, ItemStarted, TurnCompleted
 from tether.protocol.items import Notice, ToolCall
@@ -82,6 +83,22 @@ async def daemon_parts(
             nursery.cancel_scope.cancel()
     finally:
         await client.aclose()
+
+
+THREE_ANSWERS = {"steps": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}
+
+
+def define_repo_server(places: Places, definition: dict[str, object]) -> None:
+    """The workspace's `.mcp.json`, defining the server `repo`."""
+    (places.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"repo": definition}}))
+
+
+async def watched_session(sessions: Sessions) -> tuple[Session, Watcher]:
+    """A new session with a watcher attached as its controller."""
+    session = await sessions.create()
+    watcher = Watcher()
+    session.attach(watcher, "controller", None)
+    return session, watcher
 
 
 def request_tool(request: JSON, name: str) -> JSON:
@@ -196,13 +213,10 @@ async def test_a_workspace_server_runs_only_once_approved(places: Places) -> Non
         "command": sys.executable,
         "args": [str(TINY), "--log", str(places.log)],
     }
-    (places.workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {"repo": definition}}))
-    script = {"steps": [{"text": "one"}, {"text": "two"}, {"text": "three"}]}
-    with trio.fail_after(30), ModelServer(script) as server:
+    define_repo_server(places, definition)
+    with trio.fail_after(30), ModelServer(THREE_ANSWERS) as server:
         async with daemon_parts(places, server) as sessions:
-            session = await sessions.create()
-            watcher = Watcher()
-            session.attach(watcher, "controller", None)
+            session, watcher = await watched_session(sessions)
             await turn(sessions, session)
             assert not places.log.exists()  # never started
             pool = sessions.mcp
@@ -212,9 +226,7 @@ async def test_a_workspace_server_runs_only_once_approved(places: Places) -> Non
             await turn(sessions, session)
             # A changed definition asks again.
             definition["env"] = {"EXTRA": "1"}
-            (places.workspace / ".mcp.json").write_text(
-                json.dumps({"mcpServers": {"repo": definition}})
-            )
+            define_repo_server(places, definition)
             await turn(sessions, session)
             states = [s.state for s in pool.status()]
         first, second, third = server.requests
@@ -229,6 +241,75 @@ async def test_a_workspace_server_runs_only_once_approved(places: Places) -> Non
     assert not any(name.startswith("mcp__") for name in tool_names(third))
     assert states == ["needs_approval"]
     assert json.loads(places.approvals.read_text())["servers"]["repo"]["by"] == "cli"
+
+
+def wrapper_script(marker: Path, log: Path) -> str:
+    """A workspace's `server.py`: writes `marker`, then serves as the tiny server."""
+    return (
+        "import pathlib, runpy, sys\n"
+        f"pathlib.Path({str(marker)!r}).write_text('ran')\n"
+        f"sys.argv = [{str(TINY)!r}, '--log', {str(log)!r}]\n"
+        f"runpy.run_path({str(TINY)!r}, run_name='__main__')\n"
+    )
+
+
+async def test_an_approval_does_not_cover_a_changed_script(places: Places) -> None:
+    first, changed = places.workspace / "first-ran", places.workspace / "changed-ran"
+    script_path = places.workspace / "server.py"
+    script_path.write_text(wrapper_script(first, places.log))
+    definition: dict[str, object] = {"command": sys.executable, "args": ["server.py"]}
+    define_repo_server(places, definition)
+    with trio.fail_after(30), ModelServer(THREE_ANSWERS) as server:
+        async with daemon_parts(places, server) as sessions:
+            session, watcher = await watched_session(sessions)
+            pool = sessions.mcp
+            assert pool is not None
+            await turn(sessions, session)
+            await pool.approve("repo", by="cli")
+            await turn(sessions, session)
+            assert first.exists()
+            script_path.write_text(wrapper_script(changed, places.log))
+            await turn(sessions, session)
+            [status] = pool.status()
+        _, second, third = server.requests
+    assert "mcp__repo__echo" in tool_names(second)
+    assert not any(name.startswith("mcp__") for name in tool_names(third))
+    assert not changed.exists()
+    assert status.state == "needs_approval"
+    assert status.approval_reason == "server.py changed since it was approved"
+    notices = [
+        e.item.message
+        for e in watcher.events
+        if isinstance(e, ItemCompleted) and isinstance(e.item, Notice)
+    ]
+    assert "(`tether mcp approve repo`): server.py changed since it was approved" in notices[-1]
+
+
+async def test_a_script_changed_before_a_restart_is_not_run(places: Places) -> None:
+    """The files are read again right before each start: a server approved, then changed
+    behind the pool's back (no turn read the definitions again), never runs the change."""
+    changed = places.workspace / "changed-ran"
+    script_path = places.workspace / "server.py"
+    script_path.write_text(wrapper_script(places.workspace / "first-ran", places.log))
+    definition: dict[str, object] = {"command": sys.executable, "args": ["server.py"]}
+    define_repo_server(places, definition)
+    pool = McpPool(places.workspace, approvals=ServerApprovals(places.approvals))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(pool.serve)
+            found = await trio.to_thread.run_sync(read_workspace_servers, places.workspace)
+            pool.configure(merge({}, found)[0])
+            await pool.approve("repo", by="cli")
+            script_path.write_text(wrapper_script(changed, places.log))
+            problems = await pool.ensure_started()
+            [status] = pool.status()
+            nursery.cancel_scope.cancel()
+    assert problems == []
+    assert status.state == "needs_approval"
+    assert status.approval_reason == "server.py changed since it was approved"
+    assert not changed.exists()
+    recorded = json.loads(places.approvals.read_text())["servers"]["repo"]["files"]
+    assert list(recorded) == ["server.py"]
 
 
 async def test_a_workspace_file_cannot_change_a_user_server(places: Places) -> None:

@@ -18,8 +18,9 @@ from tether.daemon.skills.parse import (
     parse_skill,
 )
 from tether.daemon.skills.resources import ResourceRefused, resolve_resource
-from tether.daemon.skills.trust import WorkspaceTrust
+from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
+from tether.daemon.workspace_trust import TrustRecord, WorkspaceTrust
 
 
 def write_skill(
@@ -247,12 +248,38 @@ def test_the_skill_folders_are_protected_and_the_users_when_inside(
 
 def test_trust_is_remembered_in_its_file(tmp_path: Path) -> None:
     path = tmp_path / "state/skills-trust.json"
-    assert not WorkspaceTrust(path).trusted
-    WorkspaceTrust(path).grant("cli")
-    assert WorkspaceTrust(path).trusted
+    assert not SkillsTrust(path).trusted
+    SkillsTrust(path).grant("cli")
+    assert SkillsTrust(path).trusted
     assert path.stat().st_mode & 0o777 == 0o600
     path.write_text("{not json")
-    assert not WorkspaceTrust(path).trusted  # a damaged record asks again
+    assert not SkillsTrust(path).trusted  # a damaged record asks again
+
+
+def test_trusting_the_workspace_trusts_its_skills_and_a_revoke_withdraws_both(
+    tmp_path: Path,
+) -> None:
+    """The skills consult the workspace's trust; revoking it also withdraws the skills' own
+    yes, given at a first use before the workspace was trusted."""
+    record = TrustRecord(tmp_path / "state/workspace-trust.json")
+    skills = SkillsTrust(tmp_path / "state/skills-trust.json", record)
+    changes: list[bool] = []
+    trust = WorkspaceTrust(
+        record, also_revoke=[skills.revoke], on_change=[lambda: changes.append(record.trusted)]
+    )
+    skills.grant("cli")  # the question at a skill's first use
+    trust.write(True, "cli")
+    trust.changed()
+    assert skills.trusted
+    trust.write(False, "cli")
+    trust.changed()
+    assert not skills.trusted
+    assert not SkillsTrust(tmp_path / "state/skills-trust.json").trusted  # remembered
+    assert not TrustRecord(tmp_path / "state/workspace-trust.json").trusted
+    assert changes == [True, False]
+    trust.write(True, "vscode")
+    assert SkillsTrust(tmp_path / "state/skills-trust.json", record).trusted
+    assert (record.by, record.trusted) == ("vscode", True)
 
 
 # --- the catalog ---------------------------------------------------------------------------

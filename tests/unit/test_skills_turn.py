@@ -18,7 +18,7 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
 from tether.daemon.skills.library import SkillLibrary
-from tether.daemon.skills.trust import WorkspaceTrust
+from tether.daemon.skills.trust import SkillsTrust
 from tether.protocol.events import ApprovalRequested, TurnCompleted
 from tether.testing import ModelServer
 
@@ -34,7 +34,7 @@ class Places:
         self.store = Store(tmp_path / "tether.sqlite3")
 
     def library(self) -> SkillLibrary:
-        return SkillLibrary(self.workspace, self.user, WorkspaceTrust(self.trust_file))
+        return SkillLibrary(self.workspace, self.user, SkillsTrust(self.trust_file))
 
 
 @pytest.fixture

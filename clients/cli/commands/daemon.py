@@ -188,6 +188,12 @@ def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
         f"  config    {status.config_file}",
         f"  log       {status.log_file}",
     ]
+    if status.workspace_trusted:
+        lines.append("  trust     the workspace is trusted (tether trust --revoke withdraws it)")
+    else:
+        lines.append(
+            "  trust     not trusted: language servers run restricted (tether trust to trust it)"
+        )
     for chosen in status.session_models:
         running = ", running" if chosen.running else ""
         lines.append(f"  session {chosen.session_id} calls {visible(chosen.model)}{running}")

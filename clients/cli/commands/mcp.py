@@ -26,7 +26,8 @@ def describe_server(server: McpServerInfo) -> list[str]:
         head += f"  (from {visible(server.origin)})"
     lines = [head]
     if server.state == "needs_approval":
-        lines.append(f"  runs once approved: tether mcp approve {server.name}")
+        why = f" ({visible(server.approval_reason)})" if server.approval_reason else ""
+        lines.append(f"  runs once approved{why}: tether mcp approve {server.name}")
     if server.last_error:
         lines.append(f"  last error: {visible(server.last_error)}")
     if server.tools:

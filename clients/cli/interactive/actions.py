@@ -25,6 +25,7 @@ from tether.protocol.methods import (
     SESSION_RENAME,
     SESSION_UNDO,
     SKILLS_LIST,
+    WORKSPACE_TRUST,
     Empty,
     ProcessOutputParams,
     SessionConfigureParams,
@@ -32,6 +33,7 @@ from tether.protocol.methods import (
     SessionRef,
     SessionRenameParams,
     SessionUndoParams,
+    WorkspaceTrustParams,
 )
 
 if TYPE_CHECKING:
@@ -218,6 +220,18 @@ async def _mcp(chat: "Chat", argument: str) -> None:
     chat.note(describe_status(await chat.call(MCP_STATUS, Empty())))
 
 
+async def _trust(chat: "Chat", argument: str) -> None:
+    """`/trust` trusts the workspace, `/trust revoke` withdraws it, `/trust status` asks."""
+    from tether.clients.cli.commands.trust import describe_trust
+
+    answers = {"": True, "revoke": False, "status": None}
+    if argument not in answers:
+        chat.note("tether: /trust takes nothing, status or revoke")
+        return
+    params = WorkspaceTrustParams(trusted=answers[argument])
+    chat.note(describe_trust(await chat.call(WORKSPACE_TRUST, params)))
+
+
 async def _hooks(chat: "Chat", argument: str) -> None:
     from tether.clients.cli.commands.hooks import describe_hooks
 
@@ -262,6 +276,7 @@ ACTIONS: dict[str, Action] = {
     "/processes": _processes,
     "/skills": _skills,
     "/mcp": _mcp,
+    "/trust": _trust,
     "/hooks": _hooks,
     "/cancel": _cancel,
     "/exit": _exit,

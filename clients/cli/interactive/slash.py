@@ -31,6 +31,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/skills", "", "the skills the agent can load"),
     SlashCommand("/mcp", "", "the MCP servers: state, revision, tools, last error"),
     SlashCommand("/hooks", "", "your hooks, as the next turn runs them"),
+    SlashCommand("/trust", "[status|revoke]", "trust this workspace (its own language tools run)"),
     SlashCommand("/cancel", "", "cancel the running turn (also Esc)"),
     SlashCommand("/exit", "", "leave; a running turn keeps running (also Ctrl-D)"),
 )

@@ -363,6 +363,12 @@ export interface DaemonStatusResult {
    * Default: `""`.
    */
   sandboxProblem?: string;
+  /**
+   * The user trusts the workspace (`workspace/trust`): its language servers may run its own TypeScript and Python environment. Untrusted, they run restricted.
+   *
+   * Default: `false`.
+   */
+  workspaceTrusted?: boolean;
 }
 
 /** One problem a language server reported. */
@@ -678,6 +684,12 @@ export interface LspServerStatus {
   restarts?: number;
   /** Default: `""`. */
   lastError?: string;
+  /**
+   * It runs in its restricted form, none of the workspace's programs (the workspace is not trusted): typescript-language-server on your own TypeScript, a Python type checker on the daemon's interpreter instead of the workspace's `.venv`.
+   *
+   * Default: `false`.
+   */
+  restricted?: boolean;
 }
 
 /** The language servers, whatever their state. */
@@ -731,6 +743,12 @@ export interface McpServerInfo {
    * Default: `""`.
    */
   revision?: string;
+  /**
+   * Why a `needs_approval` server needs it: `not approved yet`, `its definition changed since it was approved`, `server.js changed since it was approved`.
+   *
+   * Default: `""`.
+   */
+  approvalReason?: string;
 }
 
 /** The workspace's MCP servers (the user's and the workspace's), whatever their state. */
@@ -813,11 +831,11 @@ export interface Notice {
   level?: "error" | "info" | "warning";
   message: string;
   /**
-   * What it is about, for a client that treats some notices specially: a `TurnError` code when a model call or the settings failed the turn (`model_*`, `config_invalid`), `compaction_failed` (a summary of the history could not be made), `compaction_skipped` (a manual compaction would not have made the history smaller), `step_budget` (the turn paused), `output_limit` (a reply was cut off and the model asked to continue), `todo_reminder`, `model_stream` (a warning about the model's stream), `workspace_config` (settings of the workspace's config were ignored); empty for none of these.
+   * What it is about, for a client that treats some notices specially: a `TurnError` code when a model call or the settings failed the turn (`model_*`, `config_invalid`), `compaction_failed` (a summary of the history could not be made), `compaction_skipped` (a manual compaction would not have made the history smaller), `step_budget` (the turn paused), `output_limit` (a reply was cut off and the model asked to continue), `todo_reminder`, `model_stream` (a warning about the model's stream), `workspace_config` (settings of the workspace's config were ignored), `workspace_trust` (the workspace is not trusted, so language servers run restricted: `workspace/trust` trusts it); empty for none of these.
    *
    * Default: `""`.
    */
-  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "mcp" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "sandbox" | "step_budget" | "todo_reminder" | "workspace_config";
+  code?: "" | "compaction_failed" | "compaction_skipped" | "config_invalid" | "hook_denied" | "hook_failed" | "mcp" | "model_error" | "model_http_error" | "model_protocol_error" | "model_stream" | "model_timeout" | "model_unreachable" | "output_limit" | "sandbox" | "step_budget" | "todo_reminder" | "workspace_config" | "workspace_trust";
 }
 
 /** An approval waiting in one of the workspace's sessions. */
@@ -1845,6 +1863,34 @@ export interface UserMessage {
   images?: Array<ImageRef>;
 }
 
+/** Ask whether the user trusts the workspace, or set it. */
+export interface WorkspaceTrustParams {
+  /**
+   * True: trust it (its language servers may run its own TypeScript and Python environment, its skills are used without asking); false: trust it no more; null: only ask. Remembered on the user's side, never in the workspace.
+   *
+   * Default: `null`.
+   */
+  trusted?: boolean | null;
+}
+
+/** The user's trust in the workspace, as it is after the call. */
+export interface WorkspaceTrustResult {
+  workspace: string;
+  trusted: boolean;
+  /**
+   * Who last set it (a client's name), empty if never.
+   *
+   * Default: `""`.
+   */
+  by?: string;
+  /**
+   * When it was last set (seconds since the Unix epoch), null if never.
+   *
+   * Default: `null`.
+   */
+  at?: number | null;
+}
+
 /** Every method: its params and its result. */
 export interface Methods {
   /** Must be first; returns versions. */
@@ -1853,6 +1899,8 @@ export interface Methods {
   "daemon/status": { params: Empty; result: DaemonStatusResult };
   /** Stop the daemon; running turns are interrupted. */
   "daemon/shutdown": { params: Empty; result: Empty };
+  /** Whether the user trusts the workspace; `trusted` true or false sets it. */
+  "workspace/trust": { params: WorkspaceTrustParams; result: WorkspaceTrustResult };
   /** Start a conversation. */
   "session/create": { params: SessionCreateParams; result: SessionCreateResult };
   /** All sessions, newest first. */
@@ -1928,6 +1976,10 @@ export const METHOD_INFO = {
   },
   "daemon/shutdown": {
     "description": "Stop the daemon; running turns are interrupted.",
+    "errors": []
+  },
+  "workspace/trust": {
+    "description": "Whether the user trusts the workspace; `trusted` true or false sets it.",
     "errors": []
   },
   "session/create": {

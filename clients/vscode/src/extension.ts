@@ -124,6 +124,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
     vscode.commands.registerCommand("tether.cancel", run(() => controller.cancel())),
     vscode.commands.registerCommand("tether.undoTurn", run(() => controller.undo())),
+    vscode.commands.registerCommand("tether.trustWorkspace", run(() => controller.toggleTrust())),
     vscode.commands.registerCommand(
       "tether.showDaemonLog",
       run(async () => {

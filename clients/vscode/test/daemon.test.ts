@@ -1,7 +1,7 @@
 // The controller (everything the extension does beneath VS Code) against the real daemon
 // and the scripted model server: the view state a turn produces, approvals answered for
 // every attached client, the picker and attaching mid-turn to a session the terminal
-// started, diff inputs and undo, the editor context a turn carries, cancel.
+// started, diff inputs and undo, the editor context a turn carries, cancel, workspace trust.
 
 import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
@@ -222,6 +222,28 @@ describe("the controller against the daemon", () => {
       assert.equal(lastTurn(state)?.status, "cancelled");
       assert.deepEqual(host.notices.filter((n) => n.level === "error"), []);
       assert.match(await controller.daemonLog(), /daemon-[0-9a-f]{16}\.log$/);
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("trusting the workspace asks first, and a second time withdraws it", async () => {
+    const { controller, host } = home.controller();
+    try {
+      const client = await controller.client();
+      host.confirmAnswer = false;
+      assert.equal((await controller.toggleTrust()).trusted, false, "a no changes nothing");
+      host.confirmAnswer = true;
+      assert.equal((await controller.toggleTrust()).trusted, true);
+      assert.equal((await client.call("daemon/status", {})).workspaceTrusted, true);
+      assert.equal((await controller.toggleTrust()).trusted, false);
+      assert.equal((await client.call("daemon/status", {})).workspaceTrusted ?? false, false, "a default is left out");
+      assert.match(host.confirmations[0]!, /^Trust this workspace\?/);
+      assert.match(host.confirmations[2]!, /Withdraw the trust\?$/);
+      assert.deepEqual(
+        host.notices.map((n) => n.message),
+        ["tether: the workspace is trusted", "tether: the workspace is no longer trusted"],
+      );
     } finally {
       controller.dispose();
     }

@@ -14,7 +14,7 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 
-import type { AttachedSession, EditorContext, SessionUndoResult, TetherClient } from "tether-client";
+import type { AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
 
 import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
 import { diffDocuments, type DiffDocuments } from "./diff.js";
@@ -172,6 +172,25 @@ export class SessionController {
   async openDiff(itemId: string): Promise<void> {
     const documents = await this.diffFor(itemId);
     await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`);
+  }
+
+  /** Trust the workspace, or withdraw the trust, once the person confirms; the state after. */
+  async toggleTrust(): Promise<WorkspaceTrustResult> {
+    const client = await this.client();
+    const now = await client.call("workspace/trust", {});
+    const [question, action] = now.trusted
+      ? [
+          "This workspace is trusted: its language servers may run its own TypeScript and Python environment. Withdraw the trust?",
+          "Withdraw trust",
+        ]
+      : [
+          "Trust this workspace? Its language servers may then run the workspace's own programs (node_modules/typescript, .venv/bin/python); until then they run restricted.",
+          "Trust",
+        ];
+    if (!(await this.host.confirm(question, action))) return now;
+    const after = await client.call("workspace/trust", { trusted: !now.trusted });
+    this.host.notify("info", after.trusted ? "tether: the workspace is trusted" : "tether: the workspace is no longer trusted");
+    return after;
   }
 
   /** Where the daemon writes its log. */
