@@ -351,7 +351,9 @@ def _spawn(
 ) -> "subprocess.Popen[bytes]":
     import subprocess
 
-    args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
+    # -P: run in the workspace, `-m` would put it first on the module path, and a `tether`
+    # package there would be imported instead of this one (tests/unit/test_spawn_sites.py).
+    args = [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -1,5 +1,7 @@
-"""`python -m tether.daemon --workspace DIR`: run the daemon for one workspace in the
-foreground. Clients start it this way (detached) when no daemon answers for their workspace.
+"""`python -P -m tether.daemon --workspace DIR`: run the daemon for one workspace in the
+foreground. Clients start it this way (detached, in the workspace) when no daemon answers for
+their workspace; `-P` keeps that folder off the module path, where a `tether` package of the
+workspace's would otherwise be imported in place of this one.
 
 Exit codes: 0 after a clean stop, 2 for bad arguments or configuration (an unusable token
 file, a fixed port that is taken), 3 when another daemon already serves the workspace (its

@@ -225,7 +225,7 @@ def start_daemon(
     proc: DaemonProc
     if exec_ or os.environ.get("TETHER_TEST_EXEC_DAEMONS") == "1":
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", *argv],
+            [sys.executable, "-P", "-m", "tether.daemon", *argv],
             env=home.env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -297,7 +297,7 @@ class ForkServer:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "tests.forkserver", str(theirs.fileno())],
+            [sys.executable, "-P", str(REPO / "tests" / "forkserver.py"), str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
@@ -350,6 +350,31 @@ def fork_server() -> ForkServer:
     return ForkServer()
 
 
+SHADOWED_MODULES = (
+    "tether/__init__.py",
+    "tether/daemon/__init__.py",
+    "tether/daemon/__main__.py",
+    "tether/clients/__init__.py",
+    "tether/clients/locate.py",
+    "tether/clients/cli/__init__.py",
+    "tether/clients/cli/main.py",
+)
+"""The modules tether's entry points run, as a workspace could shadow them."""
+
+
+def plant_shadowing_package(workspace: Path, marker: Path) -> None:
+    """Give `workspace` a `tether` package of its own whose every module, once imported,
+    appends its process's argv to `marker`: the hostile repository of the tests that no Python
+    of a workspace runs in tether's processes."""
+    code = (
+        f"import sys\nwith open({str(marker)!r}, 'a') as f:\n    f.write(repr(sys.argv) + '\\n')\n"
+    )
+    for name in SHADOWED_MODULES:
+        module = workspace / name
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(code)
+
+
 def free_port() -> int:
     """A port of 127.0.0.1 that nothing listens on (now)."""
     with socket.socket() as probe:
@@ -380,7 +405,7 @@ def run_cli(
     """The CLI as a subprocess of `home`; `stdin` is piped into it (else it reads /dev/null)."""
     if isinstance(stdin, bytes):
         done = subprocess.run(
-            [sys.executable, "-m", "tether.clients.cli.main", *args],
+            [sys.executable, "-P", "-m", "tether.clients.cli.main", *args],
             env=home.env,
             cwd=cwd,
             capture_output=True,
@@ -392,7 +417,7 @@ def run_cli(
             done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
         )
     return subprocess.run(
-        [sys.executable, "-m", "tether.clients.cli.main", *args],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", *args],
         env=home.env,
         cwd=cwd,
         capture_output=True,
