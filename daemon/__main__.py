@@ -126,10 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         return _cannot_prepare(exc)
     lock = WorkspaceLock(paths.lock_path(str(workspace)))
     try:
-        lock.acquire()
-    except AlreadyRunning:
-        print(f"tether daemon: another daemon already serves {workspace}", file=sys.stderr)
+        lock.acquire(former=paths.former_lock_path(str(workspace)))
+    except AlreadyRunning as exc:
+        print(f"tether daemon: {_already_served(workspace, exc)}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
+    except OSError as exc:
+        return _cannot_prepare(exc)
     try:
         # Opened once the lock is ours: only the daemon that serves writes (and rotates) it.
         log_file = LogFile(paths.log_path(str(workspace)))
@@ -219,6 +221,20 @@ def _port(text: str) -> int:
 
 
 _log = log.get_logger(__name__)
+
+
+def _already_served(workspace: Path, refused: AlreadyRunning) -> str:
+    """Which daemon serves `workspace` already, and where it says so: what a user who
+    started a second one needs to find (or stop) the first."""
+    holder = refused.holder
+    if holder is None:
+        return f"another daemon already serves {workspace} (its lock: {refused})"
+    where = (
+        f"its discovery file is {holder.discovery}"
+        if holder.discovery
+        else f"it is {holder.state} (its lock: {refused})"
+    )
+    return f"another daemon (pid {holder.pid}) already serves {workspace}; {where}"
 
 
 def _cannot_prepare(exc: OSError) -> int:

@@ -26,7 +26,7 @@ import msgspec
 
 from tether.clients.rpc import CallError, Client
 from tether.clients.websocket import ConnectionClosed, WebSocket
-from tether.protocol.discovery import DiscoveryInfo, discovery_name, lock_name, workspace_key
+from tether.protocol.discovery import LOCK_NAME, DiscoveryInfo, discovery_name, workspace_key
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AnyItem, ToolCall
@@ -96,7 +96,7 @@ class Home:
         return self.runtime / "tether" / discovery_name(str(workspace.resolve()))
 
     def lock_path(self, workspace: Path) -> Path:
-        return self.runtime / "tether" / lock_name(str(workspace.resolve()))
+        return self.database_path(workspace).with_name(LOCK_NAME)
 
     def log_path(self, workspace: Path) -> Path:
         key = workspace_key(str(workspace.resolve()))
@@ -360,6 +360,35 @@ SHADOWED_MODULES = (
     "tether/clients/cli/main.py",
 )
 """The modules tether's entry points run, as a workspace could shadow them."""
+
+
+STUCK_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b'{"pid": %d, "state": "starting", "startedAt": %f}' % (os.getpid(), time.time() - 60))
+print("holding", flush=True)
+time.sleep(120)
+"""
+"""`python -c STUCK_HOLDER LOCK`: a process that took the lock file LOCK a minute ago, says
+`holding`, and never serves."""
+
+
+def run_installed(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The installed `tether` command (the script beside this Python), as a user runs it, in
+    environment `env`."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("tether")), *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def plant_shadowing_package(workspace: Path, marker: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Home, plant_shadowing_package
+from tests.support import Home, plant_shadowing_package, run_installed
 
 
 def hostile_workspace(root: Path) -> tuple[Path, Path]:
@@ -20,20 +20,6 @@ def hostile_workspace(root: Path) -> tuple[Path, Path]:
     marker = root / "marker"
     plant_shadowing_package(workspace, marker)
     return workspace, marker
-
-
-def tether(home: Home, workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The `tether` command a user runs (the installed script), from inside `workspace`."""
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("tether")), *args],
-        env=home.env,
-        cwd=workspace,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
@@ -47,10 +33,10 @@ def test_a_daemon_a_command_starts_imports_nothing_of_the_workspace(
     home = Home(tmp_path)
     workspace, marker = hostile_workspace(tmp_path)
     try:
-        done = tether(home, workspace, *command)
+        done = run_installed(home.env, *command, cwd=workspace)
         serving = home.read_discovery(workspace)
     finally:
-        stopped = tether(home, workspace, "daemon", "stop")
+        stopped = run_installed(home.env, "daemon", "stop", cwd=workspace)
     assert not marker.exists(), f"the workspace's code ran: {marker.read_text()}"
     assert done.returncode == 0, done.stderr
     assert serving is not None, "no daemon served the workspace"
