@@ -3,8 +3,14 @@ foreground. Clients start it this way (detached, in the workspace) when no daemo
 their workspace; `-P` keeps that folder off the module path, where a `tether` package of the
 workspace's would otherwise be imported in place of this one.
 
+It refuses to run without `-P` (or `-I`, which implies it), `sys.flags.safe_path`: by then a
+workspace's own `tether` package would have been imported in its place, but the refusal makes
+a start without it fail loudly everywhere (a new spawn site, a hand-written service file)
+rather than run, and keeps the modules the daemon imports later (tools, providers) from being
+looked up in the folder it was started in.
+
 Exit codes: 0 after a clean stop, 2 for bad arguments or configuration (an unusable token
-file, a fixed port that is taken), 3 when another daemon already serves the workspace (its
+file, a fixed port that is taken, no `-P`), 3 when another daemon already serves the workspace (its
 discovery file says where), 4 when the daemon's data cannot be used (a damaged or unwritable
 session database, one from a newer tether, or a folder it cannot create). Every refusal is one
 line on stderr starting `tether daemon:`, naming the path.
@@ -50,6 +56,13 @@ EXIT_DATA_UNUSABLE = 4
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not sys.flags.safe_path:
+        print(
+            "tether daemon: run it as `python -P -m tether.daemon` (Python's -P, or -I): without"
+            " it the folder it starts in, the workspace, comes first on the module path",
+            file=sys.stderr,
+        )
+        return 2
     parser = argparse.ArgumentParser(prog="tether-daemon", description=__doc__)
     parser.add_argument("--workspace", required=True, help="the project folder to serve")
     parser.add_argument(

@@ -159,7 +159,7 @@ def test_sigterm_right_after_the_discovery_file_appears_stops_cleanly(
     discoveries = [home.discovery_path(w) for w in workspaces]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", "--workspace", str(w)],
+            [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(w)],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -246,7 +246,7 @@ def test_second_daemon_for_same_workspace_exits_3(
 ) -> None:
     before = home.discovery_path(workspace).read_bytes()
     second = subprocess.run(
-        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+        [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)],
         env=home.env,
         capture_output=True,
         text=True,
@@ -798,7 +798,7 @@ def test_sigterm_while_the_store_is_opening_stops_cleanly(home: Home, workspace:
         blocker.execute("CREATE TABLE t (x)")
         blocker.execute("BEGIN EXCLUSIVE")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+            [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -171,7 +171,7 @@ def test_the_daemons_files_and_folders_are_owner_only_after_a_turn(
 
 def spawn(home: Home, workspace: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+        [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)],
         env=home.env,
         stdin=subprocess.DEVNULL,
         capture_output=True,

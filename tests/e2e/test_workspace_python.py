@@ -54,3 +54,30 @@ def test_the_workspace_package_would_run_on_the_path_python_m_gives(tmp_path: Pa
         check=False,
     )
     assert marker.exists()
+
+
+def test_the_daemon_refuses_to_run_with_its_folder_on_the_module_path(tmp_path: Path) -> None:
+    home = Home(tmp_path)
+    workspace = (tmp_path / "project").resolve()
+    workspace.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+        env=home.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("tether daemon: run it as `python -P -m tether.daemon`")
+    assert home.read_discovery(workspace) is None
+    isolated = subprocess.run(
+        [sys.executable, "-I", "-m", "tether.daemon", "--workspace", str(tmp_path / "none")],
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "is not a directory" in isolated.stderr  # -I implies -P: past the check
