@@ -13,7 +13,7 @@ import { readDiscovery, workspaceKey } from "./index.js";
 
 export const PYTHON = process.env.TETHER_PYTHON ?? "python3";
 
-/** A scripted model server (`python -m tether.testing`) on a free port. */
+/** A scripted model server (`python -P -m tether.testing`) on a free port. */
 export class ModelServer {
   private constructor(
     readonly child: ChildProcess,
@@ -121,7 +121,7 @@ export class Home {
     }
   }
 
-  /** The CLI (`python -m tether.clients.cli.main`) in this home. */
+  /** The CLI (`python -P -m tether.clients.cli.main`) in this home. */
   cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return new Promise((resolve, reject) => {
       const child = spawn(PYTHON, ["-P", "-m", "tether.clients.cli.main", ...args], {
