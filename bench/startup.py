@@ -159,7 +159,7 @@ def parse_importtime(stderr: str) -> tuple[int, list[tuple[str, float]]]:
 def daemon_imports(home: BenchHome) -> tuple[int, list[tuple[str, float]]]:
     """The daemon's imports up to serving: one started with `-X importtime`, stopped once its
     discovery file names it."""
-    argv = [sys.executable, "-X", "importtime", "-m", "tether.daemon"]
+    argv = [sys.executable, "-X", "importtime", "-P", "-m", "tether.daemon"]
     argv += ["--workspace", str(home.workspace), "--idle-timeout", "0"]
     proc = subprocess.Popen(
         argv,

@@ -6,6 +6,12 @@ daemon holds an `flock` on the lock file for its whole life and the kernel drops
 process dies (a zombie or a reused pid changes nothing). `probe_lock` tries a non-blocking
 shared `flock`: if it is granted, no daemon runs and any discovery file is stale.
 
+The lock is in the workspace's data folder, which every shell of the user computes alike; the
+discovery file is in the runtime dir, which depends on the shell's environment. So the
+discovery file read is the one the holder's record names (`discovery_file`), and only before
+it has named one this client's own runtime dir's: a client started with another
+`XDG_RUNTIME_DIR` than the daemon finds that daemon, rather than starting a second one.
+
 `locate` acts on what it sees, until `START_TIMEOUT`:
 
     lock free                       start a daemon (if allowed); a rival start exits 3 and is
@@ -21,6 +27,8 @@ shared `flock`: if it is granted, no daemon runs and any discovery file is stale
                                     else wait briefly
 
 A discovery file naming another pid than the lock's holder is a dead daemon's and is ignored.
+A daemon of an earlier tether, which locked a file in the runtime dir instead, is found there
+when the workspace's lock is free (`probe_workspace`).
 
 A workspace that `reach_remotely` registered is another machine's (`tether --remote`):
 `locate` asks its `RemoteLocator`, and nothing looks for or starts a daemon of that path here.
@@ -36,8 +44,14 @@ import sys
 import time
 from pathlib import Path
 
-from tether.clients.places import discovery_path, lock_path, log_path, stderr_path
-from tether.protocol.workspace_files import DISCOVERY_CHECK_INTERVAL
+from tether.clients.places import (
+    discovery_path,
+    former_lock_path,
+    lock_path,
+    log_path,
+    stderr_path,
+)
+from tether.protocol.workspace_files import DISCOVERY_CHECK_INTERVAL, discovery_name
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
@@ -92,13 +106,15 @@ class Held:
 
 
 class Located:
-    """The daemon found: its discovery info, and whether this call started it."""
+    """The daemon found: its discovery info, whether this call started it, and the discovery
+    file read (None for a daemon on another machine)."""
 
-    __slots__ = ("info", "started")
+    __slots__ = ("info", "path", "started")
 
-    def __init__(self, info: "DiscoveryInfo", started: bool) -> None:
+    def __init__(self, info: "DiscoveryInfo", started: bool, path: Path | None = None) -> None:
         self.info = info
         self.started = started
+        self.path = path
 
 
 if TYPE_CHECKING:
@@ -170,6 +186,19 @@ def probe_lock(path: Path) -> Held | None:
     return None if raw is None else Held(_decode_record(raw))
 
 
+def held_workspace_record(workspace: Path) -> bytes | None:
+    """`held_lock_record` of the workspace's lock or, when that is free, of the lock a daemon
+    of an earlier tether holds (see `places.former_lock_path`). Standard library only."""
+    raw = held_lock_record(lock_path(workspace))
+    return held_lock_record(former_lock_path(workspace)) if raw is None else raw
+
+
+def probe_workspace(workspace: Path) -> Held | None:
+    """None when no daemon holds `workspace`, else what its holder recorded."""
+    raw = held_workspace_record(workspace)
+    return None if raw is None else Held(_decode_record(raw))
+
+
 def _decode_record(raw: bytes) -> "LockRecord | None":
     import msgspec
 
@@ -181,14 +210,30 @@ def _decode_record(raw: bytes) -> "LockRecord | None":
         return None
 
 
-def read_discovery_file(workspace: Path) -> "DiscoveryInfo | None":
-    """The discovery file's contents, or None; whether it is current is for the lock to say."""
+def discovery_file(workspace: Path, recorded: str = "") -> Path:
+    """The discovery file of the daemon whose lock record says it is at `recorded`: there,
+    else (the daemon has not written it yet, or none holds the lock) where this process's
+    runtime dir puts it. A recorded path that is not an absolute path to a file of this
+    workspace's name is not followed. Standard library only (the CLI's fast path uses it)."""
+    if recorded:
+        named = Path(recorded)
+        if named.is_absolute() and named.name == discovery_name(str(workspace)):
+            return named
+    return discovery_path(workspace)
+
+
+def read_discovery_file(
+    workspace: Path, record: "LockRecord | None" = None
+) -> "DiscoveryInfo | None":
+    """The contents of the discovery file that `record` (the lock's) names, see
+    `discovery_file`, or None; whether it is current is for the lock to say."""
     import msgspec
 
     from tether.protocol.discovery import DiscoveryInfo
 
     try:
-        return msgspec.json.decode(discovery_path(workspace).read_bytes(), type=DiscoveryInfo)
+        raw = discovery_file(workspace, "" if record is None else record.discovery).read_bytes()
+        return msgspec.json.decode(raw, type=DiscoveryInfo)
     except (OSError, msgspec.DecodeError):
         return None
 
@@ -232,7 +277,7 @@ def start_early(
     the next `locate` of `workspace` waits for it. Does nothing when one holds the lock."""
     if workspace in _early or workspace in _remote:
         return
-    if held_lock_record(lock_path(workspace)) is not None:
+    if held_workspace_record(workspace) is not None:
         return
     _early[workspace] = _spawn(workspace, stderr_path(workspace), idle_timeout, env)
 
@@ -250,13 +295,12 @@ def locate(
     remote = _remote.get(workspace)
     if remote is not None:
         return remote.locate(autostart=autostart)
-    lock = lock_path(workspace)
     log = stderr_path(workspace)
     began = time.monotonic()
     child = _early.pop(workspace, None)
     while True:
         waited = time.monotonic() - began
-        held = probe_lock(lock)
+        held = probe_workspace(workspace)
         if held is None:
             if not autostart and child is None:
                 raise NotRunning(f"no daemon is running for {workspace}")
@@ -273,10 +317,12 @@ def locate(
                 # None started yet, or ours lost a race to a daemon that has stopped since.
                 child = _spawn(workspace, log, idle_timeout, env)
         else:
-            verdict = assess(held, read_discovery_file(workspace), now=time.time(), waited=waited)
+            info = read_discovery_file(workspace, held.record)
+            verdict = assess(held, info, now=time.time(), waited=waited)
             if verdict is not None and not isinstance(verdict, str):
                 started = child is not None and child.pid == verdict.pid
-                return Located(verdict, started)
+                recorded = "" if held.record is None else held.record.discovery
+                return Located(verdict, started, discovery_file(workspace, recorded))
             if isinstance(verdict, str):
                 raise DaemonUnavailable(_holder_message(workspace, held, verdict), held.record)
         if waited > START_TIMEOUT:
@@ -325,8 +371,7 @@ def connect(
 def wait_until_stopped(workspace: Path, timeout: float = START_TIMEOUT) -> bool:
     """Wait until no daemon holds `workspace`; whether that happened within `timeout`."""
     deadline = time.monotonic() + timeout
-    lock = lock_path(workspace)
-    while probe_lock(lock) is not None:
+    while probe_workspace(workspace) is not None:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
@@ -351,7 +396,9 @@ def _spawn(
 ) -> "subprocess.Popen[bytes]":
     import subprocess
 
-    args = [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)]
+    # -P: run in the workspace, `-m` would put it first on the module path, and a `tether`
+    # package there would be imported instead of this one (tests/unit/test_spawn_sites.py).
+    args = [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)]
     if idle_timeout is not None:
         args += ["--idle-timeout", str(idle_timeout)]
     log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -407,7 +454,7 @@ def terminate_holder(workspace: Path, record: "LockRecord") -> None:
     Raises `NotRunning` if the lock was released meanwhile, `DaemonUnavailable` if it changed
     hands."""
     time.sleep(0.1)
-    held = probe_lock(lock_path(workspace))
+    held = probe_workspace(workspace)
     if held is None:
         raise NotRunning(f"no daemon is running for {workspace}")
     if held.record != record:

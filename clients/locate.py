@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return EXIT_UNAVAILABLE
     answer = Located(
-        discovery=found.info, started=found.started, discovery_file=str(discovery_path(workspace))
+        discovery=found.info,
+        started=found.started,
+        discovery_file=str(found.path or discovery_path(workspace)),
     )
     sys.stdout.buffer.write(msgspec.json.encode(answer) + b"\n")
     return 0

@@ -1,6 +1,15 @@
 """Where a workspace's daemon and its clients meet on disk, and where the daemon keeps its
-data: the runtime dir holding the discovery and lock files, the data, config and state dirs,
-the daemon's log and the file its stderr goes to. `HOME` and `XDG_*` relocate all of it.
+data: the runtime dir holding the discovery files, the data dir holding each workspace's
+database and the lock beside it, the config and state dirs, the daemon's log and the file its
+stderr goes to. `HOME` and `XDG_*` relocate all of it.
+
+The lock is what makes a daemon the workspace's one daemon, so it lives beside the data it
+guards, in a folder every shell of the user computes alike. The runtime dir is not: whether
+`XDG_RUNTIME_DIR` is set (`sudo -E`, `env -u`, cron, an editor started from a desktop entry)
+or `/run/user/UID` exists changes it. A daemon records its discovery file's path in the lock,
+so a client whose runtime dir differs still finds the running daemon (`tether.clients.discovery`).
+Which runtime dir is usable is decided by one rule, `runtime_dir`, for the daemon and its
+clients alike; neither ever creates or repairs `/run/user/UID` or a folder above it.
 
 Both sides must compute the same paths, so both take them from here: this is the one module of
 `tether.clients` the daemon imports, and it imports nothing of tether but the protocol's
@@ -19,7 +28,7 @@ import stat
 import sys
 from pathlib import Path
 
-from tether.protocol.workspace_files import discovery_name, lock_name, workspace_key
+from tether.protocol.workspace_files import LOCK_NAME, discovery_name, workspace_key
 
 APP = "tether"
 
@@ -60,8 +69,22 @@ def discovery_path(workspace: str | Path) -> Path:
     return runtime_dir() / discovery_name(str(workspace))
 
 
+def workspace_data_dir(workspace: str | Path) -> Path:
+    """The workspace's own folder in the data dir: its session database and its lock."""
+    return data_dir() / "workspaces" / workspace_key(str(workspace))
+
+
 def lock_path(workspace: str | Path) -> Path:
-    return runtime_dir() / lock_name(str(workspace))
+    """The workspace's lock: whoever holds it is the workspace's daemon (see
+    `tether.protocol.discovery`)."""
+    return workspace_data_dir(workspace) / LOCK_NAME
+
+
+def former_lock_path(workspace: str | Path) -> Path:
+    """Where a daemon of an earlier tether holds its lock: in the runtime dir, beside its
+    discovery file. Such a daemon may still run after an upgrade; clients find it there, and
+    a new daemon does not start beside it on the same database."""
+    return runtime_dir() / f"daemon-{workspace_key(str(workspace))}.lock"
 
 
 def log_path(workspace: str | Path) -> Path:

@@ -22,8 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tether.clients.call_error import CallError
-from tether.clients.discovery import held_lock_record, remote_locator
-from tether.clients.places import discovery_path, lock_path
+from tether.clients.discovery import discovery_file, held_workspace_record, remote_locator
 from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -58,16 +57,18 @@ def initialize_params(client_name: str, env: Mapping[str, str]) -> JsonObject:
 
 def serving_daemon(workspace: Path) -> bytes | None:
     """The discovery file of the daemon serving `workspace` when one holds its lock, records
-    that it serves, and is the process the file names; else None."""
+    that it serves, and is the process the file (the one its record names) names; else
+    None."""
     remote = remote_locator(workspace)
     if remote is not None:
         return remote.discovery()
-    held = held_lock_record(lock_path(workspace))
+    held = held_workspace_record(workspace)
     if held is None:
         return None  # no daemon runs
     record = _json_object(held)
+    recorded = None if record is None else record.get("discovery")
     try:
-        raw = discovery_path(workspace).read_bytes()
+        raw = discovery_file(workspace, recorded if isinstance(recorded, str) else "").read_bytes()
     except OSError:
         return None
     info = _json_object(raw)

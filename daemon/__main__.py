@@ -1,8 +1,16 @@
-"""`python -m tether.daemon --workspace DIR`: run the daemon for one workspace in the
-foreground. Clients start it this way (detached) when no daemon answers for their workspace.
+"""`python -P -m tether.daemon --workspace DIR`: run the daemon for one workspace in the
+foreground. Clients start it this way (detached, in the workspace) when no daemon answers for
+their workspace; `-P` keeps that folder off the module path, where a `tether` package of the
+workspace's would otherwise be imported in place of this one.
+
+It refuses to run without `-P` (or `-I`, which implies it), `sys.flags.safe_path`: by then a
+workspace's own `tether` package would have been imported in its place, but the refusal makes
+a start without it fail loudly everywhere (a new spawn site, a hand-written service file)
+rather than run, and keeps the modules the daemon imports later (tools, providers) from being
+looked up in the folder it was started in.
 
 Exit codes: 0 after a clean stop, 2 for bad arguments or configuration (an unusable token
-file, a fixed port that is taken), 3 when another daemon already serves the workspace (its
+file, a fixed port that is taken, no `-P`), 3 when another daemon already serves the workspace (its
 discovery file says where), 4 when the daemon's data cannot be used (a damaged or unwritable
 session database, one from a newer tether, or a folder it cannot create). Every refusal is one
 line on stderr starting `tether daemon:`, naming the path.
@@ -48,6 +56,13 @@ EXIT_DATA_UNUSABLE = 4
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not sys.flags.safe_path:
+        print(
+            "tether daemon: run it as `python -P -m tether.daemon` (Python's -P, or -I): without"
+            " it the folder it starts in, the workspace, comes first on the module path",
+            file=sys.stderr,
+        )
+        return 2
     parser = argparse.ArgumentParser(prog="tether-daemon", description=__doc__)
     parser.add_argument("--workspace", required=True, help="the project folder to serve")
     parser.add_argument(
@@ -124,10 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         return _cannot_prepare(exc)
     lock = WorkspaceLock(paths.lock_path(str(workspace)))
     try:
-        lock.acquire()
-    except AlreadyRunning:
-        print(f"tether daemon: another daemon already serves {workspace}", file=sys.stderr)
+        lock.acquire(former=paths.former_lock_path(str(workspace)))
+    except AlreadyRunning as exc:
+        print(f"tether daemon: {_already_served(workspace, exc)}", file=sys.stderr)
         return EXIT_ALREADY_RUNNING
+    except OSError as exc:
+        return _cannot_prepare(exc)
     try:
         # Opened once the lock is ours: only the daemon that serves writes (and rotates) it.
         log_file = LogFile(paths.log_path(str(workspace)))
@@ -217,6 +234,20 @@ def _port(text: str) -> int:
 
 
 _log = log.get_logger(__name__)
+
+
+def _already_served(workspace: Path, refused: AlreadyRunning) -> str:
+    """Which daemon serves `workspace` already, and where it says so: what a user who
+    started a second one needs to find (or stop) the first."""
+    holder = refused.holder
+    if holder is None:
+        return f"another daemon already serves {workspace} (its lock: {refused})"
+    where = (
+        f"its discovery file is {holder.discovery}"
+        if holder.discovery
+        else f"it is {holder.state} (its lock: {refused})"
+    )
+    return f"another daemon (pid {holder.pid}) already serves {workspace}; {where}"
 
 
 def _cannot_prepare(exc: OSError) -> int:

@@ -5,9 +5,13 @@ The daemon writes the discovery file (owner-only) into the user runtime dir when
 accept connections and removes it on exit. Its name is derived from the workspace path so that
 each workspace has its own daemon. Computing where the runtime dir is belongs to the caller.
 
-Liveness is the lock file next to it, never a pid: the daemon holds an exclusive `flock` on it
-for its whole life (the kernel drops it the moment the process dies, zombie or not) and keeps a
-`LockRecord` in it. A client whose non-blocking shared `flock` succeeds knows no daemon runs,
+Liveness is the lock file, never a pid: the daemon holds an exclusive `flock` on it for its
+whole life (the kernel drops it the moment the process dies, zombie or not) and keeps a
+`LockRecord` in it. The lock lives in the workspace's data folder, beside the session database
+it guards, not in the runtime dir: which runtime dir a process picks depends on its
+environment (`XDG_RUNTIME_DIR` set or not, `/run/user/UID` present or not), and two processes
+that pick differently must still find the one daemon. The record names where that daemon's
+discovery file is. A client whose non-blocking shared `flock` succeeds knows no daemon runs,
 whatever any discovery file says. A serving daemon puts back a discovery file that went
 missing within `DISCOVERY_CHECK_INTERVAL` seconds.
 """
@@ -17,18 +21,18 @@ from typing import Literal
 from tether.protocol.base import Wire
 from tether.protocol.workspace_files import (
     DISCOVERY_CHECK_INTERVAL,
+    LOCK_NAME,
     discovery_name,
-    lock_name,
     workspace_key,
 )
 
 __all__ = [
     "DISCOVERY_CHECK_INTERVAL",
+    "LOCK_NAME",
     "DiscoveryInfo",
     "LockRecord",
     "LockState",
     "discovery_name",
-    "lock_name",
     "workspace_key",
 ]
 
@@ -36,12 +40,14 @@ LockState = Literal["starting", "serving", "stopping"]
 
 
 class DiscoveryInfo(Wire, frozen=True, kw_only=True):
-    """The discovery file: `$XDG_RUNTIME_DIR/tether/daemon-<key>.json`, owner-only, where
+    """The discovery file: `tether/daemon-<key>.json` in the runtime dir (`$XDG_RUNTIME_DIR`
+    when it is fit for secrets, see `tether.clients.places`), owner-only, where
     `key` is the first 16 hex digits of the SHA-256 of the workspace's absolute, resolved
     path (UTF-8). Written once the daemon accepts connections, removed when it exits. A file
     left by a daemon that crashed is stale: the daemon is alive only while it holds an `flock`
-    on `daemon-<key>.lock` beside it, so a client whose non-blocking shared `flock` on that
-    file succeeds knows that no daemon runs, whatever this file says."""
+    on the workspace's lock file (`LOCK_NAME` in its data folder), so a client whose
+    non-blocking shared `flock` on that file succeeds knows that no daemon runs, whatever
+    this file says."""
 
     pid: int
     port: int
@@ -66,3 +72,6 @@ class LockRecord(Wire, frozen=True, kw_only=True):
     state: LockState
     started_at: float
     """When this daemon took the lock (Unix time): how long a `starting` daemon has taken."""
+    discovery: str = ""
+    """Where this daemon's discovery file is, once it serves ("" before): the file in its own
+    runtime dir, which a client whose environment picks another runtime dir finds here."""

@@ -1,5 +1,6 @@
 """The names of the files where a workspace's daemon and its clients meet (the discovery file
-and the lock file, see `tether.protocol.discovery`), and how often the daemon checks them.
+in the runtime dir, the lock file in the workspace's data folder, see
+`tether.protocol.discovery`), and how often the daemon checks them.
 
 Standard library only, without msgspec: a client that finds no daemon has to start one, and
 every millisecond it spends importing before the spawn adds to its first answer, so what it
@@ -21,5 +22,5 @@ def discovery_name(workspace: str) -> str:
     return f"daemon-{workspace_key(workspace)}.json"
 
 
-def lock_name(workspace: str) -> str:
-    return f"daemon-{workspace_key(workspace)}.lock"
+LOCK_NAME = "daemon.lock"
+"""The lock file's name in the workspace's data folder, beside its session database."""

@@ -4,8 +4,10 @@ imported what a daemon's start imports, and forks a daemon from itself on reques
 A daemon started as `python -m tether.daemon` spends most of its start (about 0.3 s of CPU
 on a 2-core machine) importing trio, httpx, wsproto, msgspec and tether itself, and the suite
 starts some 150 of them. A forked child has those modules already; it then runs
-`tether/daemon/__main__.py` as `-m` would (`runpy`, as `__main__`, with the request's argv,
+`tether/daemon/__main__.py` as `-P -m` would (`runpy`, as `__main__`, with the request's argv,
 environment, folder and log), so everything after the imports is the daemon's own start.
+The server runs as `python -P tests/forkserver.py`, so its path, and each child's, has no
+folder of its own first, as the daemon's has none (`sys.flags.safe_path` is set in both).
 The tests of what only a real exec shows (what the daemon imports, how a client spawns one)
 start theirs without it.
 
@@ -74,7 +76,7 @@ def _send(control: socket.socket, message: dict[str, int]) -> None:
 
 
 def _run_daemon(request: dict[str, Any], log_fd: int) -> None:
-    """In the child: the state `subprocess.Popen` would give a fresh `python -m tether.daemon`
+    """In the child: the state `subprocess.Popen` would give a fresh `python -P -m tether.daemon`
     (stdin from /dev/null, stdout and stderr to the log, no other descriptors, the request's
     folder and environment), then the daemon. Never returns."""
     code = 1
@@ -92,8 +94,7 @@ def _run_daemon(request: dict[str, Any], log_fd: int) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
-        sys.path[0] = cwd  # what `-m` puts first
-        sys.argv = ["-m", *request["argv"]]
+        sys.argv = ["", *request["argv"]]  # runpy puts the module's file first, as -m does
         try:
             runpy.run_module("tether.daemon", run_name="__main__", alter_sys=True)
             code = 0

@@ -140,4 +140,4 @@ def remote_command(remote: Home) -> str:
         f"{name}={shlex.quote(remote.env[name])}" for name in names if name in remote.env
     ]
     python = shlex.quote(sys.executable)
-    return f"env {' '.join(assignments)} {python} -m tether.clients.cli.main"
+    return f"env {' '.join(assignments)} {python} -P -m tether.clients.cli.main"

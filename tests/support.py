@@ -26,7 +26,7 @@ import msgspec
 
 from tether.clients.rpc import CallError, Client
 from tether.clients.websocket import ConnectionClosed, WebSocket
-from tether.protocol.discovery import DiscoveryInfo, discovery_name, lock_name, workspace_key
+from tether.protocol.discovery import LOCK_NAME, DiscoveryInfo, discovery_name, workspace_key
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, TurnCompleted
 from tether.protocol.items import AnyItem, ToolCall
@@ -96,7 +96,7 @@ class Home:
         return self.runtime / "tether" / discovery_name(str(workspace.resolve()))
 
     def lock_path(self, workspace: Path) -> Path:
-        return self.runtime / "tether" / lock_name(str(workspace.resolve()))
+        return self.database_path(workspace).with_name(LOCK_NAME)
 
     def log_path(self, workspace: Path) -> Path:
         key = workspace_key(str(workspace.resolve()))
@@ -225,7 +225,7 @@ def start_daemon(
     proc: DaemonProc
     if exec_ or os.environ.get("TETHER_TEST_EXEC_DAEMONS") == "1":
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", *argv],
+            [sys.executable, "-P", "-m", "tether.daemon", *argv],
             env=home.env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -297,7 +297,7 @@ class ForkServer:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "tests.forkserver", str(theirs.fileno())],
+            [sys.executable, "-P", str(REPO / "tests" / "forkserver.py"), str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
@@ -350,6 +350,60 @@ def fork_server() -> ForkServer:
     return ForkServer()
 
 
+SHADOWED_MODULES = (
+    "tether/__init__.py",
+    "tether/daemon/__init__.py",
+    "tether/daemon/__main__.py",
+    "tether/clients/__init__.py",
+    "tether/clients/locate.py",
+    "tether/clients/cli/__init__.py",
+    "tether/clients/cli/main.py",
+)
+"""The modules tether's entry points run, as a workspace could shadow them."""
+
+
+STUCK_HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b'{"pid": %d, "state": "starting", "startedAt": %f}' % (os.getpid(), time.time() - 60))
+print("holding", flush=True)
+time.sleep(120)
+"""
+"""`python -c STUCK_HOLDER LOCK`: a process that took the lock file LOCK a minute ago, says
+`holding`, and never serves."""
+
+
+def run_installed(
+    env: dict[str, str], *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The installed `tether` command (the script beside this Python), as a user runs it, in
+    environment `env`."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("tether")), *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def plant_shadowing_package(workspace: Path, marker: Path) -> None:
+    """Give `workspace` a `tether` package of its own whose every module, once imported,
+    appends its process's argv to `marker`: the hostile repository of the tests that no Python
+    of a workspace runs in tether's processes."""
+    code = (
+        f"import sys\nwith open({str(marker)!r}, 'a') as f:\n    f.write(repr(sys.argv) + '\\n')\n"
+    )
+    for name in SHADOWED_MODULES:
+        module = workspace / name
+        module.parent.mkdir(parents=True, exist_ok=True)
+        module.write_text(code)
+
+
 def free_port() -> int:
     """A port of 127.0.0.1 that nothing listens on (now)."""
     with socket.socket() as probe:
@@ -380,7 +434,7 @@ def run_cli(
     """The CLI as a subprocess of `home`; `stdin` is piped into it (else it reads /dev/null)."""
     if isinstance(stdin, bytes):
         done = subprocess.run(
-            [sys.executable, "-m", "tether.clients.cli.main", *args],
+            [sys.executable, "-P", "-m", "tether.clients.cli.main", *args],
             env=home.env,
             cwd=cwd,
             capture_output=True,
@@ -392,7 +446,7 @@ def run_cli(
             done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
         )
     return subprocess.run(
-        [sys.executable, "-m", "tether.clients.cli.main", *args],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", *args],
         env=home.env,
         cwd=cwd,
         capture_output=True,

@@ -35,7 +35,7 @@ class TerminalCli:
             pytest.skip("setsid (util-linux) is needed to give the CLI a controlling terminal")
         self.program = PtyProgram(
             # -w: should setsid have to fork, its exit status is still the CLI's.
-            [setsid, "-w", "-c", sys.executable, "-m", "tether.clients.cli.main", *args],
+            [setsid, "-w", "-c", sys.executable, "-P", "-m", "tether.clients.cli.main", *args],
             env={**home.env, **(env or {})},
             cwd=cwd,
             rows=50,

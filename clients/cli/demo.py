@@ -27,8 +27,7 @@ from pathlib import Path
 from tether.clients.cli.exit_codes import STATUS_EXIT
 from tether.clients.cli.follow import Follower
 from tether.clients.cli.render import Renderer
-from tether.clients.discovery import locate, probe_lock, wait_until_stopped
-from tether.clients.places import lock_path
+from tether.clients.discovery import locate, probe_workspace, wait_until_stopped
 from tether.clients.rpc import Client
 from tether.protocol.events import ApprovalRequest, ApprovalRequested, TurnStatus
 from tether.protocol.methods import (
@@ -277,7 +276,7 @@ def _session(project: Path, renderer: Renderer) -> list[TurnStatus]:
 def _stop_daemon(project: Path, pid: int) -> None:
     """Wait for the demo's daemon, this process's child, to exit (after a failure, SIGTERM
     it first), and reap it."""
-    if probe_lock(lock_path(project)) is not None and not wait_until_stopped(project, 5):
+    if probe_workspace(project) is not None and not wait_until_stopped(project, 5):
         os.kill(pid, signal.SIGTERM)
         wait_until_stopped(project)
     # It has released its lock, its last act: what is left of it is the interpreter's exit.

@@ -18,11 +18,13 @@ from tether.clients.places import (
     config_dir,
     data_dir,
     discovery_path,
+    former_lock_path,
     lock_path,
     log_dir,
     log_path,
     runtime_dir,
     state_dir,
+    workspace_data_dir,
 )
 from tether.protocol.discovery import workspace_key
 
@@ -30,11 +32,13 @@ __all__ = [
     "config_dir",
     "data_dir",
     "discovery_path",
+    "former_lock_path",
     "lock_path",
     "log_dir",
     "log_path",
     "runtime_dir",
     "state_dir",
+    "workspace_data_dir",
 ]
 
 
@@ -44,7 +48,7 @@ def private_dirs() -> list[Path]:
 
 
 def database_path(workspace: str) -> Path:
-    return data_dir() / "workspaces" / workspace_key(workspace) / "tether.sqlite3"
+    return workspace_data_dir(workspace) / "tether.sqlite3"
 
 
 def process_record_path(workspace: str) -> Path:

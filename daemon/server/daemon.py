@@ -188,6 +188,10 @@ class Daemon:
     def _touch(self) -> None:
         self.idle.touch()
 
+    def _discovery_moved(self, path: Path) -> None:
+        self.discovery_path = path
+        self.lock.moved(path)
+
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until shut down. The lock must already be held (`lock.acquire()`). A first
         SIGTERM/SIGINT at any moment, even while the store opens, stops it cleanly. Raises
@@ -245,8 +249,9 @@ class Daemon:
                 await nursery.start(
                     partial(
                         keep_discovery,
-                        self.discovery_path,
+                        partial(paths.discovery_path, str(self.workspace)),
                         info,
+                        moved=self._discovery_moved,
                         interval=self.discovery_interval,
                     )
                 )

@@ -131,6 +131,7 @@ async def editor_agent(
         async with spawn_agent_process(
             as_client(editor),
             sys.executable,
+            "-P",
             "-m",
             "tether.clients.cli.main",
             "acp",
@@ -195,6 +196,7 @@ def test_initialize_advertises_what_tether_serves(daemon: DaemonProcess) -> None
         async with spawn_agent_process(
             as_client(editor),
             sys.executable,
+            "-P",
             "-m",
             "tether.clients.cli.main",
             "acp",

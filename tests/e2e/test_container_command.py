@@ -2,7 +2,8 @@
 is not on every machine; `.ci/check-container` builds it where one is): the daemon started as
 packaging/Containerfile's ENTRYPOINT and CMD say, in the environment its ENV sets (its
 absolute folders moved under a temporary root), serves; its HEALTHCHECK command passes while
-it does; SIGTERM stops it cleanly."""
+it does; SIGTERM stops it cleanly. The workspace at the WORKDIR holds a `tether` package of its
+own, which the daemon must not import (its Python runs with `-P`)."""
 
 import json
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import free_port, wait_until
+from tests.support import free_port, plant_shadowing_package, wait_until
 
 CONTAINERFILE = Path(__file__).parents[2] / "packaging" / "Containerfile"
 TOKEN = "c4" * 32
@@ -41,7 +42,7 @@ def test_the_image_command_serves_passes_its_health_check_and_stops_on_sigterm(
     command: list[str] = json.loads(found["CMD"])
     health: list[str] = json.loads(found["HEALTHCHECK"].split("CMD", 1)[1])
     assert entrypoint[:2] == ["tini", "--"], "the daemon must not run as PID 1"
-    assert entrypoint[2:4] == ["python", "-m"]
+    assert entrypoint[2] == "python"
 
     def moved(value: str) -> str:
         return str(tmp_path / value.lstrip("/")) if value.startswith("/") else value
@@ -52,15 +53,17 @@ def test_the_image_command_serves_passes_its_health_check_and_stops_on_sigterm(
     secret = Path(moved("/run/secrets/tether/token"))
     secret.parent.mkdir(parents=True)
     secret.write_text(TOKEN)
+    marker = tmp_path / "marker"
+    plant_shadowing_package(Path(moved(found["WORKDIR"])), marker)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), **image_env}
     # The image's port, 8765, may be taken on a shared machine: the test's own free one
     # stands in for it.
     port_at = command.index("--port") + 1
     assert command[port_at] == "8765"
     port = free_port()
-    args = [*entrypoint[4:], *command[:port_at], str(port), *command[port_at + 1 :]]
+    args = [*entrypoint[3:], *command[:port_at], str(port), *command[port_at + 1 :]]
     daemon = subprocess.Popen(
-        [sys.executable, "-m", *(moved(arg) for arg in args)],
+        [sys.executable, *(moved(arg) for arg in args)],
         env=env,
         cwd=moved(found["WORKDIR"]),
         stdin=subprocess.DEVNULL,
@@ -88,3 +91,4 @@ def test_the_image_command_serves_passes_its_health_check_and_stops_on_sigterm(
         daemon.send_signal(signal.SIGTERM)
         output = daemon.communicate(timeout=30)[0].decode()
     assert daemon.returncode == 0, output
+    assert not marker.exists(), f"the workspace's code ran: {marker.read_text()}"

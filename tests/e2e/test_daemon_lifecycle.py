@@ -23,6 +23,7 @@ import platformdirs
 import pytest
 
 from tests.support import (
+    STUCK_HOLDER,
     DaemonProcess,
     Home,
     alive,
@@ -158,7 +159,7 @@ def test_sigterm_right_after_the_discovery_file_appears_stops_cleanly(
     discoveries = [home.discovery_path(w) for w in workspaces]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", "--workspace", str(w)],
+            [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(w)],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -245,7 +246,7 @@ def test_second_daemon_for_same_workspace_exits_3(
 ) -> None:
     before = home.discovery_path(workspace).read_bytes()
     second = subprocess.run(
-        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+        [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)],
         env=home.env,
         capture_output=True,
         text=True,
@@ -757,16 +758,6 @@ def test_five_clients_starting_at_once_share_one_daemon(home: Home, workspace: P
         assert len(_serving_lines(home, workspace)) == 1
 
 
-_STUCK_HOLDER = """
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
-fcntl.flock(fd, fcntl.LOCK_EX)
-os.write(fd, b'{"pid": %d, "state": "starting", "startedAt": %f}' % (os.getpid(), time.time() - 60))
-print("holding", flush=True)
-time.sleep(120)
-"""
-
-
 def test_a_daemon_stuck_starting_is_reported_at_once_and_can_be_stopped(
     home: Home, workspace: Path
 ) -> None:
@@ -775,7 +766,7 @@ def test_a_daemon_stuck_starting_is_reported_at_once_and_can_be_stopped(
     lock = home.lock_path(workspace)
     lock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     holder = subprocess.Popen(
-        [sys.executable, "-c", _STUCK_HOLDER, str(lock)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", STUCK_HOLDER, str(lock)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None
@@ -807,7 +798,7 @@ def test_sigterm_while_the_store_is_opening_stops_cleanly(home: Home, workspace:
         blocker.execute("CREATE TABLE t (x)")
         blocker.execute("BEGIN EXCLUSIVE")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+            [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

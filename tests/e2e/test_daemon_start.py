@@ -39,6 +39,7 @@ def test_the_daemon_serves_with_the_collector_on_and_its_start_frozen(tmp_path: 
     done = subprocess.run(
         [
             sys.executable,
+            "-P",
             "-c",
             _LOOK_WHILE_SERVING,
             str(home.discovery_path(workspace)),

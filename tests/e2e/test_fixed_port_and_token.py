@@ -17,7 +17,7 @@ TOKEN = "f0" * 32
 
 def _run_daemon(home: Home, workspace: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace), *extra],
+        [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace), *extra],
         env=home.env,
         stdin=subprocess.DEVNULL,
         capture_output=True,

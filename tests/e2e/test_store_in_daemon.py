@@ -171,7 +171,7 @@ def test_the_daemons_files_and_folders_are_owner_only_after_a_turn(
 
 def spawn(home: Home, workspace: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tether.daemon", "--workspace", str(workspace)],
+        [sys.executable, "-P", "-m", "tether.daemon", "--workspace", str(workspace)],
         env=home.env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -255,13 +255,23 @@ def test_a_read_only_data_folder_is_named_at_start(home: Home, workspace: Path) 
     assert "Permission denied" in line or "Operation not permitted" in line
 
 
-def test_a_read_only_database_folder_is_named_at_start(home: Home, workspace: Path) -> None:
+@pytest.mark.parametrize("lock", ["first start", "lock left by an earlier daemon"])
+def test_a_read_only_database_folder_is_named_at_start(
+    home: Home, workspace: Path, lock: str
+) -> None:
     database = write_database(home, workspace)
     before = database.read_bytes()
+    if lock != "first start":
+        home.lock_path(workspace).touch(mode=0o600)
     with read_only_folder(database.parent):
         done = spawn(home, workspace)
     assert done.returncode == EXIT_DATA_UNUSABLE
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"tether daemon: cannot write the session database {database}: ")
-    assert f"{database.parent} is not writable" in line
+    if lock == "first start":
+        # The lock beside the database is the first thing the daemon makes there.
+        assert line.startswith(f"tether daemon: cannot prepare {home.lock_path(workspace)}: ")
+        assert "Permission denied" in line or "Operation not permitted" in line
+    else:
+        assert line.startswith(f"tether daemon: cannot write the session database {database}: ")
+        assert f"{database.parent} is not writable" in line
     assert database.read_bytes() == before

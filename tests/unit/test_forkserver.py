@@ -21,7 +21,7 @@ def test_a_forked_daemon_refuses_bad_arguments_as_the_real_one_does(tmp_path: Pa
     assert child.wait(timeout=30) == 2
     assert child.poll() == 2
     real = subprocess.run(
-        [sys.executable, "-m", "tether.daemon", "--no-such-flag"],
+        [sys.executable, "-P", "-m", "tether.daemon", "--no-such-flag"],
         env=home.env,
         cwd=tmp_path,
         capture_output=True,

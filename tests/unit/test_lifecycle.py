@@ -3,6 +3,8 @@ daemon's upkeep of its discovery file; in-process, on real files and real `flock
 
 import fcntl
 import os
+import shutil
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -101,6 +103,47 @@ def test_acquire_outlasts_a_probe_but_not_a_daemon(tmp_path: Path) -> None:
         lock.release()
 
 
+def test_a_refused_daemon_learns_who_holds_the_lock_and_where_its_discovery_file_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "daemon.lock"
+    lock = WorkspaceLock(path)
+    lock.acquire()
+    try:
+        lock.record("serving", discovery=tmp_path / "run" / "daemon-k.json")
+        lock.moved(tmp_path / "elsewhere" / "daemon-k.json")
+        with pytest.raises(AlreadyRunning) as refused:
+            WorkspaceLock(path).acquire(patience=0)
+        assert refused.value.holder == LockRecord(
+            pid=os.getpid(),
+            state="serving",
+            started_at=lock.started_at,
+            discovery=str(tmp_path / "elsewhere" / "daemon-k.json"),
+        )
+    finally:
+        lock.release()
+
+
+def test_a_lock_held_where_an_earlier_tether_kept_it_refuses_the_start(tmp_path: Path) -> None:
+    former = tmp_path / "run" / "daemon-k.lock"
+    former.parent.mkdir()
+    fd = os.open(former, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, b'{"pid": 12, "state": "serving", "startedAt": 1.0}')
+        path = tmp_path / "data" / "daemon.lock"
+        with pytest.raises(AlreadyRunning) as refused:
+            WorkspaceLock(path).acquire(former=former)
+        assert refused.value.holder is not None
+        assert refused.value.holder.pid == 12
+        assert probe_lock(path) is None  # its own lock taken back at once
+    finally:
+        os.close(fd)
+    lock = WorkspaceLock(path)
+    lock.acquire(former=former)  # the earlier daemon gone, the start goes on
+    lock.release()
+
+
 # --- what a client does about a held lock -------------------------------------------------------
 
 
@@ -156,9 +199,11 @@ async def test_the_discovery_file_is_put_back_when_deleted_or_replaced(
     path = tmp_path / "run" / "daemon.json"
     ours = info(os.getpid())
     encoded = msgspec.json.encode(ours)
+    told: list[Path] = []
     async with trio.open_nursery() as nursery:
-        await nursery.start(keep_discovery, path, ours)
+        assert await nursery.start(partial(keep_discovery, lambda: path, ours, moved=told.append))
         assert path.read_bytes() == encoded
+        assert told == [path]
         inode = path.stat().st_ino
 
         await trio.sleep(DISCOVERY_CHECK_INTERVAL * 3)
@@ -172,4 +217,35 @@ async def test_the_discovery_file_is_put_back_when_deleted_or_replaced(
         await trio.sleep(DISCOVERY_CHECK_INTERVAL * 1.5)
         assert path.read_bytes() == encoded
         assert [p.name for p in path.parent.iterdir()] == [path.name]
+        assert told == [path]  # put back in place: no move to record
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_discovery_file_whose_runtime_dir_went_follows_the_rule_and_nothing_is_recreated(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    # /run/user/UID removed at logout: the daemon must not make it again (a `mkdir -p` would,
+    # 0755, and clients would then refuse it), but write where the shared rule points now.
+    runtime = tmp_path / "run" / "user" / "1000"
+    runtime.mkdir(mode=0o700, parents=True)
+    first = runtime / "tether" / "daemon.json"
+    later = tmp_path / "tmp" / "runtime-1000" / "tether" / "daemon.json"
+    rule = [first]
+    ours = info(os.getpid())
+    told: list[Path] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(keep_discovery, lambda: rule[0], ours, moved=told.append))
+        assert (first.parent.stat().st_mode & 0o777) == 0o700
+        shutil.rmtree(runtime)
+
+        await trio.sleep(DISCOVERY_CHECK_INTERVAL * 2.5)
+        assert not runtime.exists()  # the rule still names it: the write fails, and waits
+
+        later.parent.parent.mkdir(mode=0o700, parents=True)
+        rule[0] = later
+        await trio.sleep(DISCOVERY_CHECK_INTERVAL * 1.5)
+        assert later.read_bytes() == msgspec.json.encode(ours)
+        assert (later.parent.stat().st_mode & 0o777) == 0o700
+        assert told == [first, later]
+        assert not runtime.exists()
         nursery.cancel_scope.cancel()

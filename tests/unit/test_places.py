@@ -12,6 +12,7 @@ import platformdirs
 import pytest
 
 from tether.clients import places
+from tether.protocol.workspace_files import workspace_key
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG rules")
 
@@ -82,14 +83,43 @@ def test_the_folders_are_the_ones_platformdirs_gives(
     assert ours() == theirs()
 
 
-def test_a_fit_runtime_dir_holds_the_discovery_and_lock_files(
+def test_a_fit_runtime_dir_holds_the_discovery_files(
     env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     env.setenv("XDG_RUNTIME_DIR", str(private(tmp_path / "run")))
     workspace = tmp_path / "project"
     assert places.discovery_path(workspace).parent == tmp_path / "run" / "tether"
-    assert places.lock_path(workspace).parent == tmp_path / "run" / "tether"
     assert places.log_path(workspace).parent == tmp_path / "home" / ".local/state/tether/log"
+
+
+@pytest.mark.parametrize("runtime", ["fit", "unset", "wide"])
+def test_the_lock_is_beside_the_database_whatever_the_runtime_dir(
+    runtime: str, env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Two shells of one user that pick different runtime dirs must find one lock.
+    if runtime == "fit":
+        env.setenv("XDG_RUNTIME_DIR", str(private(tmp_path / "run")))
+    elif runtime == "wide":
+        (tmp_path / "wide").mkdir(mode=0o755)
+        (tmp_path / "wide").chmod(0o755)
+        env.setenv("XDG_RUNTIME_DIR", str(tmp_path / "wide"))
+    workspace = "/srv/project"
+    key = workspace_key(workspace)
+    folder = tmp_path / "home" / ".local/share/tether/workspaces" / key
+    assert places.workspace_data_dir(workspace) == folder
+    assert places.lock_path(workspace) == folder / "daemon.lock"
+
+
+def test_a_missing_runtime_dir_is_neither_created_nor_repaired(
+    env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What happens to /run/user/UID at logout: the rule passes over it, and creates only
+    # the temporary fallback, owner-only.
+    gone = tmp_path / "run" / "user" / "1000"
+    env.setenv("XDG_RUNTIME_DIR", str(gone))
+    chosen = places.runtime_dir()
+    assert not (tmp_path / "run").exists()
+    assert chosen == tmp_path / "tmp" / f"runtime-{os.geteuid()}" / "tether"
 
 
 @pytest.mark.parametrize("unfit", ["wide", "symlink", "file", "missing"])

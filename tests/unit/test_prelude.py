@@ -93,6 +93,7 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "run"
     folder.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     return tmp_path / "project"
 
 
@@ -108,9 +109,11 @@ def _held(workspace: Path, record: bytes) -> Iterator[None]:
         os.close(fd)
 
 
-def _discovery(workspace: Path, pid: int) -> bytes:
+def _discovery(workspace: Path, pid: int, path: Path | None = None) -> bytes:
     raw = json.dumps({"pid": pid, "port": 1, "token": "t", "protocolVersion": 1}).encode()
-    discovery_path(workspace).write_bytes(raw)
+    path = path or discovery_path(workspace)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_bytes(raw)
     return raw
 
 
@@ -118,6 +121,28 @@ def test_a_serving_daemon_named_by_its_discovery_file_is_taken(runtime: Path) ->
     for _ in _held(runtime, b'{"pid": 42, "state": "serving", "startedAt": 1.0}'):
         raw = _discovery(runtime, 42)
         assert serving_daemon(runtime) == raw
+
+
+def test_the_discovery_file_the_record_names_is_taken_over_this_runtime_dirs(
+    runtime: Path, tmp_path: Path
+) -> None:
+    # The daemon was started from a shell with another runtime dir than this client's.
+    theirs = tmp_path / "their-run" / "tether" / discovery_path(runtime).name
+    raw = _discovery(runtime, 42, theirs)
+    _discovery(runtime, 7)  # a dead daemon's, in this client's runtime dir
+    record = {"pid": 42, "state": "serving", "startedAt": 1.0, "discovery": str(theirs)}
+    for _ in _held(runtime, json.dumps(record).encode()):
+        assert serving_daemon(runtime) == raw
+
+
+def test_a_recorded_path_that_is_no_discovery_file_of_the_workspace_is_not_followed(
+    runtime: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere.json"
+    _discovery(runtime, 42, elsewhere)
+    record = {"pid": 42, "state": "serving", "startedAt": 1.0, "discovery": str(elsewhere)}
+    for _ in _held(runtime, json.dumps(record).encode()):
+        assert serving_daemon(runtime) is None
 
 
 @pytest.mark.parametrize(

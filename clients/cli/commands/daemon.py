@@ -22,8 +22,7 @@ from tether.clients.discovery import (
     DaemonUnavailable,
     NotRunning,
     locate,
-    lock_path,
-    probe_lock,
+    probe_workspace,
     terminate_holder,
     wait_until_stopped,
 )
@@ -114,7 +113,7 @@ def _ensure(args: argparse.Namespace, workspace: Path) -> int:
         answer = Ensured(
             discovery=located.info,
             started=located.started,
-            discovery_file=str(discovery_path(workspace)),
+            discovery_file=str(located.path or discovery_path(workspace)),
         )
     print(msgspec.json.encode(answer).decode(), flush=True)
     return EXIT_OK
@@ -227,7 +226,7 @@ def _duration(seconds: float) -> str:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     workspace = target_workspace(args)
-    held = probe_lock(lock_path(workspace))
+    held = probe_workspace(workspace)
     pid = held.record.pid if held is not None and held.record is not None else None
     lines, healthy = doctor.report(workspace, pid)
     print("\n".join(lines))

@@ -6,10 +6,12 @@
 // 2. Otherwise, when XDG_RUNTIME_DIR is set, its discovery file for the workspace is tried:
 //    a daemon that accepts the file's token on the file's port is the live one (a dead
 //    daemon's file names a port where nothing, or nothing holding that token, listens).
-// 3. Otherwise, or when that fails, `python -m tether.clients.locate` decides, with the
+// 3. Otherwise, or when that fails, `python -P -m tether.clients.locate` decides, with the
 //    same code as the CLI: the workspace lock says whether a daemon lives (Node cannot take
 //    an `flock`), platformdirs where the runtime dir is, and it starts the daemon
-//    (`python -m tether.daemon --workspace DIR`, detached) when none runs.
+//    (`python -P -m tether.daemon --workspace DIR`, detached) when none runs. Python runs
+//    with -P (3.11+) both times: it starts in the workspace, whose folder `-m` would
+//    otherwise put first on the module path, ahead of tether's own.
 // The Python used is `python`, else $TETHER_PYTHON, else `python3`: one that can import
 // tether, as the daemon it starts is run by it.
 
@@ -218,7 +220,7 @@ function guessDiscoveryFile(workspace: string, env: NodeJS.ProcessEnv): string |
 function locateWithPython(workspace: string, options: LocateOptions): Promise<Located> {
   const env = options.env ?? process.env;
   const python = options.python ?? env.TETHER_PYTHON ?? "python3";
-  const args = ["-m", "tether.clients.locate", "--workspace", workspace];
+  const args = ["-P", "-m", "tether.clients.locate", "--workspace", workspace];
   if (options.autostart === false) args.push("--no-start");
   if (options.idleTimeout !== undefined) args.push("--idle-timeout", String(options.idleTimeout));
   return new Promise((resolve, reject) => {
@@ -232,7 +234,9 @@ function locateWithPython(workspace: string, options: LocateOptions): Promise<Lo
     );
     child.on("close", (code) => {
       const said = stderr.trim().split("\n").at(-1) ?? "";
-      if (code === 2) {
+      if (stderr.includes("Unknown option: -P")) {
+        reject(new DiscoveryError("UNAVAILABLE", `${python} is older than Python 3.11, which tether needs`));
+      } else if (code === 2) {
         reject(new DiscoveryError("NOT_RUNNING", said || `no daemon is running for ${workspace}`));
       } else if (code !== 0) {
         reject(new DiscoveryError("UNAVAILABLE", said || `${python} could not find the daemon (exit ${code})`));

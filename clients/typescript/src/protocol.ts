@@ -397,12 +397,14 @@ export interface DiagnosticsReported {
 }
 
 /**
- * The discovery file: `$XDG_RUNTIME_DIR/tether/daemon-<key>.json`, owner-only, where
+ * The discovery file: `tether/daemon-<key>.json` in the runtime dir (`$XDG_RUNTIME_DIR`
+ * when it is fit for secrets, see `tether.clients.places`), owner-only, where
  * `key` is the first 16 hex digits of the SHA-256 of the workspace's absolute, resolved
  * path (UTF-8). Written once the daemon accepts connections, removed when it exits. A file
  * left by a daemon that crashed is stale: the daemon is alive only while it holds an `flock`
- * on `daemon-<key>.lock` beside it, so a client whose non-blocking shared `flock` on that
- * file succeeds knows that no daemon runs, whatever this file says.
+ * on the workspace's lock file (`LOCK_NAME` in its data folder), so a client whose
+ * non-blocking shared `flock` on that file succeeds knows that no daemon runs, whatever
+ * this file says.
  */
 export interface DiscoveryInfo {
   pid: number;

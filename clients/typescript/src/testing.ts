@@ -13,7 +13,7 @@ import { readDiscovery, workspaceKey } from "./index.js";
 
 export const PYTHON = process.env.TETHER_PYTHON ?? "python3";
 
-/** A scripted model server (`python -m tether.testing`) on a free port. */
+/** A scripted model server (`python -P -m tether.testing`) on a free port. */
 export class ModelServer {
   private constructor(
     readonly child: ChildProcess,
@@ -24,7 +24,7 @@ export class ModelServer {
     const scriptFile = path.join(dir, "script.json");
     const portFile = path.join(dir, "model.port");
     await writeFile(scriptFile, JSON.stringify(script));
-    const child = spawn(PYTHON, ["-m", "tether.testing", "--script", scriptFile, "--port-file", portFile], {
+    const child = spawn(PYTHON, ["-P", "-m", "tether.testing", "--script", scriptFile, "--port-file", portFile], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     // It prints its URL once it listens (after writing the port file).
@@ -109,7 +109,7 @@ export class Home {
   /** Start the daemon ourselves, with extra flags; resolves once its discovery file names it. */
   async startDaemon(...extra: string[]): Promise<ChildProcess> {
     const log = path.join(this.root, "daemon.log");
-    const child = spawn(PYTHON, ["-m", "tether.daemon", "--workspace", this.workspace, ...extra], {
+    const child = spawn(PYTHON, ["-P", "-m", "tether.daemon", "--workspace", this.workspace, ...extra], {
       env: this.env,
       stdio: ["ignore", "ignore", "ignore"],
     });
@@ -121,10 +121,10 @@ export class Home {
     }
   }
 
-  /** The CLI (`python -m tether.clients.cli.main`) in this home. */
+  /** The CLI (`python -P -m tether.clients.cli.main`) in this home. */
   cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return new Promise((resolve, reject) => {
-      const child = spawn(PYTHON, ["-m", "tether.clients.cli.main", ...args], {
+      const child = spawn(PYTHON, ["-P", "-m", "tether.clients.cli.main", ...args], {
         env: this.env,
         cwd: this.workspace,
         stdio: ["ignore", "pipe", "pipe"],

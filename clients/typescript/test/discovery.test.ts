@@ -42,6 +42,22 @@ test("a Python that cannot be run is a DiscoveryError coded NO_PYTHON", async ()
   }
 });
 
+test("a Python older than 3.11 (no -P) is a DiscoveryError saying so", async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "tether-ts-py-"));
+  try {
+    // What Python 3.10 says of the flag that keeps the workspace off its module path.
+    const old = path.join(dir, "python3.10");
+    await writeFile(old, '#!/bin/sh\necho "Unknown option: -P" >&2\necho "usage: python3.10 [option] ..." >&2\nexit 2\n', { mode: 0o755 });
+    await assert.rejects(locate({ workspace: dir, python: old, env: {} }), {
+      name: "DiscoveryError",
+      code: "UNAVAILABLE",
+      message: /older than Python 3\.11/,
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("nothing listening on the port is a ConnectionError coded ECONNREFUSED", async () => {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

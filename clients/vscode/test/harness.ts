@@ -51,7 +51,7 @@ export class Home {
     return { controller, host };
   }
 
-  /** The CLI (`python -m tether.clients.cli.main`) in this home, from the workspace. */
+  /** The CLI (`python -P -m tether.clients.cli.main`) in this home, from the workspace. */
   cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return this.home.cli(...args);
   }
