@@ -248,11 +248,17 @@ async def test_a_bwrap_that_cannot_make_a_sandbox_is_reported_and_nothing_runs(
     assert not (ws / "ran").exists()
 
 
+@pytest.mark.parametrize("network", [False, True], ids=["no network", "network"])
 async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
-    ws: Path, tmp_path: Path, marker: str
+    network: bool, ws: Path, tmp_path: Path, marker: str
 ) -> None:
+    if network:
+        require_program("slirp4netns", "a sandbox with network gets its own through it")
     table = ProcessTable(grace=GRACE)
-    ctx = ToolContext(ws, sandbox=Sandbox(workspace=ws), services={"processes": table})
+    sandbox = Sandbox(workspace=ws, network=network)
+    ctx = ToolContext(ws, sandbox=sandbox, services={"processes": table})
+    # bwrap, pid 1, the shell, two sleeps; with the network, the launcher and slirp4netns.
+    members = 7 if network else 5
     # A member that leaves the group (setsid) still ends with the sandbox.
     script = f"sleep 300 & setsid sleep 300 & touch {tmp_path}/out; echo ready; wait"
     with trio.fail_after(20):
@@ -261,7 +267,7 @@ async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
             started = await run(ctx, script, marker, background=True)
             assert "in the sandbox" in started.output
             managed = table.get("p1")
-            while len(tagged(marker)) < 5:  # noqa: ASYNC110 (bwrap, pid 1, shell, two sleeps)
+            while len(tagged(marker)) < members:  # noqa: ASYNC110
                 await trio.sleep(0.02)
             members = tagged(marker)
             ours = os.readlink("/proc/self/ns/pid")
