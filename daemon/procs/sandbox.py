@@ -176,8 +176,8 @@ fi
 exec 5>&-
 wait "$box"
 code=$?
-exec 8>&-
-wait "$net"
+kill -KILL "$net" 2>/dev/null
+wait "$net" 2>/dev/null
 exit "$code"
 """
 """Run bwrap (the arguments after the first five) in a user and network namespace of its
@@ -185,10 +185,11 @@ own connected by slirp4netns. In order: the namespace is made by `unshare`, whos
 so on `up` and waits on `go`; slirp4netns joins it, brings `tap0` up and says so on `up`;
 the launcher says `go` and the shell becomes bwrap (or exits 125 when slirp4netns failed:
 nothing runs without its network). The FIFOs live in a private temporary folder removed as
-soon as they are open. slirp4netns ends when `exit` closes: once bwrap has exited (the
-launcher waits for it, so no process of the command's outlives it), or when the launcher is
-killed. `resolv` becomes the sandbox's /etc/resolv.conf (bwrap reads it from fd 5).
-`exit 125` is what `env` returns when it cannot run its command."""
+soon as they are open. Once bwrap has exited the launcher kills slirp4netns and waits for
+it (no process of the command's outlives its result; closing `exit` alone takes slirp4netns
+some 20 ms to notice); a launcher that is killed closes `exit`, which ends slirp4netns too.
+`resolv` becomes the sandbox's /etc/resolv.conf (bwrap reads it from fd 5). `exit 125` is
+what `env` returns when it cannot run its command."""
 
 
 @dataclass(frozen=True, slots=True)
