@@ -299,6 +299,10 @@ class Sandbox:
             mounts += ["--perms", "0644", "--ro-bind-data", "5", resolv]
         for path in (*self.hidden, *self.private):
             mounts += _hide(path, writable)
+        # A writable folder inside a hidden one (a workspace under ~/.config) is itself again.
+        for folder in writable:
+            if any(folder.is_relative_to(p) and folder != p for p in (*self.hidden, *self.private)):
+                mounts += ["--bind", str(folder), str(folder)]
         covered = (*self.hidden, *self.private, Path("/tmp"), Path("/run"))
         for path in self.shown:
             if (

@@ -594,3 +594,18 @@ async def test_a_sandboxed_command_reads_the_stdin_it_is_given(ws: Path) -> None
             stdin=b"from the daemon",
         )
     assert (done.exit_code, done.output.render(100, 100)) == (0, "from the daemon")
+
+
+async def test_a_workspace_inside_a_hidden_folder_is_still_there_and_writable(
+    fake_home: Path,
+) -> None:
+    require_program("bwrap", WHY)
+    project = fake_home / ".config/project"
+    project.mkdir(parents=True)
+    (project / "README").write_text("mine\n")
+    (fake_home / ".config/secret").write_text("key\n")
+    sandbox = Sandbox(workspace=project, hidden=(fake_home / ".config",))
+    command = "cat README; cat ../secret 2>/dev/null || echo 'secret hidden'; touch made"
+    result = await run(ToolContext(project, sandbox=sandbox), command)
+    assert result.output.splitlines()[1:] == ["mine", "secret hidden"]
+    assert (project / "made").exists()
