@@ -171,7 +171,7 @@ exec 7<&-
 if [ "$up" = 1 ]; then
   echo go >&5
 else
-  echo "tether: slirp4netns could not connect the command sandbox to the network" >&2
+  echo "slirp4netns could not connect the sandbox to the network (it needs /dev/net/tun)" >&2
 fi
 exec 5>&-
 wait "$box"
