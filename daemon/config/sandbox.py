@@ -77,9 +77,14 @@ SOCKETS = (
     "/var/lib/lxd/unix.socket",
     "/var/snap/lxd/common/lxd/unix.socket",
     "/mnt/wslg",
+    "~/.colima",
+    "~/.lima",
+    "~/.rd",
+    "~/.local/share/containers/podman/machine",
 )
 """Sockets (and folders of sockets) outside /run and /tmp, which the sandbox empties
-anyway: on most systems /var/run is a link to /run, where it is not these are real places."""
+anyway: on most systems /var/run is a link to /run, where it is not these are real places;
+the container engines that run in a virtual machine keep theirs in the home."""
 
 _secret_files: set[Path] = set()
 _secret_files_lock = threading.Lock()
