@@ -26,6 +26,7 @@ from tests.support import (
     create_session,
     read_events,
     require_program,
+    require_sandbox_network,
     start_daemon,
     tagged,
     wait_until,
@@ -71,7 +72,7 @@ def test_a_sandboxed_background_process_dies_with_a_killed_daemon(
 ) -> None:
     bwrap = require_program("bwrap", WHY)
     if network:
-        require_program("slirp4netns", "a sandbox with network gets its own through it")
+        require_sandbox_network()
     write_config(
         home,
         f'sandbox = "bwrap"\nsandbox_bwrap = "{bwrap}"\nsandbox_network = {str(network).lower()}\n',
@@ -161,7 +162,7 @@ def test_a_sandboxed_command_reaches_no_secret_of_the_daemon_or_the_user(
 ) -> None:
     bwrap = require_program("bwrap", WHY)
     if network:
-        require_program("slirp4netns", "a sandbox with network gets its own through it")
+        require_sandbox_network()
     home = Home(outside_tmp / "user", model_server.base_url)
     workspace = make_workspace(outside_tmp / "project")
     api_key = f"sk-config-{uuid.uuid4().hex}"

@@ -19,7 +19,7 @@ import pytest
 import trio
 
 from tests.inprocess import running_sessions
-from tests.support import group_survivors, require_program, tagged
+from tests.support import group_survivors, require_program, require_sandbox_network, tagged
 from tests.unit.test_live_settings import pooled_rig
 from tether.clients.cli.commands.daemon import status_lines
 from tether.daemon.config.sandbox import command_sandbox
@@ -175,7 +175,7 @@ def outward_address() -> str:
 async def test_with_the_network_allowed_a_command_gets_out_but_not_to_the_host_s_loopback(
     ws: Path, listener: socket.socket
 ) -> None:
-    require_program("slirp4netns", "a sandbox with network gets its own through it")
+    require_sandbox_network()
     address = outward_address()
     if not address:
         pytest.skip("this machine has no address but loopback")
@@ -253,7 +253,7 @@ async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
     network: bool, ws: Path, tmp_path: Path, marker: str
 ) -> None:
     if network:
-        require_program("slirp4netns", "a sandbox with network gets its own through it")
+        require_sandbox_network()
     table = ProcessTable(grace=GRACE)
     sandbox = Sandbox(workspace=ws, network=network)
     ctx = ToolContext(ws, sandbox=sandbox, services={"processes": table})
