@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"tether daemon: {exc}", file=sys.stderr)
         return 2
+    if args.token_file is not None:
+        from tether.daemon.config.sandbox import hide_daemon_secret
+
+        hide_daemon_secret(args.token_file)
     try:
         settings = UserSettings(config_file(), os.environ)
     except ConfigError as exc:

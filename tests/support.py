@@ -720,3 +720,16 @@ def require_program(path_or_name: str, why: str) -> str:
     if os.environ.get("TETHER_REQUIRE_SYSTEM_TOOLS"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+def require_sandbox_network() -> None:
+    """What a command sandbox with the network needs: slirp4netns, and a /dev/net/tun this
+    process may open (a container may have none). Missing, as `require_program`."""
+    import pytest
+
+    require_program("slirp4netns", "a sandbox with the network gets its own through it")
+    if not os.access("/dev/net/tun", os.R_OK | os.W_OK):
+        message = "/dev/net/tun cannot be opened here (slirp4netns needs it)"
+        if os.environ.get("TETHER_REQUIRE_SYSTEM_TOOLS"):
+            pytest.fail(message)
+        pytest.skip(message)

@@ -121,6 +121,12 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The bubblewrap program: a name looked up on PATH, or a path."""
     sandbox_writable: list[str] = []
     """More folders sandboxed commands may write to (`~` allowed), e.g. a build cache."""
+    sandbox_allow_read: list[str] = []
+    """Credentials and sockets sandboxed commands may read after all (absolute, or `~`),
+    e.g. `~/.ssh/known_hosts`, `~/.npmrc`; tether's own folders stay hidden
+    (`tether.daemon.config.sandbox`)."""
+    sandbox_hide: list[str] = []
+    """More files and folders sandboxed commands may not read (absolute, or `~`)."""
     # Never read from a workspace either: the gate judges commands with bash's grammar.
     shell: ShellChoice = "bash"
     """The shell run_command's commands run in: `bash` (`/bin/sh` where there is no bash),
@@ -169,9 +175,23 @@ def parse_config(path: Path, text: str) -> Config:
         raise ConfigError(syntax_problem(path, exc)) from exc
     _check_mcp_servers(path, raw.get("mcpServers"))
     try:
-        return msgspec.convert(raw, Config)
+        config = msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
         raise ConfigError(settings_problem(path, text, exc, Config)) from exc
+    _check_sandbox_paths(path, config)
+    return config
+
+
+def _check_sandbox_paths(path: Path, config: Config) -> None:
+    """ConfigError for a relative path in the sandbox's read settings: relative to what the
+    daemon's current folder happens to be, it would hide (or show) the wrong thing."""
+    for setting in ("sandbox_allow_read", "sandbox_hide"):
+        for entry in cast("list[str]", getattr(config, setting)):
+            if not (entry.startswith("~") or os.path.isabs(entry)):
+                raise ConfigError(
+                    f"{path}: {setting}: {entry!r} is a relative path; write it absolute "
+                    f"(/...) or from your home (~/...)"
+                )
 
 
 def _check_mcp_servers(path: Path, servers: object) -> None:

@@ -19,11 +19,11 @@ import pytest
 import trio
 
 from tests.inprocess import running_sessions
-from tests.support import group_survivors, require_program, tagged
+from tests.support import group_survivors, require_program, require_sandbox_network, tagged
 from tests.unit.test_live_settings import pooled_rig
 from tether.clients.cli.commands.daemon import status_lines
 from tether.daemon.config.sandbox import command_sandbox
-from tether.daemon.config.settings import Config, parse_config
+from tether.daemon.config.settings import Config, ConfigError, parse_config
 from tether.daemon.procs.env import command_env
 from tether.daemon.procs.foreground import run_to_completion
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
@@ -160,16 +160,51 @@ async def test_the_how_to_line_is_only_for_failures_that_read_like_the_network(
     assert "sandbox_network" not in succeeded.output
 
 
-async def test_with_the_network_allowed_the_socket_connects(
+def outward_address() -> str:
+    """This machine's address on its way out (no packet is sent), or "" when it has only
+    loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))
+        except OSError:
+            return ""
+        address = probe.getsockname()[0]
+    return "" if address.startswith("127.") else address
+
+
+async def test_with_the_network_allowed_a_command_gets_out_but_not_to_the_host_s_loopback(
     ws: Path, listener: socket.socket
 ) -> None:
-    result = await run(
-        ToolContext(ws, sandbox=Sandbox(workspace=ws, network=True)), connect(listener)
-    )
-    assert result.output.startswith("exit code 0")
-    assert result.output.splitlines()[1:] == ["on"]
-    accepted, _ = listener.accept()
-    accepted.close()
+    require_sandbox_network()
+    address = outward_address()
+    if not address:
+        pytest.skip("this machine has no address but loopback")
+    with socket.create_server((address, 0)) as outside:
+        outside.setblocking(False)
+        ctx = ToolContext(ws, sandbox=Sandbox(workspace=ws, network=True))
+        out = await run(ctx, connect(outside).replace("127.0.0.1", address))
+        assert out.output.startswith("exit code 0"), out.output
+        assert out.output.splitlines()[1:] == ["on"]
+        accepted, _ = outside.accept()
+        accepted.close()
+    local = await run(ctx, connect(listener))
+    assert "Connection refused" in local.output
+    assert "sandbox_network" not in local.output  # the network is on: no advice
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+
+
+async def test_with_the_network_allowed_and_no_slirp4netns_nothing_runs(
+    ws: Path, tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "no-such-slirp4netns")
+    sandbox = Sandbox(workspace=ws, network=True, slirp4netns=missing)
+    result = await run(ToolContext(ws, sandbox=sandbox), "touch ran")
+    assert result.status == "failed"
+    assert f"slirp4netns ({missing}) is not installed" in result.output
+    assert "would let them reach the daemon" in result.output
+    assert "sandbox_network = false" in result.output
+    assert not (ws / "ran").exists()
 
 
 async def test_without_bwrap_nothing_runs_and_the_error_says_what_to_do(
@@ -213,11 +248,17 @@ async def test_a_bwrap_that_cannot_make_a_sandbox_is_reported_and_nothing_runs(
     assert not (ws / "ran").exists()
 
 
+@pytest.mark.parametrize("network", [False, True], ids=["no network", "network"])
 async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
-    ws: Path, tmp_path: Path, marker: str
+    network: bool, ws: Path, tmp_path: Path, marker: str
 ) -> None:
+    if network:
+        require_sandbox_network()
     table = ProcessTable(grace=GRACE)
-    ctx = ToolContext(ws, sandbox=Sandbox(workspace=ws), services={"processes": table})
+    sandbox = Sandbox(workspace=ws, network=network)
+    ctx = ToolContext(ws, sandbox=sandbox, services={"processes": table})
+    # bwrap, pid 1, the shell, two sleeps; with the network, the launcher and slirp4netns.
+    members = 7 if network else 5
     # A member that leaves the group (setsid) still ends with the sandbox.
     script = f"sleep 300 & setsid sleep 300 & touch {tmp_path}/out; echo ready; wait"
     with trio.fail_after(20):
@@ -226,7 +267,7 @@ async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
             started = await run(ctx, script, marker, background=True)
             assert "in the sandbox" in started.output
             managed = table.get("p1")
-            while len(tagged(marker)) < 5:  # noqa: ASYNC110 (bwrap, pid 1, shell, two sleeps)
+            while len(tagged(marker)) < members:  # noqa: ASYNC110
                 await trio.sleep(0.02)
             members = tagged(marker)
             ours = os.readlink("/proc/self/ns/pid")
@@ -283,7 +324,9 @@ async def test_a_turn_runs_sandboxed_commands_without_asking_and_a_workspace_can
     ws: Path, tmp_path: Path, store: Store, model_client: list[OpenAIChatClient]
 ) -> None:
     (ws / ".tether").mkdir()
-    (ws / ".tether/config.toml").write_text('sandbox = "off"\nsandbox_network = true\n')
+    (ws / ".tether/config.toml").write_text(
+        'sandbox = "off"\nsandbox_network = true\nsandbox_allow_read = ["~/.ssh"]\n'
+    )
     beside = tmp_path / "beside"
     beside.mkdir()
     command = f"echo in > made.txt && echo out > {beside}/out.txt"
@@ -318,7 +361,7 @@ async def test_a_turn_runs_sandboxed_commands_without_asking_and_a_workspace_can
     assert not (beside / "out.txt").exists()  # still sandboxed
     (notice,) = [item for item in session.items() if isinstance(item, Notice)]
     assert notice.code == "workspace_config"
-    assert "sandbox, sandbox_network" in notice.message
+    assert "sandbox, sandbox_network, sandbox_allow_read" in notice.message
 
 
 async def test_a_turn_says_when_the_sandbox_cannot_be_made(
@@ -355,11 +398,17 @@ async def test_a_turn_says_when_the_sandbox_cannot_be_made(
     assert not (ws / "ran").exists()
 
 
-def test_the_settings_make_the_sandbox_and_hide_the_runtime_dir(tmp_path: Path) -> None:
+def test_the_settings_make_the_sandbox_and_hide_tether_s_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("CONFIG", "DATA", "STATE"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     config = parse_config(
         tmp_path / "config.toml",
         'sandbox = "bwrap"\nsandbox_network = true\nsandbox_bwrap = "/opt/bwrap"\n'
-        f'sandbox_writable = ["{tmp_path}"]\n',
+        f'sandbox_writable = ["{tmp_path}"]\nsandbox_allow_read = ["~/.aws", "{tmp_path}/config"]\n'
+        'sandbox_hide = ["~/notes"]\n',
     )
     sandbox = command_sandbox(config, tmp_path)
     assert sandbox is not None
@@ -368,8 +417,95 @@ def test_the_settings_make_the_sandbox_and_hide_the_runtime_dir(tmp_path: Path) 
         True,
         (tmp_path.resolve(),),
     )
-    assert (len(sandbox.kept), len(sandbox.hidden)) == (3, 1)
+    home = (tmp_path / "home").resolve()
+    assert {home / ".ssh", home / "notes"} <= set(sandbox.hidden)
+    assert home / ".aws" not in sandbox.hidden
+    assert home / ".aws" in sandbox.shown
+    # tether's own folders stay hidden, whatever the user shows; its skills stay readable.
+    tether = [(tmp_path / name / "tether").resolve() for name in ("config", "data", "state")]
+    assert set(tether) <= set(sandbox.private)
+    assert (tmp_path / "config/tether/skills").resolve() in sandbox.shown
     assert command_sandbox(Config(), tmp_path) is None
+
+
+def test_a_relative_path_to_hide_or_show_is_a_clear_error(tmp_path: Path) -> None:
+    for setting in ("sandbox_allow_read", "sandbox_hide"):
+        with pytest.raises(ConfigError) as raised:
+            parse_config(tmp_path / "config.toml", f'{setting} = ["secrets/key"]\n')
+        assert str(raised.value) == (
+            f"{tmp_path}/config.toml: {setting}: 'secrets/key' is a relative path; write it "
+            "absolute (/...) or from your home (~/...)"
+        )
+
+
+def test_variables_naming_a_hidden_socket_or_display_are_left_out(tmp_path: Path) -> None:
+    env = {
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+        "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
+        "DISPLAY": ":0",
+        "WAYLAND_DISPLAY": "wayland-0",
+        "XAUTHORITY": "/run/user/1000/xauth",
+        "DOCKER_HOST": "unix:///run/docker.sock",
+        "PATH": "/usr/bin",
+        "TMPDIR": "/var/tmp",
+    }
+    assert Sandbox(workspace=tmp_path).env(env) == {"PATH": "/usr/bin", "TMPDIR": "/tmp"}
+    # One that names a place the user shows again is kept.
+    shown = Sandbox(workspace=tmp_path, shown=(Path("/tmp/ssh-x"), Path("/tmp/.X11-unix")))
+    assert shown.env(env) == {
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+        "DISPLAY": ":0",
+        "PATH": "/usr/bin",
+        "TMPDIR": "/tmp",
+    }
+
+
+@pytest.fixture
+def fake_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home outside /tmp (the sandbox's /tmp is empty anyway, so a home there would prove
+    nothing), with tether's folders in it."""
+    with tempfile.TemporaryDirectory(dir=Path.home()) as folder:
+        home = Path(folder).resolve()
+        monkeypatch.setenv("HOME", str(home))
+        for name, default in (("CONFIG", ".config"), ("DATA", ".local/share")):
+            monkeypatch.setenv(f"XDG_{name}_HOME", str(home / default))
+        monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local/state"))
+        yield home
+
+
+async def test_credentials_are_hidden_unless_allowed_and_the_user_hides_more(
+    ws: Path, fake_home: Path
+) -> None:
+    files = {
+        ".ssh/id_ed25519": "PRIVATE KEY",
+        ".aws/credentials": "aws_secret_access_key = x",
+        ".netrc": "machine example.com password x",
+        "notes/private.txt": "mine",
+        "notes/public.txt": "anyone's",
+        ".config/tether/config.toml": 'api_key = "sk-x"',
+        ".config/tether/skills/lint/run.sh": "echo lint",
+    }
+    for name, text in files.items():
+        (fake_home / name).parent.mkdir(parents=True, exist_ok=True)
+        (fake_home / name).write_text(text + "\n")
+    config = Config(
+        sandbox="bwrap",
+        sandbox_allow_read=["~/.aws", "~/.config/tether"],
+        sandbox_hide=["~/notes/private.txt"],
+    )
+    sandbox = command_sandbox(config, ws)
+    assert sandbox is not None
+    command = "; ".join(f"cat ~/{name} 2>/dev/null || echo '{name} hidden'" for name in files)
+    result = await run(ToolContext(ws, sandbox=sandbox), command)
+    assert result.output.splitlines()[1:] == [
+        ".ssh/id_ed25519 hidden",
+        "aws_secret_access_key = x",
+        ".netrc hidden",
+        "notes/private.txt hidden",
+        "anyone's",
+        ".config/tether/config.toml hidden",  # allowed or not: tether's own
+        "echo lint",
+    ]
 
 
 async def test_a_hidden_folder_is_empty_in_the_sandbox(ws: Path) -> None:
@@ -427,16 +563,19 @@ async def test_a_background_process_that_needed_the_network_is_told_how_to_allow
     )
 
 
-async def test_tether_s_own_folders_stay_read_only_in_a_workspace_that_holds_them(
+async def test_tether_s_own_folders_are_hidden_in_a_workspace_that_holds_them(
     ws: Path,
 ) -> None:
     settings = ws / "home/.config/tether"
     settings.mkdir(parents=True)
     (settings / "config.toml").write_text('sandbox = "bwrap"\n')
-    sandbox = Sandbox(workspace=ws, kept=(settings,))
-    command = "echo 'sandbox = \"off\"' > home/.config/tether/config.toml; touch home/other"
+    sandbox = Sandbox(workspace=ws, private=(settings,))
+    command = (
+        "ls -A home/.config/tether; echo 'sandbox = \"off\"' > home/.config/tether/config.toml;"
+        " touch home/other"
+    )
     result = await run(ToolContext(ws, sandbox=sandbox), command)
-    assert "Read-only file system" in result.output
+    assert result.output.splitlines()[1:] == ["(no output)"]  # empty; the write went nowhere
     assert (settings / "config.toml").read_text() == 'sandbox = "bwrap"\n'
     assert (ws / "home/other").exists()
 
@@ -455,3 +594,18 @@ async def test_a_sandboxed_command_reads_the_stdin_it_is_given(ws: Path) -> None
             stdin=b"from the daemon",
         )
     assert (done.exit_code, done.output.render(100, 100)) == (0, "from the daemon")
+
+
+async def test_a_workspace_inside_a_hidden_folder_is_still_there_and_writable(
+    fake_home: Path,
+) -> None:
+    require_program("bwrap", WHY)
+    project = fake_home / ".config/project"
+    project.mkdir(parents=True)
+    (project / "README").write_text("mine\n")
+    (fake_home / ".config/secret").write_text("key\n")
+    sandbox = Sandbox(workspace=project, hidden=(fake_home / ".config",))
+    command = "cat README; cat ../secret 2>/dev/null || echo 'secret hidden'; touch made"
+    result = await run(ToolContext(project, sandbox=sandbox), command)
+    assert result.output.splitlines()[1:] == ["mine", "secret hidden"]
+    assert (project / "made").exists()
