@@ -33,7 +33,6 @@ from pathlib import Path
 import trio
 
 from tether.daemon.logs.log import get_logger
-from tether.daemon.procs.env import command_env
 from tether.daemon.procs.ownership import OwnedGroups, confirmed
 
 log = get_logger(__name__)
@@ -81,10 +80,17 @@ def main(args: list[str] | None = None) -> int:
     # A terminal's signals are not for it: it acts when the daemon is gone, not before.
     for number in (signal.SIGINT, signal.SIGHUP):
         signal.signal(number, signal.SIG_IGN)
-    os.write(1, READY)
+    with contextlib.suppress(OSError):  # a daemon dead before this still has its groups killed
+        os.write(1, READY)
     if not wait_for_release(0):
         kill_owned(record)
     return 0
+
+
+def _watchdog_env() -> dict[str, str]:
+    """Only what Python needs to find tether: the watchdog carries none of the variables a
+    command gets (nothing to leak, and nothing that makes it look like one of the commands)."""
+    return {name: os.environ[name] for name in ("PATH", "PYTHONPATH") if name in os.environ}
 
 
 class Watchdog:
@@ -113,7 +119,7 @@ class Watchdog:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     cwd="/",
-                    env=command_env(),
+                    env=_watchdog_env(),
                     start_new_session=True,
                 )
             except OSError as exc:

@@ -80,6 +80,24 @@ def test_when_its_stdin_ends_it_kills_every_group_proven_ours(groups: Groups) ->
     assert sorted(OwnedGroups(record).read()) == sorted([ours.pid, stranger.pid])  # only read
 
 
+def test_a_daemon_gone_before_it_watched_still_has_its_groups_killed(groups: Groups) -> None:
+    record, ours, stranger = groups
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody to read READY: the daemon died while the watchdog started
+    try:
+        watchdog = subprocess.Popen(
+            [sys.executable, "-m", "tether.daemon.procs.watchdog", str(record)],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            start_new_session=True,
+        )
+    finally:
+        os.close(write_end)
+    assert watchdog.wait(timeout=30) == 0
+    assert ours.wait(timeout=10) == -signal.SIGKILL
+    assert alive(stranger.pid)
+
+
 def test_released_it_exits_and_kills_nothing(groups: Groups) -> None:
     record, ours, stranger = groups
     end_watchdog(record, RELEASE)
