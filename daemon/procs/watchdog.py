@@ -11,7 +11,8 @@ Rules:
 - It writes `READY` to its stdout once it watches. From then until its stdout reaches its end
   (it died), the record is `guarded`: commands start without a death signal of their own
   (`tether.daemon.procs.spawn`), which saves an exec and a thread hop per command. When it
-  dies, new commands get the death signal again and another watchdog is started.
+  dies, new commands get the death signal again and another watchdog is started; after
+  `MAX_FAILED_STARTS` in a row that never watched, none is.
 - A daemon that stops cleanly, with no unguarded group left, sends `RELEASE`: the watchdog
   exits without killing anything. If such groups are left, it is not released: it kills them
   when the daemon ends.
@@ -28,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
@@ -43,6 +45,9 @@ RELEASE = b"q"
 """Sent by a daemon stopping cleanly: exit without killing anything."""
 RESTART_SECONDS = 1.0
 """Pause before a watchdog that died is replaced."""
+MAX_FAILED_STARTS = 3
+"""Watchdogs in a row that end before they watch, after which none is started again."""
+COMMAND = (sys.executable, "-m", "tether.daemon.procs.watchdog")
 RELEASE_SECONDS = 5.0
 """How long a released watchdog gets to exit before it is killed."""
 
@@ -96,10 +101,19 @@ def _watchdog_env() -> dict[str, str]:
 class Watchdog:
     """The daemon's side of the watchdog for `owned` (whose `path` must be set)."""
 
-    def __init__(self, owned: OwnedGroups) -> None:
+    def __init__(
+        self,
+        owned: OwnedGroups,
+        command: Sequence[str] = COMMAND,
+        restart_seconds: float = RESTART_SECONDS,
+    ) -> None:
+        """`command`: what runs the watchdog, the record's path appended; `restart_seconds`:
+        the pause before one that ended is replaced."""
         assert owned.path is not None
         self.owned = owned
         self.record = owned.path
+        self.command = [*command, str(owned.path)]
+        self.restart_seconds = restart_seconds
         self._process: trio.Process | None = None
 
     @property
@@ -110,12 +124,14 @@ class Watchdog:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep a watchdog running, `owned.guarded` while it watches, until cancelled (which
         leaves it running: `release` ends it). Gives up, leaving every command its death
-        signal, when one cannot be started."""
+        signal, when one cannot be started or `MAX_FAILED_STARTS` in a row end before they
+        watch."""
         task_status.started()
-        while True:
+        failed = 0
+        while failed < MAX_FAILED_STARTS:
             try:
                 process = await trio.lowlevel.open_process(
-                    [sys.executable, "-m", "tether.daemon.procs.watchdog", str(self.record)],
+                    self.command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     cwd="/",
@@ -128,13 +144,17 @@ class Watchdog:
             self._process = process
             assert process.stdout is not None
             if await process.stdout.receive_some(len(READY)) == READY:
+                failed = 0
                 self.owned.guarded = True
                 while await process.stdout.receive_some(64):
                     pass
+            else:
+                failed += 1
             self.owned.guarded = False
-            log.warning("the watchdog ended; starting another", pid=process.pid)
+            log.warning("the watchdog ended", pid=process.pid, failed_starts=failed)
             await self._discard(process)
-            await trio.sleep(RESTART_SECONDS)
+            await trio.sleep(self.restart_seconds)
+        log.warning("no watchdog: commands keep their death signal", failed_starts=failed)
 
     async def release(self) -> None:
         """Stop guarding; end the watchdog without it killing anything, unless groups without

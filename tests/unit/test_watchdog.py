@@ -17,7 +17,7 @@ from tether.daemon.procs.env import command_env
 from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, start_time
 from tether.daemon.procs.spawn import start_child
 from tether.daemon.procs.table import ProcessTable
-from tether.daemon.procs.watchdog import READY, RELEASE
+from tether.daemon.procs.watchdog import READY, RELEASE, Watchdog
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -159,3 +159,13 @@ async def test_the_table_guards_its_commands_while_its_watchdog_runs(tmp_path: P
     assert not alive(second)
     assert watchdog.pid is None
     assert table.owned.guarded is False
+
+
+async def test_watchdogs_that_never_watch_are_given_up(tmp_path: Path) -> None:
+    owned = OwnedGroups(tmp_path / "processes.json")
+    # Exits at once, never ready.
+    watchdog = Watchdog(owned, command=[sys.executable, "-c", "pass"], restart_seconds=0)
+    with trio.fail_after(60):
+        await watchdog.serve()
+    assert owned.guarded is False
+    assert watchdog.pid is None
