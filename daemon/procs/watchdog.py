@@ -13,9 +13,9 @@ Rules:
   (`tether.daemon.procs.spawn`), which saves an exec and a thread hop per command. When it
   dies, new commands get the death signal again and another watchdog is started; after
   `MAX_FAILED_STARTS` in a row that never watched, none is.
-- A daemon that stops cleanly, with no unguarded group left, sends `RELEASE`: the watchdog
-  exits without killing anything. If such groups are left, it is not released: it kills them
-  when the daemon ends.
+- A daemon that stops cleanly, with no group left that lacks a death signal, sends `RELEASE`:
+  the watchdog exits without killing anything. If such groups are left, it is not released: it
+  kills them when the daemon ends.
 - It only reads the record; a daemon started after a crash takes the record over as before
   (and finds the groups the watchdog killed gone).
 - What it cannot catch: a command started in the instant between its fork and its record
