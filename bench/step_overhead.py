@@ -14,8 +14,9 @@ Two figures:
   both for the 20-step turn / 20 and marginally, (20-step - 1-step) / 19.
 
 Where the time goes, per step (medians): the model call (request sent to reply parsed, the fake
-server's own answer included) and the tool call, as the daemon logs them ("model call" and
-"tool call" lines, `ms`), and the rest of the step (events, history, the store, the loop).
+server's own answer included, and that answer timed alone) and the tool call, as the daemon
+logs them ("model call" and "tool call" lines, `ms`), and the rest of the step (events,
+history, the store, the loop).
 For run_command, the same process machinery is also timed in this process, phase by phase:
 starting the shell (fork, exec and the ownership record), the shell running until it exits,
 the end of its output, and the reaping (the group checked gone, the pipe closed, the record
@@ -26,10 +27,12 @@ when no watchdog runs.
 Usage: python bench/step_overhead.py [--runs N]
 """
 
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,7 @@ from _harness import (
 from tether.daemon.procs.env import command_env
 from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.procs.shell import open_command, reap
+from tether.testing.handler import Handler
 
 TARGET_MS = 15.0
 TOOL_STEPS = 19
@@ -137,11 +141,36 @@ class StepParts:
     """Medians over the steps of some turns, in seconds, from the daemon's log."""
 
     model_s: float
+    server_s: float
+    """The part of the model call the fake server spent answering (in this process)."""
     tool_s: float
 
 
-def step_parts(records: list[dict[str, Any]], turns: list[TurnRun]) -> StepParts:
+@contextlib.contextmanager
+def timed_answers() -> Generator[list[float]]:
+    """The seconds the fake model server (a thread of this process) spends on each model
+    request, from its headers read to its answer written, while the block runs."""
+    original = Handler.do_POST
+    spent: list[float] = []
+
+    def timed(self: Handler) -> None:
+        started = time.perf_counter()
+        original(self)
+        if self.path.endswith(("/chat/completions", "/messages")):
+            spent.append(time.perf_counter() - started)
+
+    Handler.do_POST = timed
+    try:
+        yield spent
+    finally:
+        Handler.do_POST = original
+
+
+def step_parts(
+    records: list[dict[str, Any]], turns: list[TurnRun], answers: dict[str, list[float]]
+) -> StepParts:
     ids = {turn.turn_id for turn in turns}
+    server = [spent for turn in turns for spent in answers.get(turn.turn_id, [])]
     model: list[float] = []
     tool: list[float] = []
     for record in records:
@@ -151,7 +180,7 @@ def step_parts(records: list[dict[str, Any]], turns: list[TurnRun]) -> StepParts
             model.append(record["ms"] / 1000)
         elif record.get("msg") == "tool call":
             tool.append(record["ms"] / 1000)
-    return StepParts(model_s=median(model), tool_s=median(tool))
+    return StepParts(model_s=median(model), server_s=median(server), tool_s=median(tool))
 
 
 PHASES = ("start", "shell runs", "output ends", "reap", "total")
@@ -209,10 +238,13 @@ def main() -> int:
         bench_home(server.base_url) as home,
         running_daemon(home),
     ):
+        answers: dict[str, list[float]] = {}
 
         def one(script: dict[str, Any], steps: int) -> TurnRun:
             server.set_script(script)
-            turn = run_turn(home)
+            with timed_answers() as spent:
+                turn = run_turn(home)
+            answers.setdefault(turn.turn_id, []).extend(spent)
             got = len(server.requests)
             if got != steps:
                 raise RuntimeError(f"expected {steps} model calls, the model server saw {got}")
@@ -231,8 +263,8 @@ def main() -> int:
             long.append(one(SCRIPT_20, 20))
             commands.append(one(SCRIPT_COMMANDS, 20))
         records = home.log_records(home.workspace)
-    read_parts = step_parts(records, long)
-    command_parts = step_parts(records, commands)
+    read_parts = step_parts(records, long, answers)
+    command_parts = step_parts(records, commands, answers)
     phases = command_phases(max(50, runs * 10))
 
     wall_1 = median([r.wall_s for r in short])
@@ -288,6 +320,7 @@ def main() -> int:
     ):
         rest = step - parts.model_s - parts.tool_s
         row(f"    {label}: model call", ms(parts.model_s))
+        row(f"    {label}:   of which the fake server's answer", ms(parts.server_s))
         row(f"    {label}: tool call", ms(parts.tool_s))
         row(f"    {label}: the rest (events, store, loop)", ms(rest))
     print("  a run_command `true`, phase by phase in this process, min / median:")
