@@ -13,14 +13,32 @@ Two figures:
 - in-daemon: from the events' own timestamps, turn_completed.endedAt - turn_started.startedAt,
   both for the 20-step turn / 20 and marginally, (20-step - 1-step) / 19.
 
+Where the time goes, per step (medians): the model call (request sent to reply parsed, the fake
+server's own answer included, and that answer timed alone) and the tool call, as the daemon
+logs them ("model call" and "tool call" lines, `ms`), and the rest of the step (events,
+history, the store, the loop).
+For run_command, the same process machinery is also timed in this process, phase by phase:
+starting the shell (fork, exec and the ownership record), the shell running until it exits,
+the end of its output, and the reaping (the group checked gone, the pipe closed, the record
+line written); once as the daemon does it while its watchdog runs (vfork on the trio thread,
+no death signal), once with the death signal (setpriv, forked by the owner thread), as it does
+when no watchdog runs.
+
 Usage: python bench/step_overhead.py [--runs N]
 """
 
+import contextlib
+import statistics
 import sys
+import tempfile
+import time
+from collections.abc import Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
+import trio
 
 from _harness import (
     BenchHome,
@@ -36,6 +54,10 @@ from _harness import (
     runs_argument,
     verdict,
 )
+from tether.daemon.procs.env import command_env
+from tether.daemon.procs.ownership import OwnedGroups
+from tether.daemon.procs.shell import open_command, reap
+from tether.testing.handler import Handler
 
 TARGET_MS = 15.0
 TOOL_STEPS = 19
@@ -61,6 +83,7 @@ SCRIPT_COMMANDS = {"steps": [*(command_step(i) for i in range(TOOL_STEPS)), {"te
 
 class _Event(msgspec.Struct):
     type: str
+    turnId: str = ""  # the wire spelling
     startedAt: float = 0.0  # the wire spelling
     endedAt: float = 0.0
     status: str = ""
@@ -80,6 +103,7 @@ class TurnRun:
     turn_s: float
     """endedAt - startedAt of the turn, from the daemon's own event timestamps."""
     events: int
+    turn_id: str
 
 
 def run_turn(home: BenchHome) -> TurnRun:
@@ -96,19 +120,113 @@ def run_turn(home: BenchHome) -> TurnRun:
     if result.returncode != 0:
         raise RuntimeError(f"tether run exited {result.returncode}: {result.stderr.strip()}")
     started = ended = 0.0
-    status = ""
+    status = turn_id = ""
     count = 0
     for text in result.stdout.splitlines():
         line = _line.decode(text)
         count += 1
         if line.event.type == "turn_started":
             started = line.event.startedAt
+            turn_id = line.event.turnId
         elif line.event.type == "turn_completed":
             ended = line.event.endedAt
             status = line.event.status
     if status != "completed" or not started or not ended:
         raise RuntimeError(f"the turn did not complete (status {status!r}): {result.stdout!r}")
-    return TurnRun(wall_s=result.wall_s, turn_s=ended - started, events=count)
+    return TurnRun(wall_s=result.wall_s, turn_s=ended - started, events=count, turn_id=turn_id)
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Medians over the steps of some turns, in seconds, from the daemon's log."""
+
+    model_s: float
+    server_s: float
+    """The part of the model call the fake server spent answering (in this process)."""
+    tool_s: float
+
+
+@contextlib.contextmanager
+def timed_answers() -> Generator[list[float]]:
+    """The seconds the fake model server (a thread of this process) spends on each model
+    request, from its headers read to its answer written, while the block runs."""
+    original = Handler.do_POST
+    spent: list[float] = []
+
+    def timed(self: Handler) -> None:
+        started = time.perf_counter()
+        original(self)
+        if self.path.endswith(("/chat/completions", "/messages")):
+            spent.append(time.perf_counter() - started)
+
+    Handler.do_POST = timed
+    try:
+        yield spent
+    finally:
+        Handler.do_POST = original
+
+
+def step_parts(
+    records: list[dict[str, Any]], turns: list[TurnRun], answers: dict[str, list[float]]
+) -> StepParts:
+    ids = {turn.turn_id for turn in turns}
+    server = [spent for turn in turns for spent in answers.get(turn.turn_id, [])]
+    model: list[float] = []
+    tool: list[float] = []
+    for record in records:
+        if record.get("turn") not in ids:
+            continue
+        if record.get("msg") == "model call":
+            model.append(record["ms"] / 1000)
+        elif record.get("msg") == "tool call":
+            tool.append(record["ms"] / 1000)
+    return StepParts(model_s=median(model), server_s=median(server), tool_s=median(tool))
+
+
+PHASES = ("start", "shell runs", "output ends", "reap", "total")
+
+
+async def _time_commands(runs: int, guarded: bool) -> dict[str, list[float]]:
+    """Run `true` as the daemon runs a foreground command, `runs` times, timing each phase."""
+    phases: dict[str, list[float]] = {name: [] for name in PHASES}
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        owned = OwnedGroups(cwd / "processes.json")
+        owned.guarded = guarded  # as while the daemon's watchdog runs
+        env = command_env()
+        for _ in range(runs):
+            marks = [time.perf_counter()]
+            process = await open_command("true", cwd, env, owned)
+            marks.append(time.perf_counter())
+            await process.wait()
+            marks.append(time.perf_counter())
+            while await process.stdout.receive_some(65536):
+                pass
+            marks.append(time.perf_counter())
+            await reap(process, 1.0, owned)
+            marks.append(time.perf_counter())
+            for name, begin, end in zip(PHASES, marks, marks[1:], strict=False):
+                phases[name].append(end - begin)
+            phases["total"].append(marks[-1] - marks[0])
+            await trio.sleep(0.001)  # the daemon's other work would come between commands
+        owned.close()
+    return phases
+
+
+def command_phases(runs: int) -> dict[bool, dict[str, list[float]]]:
+    """Phase timings with the watchdog's way (True) and the death signal's (False),
+    interleaved in batches so that drift affects both alike."""
+    found: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    for _ in range(5):
+        for guarded in (True, False):
+            got = trio.run(_time_commands, max(1, runs // 5), guarded)
+            for name, values in got.items():
+                found[guarded].setdefault(name, []).extend(values)
+    return found
+
+
+def min_med(values: list[float]) -> str:
+    return f"{ms(min(values))} / {ms(statistics.median(values))}"
 
 
 def main() -> int:
@@ -120,10 +238,13 @@ def main() -> int:
         bench_home(server.base_url) as home,
         running_daemon(home),
     ):
+        answers: dict[str, list[float]] = {}
 
         def one(script: dict[str, Any], steps: int) -> TurnRun:
             server.set_script(script)
-            turn = run_turn(home)
+            with timed_answers() as spent:
+                turn = run_turn(home)
+            answers.setdefault(turn.turn_id, []).extend(spent)
             got = len(server.requests)
             if got != steps:
                 raise RuntimeError(f"expected {steps} model calls, the model server saw {got}")
@@ -141,6 +262,10 @@ def main() -> int:
             short.append(one(SCRIPT_1, 1))
             long.append(one(SCRIPT_20, 20))
             commands.append(one(SCRIPT_COMMANDS, 20))
+        records = home.log_records(home.workspace)
+    read_parts = step_parts(records, long, answers)
+    command_parts = step_parts(records, commands, answers)
+    phases = command_phases(max(50, runs * 10))
 
     wall_1 = median([r.wall_s for r in short])
     wall_20 = median([r.wall_s for r in long])
@@ -183,6 +308,25 @@ def main() -> int:
     cli_min_step = (min(r.wall_s for r in long) - min(r.wall_s for r in short)) / TOOL_STEPS
     row("per step, CLI wall from the minimums (less noisy)", ms(cli_min_step))
     print(f"  events per 20-step turn seen by the CLI: {long[-1].events}")
+    command_steps = [(r.turn_s - turn_1) / TOOL_STEPS for r in commands]
+    read_steps = [(r.turn_s - turn_1) / TOOL_STEPS for r in long]
+    print("  per step in daemon, min / median over the runs (marginal, as above):")
+    row("    read_file / list_dir step", min_med(read_steps))
+    row("    run_command `true` step", min_med(command_steps))
+    print("  where a step's time goes (medians of the daemon's log lines):")
+    for label, parts, step in (
+        ("read_file / list_dir", read_parts, daemon_marginal),
+        ("run_command `true`", command_parts, command_step_s),
+    ):
+        rest = step - parts.model_s - parts.tool_s
+        row(f"    {label}: model call", ms(parts.model_s))
+        row(f"    {label}:   of which the fake server's answer", ms(parts.server_s))
+        row(f"    {label}: tool call", ms(parts.tool_s))
+        row(f"    {label}: the rest (events, store, loop)", ms(rest))
+    print("  a run_command `true`, phase by phase in this process, min / median:")
+    for guarded, label in ((True, "watchdog, vfork"), (False, "death signal, setpriv")):
+        for name in PHASES:
+            row(f"    {label}: {name}", min_med(phases[guarded][name]))
     for label, turns in (("1-step", short), ("20-step", long)):
         walls = [r.wall_s for r in turns]
         print(f"  {label} wall min / max: {ms(min(walls))} / {ms(max(walls))}")

@@ -260,9 +260,11 @@ class LspPool:
     def prewarm(self, paths: Iterable[Path]) -> None:
         """Start, in the background, the servers these files would need (a file was read;
         an edit is likely). Does not wait; does nothing when the pool is not serving or a
-        server is backing off after crashes."""
-        if self._lent.nursery is not None:
-            self._lent.nursery.start_soon(self._prewarm, list(paths))
+        server is backing off after crashes. A file no server checks by its name (most reads:
+        a README, a folder) costs nothing, not even a task."""
+        wanted = [path for path in paths if any(spec.handles(path) for spec in self._specs)]
+        if wanted and self._lent.nursery is not None:
+            self._lent.nursery.start_soon(self._prewarm, wanted)
 
     async def _prewarm(self, paths: list[Path]) -> None:
         now = trio.current_time()

@@ -30,13 +30,20 @@ Deciding that a group found at start-up is still ours, never killing a stranger'
   therefore cannot be recognised, and is left alone (with a log line), as is any group that
   cannot be confirmed.
 
-Reading /proc and the file is blocking: every method here runs on the owner thread
-(`tether.daemon.procs.spawn.OWNER_THREAD`), which also keeps the writes in order.
+Who kills what when the daemon dies: a `Watchdog` (`tether.daemon.procs.watchdog`) sends SIGKILL
+to every group this record proves is still ours, the moment the daemon is gone (`guarded`);
+without one, each leader has the death signal (`tether.daemon.procs.spawn`). Either way a
+daemon started later stops whatever is left (`take_over`).
+
+Appending is one `write` and `take_over` reads /proc (milliseconds, at start-up): the methods
+are safe to call from any thread (a lock keeps the writes in order); `take_over` belongs on the
+owner thread (`tether.daemon.procs.spawn.OWNER_THREAD`), `add` and `remove` may run anywhere.
 """
 
 import contextlib
 import os
 import secrets
+import threading
 from pathlib import Path
 
 import msgspec
@@ -125,63 +132,93 @@ def _live_by_group(pgids: set[int]) -> dict[int, list[tuple[int, int]]]:
     return found
 
 
+def confirmed(recorded: dict[int, GroupRecord]) -> list[GroupRecord]:
+    """Of the `recorded` groups, those that are still ours and have live members (see the
+    rules above); a group that cannot be confirmed is left out, with a log line. Reads /proc:
+    blocking."""
+    members = _live_by_group(set(recorded)) if recorded else {}
+    found: list[GroupRecord] = []
+    for record in recorded.values():
+        live = members[record.pgid]
+        if not live:
+            continue
+        leader = (record.pgid, record.start)
+        if leader in live or any(_carries(pid, record.tag) for pid, _ in live):
+            found.append(record)
+        else:
+            log.warning(
+                "a process group of the previous daemon could not be confirmed as its own;"
+                " leaving it alone",
+                pgid=record.pgid,
+                command=record.command,
+            )
+    return found
+
+
 class OwnedGroups:
     """The groups the daemon owns, mirrored to `path` (None: kept in memory only).
 
-    Every method blocks: run them on the owner thread."""
+    Every method blocks (briefly, but for `take_over`); all are thread-safe."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self.guarded = False
+        """Whether a watchdog will kill the recorded groups when the daemon dies, so that a
+        new leader needs no death signal of its own (set by `tether.daemon.procs.watchdog`;
+        never with `path` None)."""
         self._groups: dict[int, GroupRecord] = {}
+        self._unsignalled: set[int] = set()
         self._boot = boot_id()
         self._fd: int | None = None
         self._lines = 0
+        self._lock = threading.Lock()
 
-    def add(self, record: GroupRecord) -> None:
-        self._groups[record.pgid] = record
-        self._append(RecordLine(add=record, boot_id=self._boot))
+    def add(self, record: GroupRecord, *, death_signal: bool = True) -> None:
+        """Record a group whose leader just started; `death_signal`: whether the leader has
+        one (False: only a watchdog kills it when the daemon dies)."""
+        with self._lock:
+            self._groups[record.pgid] = record
+            if not death_signal:
+                self._unsignalled.add(record.pgid)
+            self._append(RecordLine(add=record, boot_id=self._boot))
 
     def remove(self, pgid: int) -> None:
-        if self._groups.pop(pgid, None) is not None:
-            self._append(RecordLine(remove=pgid))
+        with self._lock:
+            self._unsignalled.discard(pgid)
+            if self._groups.pop(pgid, None) is not None:
+                self._append(RecordLine(remove=pgid))
 
     def records(self) -> list[GroupRecord]:
-        return list(self._groups.values())
+        with self._lock:
+            return list(self._groups.values())
+
+    def unsignalled(self) -> int:
+        """How many recorded groups have a leader without a death signal."""
+        with self._lock:
+            return len(self._unsignalled)
 
     def take_over(self) -> list[GroupRecord]:
         """Read what a previous daemon recorded and return its groups that are still ours and
         still have live members; they stay recorded until `remove`d (after being stopped).
         Groups that are gone or cannot be confirmed are dropped from the record."""
-        previous = self._read()
-        members = _live_by_group(set(previous)) if previous else {}
-        confirmed: list[GroupRecord] = []
-        for record in previous.values():
-            live = members[record.pgid]
-            if not live:
-                continue
-            leader = (record.pgid, record.start)
-            if leader in live or any(_carries(pid, record.tag) for pid, _ in live):
-                confirmed.append(record)
-            else:
-                log.warning(
-                    "a process group of the previous daemon could not be confirmed as its own;"
-                    " leaving it alone",
-                    pgid=record.pgid,
-                    command=record.command,
-                )
-        for record in confirmed:
-            self._groups.setdefault(record.pgid, record)
-        if self.path is not None and (previous or self.path.exists()):
-            self._compact()
-        return confirmed
+        previous = self.read()
+        found = confirmed(previous)
+        with self._lock:
+            for record in found:
+                self._groups.setdefault(record.pgid, record)
+            if self.path is not None and (previous or self.path.exists()):
+                self._compact()
+        return found
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
-    def _read(self) -> dict[int, GroupRecord]:
-        """The groups the file records for this boot."""
+    def read(self) -> dict[int, GroupRecord]:
+        """The groups the file records for this boot (not what this object holds: what a
+        daemon that died would have left)."""
         groups: dict[int, GroupRecord] = {}
         if self.path is None:
             return groups
@@ -230,7 +267,9 @@ class OwnedGroups:
 
     def _compact(self) -> None:
         assert self.path is not None
-        self.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         lines = [RecordLine(add=record, boot_id=self._boot) for record in self._groups.values()]
         data = b"".join(_encode(line) + b"\n" for line in lines)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")

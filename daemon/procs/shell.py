@@ -8,10 +8,11 @@ Rules:
   hooks: `user_shell`). The permission gate judges commands with bash's grammar, so what it
   judged is what runs. The command starts in a new session (so in its own process group,
   whose id is the shell's pid), with stdin from `/dev/null` (or given bytes: a hook's event)
-  and stdout and stderr merged into one pipe. The shell is forked by the daemon's owner
-  thread and dies with the daemon (`tether.daemon.procs.spawn`).
-- The group is recorded durably (`tether.daemon.procs.ownership`) on the owner thread right
-  after the fork, before anything else can happen, so a crash right after still finds it.
+  and stdout and stderr merged into one pipe. It dies with the daemon: killed with its group
+  by the watchdog when `owned` is `guarded` (`tether.daemon.procs.watchdog`), else by its
+  death signal, set when the daemon's owner thread forks it (`tether.daemon.procs.spawn`).
+- The group is recorded durably (`tether.daemon.procs.ownership`) right after the fork, in
+  the same job, before anything else can happen, so a crash right after still finds it.
 - Ending a command (`reap`) is shielded and always complete: the tree stopped, the leader
   collected, the pipe closed, the record removed.
 - What this cannot catch: a process that leaves the group on purpose (`setsid`, a daemonising
@@ -24,7 +25,6 @@ Rules:
 import functools
 import os
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -101,15 +101,19 @@ async def open_command(
         argv = sandbox.argv(argv, cwd)
         full_env = sandbox.env(full_env)
 
+    # With a watchdog, no death signal: the shell is started here, without the owner thread.
+    signalled = owned is None or not owned.guarded
+
     def start() -> Started:
-        started = start_child(argv, cwd=cwd, env=full_env, stdin=stdin)
+        started = start_child(argv, cwd=cwd, env=full_env, stdin=stdin, death_signal=signalled)
         if owned is not None:
             pid = started[0].pid
             shown = command[:200]  # for log lines only
-            owned.add(GroupRecord(pgid=pid, start=start_time(pid), tag=tag, command=shown))
+            record = GroupRecord(pgid=pid, start=start_time(pid), tag=tag, command=shown)
+            owned.add(record, death_signal=signalled)
         return started
 
-    return Child(await OWNER_THREAD.run(start))
+    return Child(await OWNER_THREAD.run(start) if signalled else start())
 
 
 async def reap(process: Child, grace: float, owned: OwnedGroups | None) -> None:
@@ -119,4 +123,4 @@ async def reap(process: Child, grace: float, owned: OwnedGroups | None) -> None:
         await stop_child(process, grace)
         await process.stdout.aclose()
         if owned is not None:
-            await OWNER_THREAD.run(partial(owned.remove, process.pid))
+            owned.remove(process.pid)  # one write

@@ -11,9 +11,13 @@ Rules:
   children (the ownership record) runs there too, in order.
 - How the signal is set: by `setpriv --pdeathsig KILL` (util-linux) in front of the command
   when /usr/bin or /bin has one that works, because a `preexec_fn` makes Python fork instead
-  of vfork, and forking the daemon costs ~10 ms (its page tables are copied) against ~2 ms for
-  the extra exec. Without setpriv, a ctypes `prctl` in `preexec_fn` does it; that child also
-  checks that its parent is still the daemon (which may have died before the prctl).
+  of vfork, and forking the daemon costs ~10 ms (its page tables are copied) against ~1-2 ms
+  for the extra exec. Without setpriv, a ctypes `prctl` in `preexec_fn` does it; that child
+  also checks that its parent is still the daemon (which may have died before the prctl).
+- Without the signal (`death_signal=False`): for a group a watchdog will kill when the daemon
+  dies (`tether.daemon.procs.watchdog`). Nothing ties the child to a thread then, so it may be
+  started from any thread, the trio thread included: Python vforks, and the caller is blocked
+  only until the child's exec (a fraction of a millisecond).
 
 `Child` is the small part of `trio.Process` the daemon needs (pid, wait, kill, the output
 pipe), over a `subprocess.Popen` made on that thread.
@@ -196,12 +200,18 @@ Started = tuple["subprocess.Popen[bytes]", int]
 
 
 def start_child(
-    argv: list[str], *, cwd: Path, env: Mapping[str, str], stdin: bytes | None = None
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: bytes | None = None,
+    death_signal: bool = True,
 ) -> Started:
     """Fork and exec `argv` in a new session, stdout and stderr into one pipe, with the death
-    signal set. Its stdin is /dev/null, or a file holding `stdin` (read at the child's pace:
-    a child that never reads it blocks nobody). Blocking: call it on the owner thread
-    (`OWNER_THREAD.run`), then wrap the result in a `Child` on the trio side."""
+    signal set (unless not `death_signal`). Its stdin is /dev/null, or a file holding `stdin`
+    (read at the child's pace: a child that never reads it blocks nobody). Blocking: with the
+    death signal, call it on the owner thread (`OWNER_THREAD.run`); then wrap the result in a
+    `Child` on the trio side."""
     source = _stdin_file(stdin) if stdin is not None else None
     read_end, write_end = os.pipe()
     try:
@@ -212,6 +222,7 @@ def start_child(
             stderr=write_end,
             cwd=cwd,
             env=env,
+            death_signal=death_signal,
         )
     except BaseException:
         os.close(read_end)
@@ -231,11 +242,12 @@ def _popen(
     stderr: int,
     cwd: Path,
     env: Mapping[str, str],
+    death_signal: bool = True,
 ) -> "subprocess.Popen[bytes]":
-    """Fork and exec `argv` in a new session with the death signal set, on the given
-    descriptors."""
-    prefix = _death_signal_prefix()
-    preexec = None if prefix else die_with(os.getpid())
+    """Fork and exec `argv` in a new session with the death signal set (if `death_signal`),
+    on the given descriptors."""
+    prefix = _death_signal_prefix() if death_signal else []
+    preexec = die_with(os.getpid()) if death_signal and not prefix else None
     return subprocess.Popen(
         [*prefix, *argv],
         stdin=stdin,

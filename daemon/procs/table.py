@@ -32,6 +32,7 @@ from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.procs.shell import DRAIN_SECONDS, open_command, reap
 from tether.daemon.procs.spawn import OWNER_THREAD, Child
+from tether.daemon.procs.watchdog import Watchdog
 from tether.protocol.methods import ProcessInfo
 
 log = get_logger(__name__)
@@ -132,23 +133,29 @@ class ProcessTable:
 
     It also keeps the daemon's record of the groups it owns (`owned`, written to `record`;
     foreground commands are recorded there too): when it starts serving, the groups a crashed
-    daemon left behind are stopped.
+    daemon left behind are stopped. With a record, it runs a `Watchdog` while it serves, which
+    kills the recorded groups when the daemon dies.
     """
 
     def __init__(self, *, grace: float = KILL_GRACE, record: Path | None = None) -> None:
         self.grace = grace
         self.owned = OwnedGroups(record)
+        self.watchdog = Watchdog(self.owned) if record is not None else None
+        """Kills the recorded groups when the daemon dies (with a record only)."""
         self._procs: dict[str, ManagedProcess] = {}
         self._ids = itertools.count(1)
         self._lent = LentNursery()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run until cancelled. Starts by stopping (in the background: SIGTERM, the grace
-        period, SIGKILL) the groups a previous daemon recorded and left running.
+        """Run until cancelled. Starts the watchdog (with a record) and stops (in the
+        background: SIGTERM, the grace period, SIGKILL) the groups a previous daemon recorded
+        and left running.
         Cancellation stops every tree the table owns (each gets SIGTERM, the grace period,
         then SIGKILL, all at once) before this returns."""
         try:
             async with trio.open_nursery() as nursery:
+                if self.watchdog is not None:
+                    await nursery.start(self.watchdog.serve)
                 for record in await OWNER_THREAD.run(self.owned.take_over):
                     log.info("stopping a process group left by a previous daemon", pgid=record.pgid)
                     nursery.start_soon(self._stop_leftover, record.pgid)
@@ -156,6 +163,8 @@ class ProcessTable:
             # Each supervisor stopped its own tree (shielded) as the nursery was cancelled.
         finally:
             with trio.CancelScope(shield=True):
+                if self.watchdog is not None:
+                    await self.watchdog.release()
                 await OWNER_THREAD.run(self.owned.close)
 
     async def _stop_leftover(self, pgid: int) -> None:

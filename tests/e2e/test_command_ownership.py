@@ -185,6 +185,41 @@ def test_sigterm_mid_command_persists_a_closed_call_and_the_session_goes_on(
 # --- a crashed daemon's trees -----------------------------------------------------------------
 
 
+def watchdog_of(daemon: DaemonProcess) -> int:
+    """The pid of the daemon's watchdog (a child of the daemon's, running the module)."""
+
+    def find() -> list[int]:
+        found: list[int] = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+            if ppid == daemon.proc.pid and b"tether.daemon.procs.watchdog" in cmdline:
+                found.append(int(entry.name))
+        return found
+
+    wait_until(lambda: len(find()) == 1, "no watchdog")
+    return find()[0]
+
+
+def test_sigkill_mid_command_the_whole_tree_dies_with_the_daemon(
+    daemon: DaemonProcess, workspace: Path, model_server: ModelServer
+) -> None:
+    prepare_tree(workspace, model_server)
+    with daemon.client() as client:
+        run_tree(client)
+        pids = tree_pids(workspace)
+        pgid = pgid_of(pids[0])
+        daemon.kill()
+    # Not only the shell: its child and grandchild, which ignore SIGTERM, go too.
+    wait_until(lambda: not group_survivors(pgid), "the tree outlived the daemon")
+    assert not any(alive(pid) for pid in pids)
+
+
 def test_sigkill_mid_command_the_next_daemon_stops_the_whole_tree(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
@@ -193,9 +228,13 @@ def test_sigkill_mid_command_the_next_daemon_stops_the_whole_tree(
         session_id, _ = run_tree(client)
         pids = tree_pids(workspace)
         pgid = pgid_of(pids[0])
+        # The watchdog goes with the daemon (frozen first, so that it cannot act).
+        watchdog = watchdog_of(daemon)
+        os.kill(watchdog, signal.SIGSTOP)
         daemon.kill()
-    # The shell died with the daemon; its child and grandchild ignore SIGTERM and live on.
-    wait_until(lambda: not alive(pgid), "the shell outlived the daemon")
+        os.kill(watchdog, signal.SIGKILL)
+    # The child and grandchild ignore SIGTERM and live on (the shell too, unless it had
+    # a death signal of its own).
     assert all(alive(pid) for pid in pids)
     restarted = go_on_after_restart(home, workspace, model_server, session_id)
     try:
@@ -217,8 +256,10 @@ def test_sigkill_with_a_background_process_the_next_daemon_stops_it(
         collect_until_turn_end(client, session_id)
         pids = tree_pids(workspace)
         pgid = pgid_of(pids[0])
+        watchdog = watchdog_of(daemon)
+        os.kill(watchdog, signal.SIGSTOP)
         daemon.kill()
-    wait_until(lambda: not alive(pgid), "the shell outlived the daemon")
+        os.kill(watchdog, signal.SIGKILL)
     assert all(alive(pid) for pid in pids)
     restarted = start_daemon(home, workspace, "--idle-timeout", "0")
     try:
@@ -282,7 +323,7 @@ def test_only_groups_the_record_proves_are_ours_are_stopped(home: Home, workspac
             ours.wait(timeout=10)
             assert ours.returncode == -signal.SIGTERM
             assert alive(stranger.pid)
-            wait_until(lambda: not OwnedGroups(path)._read(), "the record kept them")
+            wait_until(lambda: not OwnedGroups(path).read(), "the record kept them")
         finally:
             assert daemon.stop() == 0
         assert alive(stranger.pid)

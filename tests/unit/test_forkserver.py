@@ -35,6 +35,21 @@ def _fd_links(pid: int) -> list[str]:
     return [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
 
 
+def _pidfd_targets(pid: int) -> list[int]:
+    """The processes the pidfds `pid` holds refer to."""
+    targets: list[int] = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        if "pidfd" in os.readlink(f"/proc/{pid}/fd/{fd}"):
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+            lines = info.splitlines()
+            targets += [int(line.split()[1]) for line in lines if line.startswith("Pid:")]
+    return targets
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _started(tmp_path: Path, **env: str) -> tuple[DaemonProcess, Path]:
     home = Home(tmp_path / "home", "http://127.0.0.1:9")
     home.env.update(env)
@@ -60,8 +75,10 @@ def test_a_forked_daemon_has_the_tests_environment_folder_and_no_stray_descripto
         # among what the daemon holds.
         server = fork_server().pid
         held = set(_fd_links(pid))
-        assert [link for link in _fd_links(server)[3:] if link in held] == []
-        assert not [link for link in held if "pidfd" in link]
+        theirs = [link for link in _fd_links(server)[3:] if "pidfd" not in link]
+        assert [link for link in theirs if link in held] == []
+        # The only pidfds are for its own children (its watchdog).
+        assert [_parent(target) for target in _pidfd_targets(pid)] in ([], [pid])
     finally:
         assert daemon.stop() == 0
 

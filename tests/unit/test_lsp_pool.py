@@ -522,6 +522,20 @@ async def test_prewarm_starts_without_waiting(workspace: Path) -> None:
             assert [s.name for s in pool.status()] == ["ruff"]
 
 
+async def test_prewarm_of_files_no_server_checks_starts_nothing(workspace: Path) -> None:
+    pool = LspPool(workspace, builtin=["ruff"])
+    with trio.fail_after(20):
+        async with serving(pool):
+            nursery = pool._lent.nursery
+            assert nursery is not None
+            before = len(nursery.child_tasks)
+            pool.prewarm([workspace / "README.md", workspace])
+            assert len(nursery.child_tasks) == before
+            pool.prewarm([workspace / "app.py"])
+            assert len(nursery.child_tasks) == before + 1
+            await wait_for_state(pool, "ruff", "running")
+
+
 async def test_files_nobody_checks_are_ignored(workspace: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.py"
     outside.write_text(BROKEN)

@@ -58,7 +58,7 @@ def write_record(path: Path, records: list[GroupRecord], boot: str | None = None
 
 def recorded(path: Path) -> list[int]:
     """The pgids the file records, as a new daemon reads them (without taking over)."""
-    return sorted(OwnedGroups(path)._read())
+    return sorted(OwnedGroups(path).read())
 
 
 def test_a_group_is_ours_by_its_tag_once_the_leader_is_gone(
@@ -152,18 +152,24 @@ def test_the_preexec_fallback_sets_the_death_signal() -> None:
     assert ran.stdout.strip() == str(int(signal.SIGKILL))
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
-async def test_a_command_gets_sigkill_as_its_death_signal(tmp_path: Path) -> None:
-    # Read by the command itself; `exec`, so it is the shell's own process.
-    with trio.fail_after(20):
+async def death_signal_of_a_command(cwd: Path, owned: OwnedGroups | None = None) -> str:
+    """The death signal a command started as the daemon starts them has, as it reads it
+    itself (`exec`: the shell's own process)."""
+    with trio.fail_after(30):
         done = await run_to_completion(
             f"exec {sys.executable} -c '{READ_DEATH_SIGNAL}'",
-            cwd=tmp_path,
+            cwd=cwd,
             env=command_env(),
-            time_limit=10,
+            time_limit=30,
             on_output=lambda _text: None,
             head=100,
             tail=100,
+            owned=owned,
         )
     assert done.exit_code == 0
-    assert done.output.render(100, 100).strip() == str(int(signal.SIGKILL))
+    return done.output.render(100, 100).strip()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+async def test_a_command_gets_sigkill_as_its_death_signal(tmp_path: Path) -> None:
+    assert await death_signal_of_a_command(tmp_path) == str(int(signal.SIGKILL))
