@@ -232,11 +232,11 @@ def _mask_known_secrets(settings: UserSettings) -> None:
     """Tell the log's scrubber the secrets known at start: the API key in use and the values
     of the environment variables commands do not get (the token and keys that come later are
     added where they appear)."""
-    from tether.daemon.procs.env import is_secret_name
+    from tether.daemon.procs.env import is_secret_variable
 
     log.add_secret(settings.started.provider.api_key)
     for name, value in settings.env.items():
-        if is_secret_name(name):
+        if is_secret_variable(name, value):
             log.add_secret(value)
 
 
