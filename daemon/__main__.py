@@ -141,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         echo=sys.stderr if sys.stderr.isatty() else None,
     )
     _mask_known_secrets(settings)
+    from tether.daemon.server.limits import raise_open_file_limit
+
+    before, now = raise_open_file_limit()
+    if now != before:
+        _log.info("open-file limit raised", soft_before=before, soft=now)
     try:
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
