@@ -95,6 +95,8 @@ def read_beneath(
     Raises FileNotFoundError, IsADirectoryError, OSError(ELOOP) for a symlink, OSError(EINVAL)
     for anything else that is not a regular file, and FileTooLarge past `limit` bytes
     (the status is checked before anything is read)."""
+    if path == root:
+        raise IsADirectoryError(errno.EISDIR, f"{path} is a directory")
     with open_folder(root, path.parent) as folder:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

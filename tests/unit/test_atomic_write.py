@@ -225,3 +225,14 @@ async def test_a_write_that_fails_says_so_and_changes_nothing(ws: Path) -> None:
     assert result.output.endswith("The file was not created.")
     assert names(ws) == ["notes.txt"]
     assert (ws / "notes.txt").read_text() == "a file, not a folder\n"
+
+
+async def test_the_workspace_root_is_a_folder_to_every_file_tool(ws: Path) -> None:
+    ctx = ToolContext(ws)
+    read = await call(ctx, "read_file", path=".")
+    assert read.output == ". is a directory; use list_dir for directories."
+    written = await call(ctx, "write_file", path=".", content="x")
+    assert written.output == ". is a directory."
+    edited = await call(ctx, "edit_file", path=".", old_string="a", new_string="b")
+    assert edited.output == ". is a directory."
+    assert names(ws) == []
