@@ -35,8 +35,16 @@ once, 500 events and 10,000 frames a second for the daemon. Everything shares th
 CPUs (2 here): the daemon, the model server thread and the client processes compete, so the
 load average is printed; rerun on a quiet machine for the figures that count.
 
+Half-open flood (`--half-open N`, a case of its own): the daemon's open-file limit is set to
+--open-files (soft and hard, as `ulimit -n` does), then N connections are opened that never
+send their websocket upgrade, and opened again whenever the daemon closes them. Reported:
+`tether run` (a one-step turn) before and during the flood, median of --runs, and how many the
+daemon closed (it keeps at most 64 waiting, oldest dropped first; each gets 10 s). Target:
+`tether run` during the flood within 0.5 s of before.
+
 Usage: python bench/load.py [--sessions N] [--clients N] [--steps N] [--chunks N]
                             [--pace-ms MS] [--procs N] [--small]
+       python bench/load.py --half-open 1100 [--open-files 1024] [--runs 5]
 """
 
 import argparse
@@ -47,7 +55,9 @@ import multiprocessing.context
 import multiprocessing.process
 import os
 import re
+import resource
 import selectors
+import socket
 import sys
 import time
 from collections.abc import Callable, Generator
@@ -70,6 +80,7 @@ from _harness import (
     percentile,
     ready_messages,
     row,
+    run_cli,
     running_daemon,
     verdict,
 )
@@ -465,6 +476,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--small", action="store_true", help="4 sessions x 5 clients x 5 steps (a quick check)"
     )
+    parser.add_argument(
+        "--half-open", type=int, default=0, help="run the half-open flood case with N connections"
+    )
+    parser.add_argument(
+        "--open-files", type=int, default=1024, help="the daemon's open-file limit (half-open)"
+    )
+    parser.add_argument("--runs", type=int, default=5, help="`tether run`s each way (half-open)")
     args = parser.parse_args()
     if args.small:
         args.sessions, args.clients, args.steps, args.procs = 4, 5, 5, 2
@@ -474,6 +492,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     handle_sigterm()
+    if args.half_open:
+        return half_open(args.half_open, args.open_files, args.runs)
     load = load_line()
     sessions: int = args.sessions
     per_session: int = args.clients
@@ -659,6 +679,74 @@ def report(
         verdict(measured.idle, IDLE_RSS_TARGET_KB + 1),
     )
     row("sessions loaded then", str(status.sessions_loaded))
+
+
+HALF_OPEN_TARGET = 0.5
+"""Seconds a half-open flood may add to `tether run`."""
+
+
+def half_open(count: int, open_files: int, runs: int) -> int:
+    """The half-open flood case (see the module's docstring)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < count + 256:  # this process holds the flood's sockets
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, count + 1024), hard))
+    print(f"half-open flood: {count} connections, daemon limited to {open_files} open files")
+    print(f"{machine_line()}\n{load_line()}")
+    with (
+        model_server({"steps": [{"text": "done"}], "loop": True}) as server,
+        bench_home(server.base_url) as home,
+        running_daemon(home) as daemon,
+    ):
+        resource.prlimit(daemon.pid, resource.RLIMIT_NOFILE, (open_files, open_files))
+
+        def tether_run() -> float:
+            done = run_cli(home, "run", "--workspace", str(home.workspace), "go", timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"tether run exited {done.returncode}: {done.stderr.strip()}")
+            return done.wall_s
+
+        tether_run()  # warm-up
+        before = [tether_run() for _ in range(runs)]
+        port = home.read_discovery(home.workspace)
+        assert port is not None
+        address = ("127.0.0.1", port.port)
+        sockets = [socket.create_connection(address) for _ in range(count)]
+        dropped = 0
+        try:
+            during: list[float] = []
+            for _ in range(runs):
+                # The flood is kept up: what the daemon closed is opened again before each run.
+                for index, sock in enumerate(sockets):
+                    if _closed(sock):
+                        sock.close()
+                        sockets[index] = socket.create_connection(address)
+                        dropped += 1
+                during.append(tether_run())
+            dropped += sum(_closed(sock) for sock in sockets)
+        finally:
+            for sock in sockets:
+                sock.close()
+    added = median(during) - median(before)
+    row("tether run, no flood (median)", f"{median(before):.2f} s")
+    row(
+        f"tether run, {count} half-open (median)",
+        f"{median(during):.2f} s",
+        f"+{HALF_OPEN_TARGET} s",
+        verdict(added, HALF_OPEN_TARGET),
+    )
+    row("  worst during the flood", f"{max(during):.2f} s")
+    row("half-open connections the daemon closed", f"{dropped} ({count} kept open)")
+    return 0 if added <= HALF_OPEN_TARGET else 1
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
 
 
 if __name__ == "__main__":

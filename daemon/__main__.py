@@ -162,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         echo=sys.stderr if sys.stderr.isatty() else None,
     )
     _mask_known_secrets(settings)
+    from tether.daemon.server.limits import raise_open_file_limit
+
+    before, now = raise_open_file_limit()
+    if now != before:
+        _log.info("open-file limit raised", soft_before=before, soft=now)
     try:
         # Imported only by the process that won the lock: a daemon that loses a start race
         # exits without paying for the whole daemon's import.
@@ -267,11 +272,11 @@ def _mask_known_secrets(settings: UserSettings) -> None:
     """Tell the log's scrubber the secrets known at start: the API key in use and the values
     of the environment variables commands do not get (the token and keys that come later are
     added where they appear)."""
-    from tether.daemon.procs.env import is_secret_name
+    from tether.daemon.procs.env import is_secret_variable
 
     log.add_secret(settings.started.provider.api_key)
     for name, value in settings.env.items():
-        if is_secret_name(name):
+        if is_secret_variable(name, value):
             log.add_secret(value)
 
 

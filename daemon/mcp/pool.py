@@ -54,7 +54,7 @@ from tether.daemon.mcp.http import HttpTransport
 from tether.daemon.mcp.named_files import named_files
 from tether.daemon.mcp.stdio import StdioTransport
 from tether.daemon.nursery import LentNursery
-from tether.daemon.procs.env import command_env, is_secret_name
+from tether.daemon.procs.env import command_env, is_secret_variable
 from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.procs.server import open_server, stop_server
 from tether.protocol.enums import McpEventKind, McpServerState
@@ -413,7 +413,7 @@ class McpPool:
         config = server.config
         # Never logged, but masked should a server's error quote one.
         for name, value in config.env.items():
-            if is_secret_name(name):
+            if is_secret_variable(name, value):
                 add_secret(value)
         for value in config.headers.values():
             add_secret(value.removeprefix("Bearer "))

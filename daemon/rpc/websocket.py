@@ -2,6 +2,10 @@
 public API only) doing the handshake and reading what clients send.
 
 Rules:
+- at most `max_pending` connections wait for their handshake at once; one more drops the
+  oldest of them (its socket is closed: that client sees EOF), so a flood of connections that
+  never finish their handshake holds at most `max_pending` descriptors and never delays the
+  clients that do finish;
 - the upgrade request must arrive within `handshake_timeout`; `check(request)` then accepts it
   (None) or refuses it with an HTTP status and a text body. A request that is not a websocket
   upgrade at all gets 400;
@@ -22,10 +26,11 @@ first by the next send. It is the outbox's direct path (see `tether.daemon.rpc.o
 """
 
 import contextlib
+import itertools
 import os
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 
 import trio
 from wsproto import ConnectionType, WSConnection
@@ -56,6 +61,9 @@ _NOT_AN_UPGRADE = (
     b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 34\r\nConnection: close\r\n\r\nexpected a websocket upgrade (GET)\n"
 )
+
+MAX_PENDING_HANDSHAKES = 64
+"""Connections waiting for their handshake at once, by default."""
 
 Check = Callable[[Request], tuple[int, str] | None]
 Handler = Callable[["WebSocket"], Awaitable[None]]
@@ -337,6 +345,44 @@ def _header(request: Request, name: bytes) -> str:
     return ""
 
 
+class PendingHandshakes:
+    """The connections that have not finished their handshake, oldest first: at most `limit`
+    of them; admitting one more cancels the oldest (`dropped` counts them)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"at least one pending handshake must be allowed, not {limit}")
+        self.limit = limit
+        self.dropped = 0
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._ids = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    @contextlib.contextmanager
+    def admitted(self) -> Generator[trio.CancelScope]:
+        """A cancel scope for one handshake, cancelled should `limit` newer ones arrive before
+        it is done; enter it around the handshake. Left when the handshake is over."""
+        while len(self._scopes) >= self.limit:
+            oldest = next(iter(self._scopes))
+            self._scopes.pop(oldest).cancel()
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning(
+                    "too many pending websocket handshakes; oldest dropped",
+                    limit=self.limit,
+                    dropped=self.dropped,
+                )
+        key = next(self._ids)
+        scope = trio.CancelScope()
+        self._scopes[key] = scope
+        try:
+            yield scope
+        finally:
+            self._scopes.pop(key, None)
+
+
 async def serve_websocket(
     handler: Handler,
     host: str,
@@ -345,18 +391,21 @@ async def serve_websocket(
     check: Check,
     max_message_size: int,
     handshake_timeout: float = 10.0,
+    max_pending: int = MAX_PENDING_HANDSHAKES,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on host:port (0: any free port, reported through `task_status`) and run
     `handler(ws)` for each accepted websocket, in a task of its own. When the handler returns
-    the TCP stream is closed. A handler's exception is logged; it never stops the server.
+    the TCP stream is closed. A handler's exception is logged; it never stops the server. At
+    most `max_pending` connections wait for their handshake (see the module's rules).
     Cancelling this closes the listener and every connection."""
     listeners = await trio.open_tcp_listeners(port, host=host)
+    pending = PendingHandshakes(max_pending)
 
     async def serve_one(stream: trio.SocketStream) -> None:
         ws: WebSocket | None = None
         try:
-            with trio.move_on_after(handshake_timeout):
+            with pending.admitted() as scope, scope, trio.move_on_after(handshake_timeout):
                 ws = await _handshake(stream, check, max_message_size)
             if ws is not None:
                 await handler(ws)

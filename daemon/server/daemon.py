@@ -52,6 +52,7 @@ from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.server.idle import IdleTimer
 from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
+from tether.daemon.server.limits import pending_handshake_limit
 from tether.daemon.server.model_client import create_client
 from tether.daemon.sessions.models import ModelPool
 from tether.daemon.sessions.registry import Sessions
@@ -279,6 +280,7 @@ class Daemon:
             self.listen_port,
             check=self._check_upgrade,
             max_message_size=MAX_MESSAGE_BYTES,
+            max_pending=pending_handshake_limit(),
         )
         try:
             return await nursery.start(serve)

@@ -13,6 +13,9 @@ Rules:
   (`last_turn_with_changes`) is the latest one not yet undone, so repeated undos walk back.
 - Each file is put back atomically (`atomic_write`, keeping its mode); a file whose path now
   leads out of the workspace or into a symlink loop is a conflict and is never written.
+- Files are read, written and removed from the workspace root's descriptor without following
+  symlinks (`beneath`): a folder swapped for a symlink after the check fails that file
+  (listed as a conflict) instead of steering the daemon outside the workspace.
 - Snapshots live in SQLite: they survive a daemon restart.
 - Only file writes by tools are covered; what commands did is not (the result says so).
 
@@ -30,6 +33,7 @@ from tether.daemon.sessions.rows import SnapshotRow
 from tether.daemon.sessions.store import Store
 from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import loop_point
+from tether.daemon.tools.beneath import read_beneath, unlink_beneath
 from tether.daemon.tools.edits import line_delta
 from tether.protocol.items import FileChange
 from tether.protocol.methods import SessionUndoResult
@@ -52,10 +56,10 @@ def _digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def _read(path: Path) -> bytes | None:
+def _read(root: Path, path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
+        return read_beneath(root, path)[0]
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
@@ -94,7 +98,7 @@ class TurnChanges:
         """Snapshot `path` the first time the turn writes it (queued; not waited for)."""
         if path in self._original:
             return
-        data = await trio.to_thread.run_sync(_read, path)
+        data = await trio.to_thread.run_sync(_read, self.root, path)
         if path not in self._original:  # checked again: another call may have won meanwhile
             self._snapshot(path, data)
 
@@ -174,7 +178,10 @@ async def _restore(
 def _inside(root: Path, rel: str) -> Path | None:
     """The file `rel` resolves to, or None if it is now outside the workspace or a symlink
     loop (never followed, never written)."""
-    path = Path(os.path.realpath(root / rel))
+    try:
+        path = Path(os.path.realpath(root / rel))
+    except OSError:  # a link on the path changed while it was being resolved
+        return None
     return path if root in path.parents and loop_point(path) is None else None
 
 
@@ -189,7 +196,11 @@ def _undo_files(
         if path is None:  # a symlink now leads out of the workspace, or loops
             conflicts.append(row.path)
             continue
-        current = _read(path)
+        try:
+            current = _read(root, path)
+        except OSError:  # a symlink or something not a file now stands in its place
+            conflicts.append(row.path)
+            continue
         if _digest(current) != row.after_digest:
             conflicts.append(row.path)
         plan.append((row, path, current))
@@ -206,14 +217,16 @@ def _undo_files(
     restored: list[str] = []
     removed: list[str] = []
     for row, path, current in plan:
-        if row.content is None:
-            if current is not None:
-                path.unlink()
-                removed.append(row.path)
-        elif current != row.content:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, row.content)
-            restored.append(row.path)
+        try:
+            if row.content is None:
+                if current is not None:
+                    unlink_beneath(root, path)
+                    removed.append(row.path)
+            elif current != row.content:
+                atomic_write(path, row.content, root=root, make_folders=True)
+                restored.append(row.path)
+        except OSError:  # its path changed since it was checked: left alone, reported
+            conflicts.append(row.path)
     return SessionUndoResult(
         turn_id=turn_id,
         applied=True,

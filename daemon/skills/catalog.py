@@ -7,13 +7,14 @@ provider's prompt cache) unchanged until the set of matching skills changes.
 
 Globs are matched against workspace-relative POSIX paths: `*` and `?` stay within one path
 segment, `**` spans segments (`**/` also matches no folder at all), `[...]` is a character
-class; a glob without `/` matches a file's name in any folder (`*.py`).
+class; a glob without `/` matches a file's name in any folder (`*.py`). They are matched in
+bounded time (`pathglob`): a repository's skill cannot freeze the daemon with its globs.
 """
 
-import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 
+from tether.daemon.pathglob import GlobError, PathGlob, compile_glob
 from tether.daemon.skills.library import Skill
 
 CATALOG_MAX = 12
@@ -28,40 +29,25 @@ HEADER = (
 
 
 @cache
-def _glob_regex(glob: str) -> re.Pattern[str]:
+def _glob(glob: str) -> PathGlob | None:
+    """A skill's glob as a path glob: one without `/` matches a name in any folder, one that
+    ends in `/` everything under that folder. None for a glob that cannot be matched (it
+    then matches nothing)."""
     glob = glob.strip().removeprefix("./")
-    anchored = "/" in glob.rstrip("/")
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and (end := glob.find("]", i + 2)) > 0:
-            body = glob[i + 1 : end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    pattern = "".join(out)
+    if "/" not in glob.rstrip("/"):
+        glob = "**/" + glob
     if glob.endswith("/"):
-        pattern += ".*"  # a folder: everything under it
-    return re.compile(pattern if anchored else f"(?:.*/)?{pattern}")
+        glob += "**"
+    try:
+        return compile_glob(glob)
+    except GlobError:
+        return None
 
 
 def glob_matches(glob: str, path: str) -> bool:
     """Whether the workspace-relative `path` matches `glob` (see the module's rules)."""
-    return _glob_regex(glob).fullmatch(path.removeprefix("./")) is not None
+    compiled = _glob(glob)
+    return compiled is not None and compiled.match(path.removeprefix("./"))
 
 
 def matches(skill: Skill, files: Iterable[str]) -> bool:

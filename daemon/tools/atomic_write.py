@@ -7,20 +7,26 @@ crash), the file holds either all of its old content or all of the new. On an er
 temporary file is removed; only a crash between its creation and the rename can leave one
 behind (a hidden `.<name>.<random>.tmp` beside the file).
 
-A symlink is followed: the file it resolves to is written and the link stays a link (callers
-check that the resolved file is one they may write). A file without write permission for the
-daemon is refused, as writing it in place would be. The rename gives the file a new inode, so
-a hard link elsewhere keeps the old content.
+The file is reached from the workspace root's descriptor without following a symlink
+(`tether.daemon.tools.beneath`): the caller passes the path its containment check resolved,
+and a folder on it swapped for a symlink since then makes the write fail instead of landing
+where the link points. A symlink in the file's own place is refused likewise (callers resolve
+a link to the file it names before checking). A file without write permission for the daemon
+is refused, as writing it in place would be. The rename gives the file a new inode, so a hard
+link elsewhere keeps the old content.
 
 Every place that writes a user's file goes through here: edit_file and write_file, and undo.
 """
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
+
+from tether.daemon.tools.beneath import open_folder
 
 Writer = Callable[[int, bytes], None]
 """Writes all of `data` to the open file descriptor (an injection point for tests)."""
@@ -34,20 +40,36 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def atomic_write(path: Path, data: bytes, *, write: Writer = write_all) -> None:
-    """Replace the content of `path` (following symlinks) with `data`, or create it, in one
-    atomic step. Raises OSError (PermissionError for a file the daemon may not write) with the
-    file untouched and no temporary file left. The folder must exist.
+def atomic_write(
+    path: Path,
+    data: bytes,
+    *,
+    root: Path,
+    make_folders: bool = False,
+    write: Writer = write_all,
+) -> None:
+    """Replace the content of `path` with `data`, or create it, in one atomic step. `path` is
+    resolved and inside the resolved `root` (what `resolve_in_workspace` returns); with
+    `make_folders` its missing folders are created. Raises OSError (PermissionError for a file
+    the daemon may not write, ELOOP or ENOTDIR for a symlink met on the way) with the file
+    untouched and no temporary file left.
 
     Blocking: call it from a worker thread."""
-    target = Path(os.path.realpath(path))
+    with open_folder(root, path.parent, create=make_folders) as folder:
+        _replace(folder, path, data, write)
+
+
+def _replace(folder: int, path: Path, data: bytes, write: Writer) -> None:
+    name = path.name
     try:
-        old = os.stat(target)
+        old = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         old = None
-    if old is not None and not os.access(target, os.W_OK):
-        raise PermissionError(f"{target} is read-only")
-    fd, temporary = _create_temporary(target)
+    if old is not None and stat.S_ISLNK(old.st_mode):
+        raise OSError(errno.ELOOP, f"{path} is a symlink; it was not followed")
+    if old is not None and not os.access(name, os.W_OK, dir_fd=folder):
+        raise PermissionError(f"{path} is read-only")
+    fd, temporary = _create_temporary(folder, name)
     try:
         try:
             write(fd, data)
@@ -56,22 +78,22 @@ def atomic_write(path: Path, data: bytes, *, write: Writer = write_all) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temporary, target)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=folder)
         raise
-    _sync_folder(target.parent)
+    with contextlib.suppress(OSError):  # makes the rename durable; not every filesystem can
+        os.fsync(folder)
 
 
-def _create_temporary(target: Path) -> tuple[int, Path]:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+def _create_temporary(folder: int, name: str) -> tuple[int, str]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
-        name = f".{target.name[:_MAX_NAME_KEPT]}.{secrets.token_hex(4)}.tmp"
-        temporary = target.with_name(name)
+        temporary = f".{name[:_MAX_NAME_KEPT]}.{secrets.token_hex(4)}.tmp"
         try:
             # 0o666 less the umask: a new file gets the mode `open(path, "w")` would give it.
-            return os.open(temporary, flags, 0o666), temporary
+            return os.open(temporary, flags, 0o666, dir_fd=folder), temporary
         except FileExistsError:
             continue
 
@@ -84,13 +106,3 @@ def _keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
         with contextlib.suppress(PermissionError):
             os.fchown(fd, old.st_uid, old.st_gid)
     os.fchmod(fd, stat.S_IMODE(old.st_mode))  # after chown, which clears set-id bits
-
-
-def _sync_folder(folder: Path) -> None:
-    # Makes the rename itself durable; not every filesystem can sync a folder.
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

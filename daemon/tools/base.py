@@ -76,11 +76,15 @@ class FileVersion(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, path: Path, data: bytes | None = None) -> "FileVersion":
-        stat = path.stat()
         content = path.read_bytes() if data is None else data
+        return cls.of_status(path.stat(), content)
+
+    @classmethod
+    def of_status(cls, status: os.stat_result, content: bytes) -> "FileVersion":
+        """The version of a file already open: its status and content as read."""
         return cls(
-            mtime_ns=stat.st_mtime_ns,
-            size=stat.st_size,
+            mtime_ns=status.st_mtime_ns,
+            size=status.st_size,
             digest=hashlib.sha256(content).hexdigest(),
         )
 
@@ -264,7 +268,10 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     if "\x00" in path:
         raise ToolFailure("The path contains a NUL byte.")
     root = workspace.resolve()
-    target = Path(os.path.realpath(root / path))
+    try:
+        target = Path(os.path.realpath(root / path))
+    except OSError as exc:  # a link on the path changed while it was being resolved
+        raise ToolFailure(f"{path} changed while it was being resolved ({exc.strerror}).") from exc
     if target != root and root not in target.parents:
         raise ToolFailure(
             f"{path!r} is outside the workspace ({root}); only paths inside it can be used."

@@ -1,5 +1,8 @@
 """Which files hold credentials: the names and folders that read rules, searches and the
-permission gate treat as secrets, and whether a path or a glob names them."""
+permission gate treat as secrets, and whether a path or a glob names them.
+
+Names and folders match without regard to case: `.ENV`, `ID_RSA.PEM` and `.SSH/` are as secret
+as their lower-case twins (case-insensitive file systems open either spelling)."""
 
 import fnmatch
 import re
@@ -34,10 +37,12 @@ CREDENTIAL_NAMES = (
 CREDENTIAL_DIRS = (".ssh", ".aws", ".gnupg", ".docker", ".kube")
 
 
-_CREDENTIAL_NAME = re.compile("|".join(fnmatch.translate(name) for name in CREDENTIAL_NAMES))
+_CREDENTIAL_NAME = re.compile(
+    "|".join(fnmatch.translate(name) for name in CREDENTIAL_NAMES), re.IGNORECASE
+)
 
 
-_CREDENTIAL_DIRS = frozenset(CREDENTIAL_DIRS)
+_CREDENTIAL_DIRS = frozenset(name.casefold() for name in CREDENTIAL_DIRS)
 
 
 _WILDCARD_RUN = re.compile(r"(?:\*|\?|\[[^/\]]*\])+")
@@ -52,7 +57,9 @@ def is_credential_path(path: str) -> bool:
     parts = [part for part in path.split("/") if part and part != "."]
     if not parts:
         return False
-    return _CREDENTIAL_NAME.match(parts[-1]) is not None or not _CREDENTIAL_DIRS.isdisjoint(parts)
+    return _CREDENTIAL_NAME.match(parts[-1]) is not None or not _CREDENTIAL_DIRS.isdisjoint(
+        part.casefold() for part in parts
+    )
 
 
 def names_credentials(path: str, glob: str = "") -> bool:

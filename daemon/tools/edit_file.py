@@ -25,6 +25,7 @@ from tether.daemon.tools.edits import (
     encode,
     line_delta,
     plural,
+    read_current,
 )
 from tether.daemon.tools.read_file import split_lines
 
@@ -73,14 +74,12 @@ class EditFile(FileEditTool[EditFileParams]):
 
 
 def _plan_edit(file: FileTarget, params: EditFileParams) -> FilePlan:
-    path, shown = file.path, file.shown
-    if not path.exists():
+    shown = file.shown
+    before = read_current(file.root, file.path, shown)
+    if before is None:
         raise ToolFailure(
             f"{shown} does not exist. Use write_file to create it, or glob to find the right path."
         )
-    if not path.is_file():
-        raise ToolFailure(f"{shown} is not a regular file.")
-    before = path.read_bytes()
     if is_binary(before):
         raise ToolFailure(f"{shown} looks like a binary file; edit_file changes text files only.")
     check_guard(shown, before, file.seen)
@@ -110,7 +109,7 @@ def _plan_edit(file: FileTarget, params: EditFileParams) -> FilePlan:
         f"{'line' if count == 1 else 'lines'} {_join(lines)} "
         f"(+{added * count} -{removed * count} lines)."
     )
-    return FilePlan(path, shown, before, encode(after_text), summary)
+    return FilePlan(file.path, shown, before, encode(after_text), summary)
 
 
 def _line_ending(text: str) -> str:

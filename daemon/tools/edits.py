@@ -8,11 +8,15 @@ refuses until the file is read again. After a tool writes, it records the new ve
 so consecutive edits need no re-read.
 
 Every write goes through the turn's `ChangeTracker` (undo snapshot before, summary after) and
-is atomic (`atomic_write`): a write that fails leaves the file as it was, and says so.
+is atomic (`atomic_write`): a write that fails leaves the file as it was, and says so. Reads
+and writes reach the checked path from the workspace root without following symlinks
+(`beneath`), so a folder swapped for a symlink after the check fails the call.
 """
 
 import difflib
+import errno
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, ClassVar, Generic, TypeVar
@@ -30,6 +34,7 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolved_and_shown,
 )
+from tether.daemon.tools.beneath import read_beneath, status_beneath
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -62,16 +67,45 @@ def check_guard(shown: str, current: bytes, seen: FileVersion | None) -> None:
         )
 
 
-def _write_checked(path: Path, shown: str, expected: bytes | None, after: bytes) -> None:
-    current = path.read_bytes() if path.exists() else None
+def read_current(root: Path, path: Path, shown: str) -> bytes | None:
+    """The content of the file `path` (resolved, inside `root`), or None when there is none,
+    read without following a symlink. Raises ToolFailure for a folder, something that is not a
+    regular file, or a path a symlink now interrupts (it changed since it was checked)."""
+    try:
+        return read_beneath(root, path)[0]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError:
+        raise ToolFailure(f"{shown} is a directory.") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolFailure(
+                f"{shown} changed while it was being used (a symlink took the place of a "
+                "folder or the file); it was not read. Check the path, then try again."
+            ) from None
+        if exc.errno == errno.EINVAL:
+            raise ToolFailure(f"{shown} is not a regular file.") from None
+        raise ToolFailure(f"Could not read {shown}: {exc}.") from exc
+
+
+def _write_checked(
+    root: Path, path: Path, shown: str, expected: bytes | None, after: bytes
+) -> None:
+    current = read_current(root, path, shown)
     if current != expected:
         raise ToolFailure(f"{shown} changed while the change was being made; read it again.")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, after)
+        atomic_write(path, after, root=root, make_folders=True)
     except OSError as exc:
         unchanged = "was left unchanged" if expected is not None else "was not created"
         raise ToolFailure(f"Could not write {shown}: {exc}. The file {unchanged}.") from exc
+
+
+def _status_after_write(root: Path, path: Path) -> os.stat_result | None:
+    try:
+        return status_beneath(root, path)
+    except OSError:
+        return None
 
 
 async def write_guarded(
@@ -81,9 +115,14 @@ async def write_guarded(
     file); snapshot it for undo first, report the change and record the new version. Returns
     the change's diff for the result (`change_diff`)."""
     await ctx.changes.before_write(path)
-    await trio.to_thread.run_sync(_write_checked, path, shown, before, after)
+    root = ctx.workspace.resolve()
+    await trio.to_thread.run_sync(_write_checked, root, path, shown, before, after)
     ctx.changes.after_write(path, before, after)
-    ctx.versions.record(path, await trio.to_thread.run_sync(FileVersion.of, path, after))
+    status = await trio.to_thread.run_sync(_status_after_write, root, path)
+    if status is None:  # its path changed just after the write: the next edit reads it again
+        ctx.versions.forget(path)
+    else:
+        ctx.versions.record(path, FileVersion.of_status(status, after))
     return change_diff(shown, before, after)
 
 
@@ -129,9 +168,10 @@ class FileParams(ToolParams, frozen=True, kw_only=True):
 
 @dataclass(frozen=True, slots=True)
 class FileTarget:
-    """The file one call names: where it is, its name as shown, and the version of it the
-    agent last read or wrote (None: never)."""
+    """The file one call names: the workspace root it was checked against, where it is, its
+    name as shown, and the version of it the agent last read or wrote (None: never)."""
 
+    root: Path
     path: Path
     shown: str
     seen: FileVersion | None
@@ -170,7 +210,7 @@ class FileEditTool(Generic[P]):
 
     async def plan(self, params: P, ctx: ToolContext) -> FilePlan:
         path, shown = resolved_and_shown(ctx.workspace, params.path)
-        file = FileTarget(path, shown, ctx.versions.get(path))
+        file = FileTarget(ctx.workspace.resolve(), path, shown, ctx.versions.get(path))
         return await trio.to_thread.run_sync(self.plan_file, params, file)
 
     async def preview(self, params: P, ctx: ToolContext) -> str:

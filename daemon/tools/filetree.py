@@ -2,19 +2,18 @@
 
 Glob syntax (as in ripgrep's `--glob` and `.gitignore`): `*` and `?` stay within one path
 segment, `**` spans folders (`**/x`, `a/**/b`, `a/**`), `[abc]`/`[!abc]` are classes and
-`{a,b}` alternatives. A gitignore-style pattern without a `/` (other than a trailing one)
-matches a name at any depth; with one, it is anchored to the folder of its ignore file (or to
-the workspace, for a `--glob`).
+`{a,b}` alternatives; `pathglob` matches them in bounded time. A gitignore-style pattern
+without a `/` (other than a trailing one) matches a name at any depth; with one, it is
+anchored to the folder of its ignore file (or to the workspace, for a `--glob`).
 """
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from tether.daemon.pathglob import GlobError, compile_glob
 from tether.daemon.tools.base import ToolParams
 
 
@@ -85,88 +84,28 @@ def is_skipped_dir(name: str, *, build: bool = True) -> bool:
     )
 
 
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A regex matching whole `/`-separated relative paths against a glob."""
-    return re.compile(_translate(pattern) + r"\Z", re.DOTALL)
-
-
-def _translate(pattern: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if pattern.startswith("**", i):
-            before_ok = i == 0 or pattern[i - 1] == "/"
-            after = pattern[i + 2 : i + 3]
-            if before_ok and after == "/":
-                out.append("(?:.*/)?")
-                i += 3
-                continue
-            if before_ok and after == "":
-                out.append(".*")
-                i += 2
-                continue
-            out.append("[^/]*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "^") else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("^", "\\^")
-                out.append(f"[{'^/' if negate else ''}{body}]")
-                i = end + 1
-                continue
-        elif c == "{":
-            end = pattern.find("}", i)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                options = pattern[i + 1 : end].split(",")
-                out.append("(?:" + "|".join(_translate(option) for option in options) + ")")
-                i = end + 1
-                continue
-        elif c == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
 class GitignorePattern:
     """One pattern with gitignore semantics, relative to a base folder."""
 
-    __slots__ = ("anchored", "dir_only", "negated", "regex")
+    __slots__ = ("anchored", "dir_only", "glob", "negated")
 
     def __init__(self, pattern: str) -> None:
+        """Raises GlobError for a pattern `compile_glob` refuses."""
         self.negated = pattern.startswith("!")
         if self.negated:
             pattern = pattern[1:]
         self.dir_only = pattern.endswith("/")
         pattern = pattern.rstrip("/")
         self.anchored = "/" in pattern
-        self.regex = glob_regex(pattern.lstrip("/"))
+        self.glob = compile_glob(pattern.lstrip("/"))
 
     def matches(self, rel: str, is_dir: bool) -> bool:
         """`rel`: the path relative to the pattern's base folder."""
         if self.dir_only and not is_dir:
             return False
         if self.anchored:
-            return self.regex.match(rel) is not None
-        return self.regex.match(rel.rsplit("/", 1)[-1]) is not None
+            return self.glob.match(rel)
+        return self.glob.match(rel.rsplit("/", 1)[-1])
 
 
 def parse_ignore_file(text: str) -> list[GitignorePattern]:
@@ -179,7 +118,8 @@ def parse_ignore_file(text: str) -> list[GitignorePattern]:
             continue
         if line.startswith(("\\#", "\\!")):
             line = line[1:]
-        patterns.append(GitignorePattern(line))
+        with contextlib.suppress(GlobError):  # as git does, a pattern it cannot use is skipped
+            patterns.append(GitignorePattern(line))
     return patterns
 
 

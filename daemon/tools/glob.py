@@ -3,9 +3,15 @@
 The walk streams: only the newest MAX_RESULTS matches are kept (a heap) and the others are
 counted, so memory stays flat however many files match. Credential-like files are left out
 unless the path or pattern names them (`names_credentials`; the permission gate then asks).
+
+The pattern is matched in bounded time (`pathglob`). The walk stops after `time_limit`
+seconds with what it found so far, and a cancelled call returns at once: its worker thread is
+abandoned and told to stop, which it does at the next entry.
 """
 
 import heapq
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, ClassVar
@@ -13,6 +19,7 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
+from tether.daemon.pathglob import GlobError, compile_glob
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -21,9 +28,10 @@ from tether.daemon.tools.base import (
     resolved_and_shown,
 )
 from tether.daemon.tools.credentials import is_credential_path, names_credentials
-from tether.daemon.tools.filetree import glob_regex, relative, walk_files
+from tether.daemon.tools.filetree import relative, walk_files
 
 MAX_RESULTS = 200
+TIME_LIMIT_SECONDS = 30.0
 _WILDCARDS = set("*?[{")
 
 
@@ -50,10 +58,13 @@ class Glob:
         "matched). Skips dependency and build folders (node_modules, .git, .venv, venv, "
         "__pycache__, dist, build, target, …); symlinks are not followed. Credential-like "
         "files (.env, keys, .ssh/…) are left out unless the pattern or path names them, which "
-        "asks the user first."
+        f"asks the user first. Stops after {TIME_LIMIT_SECONDS:g} s with what it found."
     )
     kind: ClassVar[ToolKind] = "read"
     params: ClassVar[type[ToolParams]] = GlobParams
+
+    def __init__(self, *, time_limit: float = TIME_LIMIT_SECONDS) -> None:
+        self.time_limit = time_limit
 
     def file_glob(self, params: GlobParams) -> str:
         return params.pattern
@@ -66,49 +77,89 @@ class Glob:
         if not start.is_dir():
             raise ToolFailure(f"{params.path} is not a folder.")
         hide = not names_credentials(relative(root, start), params.pattern)
-        return await trio.to_thread.run_sync(_glob, root, start, params.pattern, shown, hide)
+        try:
+            compile_glob(params.pattern.removeprefix("./"))
+        except GlobError as exc:
+            raise ToolFailure(f"{exc}. Use a simpler pattern.") from None
+        stop = threading.Event()
+        walk = _Walk(root, start, params.pattern, shown, hide, self.time_limit, stop)
+        try:
+            return await trio.to_thread.run_sync(walk.run, abandon_on_cancel=True)
+        finally:
+            stop.set()
 
 
-def _glob(root: Path, start: Path, pattern: str, shown: str, hide_credentials: bool) -> str:
-    segments = pattern.removeprefix("./").split("/")
-    # Descend straight into the literal folders the pattern starts with.
-    literal: list[str] = []
-    while len(segments) > 1 and not _WILDCARDS & set(segments[0]) and segments[0] != "**":
-        literal.append(segments.pop(0))
-    base = start.joinpath(*literal).resolve()
-    if not base.is_dir() or (base != root and root not in base.parents):
-        return _none(pattern, shown)
-    rest = "/".join(segments)
-    regex = glob_regex(rest)
-    base_rel = relative(root, base)
-    cut = len(base_rel) + 1 if base_rel else 0
-    depth = None if "**" in rest else len(segments)
-    total = 0
+class _Walk:
+    """One glob call's walk, run in a worker thread; it stops at `time_limit` seconds or when
+    `stop` is set."""
 
-    def matching() -> Iterator[tuple[int, str]]:
-        nonlocal total
-        for rel, entry, _ in walk_files(root, base, max_depth=depth, ordered=False):
-            if regex.match(rel[cut:]) is None:
-                continue
-            if hide_credentials and is_credential_path(rel):
-                continue
-            try:
-                mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-            except OSError:
-                continue
-            total += 1
-            yield -mtime, rel
+    def __init__(
+        self,
+        root: Path,
+        start: Path,
+        pattern: str,
+        shown: str,
+        hide_credentials: bool,
+        time_limit: float,
+        stop: threading.Event,
+    ) -> None:
+        self.root, self.start, self.pattern, self.shown = root, start, pattern, shown
+        self.hide_credentials = hide_credentials
+        self.time_limit = time_limit
+        self.stop = stop
+        self.stopped = False
 
-    newest = heapq.nsmallest(MAX_RESULTS, matching())  # newest first, then by path
-    if not newest:
-        return _none(pattern, shown)
-    lines = [rel for _, rel in newest]
-    if total > MAX_RESULTS:
-        lines.append(
-            f"({total - MAX_RESULTS} more matches not shown: {total} in all. "
-            "Use a narrower pattern or path.)"
+    def run(self) -> str:
+        root, pattern, shown = self.root, self.pattern, self.shown
+        segments = pattern.removeprefix("./").split("/")
+        # Descend straight into the literal folders the pattern starts with.
+        literal: list[str] = []
+        while len(segments) > 1 and not _WILDCARDS & set(segments[0]) and segments[0] != "**":
+            literal.append(segments.pop(0))
+        base = self.start.joinpath(*literal).resolve()
+        if not base.is_dir() or (base != root and root not in base.parents):
+            return _none(pattern, shown)
+        rest = "/".join(segments)
+        glob = compile_glob(rest)
+        base_rel = relative(root, base)
+        cut = len(base_rel) + 1 if base_rel else 0
+        depth = None if "**" in rest else len(segments)
+        deadline = time.monotonic() + self.time_limit
+        total = 0
+
+        def matching() -> Iterator[tuple[int, str]]:
+            nonlocal total
+            for rel, entry, _ in walk_files(root, base, max_depth=depth, ordered=False):
+                if self.stop.is_set() or time.monotonic() > deadline:
+                    self.stopped = True
+                    return
+                if not glob.match(rel[cut:]):
+                    continue
+                if self.hide_credentials and is_credential_path(rel):
+                    continue
+                try:
+                    mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+                except OSError:
+                    continue
+                total += 1
+                yield -mtime, rel
+
+        newest = heapq.nsmallest(MAX_RESULTS, matching())  # newest first, then by path
+        stopped = (
+            f"(The walk stopped after {self.time_limit:g} s; these are the matches found so "
+            "far. Use a narrower pattern or path.)"
         )
-    return "\n".join(lines)
+        if not newest:
+            return f"{_none(pattern, shown)}\n{stopped}" if self.stopped else _none(pattern, shown)
+        lines = [rel for _, rel in newest]
+        if total > MAX_RESULTS:
+            lines.append(
+                f"({total - MAX_RESULTS} more matches not shown: {total} in all. "
+                "Use a narrower pattern or path.)"
+            )
+        if self.stopped:
+            lines.append(stopped)
+        return "\n".join(lines)
 
 
 def _none(pattern: str, shown: str) -> str:

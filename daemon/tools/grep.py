@@ -23,6 +23,7 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
+from tether.daemon.pathglob import GlobError
 from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
@@ -31,7 +32,7 @@ from tether.daemon.tools.base import (
     resolved_and_shown,
 )
 from tether.daemon.tools.credentials import is_credential_path, names_credentials
-from tether.daemon.tools.filetree import relative
+from tether.daemon.tools.filetree import GitignorePattern, relative
 from tether.daemon.tools.search.fallback import search_python
 from tether.daemon.tools.search.formatting import MAX_LINE_CHARS, format_found
 from tether.daemon.tools.search.found import Found
@@ -137,6 +138,11 @@ class Grep:
     async def _fallback(
         self, root: Path, start: Path, params: GrepParams, hidden: Callable[[str], bool] | None
     ) -> Found:
+        if params.glob:
+            try:
+                GitignorePattern(params.glob)
+            except GlobError as exc:
+                raise ToolFailure(f"{exc}. Use a simpler glob.") from None
         stop = threading.Event()
         try:
             return await trio.to_thread.run_sync(

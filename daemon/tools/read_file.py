@@ -1,5 +1,6 @@
 """read_file: a text file with line numbers, a window of it at a time."""
 
+import errno
 from pathlib import Path
 from typing import Annotated, ClassVar
 
@@ -14,6 +15,7 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolve_in_workspace,
 )
+from tether.daemon.tools.beneath import FileTooLarge, read_beneath
 from tether.daemon.tools.binary import is_binary
 
 DEFAULT_LIMIT = 1000
@@ -44,31 +46,49 @@ class ReadFile:
 
     async def run(self, params: ReadFileParams, ctx: ToolContext) -> str:
         path = resolve_in_workspace(ctx.workspace, params.path)
-        text, version = await trio.to_thread.run_sync(_read, path, params)
+        root = ctx.workspace.resolve()
+        text, version = await trio.to_thread.run_sync(_read, root, path, params)
         ctx.versions.record(path, version)
         return text
 
 
-def _read(path: Path, params: ReadFileParams) -> tuple[str, FileVersion]:
-    if not path.exists():
+def _read(root: Path, path: Path, params: ReadFileParams) -> tuple[str, FileVersion]:
+    """The file rendered, read beneath `root` without following a symlink (a path that a
+    symlink interrupts since it was checked is refused, never followed)."""
+    try:
+        data, status = read_beneath(root, path, limit=MAX_FILE_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
         raise ToolFailure(
             f"{params.path} does not exist. Use glob (e.g. `**/{path.name}`) or list_dir to "
             "find the file."
-        )
-    if path.is_dir():
-        raise ToolFailure(f"{params.path} is a directory; use list_dir for directories.")
-    if not path.is_file():
-        raise ToolFailure(f"{params.path} is not a regular file; it was not read.")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
+        ) from None
+    except IsADirectoryError:
+        raise ToolFailure(f"{params.path} is a directory; use list_dir for directories.") from None
+    except FileTooLarge as exc:
         raise ToolFailure(
-            f"{params.path} is {size:,} bytes; files over 10 MB are not read. "
+            f"{params.path} is {exc.size:,} bytes; files over 10 MB are not read. "
             "Use grep to search it instead."
-        )
-    data = path.read_bytes()
+        ) from None
+    except OSError as exc:
+        raise ToolFailure(_refusal(params.path, exc)) from exc
     if is_binary(data):
         raise ToolFailure(f"{params.path} looks like a binary file; it was not read.")
-    return _render(data, params), FileVersion.of(path, data)
+    return _render(data, params), FileVersion.of_status(status, data)
+
+
+def _refusal(shown: str, exc: OSError) -> str:
+    if exc.errno == errno.EFBIG:
+        return (
+            f"{shown} is over 10 MB; files over 10 MB are not read. Use grep to search it instead."
+        )
+    if exc.errno == errno.EINVAL:
+        return f"{shown} is not a regular file; it was not read."
+    if exc.errno == errno.ELOOP:
+        return (
+            f"{shown} changed while it was being read (a symlink took the place of a folder "
+            "or the file); it was not read."
+        )
+    return f"Could not read {shown}: {exc}."
 
 
 def _render(data: bytes, params: ReadFileParams) -> str:

@@ -4,7 +4,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.tools.base import ToolFailure, ToolParams
+from tether.daemon.tools.base import ToolParams
 from tether.daemon.tools.edits import (
     FileEditTool,
     FileParams,
@@ -15,6 +15,7 @@ from tether.daemon.tools.edits import (
     encode,
     line_delta,
     plural,
+    read_current,
 )
 
 
@@ -48,13 +49,7 @@ class WriteFile(FileEditTool[WriteFileParams]):
 
 def _current(file: FileTarget) -> bytes | None:
     """The file's content (None: no file), after checking the guard."""
-    path, shown = file.path, file.shown
-    if path.is_dir():
-        raise ToolFailure(f"{shown} is a directory.")
-    if not path.exists():
-        return None
-    if not path.is_file():
-        raise ToolFailure(f"{shown} is not a regular file.")
-    data = path.read_bytes()
-    check_guard(shown, data, file.seen)
+    data = read_current(file.root, file.path, file.shown)
+    if data is not None:
+        check_guard(file.shown, data, file.seen)
     return data

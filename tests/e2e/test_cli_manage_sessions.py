@@ -1,6 +1,7 @@
 """`tether fork`, `rename`, `export` and `sessions --search` against the real daemon and the
 scripted model server, as a person types them."""
 
+import stat
 import sys
 from pathlib import Path
 
@@ -157,6 +158,16 @@ def test_a_session_is_renamed_searched_forked_and_exported(
         if isinstance(r.event, ItemCompleted) and isinstance(r.event.item, ToolCall)
     ]
     assert [c.tool for c in calls] == ["run_command"]
+    # A transcript holds code and command output: the owner alone reads it, a file that was
+    # there before included (it is replaced, not rewritten in place).
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    existing = tmp_path / "transcript.md"
+    existing.write_text("old\n")
+    existing.chmod(0o644)
+    done = cli(home, "export", session.id, "-o", str(existing), *ws)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o600
+    assert existing.read_text().startswith("# ")
 
     done = cli(home, "export", "s_nothing_like_it", *ws)
     assert done.returncode == 2

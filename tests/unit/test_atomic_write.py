@@ -40,7 +40,7 @@ def half_then_disk_full(fd: int, data: bytes) -> None:
 def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
-    return root
+    return root.resolve()
 
 
 @pytest.fixture
@@ -71,14 +71,14 @@ def test_a_write_failing_midway_leaves_the_file_and_no_temporary(ws: Path) -> No
     target = ws / "data.txt"
     target.write_bytes(b"the original content\n")
     with pytest.raises(OSError, match="No space left"):
-        atomic_write(target, b"x" * 100_000, write=half_then_disk_full)
+        atomic_write(target, b"x" * 100_000, root=ws, write=half_then_disk_full)
     assert target.read_bytes() == b"the original content\n"
     assert names(ws) == ["data.txt"]
 
 
 def test_a_new_file_failing_midway_is_not_created(ws: Path) -> None:
     with pytest.raises(OSError, match="No space left"):
-        atomic_write(ws / "new.txt", b"content", write=half_then_disk_full)
+        atomic_write(ws / "new.txt", b"content", root=ws, write=half_then_disk_full)
     assert list(ws.iterdir()) == []
 
 
@@ -89,30 +89,54 @@ def test_the_mode_is_kept_and_a_new_file_gets_the_umask_default(ws: Path) -> Non
     secret = ws / "secret.env"
     secret.write_text("A=1\n")
     secret.chmod(0o600)
-    atomic_write(script, b"#!/bin/sh\necho new\n")
-    atomic_write(secret, b"A=2\n")
+    atomic_write(script, b"#!/bin/sh\necho new\n", root=ws)
+    atomic_write(secret, b"A=2\n", root=ws)
     assert stat.S_IMODE(script.stat().st_mode) == 0o755
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
     assert script.read_text() == "#!/bin/sh\necho new\n"
     umask = os.umask(0)
     os.umask(umask)
-    atomic_write(ws / "fresh.txt", b"x")
+    atomic_write(ws / "fresh.txt", b"x", root=ws)
     assert stat.S_IMODE((ws / "fresh.txt").stat().st_mode) == 0o666 & ~umask
 
 
-def test_a_symlink_stays_a_link_and_its_target_is_written(ws: Path) -> None:
-    (ws / "real").mkdir()
-    real = ws / "real" / "config.toml"
-    real.write_text("old\n")
-    real.chmod(0o640)
+def test_a_symlink_in_the_files_place_is_refused_not_followed(ws: Path, tmp_path: Path) -> None:
+    # Callers resolve a link before checking it; one found at write time was put there since.
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
     link = ws / "config.toml"
-    link.symlink_to("real/config.toml")
-    atomic_write(link, b"new\n")
+    link.symlink_to(outside)
+    with pytest.raises(OSError, match="symlink") as raised:
+        atomic_write(link, b"new\n", root=ws)
+    assert raised.value.errno == errno.ELOOP
+    assert outside.read_text() == "outside\n"
     assert link.is_symlink()
-    assert os.readlink(link) == "real/config.toml"
-    assert real.read_text() == "new\n"
-    assert stat.S_IMODE(real.stat().st_mode) == 0o640
-    assert names(ws / "real") == ["config.toml"]
+    assert names(ws) == ["config.toml"]
+
+
+def test_a_folder_on_the_path_that_is_a_symlink_is_refused(ws: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (ws / "sub").symlink_to(outside)
+    for make_folders in (False, True):
+        with pytest.raises(OSError, match="symlink") as raised:
+            atomic_write(ws / "sub" / "new.txt", b"x", root=ws, make_folders=make_folders)
+        assert raised.value.errno == errno.ELOOP
+    assert list(outside.iterdir()) == []
+
+
+def test_a_path_outside_the_root_is_refused(ws: Path, tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="not inside") as raised:
+        atomic_write(tmp_path / "elsewhere.txt", b"x", root=ws)
+    assert raised.value.errno == errno.EXDEV
+    assert not (tmp_path / "elsewhere.txt").exists()
+
+
+def test_missing_folders_are_made_only_when_asked(ws: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        atomic_write(ws / "a" / "b" / "c.txt", b"x", root=ws)
+    atomic_write(ws / "a" / "b" / "c.txt", b"x", root=ws, make_folders=True)
+    assert (ws / "a" / "b" / "c.txt").read_bytes() == b"x"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write any file")
@@ -121,7 +145,7 @@ def test_a_read_only_file_is_refused_untouched(ws: Path) -> None:
     target.write_text("keep\n")
     target.chmod(0o444)
     with pytest.raises(PermissionError):
-        atomic_write(target, b"changed\n")
+        atomic_write(target, b"changed\n", root=ws)
     assert target.read_text() == "keep\n"
     assert names(ws) == ["locked.txt"]
 
@@ -201,3 +225,14 @@ async def test_a_write_that_fails_says_so_and_changes_nothing(ws: Path) -> None:
     assert result.output.endswith("The file was not created.")
     assert names(ws) == ["notes.txt"]
     assert (ws / "notes.txt").read_text() == "a file, not a folder\n"
+
+
+async def test_the_workspace_root_is_a_folder_to_every_file_tool(ws: Path) -> None:
+    ctx = ToolContext(ws)
+    read = await call(ctx, "read_file", path=".")
+    assert read.output == ". is a directory; use list_dir for directories."
+    written = await call(ctx, "write_file", path=".", content="x")
+    assert written.output == ". is a directory."
+    edited = await call(ctx, "edit_file", path=".", old_string="a", new_string="b")
+    assert edited.output == ". is a directory."
+    assert names(ws) == []

