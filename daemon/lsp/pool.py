@@ -34,6 +34,8 @@ Rules:
 Trust (`trusted`, asked at each start): in a workspace the user does not trust, a server starts
 in its restricted form (`servers.restricted_form`: nothing of the workspace runs), or not at
 all when it has none (its status says why); `LspServerStatus.restricted` tells which ran so.
+In a trusted one, the TypeScript server runs the project's own TypeScript where it has one
+(`servers.trusted_command`).
 `trust_changed` stops the servers started under the other answer; they start again, in the
 form the new answer calls for, on their next use.
 
@@ -77,6 +79,7 @@ from tether.daemon.lsp.servers import (
     available_servers,
     merge_specs,
     restricted_form,
+    trusted_command,
 )
 from tether.daemon.nursery import LentNursery
 from tether.daemon.workspace import display_path
@@ -395,7 +398,18 @@ class LspPool:
                 return
             trusted = self.trusted()
             spec = entry.spec
-            if not trusted:
+            command = entry.command
+            if trusted:
+                command = await trio.to_thread.run_sync(
+                    partial(
+                        trusted_command,
+                        entry.command,
+                        entry.root,
+                        self.workspace,
+                        path=self.search_path,
+                    )
+                )
+            else:
                 form = await trio.to_thread.run_sync(
                     partial(
                         restricted_form,
@@ -420,7 +434,7 @@ class LspPool:
             entry.stop_reason = ""
             entry.recent.clear()
             client = LspClient(
-                entry.command,
+                command,
                 entry.root,
                 name=entry.spec.name,
                 settings=spec.settings,
