@@ -60,6 +60,8 @@ class ServerSlot(Protocol):
     root: Path
     recent: dict[str, None]
     """Open documents' URIs, least recently synced first."""
+    last_error: str
+    """Why it is not running, when it is not ("" when nobody knows)."""
 
 
 class Target:
@@ -285,7 +287,7 @@ def coverage(targets: list[Target], wait: float, first_wait: float) -> Coverage:
             continue
         client = target.client
         if client is None:
-            reason = "not running"
+            reason = target.slot.last_error or "not running"
         elif not client.alive:
             reason = "stopped while checking"
         elif target.starting:

@@ -58,7 +58,7 @@ async def test_servers_that_did_not_answer_are_named_with_why(
     workspace: Path, fake_server: Path, tmp_path: Path
 ) -> None:
     """ruff answers; the fake runs and never answers: first as a starting server (the longer
-    wait, once), then as a running one; one that never started is not running."""
+    wait, once), then as a running one; one that failed to start says why."""
     app = workspace / "app.py"
     app.write_text(BROKEN)
     pool = LspPool(
@@ -80,13 +80,13 @@ async def test_servers_that_did_not_answer_are_named_with_why(
         checked=["ruff"],
         unanswered=[
             Unanswered("fake", "still starting: no answer within 0.4 s"),
-            Unanswered("mute", "not running"),
+            Unanswered("mute", "did not answer initialize within 0.3 s"),
         ],
     )
     assert warm.coverage.unanswered[0] == Unanswered("fake", "no answer within 0.1 s")
     report = format_report(cold.errors, workspace, coverage=cold.coverage).splitlines()
     assert report[-2] == "Checked by ruff."
     assert report[-1] == (
-        "Not checked by fake (still starting: no answer within 0.4 s); mute (not running): "
-        "their errors are unknown."
+        "Not checked by fake (still starting: no answer within 0.4 s); mute (did not answer "
+        "initialize within 0.3 s): their errors are unknown."
     )
