@@ -17,7 +17,13 @@ from tests.unit.test_lsp_trust import SERVER_BIN as TS5_BIN
 from tests.unit.test_lsp_trust import TS_ERROR, Trust
 from tether.daemon.lsp.diagnostics import Diagnostic
 from tether.daemon.lsp.pool import LspPool
-from tether.daemon.lsp.servers import BUILTIN_SERVERS, ServerSpec, resolve_command, restricted_form
+from tether.daemon.lsp.servers import (
+    BUILTIN_SERVERS,
+    ServerSpec,
+    resolve_command,
+    restricted_form,
+    trusted_command,
+)
 
 TS7_MODULES = Path(__file__).resolve().parents[1] / "lsp7" / "node_modules"
 TS7_BIN = TS7_MODULES / ".bin"
@@ -178,3 +184,25 @@ def test_the_manifest_is_what_tells(tmp_path: Path) -> None:
     (old / "bin" / "tsc").write_text("#!/bin/sh\n")
     (old / "bin" / "tsc").chmod(0o755)
     assert resolve_command(typescript_spec(), path=str(old / "bin")) is None
+
+
+def test_trusted_command_finds_the_preview_and_leaves_other_servers_alone(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    package = root / "node_modules" / "@typescript" / "native-preview"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(
+        json.dumps({"name": "@typescript/native-preview", "version": "7.0.0-dev.20260707.2"})
+    )
+    (package / "bin" / "tsgo").write_text("#!/bin/sh\n")
+    (package / "bin" / "tsgo").chmod(0o755)
+    nested = root / "packages" / "app"
+    nested.mkdir(parents=True)
+    user = [str(TS7_TSC), "--lsp", "--stdio"]
+    # From a project below, the nearest TypeScript up to the workspace.
+    assert trusted_command(user, nested, root) == [str(package / "bin" / "tsgo"), *user[1:]]
+    # A server of the user's own choosing is not swapped.
+    assert trusted_command(["/opt/vtsls", "--stdio"], nested, root) == ["/opt/vtsls", "--stdio"]
+    # Nothing in the project: the user's.
+    assert trusted_command(user, tmp_path, tmp_path) == user
