@@ -106,6 +106,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     diagnostics_wait: Annotated[float, msgspec.Meta(ge=0)] = 1.5
     """Seconds a step waits after an edit for the language servers' diagnostics (read at the
     daemon's start)."""
+    diagnostics_first_wait: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    """Seconds a step waits instead for a language server still starting (its first analysis
+    loads the project; never less than `diagnostics_wait`; read at the daemon's start)."""
     hooks: list[HookConfig] = []
     """Commands run at tool calls, turn ends and session starts: `[[hooks]]` tables with
     event, command, match, name, timeout (docs/hooks.md). Never read from a workspace."""

@@ -2,29 +2,34 @@
 about the version it was sent, and reading what it said.
 
 The pool (`pool.py`) starts the servers and decides which serve a file; this module does the
-rest of one `diagnostics_after_edit` call, for (server, file) pairs, the `Target`s:
+rest of one `check_after_edit` call, for (server, file) pairs, the `Target`s:
 
 1. `sync_targets` sends each file's content as it is on disk: `didOpen` the first time, else
    `didChange` with the next version when it differs, then `didSave`; a file that is gone is
    closed. Servers that registered for file events also get `workspace/didChangeWatchedFiles`
    for every path in the call (so ruff sees an edited `pyproject.toml`). A text the server
    already has and has spoken about needs no wait.
-2. `wait_until_current` waits, until a deadline, for every pair to be current: a pulled result
-   (servers with `diagnosticProvider` are asked with `textDocument/diagnostic`), or a push for
-   the version sent. A push without a version cannot say it is current: once every pair has
-   had a report since the sync, the wait ends `settle` seconds after the last change. (Ending
-   the wait `settle` after any change would let a fast linter's answer cut off the type
-   checker's.) A server that goes away is done: its diagnostics are just missing.
+2. `wait_until_current` waits, until each pair's deadline, for every pair to be current: a
+   pulled result (servers with `diagnosticProvider` are asked with `textDocument/diagnostic`),
+   or a push for the version sent. A push without a version cannot say it is current: once
+   every pair has had a report since the sync, the wait ends `settle` seconds after the last
+   change. (Ending the wait `settle` after any change would let a fast linter's answer cut
+   off the type checker's.) A server that goes away is done: its diagnostics are just
+   missing. The pool gives a pair whose server is still starting (it has reported on nothing
+   yet) a later deadline than the others: a cold server's first analysis takes seconds.
 3. `collect` turns a pair's latest report into `Diagnostic`s, with 1-based lines and columns in
-   code points, whatever unit the server counts `character` in.
+   code points, whatever unit the server counts `character` in; `coverage` says which servers
+   spoke about the files and which did not, and why.
 """
 
 import contextlib
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, Protocol
 
+import msgspec
 import trio
 
 from tether.daemon.lsp.client import LspClient
@@ -55,6 +60,8 @@ class ServerSlot(Protocol):
     root: Path
     recent: dict[str, None]
     """Open documents' URIs, least recently synced first."""
+    last_error: str
+    """Why it is not running, when it is not ("" when nobody knows)."""
 
 
 class Target:
@@ -71,6 +78,27 @@ class Target:
         self.fresh = False
         self.done = False
         self.pulling = False
+        self.deadline = math.inf
+        """When the wait for this pair ends (the pool sets it)."""
+        self.starting = False
+        """Its server had reported on nothing yet when the call began."""
+        self.skipped = False
+        """The file was not sent (unreadable, too large, gone): there is nothing to answer."""
+
+
+class Unanswered(msgspec.Struct, frozen=True):
+    """A server that did not speak about the files of a call, and why."""
+
+    server: str
+    reason: str
+
+
+class Coverage(msgspec.Struct, frozen=True, kw_only=True):
+    """Which servers spoke about the files of a call (`checked`: about every file they were
+    sent), and which did not (a server counts once, by name, its first reason kept)."""
+
+    checked: list[str] = []
+    unanswered: list[Unanswered] = []
 
 
 class ReportSignal:
@@ -129,10 +157,12 @@ def sync_targets(
     for target in targets:
         client = target.slot.client
         if client is None or not client.alive or target.path not in texts:
-            if client is not None and client.alive and target.path in gone:
-                with contextlib.suppress(ServerGone):
-                    client.close(target.uri)
-                target.slot.recent.pop(target.uri, None)
+            if client is not None and client.alive:
+                target.skipped = True
+                if target.path in gone:
+                    with contextlib.suppress(ServerGone):
+                        client.close(target.uri)
+                    target.slot.recent.pop(target.uri, None)
             target.done = True
             continue
         text = texts[target.path]
@@ -177,11 +207,9 @@ def _touch_document(target: Target, keep: set[str], max_open_documents: int) -> 
         client.close(oldest)
 
 
-async def wait_until_current(
-    targets: list[Target], deadline: float, settle: float, signal: ReportSignal
-) -> None:
-    """Wait until every target is current (see the module's rules), or until `deadline`.
-    Pulls run in the background and are withdrawn when the wait ends. Cancellation
+async def wait_until_current(targets: list[Target], settle: float, signal: ReportSignal) -> None:
+    """Wait until every target is current (see the module's rules), or until its own
+    deadline. Pulls run in the background and are withdrawn when the wait ends. Cancellation
     propagates; requests in flight are cancelled."""
     waiting = [t for t in targets if not t.done]
     if not waiting:
@@ -200,13 +228,15 @@ async def wait_until_current(
                     target.done = True
                 elif client.pulls_diagnostics and not target.pulling:
                     target.pulling = True
-                    nursery.start_soon(_pull, target, client, deadline, signal)
-            if all(t.done for t in waiting):
+                    nursery.start_soon(_pull, target, client, signal)
+            now = trio.current_time()
+            pending = [t for t in waiting if not t.done and t.deadline > now]
+            if not pending:
                 break
-            until = deadline
-            if last_change is not None and all(t.done or t.fresh for t in waiting):
+            until = max(t.deadline for t in pending)
+            if last_change is not None and all(t.fresh for t in pending):
                 until = min(until, last_change + settle)
-            if trio.current_time() >= until:
+            if now >= until:
                 break
             with trio.move_on_at(until):
                 await changed.wait()
@@ -229,9 +259,9 @@ def _check(target: Target) -> bool:
     return True
 
 
-async def _pull(target: Target, client: LspClient, deadline: float, signal: ReportSignal) -> None:
+async def _pull(target: Target, client: LspClient, signal: ReportSignal) -> None:
     try:
-        with trio.move_on_at(deadline):
+        with trio.move_on_at(target.deadline):
             await client.pull_diagnostics(target.uri)
     except LspError:
         pass
@@ -241,6 +271,34 @@ async def _pull(target: Target, client: LspClient, deadline: float, signal: Repo
         target.done = True
         target.pulling = False
         signal.wake()
+
+
+def coverage(targets: list[Target], wait: float, first_wait: float) -> Coverage:
+    """Which servers spoke about the targets' files after the wait (`wait` seconds, or
+    `first_wait` for servers still starting), and why the others did not."""
+    checked: dict[str, None] = {}
+    unanswered: dict[str, str] = {}
+    for target in targets:
+        if target.skipped:
+            continue
+        name = target.slot.spec.name
+        if target.fresh:
+            checked.setdefault(name, None)
+            continue
+        client = target.client
+        if client is None:
+            reason = target.slot.last_error or "not running"
+        elif not client.alive:
+            reason = "stopped while checking"
+        elif target.starting:
+            reason = f"still starting: no answer within {first_wait:g} s"
+        else:
+            reason = f"no answer within {wait:g} s"
+        unanswered.setdefault(name, reason)
+    return Coverage(
+        checked=[name for name in checked if name not in unanswered],
+        unanswered=[Unanswered(name, reason) for name, reason in unanswered.items()],
+    )
 
 
 def collect(target: Target) -> list[Diagnostic]:

@@ -34,12 +34,16 @@ Rules:
 Trust (`trusted`, asked at each start): in a workspace the user does not trust, a server starts
 in its restricted form (`servers.restricted_form`: nothing of the workspace runs), or not at
 all when it has none (its status says why); `LspServerStatus.restricted` tells which ran so.
+In a trusted one, the TypeScript server runs the project's own TypeScript where it has one
+(`servers.trusted_command`).
 `trust_changed` stops the servers started under the other answer; they start again, in the
 form the new answer calls for, on their next use.
 
-Diagnostics after an edit (`diagnostics_after_edit`): start (or restart) the servers for the
-files, in parallel; then send the files and wait until each server has spoken about them
-(`diagnostics.py` has the rules); return the error-severity diagnostics of those files. Clients
+Diagnostics after an edit (`check_after_edit`): start (or restart) the servers for the files,
+in parallel; then send the files and wait until each server has spoken about them
+(`diagnostics.py` has the rules) — longer, `first_wait`, for a server still starting, whose
+first analysis loads the project; return the error-severity diagnostics of those files and
+which servers spoke about them (`Coverage`), so that "no errors" is told from "not checked". Clients
 get every severity through `on_event("diagnostics", DiagnosticsEvent)`; `report.py` makes the
 text for the model.
 """
@@ -61,10 +65,12 @@ from tether.daemon.lsp.client import (
     LspClient,
 )
 from tether.daemon.lsp.diagnostics import (
+    Coverage,
     Diagnostic,
     ReportSignal,
     Target,
     collect,
+    coverage,
     read_files,
     sync_targets,
     wait_until_current,
@@ -77,6 +83,7 @@ from tether.daemon.lsp.servers import (
     available_servers,
     merge_specs,
     restricted_form,
+    trusted_command,
 )
 from tether.daemon.nursery import LentNursery
 from tether.daemon.workspace import display_path
@@ -92,6 +99,8 @@ log = get_logger(__name__)
 IDLE_TIMEOUT = 30 * 60.0
 DIAGNOSTICS_WAIT = 1.5
 """Seconds a call waits for diagnostics after it sent the edited files (see `Config`)."""
+FIRST_WAIT = 10.0
+"""Seconds a call waits for a server still starting: its first analysis loads the project."""
 BACKOFF = 1.0
 """The wait before restarting a server after its first crash in a row."""
 MAX_BACKOFF = 30.0
@@ -109,6 +118,13 @@ class ServerEvent(msgspec.Struct, frozen=True, kw_only=True):
     message: str
     pid: int | None = None
     restarts: int = 0
+
+
+class EditCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """What the servers said about edited files: the errors, and who spoke."""
+
+    errors: list[Diagnostic] = []
+    coverage: Coverage = Coverage()
 
 
 class DiagnosticsEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -146,6 +162,8 @@ class _Entry:
         self.users = 0
         """Calls using the server right now (an idle stop waits for them)."""
         self.stop_reason = ""
+        self.first_waited = False
+        """A call has waited for this run of the server as a starting one."""
         self.recent: dict[str, None] = {}
         """Open documents' URIs, least recently synced first."""
         self.lock = trio.Lock()
@@ -172,6 +190,7 @@ class LspPool:
         shutdown_timeout: float = SHUTDOWN_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         diagnostics_wait: float = DIAGNOSTICS_WAIT,
+        first_wait: float = FIRST_WAIT,
         backoff: float = BACKOFF,
         max_backoff: float = MAX_BACKOFF,
         max_open_documents: int = MAX_OPEN_DOCUMENTS,
@@ -184,13 +203,15 @@ class LspPool:
         built-in servers, none, or the names to keep. `idle_timeout` ≤ 0: never stop idle
         servers. `log_dir`: each server's stderr goes to a file there (else nowhere).
         `env`: the servers' environment (default: the daemon's, without secrets).
-        `search_path`: PATH for finding programs (default: the environment's).
+        `first_wait`: the diagnostics wait for a server still starting (see
+        `check_after_edit`). `search_path`: PATH for finding programs (default: the environment's).
         `trusted`: whether the user trusts the workspace now (default: never)."""
         self.workspace = workspace.resolve()
         self.trusted = trusted if trusted is not None else lambda: False
         self.on_event = on_event
         self.initialize_timeout = initialize_timeout
         self.diagnostics_wait = diagnostics_wait
+        self.first_wait = first_wait
         self.request_timeout = request_timeout
         self.shutdown_timeout = shutdown_timeout
         self.idle_timeout = idle_timeout
@@ -281,26 +302,47 @@ class LspPool:
     # --- diagnostics --------------------------------------------------------------------------
 
     async def diagnostics_after_edit(
-        self, paths: Iterable[Path], *, wait: float | None = None, settle: float = 0.25
+        self,
+        paths: Iterable[Path],
+        *,
+        wait: float | None = None,
+        first_wait: float | None = None,
+        settle: float = 0.25,
     ) -> list[Diagnostic]:
-        """Sync these files (absolute, or relative to the workspace) to their servers and
-        return the error-severity diagnostics the servers report for them, sorted by path and
-        position. Files outside the workspace or of no server's language are ignored.
+        """The errors of `check_after_edit`."""
+        check = await self.check_after_edit(paths, wait=wait, first_wait=first_wait, settle=settle)
+        return check.errors
 
-        Takes at most `wait` seconds after the files are sent, plus, for servers that are not
-        running yet, the time to start them (at most `initialize_timeout`, once; `prewarm`
-        hides it) and up to the first backoff after a crash. Never raises for a server's
-        failure: that server's diagnostics are just missing (its crash is reported through
-        `on_event`). Cancellation propagates; requests in flight are cancelled and a server
-        being started for this call is stopped (it starts again on the next use)."""
+    async def check_after_edit(
+        self,
+        paths: Iterable[Path],
+        *,
+        wait: float | None = None,
+        first_wait: float | None = None,
+        settle: float = 0.25,
+    ) -> EditCheck:
+        """Sync these files (absolute, or relative to the workspace) to their servers; return
+        the error-severity diagnostics the servers report for them, sorted by path and
+        position, and which servers spoke about them. Files outside the workspace or of no
+        server's language are ignored.
+
+        Takes at most `wait` seconds after the files are sent — `first_wait` (never less) for
+        a server still starting: one that has reported on nothing since it started, the first
+        time it is waited for — plus, for servers that are not running yet, the time to start
+        them (at most `initialize_timeout`, once; `prewarm` hides it) and up to the first
+        backoff after a crash. Never raises for a server's failure: that server's diagnostics
+        are just missing (its crash is reported through `on_event`), and `coverage` says so.
+        Cancellation propagates; requests in flight are cancelled and a server being started
+        for this call is stopped (it starts again on the next use)."""
         if self._lent.nursery is None:
-            return []
+            return EditCheck()
         wait = self.diagnostics_wait if wait is None else wait
+        first_wait = max(wait, self.first_wait if first_wait is None else first_wait)
         files, located = await self._locate(paths)
         pairs = list(zip(located, self._entries_for(located), strict=True))
         targets = [Target(entry, path) for (path, _, _), entry in pairs]
         if not targets:
-            return []
+            return EditCheck()
         entries = list({id(entry): entry for _, entry in pairs}.values())
         for entry in entries:
             entry.users += 1
@@ -310,9 +352,16 @@ class LspPool:
                     nursery.start_soon(self._ensure_running, entry, wait)
             checked = list(dict.fromkeys(target.path for target in targets))
             texts, gone = await trio.to_thread.run_sync(read_files, files, checked)
-            deadline = trio.current_time() + wait
+            now = trio.current_time()
+            for target, (_, entry) in zip(targets, pairs, strict=True):
+                target.starting = self._starting(entry)
+                target.deadline = now + (first_wait if target.starting else wait)
             sync_targets(targets, files, texts, gone, max_open_documents=self.max_open_documents)
-            await wait_until_current(targets, deadline, settle, self._reports)
+            await wait_until_current(targets, settle, self._reports)
+            for entry in entries:
+                # Waited for once as a starting server: a server that never reports does
+                # not cost every later edit the longer wait.
+                entry.first_waited = entry.alive
         finally:
             now = trio.current_time()
             for entry in entries:
@@ -326,7 +375,16 @@ class LspPool:
             "diagnostics",
             DiagnosticsEvent(paths=[str(path) for path in files], diagnostics=diagnostics),
         )
-        return [d for d in diagnostics if d.severity == "error"]
+        return EditCheck(
+            errors=[d for d in diagnostics if d.severity == "error"],
+            coverage=coverage(targets, wait, first_wait),
+        )
+
+    def _starting(self, entry: _Entry) -> bool:
+        """The entry's server runs and has not yet had its first analysis waited for: it has
+        reported on nothing since it started."""
+        client = entry.client
+        return client is not None and client.alive and client.serial == 0 and not entry.first_waited
 
     async def _locate(
         self, paths: Iterable[Path]
@@ -397,7 +455,18 @@ class LspPool:
                 return
             trusted = self.trusted()
             spec = entry.spec
-            if not trusted:
+            command = entry.command
+            if trusted:
+                command = await trio.to_thread.run_sync(
+                    partial(
+                        trusted_command,
+                        entry.command,
+                        entry.root,
+                        self.workspace,
+                        path=self.search_path,
+                    )
+                )
+            else:
                 form = await trio.to_thread.run_sync(
                     partial(
                         restricted_form,
@@ -420,9 +489,10 @@ class LspPool:
             if restarting:
                 entry.restarts += 1
             entry.stop_reason = ""
+            entry.first_waited = False
             entry.recent.clear()
             client = LspClient(
-                entry.command,
+                command,
                 entry.root,
                 name=entry.spec.name,
                 settings=spec.settings,

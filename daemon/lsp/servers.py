@@ -9,10 +9,11 @@ Built in, used when installed:
 
     basedpyright   basedpyright-langserver --stdio, else pyright-langserver --stdio (types)
     ruff           ruff server (lint; one per workspace, it finds nested configs itself)
-    typescript     typescript-language-server --stdio (it needs TypeScript 5.x, found in the
-                   project's node_modules or globally), else the native TypeScript 7 server:
-                   tsgo --lsp --stdio (the preview's name), then tsc --lsp --stdio (a
-                   TypeScript 5 `tsc` has no --lsp: it exits, and that is reported as a crash)
+    typescript     TypeScript 7's own server: tsc --lsp --stdio (only a `tsc` of TypeScript 7
+                   or later counts: an older one has no --lsp), else tsgo --lsp --stdio (the
+                   preview's name), else typescript-language-server --stdio (it runs the
+                   `tsserver.js` of TypeScript 5 or 6; when the TypeScript it would resolve
+                   from its own install is a native one, that one's server runs instead)
     clangd         clangd
     gopls          gopls
 
@@ -24,15 +25,21 @@ Programs are looked up on PATH and then next to the daemon's own interpreter (th
 able to choose what the daemon runs when a file is edited. A configured command may also be an
 absolute path (`~` is expanded).
 
+In a workspace the user trusts, the TypeScript server is the project's own TypeScript where it
+has one (`trusted_command`): its TypeScript 7 server, or typescript-language-server for an
+older TypeScript (which runs that one's `tsserver.js`).
+
 Some servers go on to run programs of the workspace on their own: typescript-language-server
 prefers the workspace's TypeScript (`node_modules/typescript/lib/tsserver.js`, a Yarn SDK's
 `.yarn/sdks/typescript/lib`), pyright and basedpyright ask the workspace's `.venv/bin/python`
 for its search paths. Until the user trusts the workspace (`tether.daemon.workspace_trust`)
 such a server runs in its restricted form (`restricted_form`): typescript-language-server on
 the user's own TypeScript (the one its install resolves, else the global one), with automatic
-type acquisition off; a Python type checker told to use the daemon's interpreter. A server
-with no restricted form that is sure (typescript-language-server with no TypeScript outside
-the workspace), or whose program itself lives in the workspace, does not run until then.
+type acquisition off; TypeScript 7's server (always the user's: it is found outside the
+workspace) with automatic type acquisition off; a Python type checker told to use the
+daemon's interpreter. A server with no restricted form that is sure (typescript-language-
+server with no TypeScript outside the workspace), or whose program itself lives in the
+workspace, does not run until then.
 
 Config (`LspServerConfig`, from the user's config only): a new name adds a server; a built-in's
 name changes that server (fields left empty keep the built-in's values) or, with
@@ -47,6 +54,14 @@ from pathlib import Path
 from typing import cast
 
 import msgspec
+
+from tether.daemon.lsp.typescript import (
+    LSP_ARGUMENTS,
+    native_beside,
+    native_package_command,
+    project_typescript,
+    serves_lsp,
+)
 
 LANGUAGE_IDS: Mapping[str, str] = {
     ".py": "python",
@@ -149,17 +164,19 @@ def _python_types(name: str, program: str) -> ServerSpec:
     )
 
 
+TYPESCRIPT_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("tsc", *LSP_ARGUMENTS),
+    ("tsgo", *LSP_ARGUMENTS),
+    ("typescript-language-server", "--stdio"),
+)
+
 BUILTIN_SERVERS: tuple[ServerSpec, ...] = (
     _python_types("basedpyright", "basedpyright-langserver"),
     _python_types("pyright", "pyright-langserver"),
     ServerSpec(name="ruff", commands=(("ruff", "server"),), extensions=_PYTHON_EXTENSIONS),
     ServerSpec(
         name="typescript",
-        commands=(
-            ("typescript-language-server", "--stdio"),
-            ("tsgo", "--lsp", "--stdio"),
-            ("tsc", "--lsp", "--stdio"),
-        ),
+        commands=TYPESCRIPT_COMMANDS,
         extensions=frozenset({".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx"}),
         root_markers=("tsconfig.json", "jsconfig.json", "package.json"),
     ),
@@ -245,15 +262,49 @@ def find_program(program: str, *, path: str | None = None) -> str | None:
 
 
 def resolve_command(spec: ServerSpec, *, path: str | None = None) -> list[str] | None:
-    """The first of the spec's commands whose program is installed, with the program's full
-    path; None when none is."""
+    """The first of the spec's commands whose program is installed and can serve LSP
+    (`typescript.serves_lsp`), with the program's full path; None when none is. A
+    typescript-language-server whose own TypeScript is a native one gives way to that
+    TypeScript's server."""
     for command in spec.commands:
         if not command:
             continue
         program = find_program(command[0], path=path)
-        if program is not None:
-            return [program, *command[1:]]
+        if program is None or not serves_lsp(command, program):
+            continue
+        if Path(program).name == "typescript-language-server":
+            native = native_beside(program)
+            if native is not None:
+                return native
+        return [program, *command[1:]]
     return None
+
+
+def _builtin_typescript(command: Sequence[str]) -> bool:
+    return (Path(command[0]).name, *command[1:]) in TYPESCRIPT_COMMANDS
+
+
+def trusted_command(
+    command: list[str], root: Path, workspace: Path, *, path: str | None = None
+) -> list[str]:
+    """The command that runs a built-in TypeScript server `command` for the project at
+    `root` of a trusted `workspace`: the project's own TypeScript 7 server; for an older
+    TypeScript of the project, typescript-language-server when it is installed (it runs that
+    TypeScript's `tsserver.js`); else `command`. Other commands are returned as they are
+    (blocking: looks at the disk; `path`: PATH, default the environment's)."""
+    if not _builtin_typescript(command):
+        return command
+    package = project_typescript(root, workspace)
+    if package is None:
+        return command
+    native = native_package_command(package)
+    if native is not None:
+        return native
+    if (package / "lib" / "tsserver.js").is_file():
+        server = find_program("typescript-language-server", path=path)
+        if server is not None:
+            return [server, "--stdio"]
+    return command
 
 
 class AvailableServer(msgspec.Struct, frozen=True, kw_only=True):
@@ -344,15 +395,15 @@ def restricted_form(
     program = Path(command[0]).name
     if program in ("basedpyright-langserver", "pyright-langserver"):
         return msgspec.structs.replace(spec, settings=_python_neutral(spec.settings))
+    options = spec.initialization_options
+    base = dict(cast("Mapping[str, object]", options)) if isinstance(options, Mapping) else {}
     if program == "typescript-language-server":
         tsserver = user_tsserver(command[0], root, path=path)
         if tsserver is None:
             return (
                 "the workspace is not trusted and no TypeScript of your own was found next to "
-                "typescript-language-server or globally (install one, or `tether trust`)"
+                "typescript-language-server or globally (install TypeScript 7, or `tether trust`)"
             )
-        options = spec.initialization_options
-        base = dict(cast("Mapping[str, object]", options)) if isinstance(options, Mapping) else {}
         return msgspec.structs.replace(
             spec,
             initialization_options={
@@ -360,5 +411,10 @@ def restricted_form(
                 "tsserver": {"path": tsserver},
                 "disableAutomaticTypingAcquisition": True,
             },
+        )
+    if program in ("tsc", "tsgo") and "--lsp" in command:
+        # Type acquisition installs packages the workspace's package.json names.
+        return msgspec.structs.replace(
+            spec, initialization_options={**base, "disableAutomaticTypeAcquisition": True}
         )
     return spec

@@ -131,6 +131,7 @@ class Daemon:
             on_event=self._lsp_event,
             log_dir=paths.log_dir() / "lsp",
             diagnostics_wait=config.diagnostics_wait,
+            first_wait=config.diagnostics_first_wait,
         )
         self.processes = ProcessTable(
             grace=kill_grace, record=paths.process_record_path(str(workspace))

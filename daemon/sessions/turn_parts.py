@@ -134,7 +134,8 @@ class TurnParts:
         found also goes to the clients (`diagnostics_reported`)."""
         if self.lsp is None:
             return ""
-        found = await self.lsp.diagnostics_after_edit([self.workspace / path for path in paths])
+        check = await self.lsp.check_after_edit([self.workspace / path for path in paths])
+        found = check.errors
         if found:
             self.session.emit(
                 DiagnosticsReported(
@@ -147,7 +148,7 @@ class TurnParts:
         if note and not self.live.told_untrusted:
             self.live.told_untrusted = True
             self.sink.notice("info", "workspace_trust", UNTRUSTED_NOTICE)
-        report = format_report(found, self.workspace)
+        report = format_report(found, self.workspace, coverage=check.coverage)
         return f"{report}\n{note}" if report and note else report
 
     def policy(self, rules: WorkspaceRules, user: PermissionsConfig) -> PermissionPolicy:

@@ -65,6 +65,7 @@ def test_a_type_error_from_an_edit_reaches_the_model_in_the_same_step(
     assert result["role"] == "tool"
     assert "Errors reported by language servers:" in result["content"]
     assert "src/calc.py:5:" in result["content"]
+    assert "Checked by basedpyright, ruff." in result["content"]
     reported = [e.event for e in events if isinstance(e.event, DiagnosticsReported)]
     assert reported
     assert any(d.path == "src/calc.py" and d.line == 5 for d in reported[0].diagnostics)

@@ -436,6 +436,7 @@ async def test_server_that_hangs_after_initialize(
         [fake(fake_server, "hang-after-init", tmp_path / "log")],
         builtin=False,
         shutdown_timeout=0.2,
+        first_wait=0.2,
     )
     app = workspace / "app.py"
     app.write_text(BROKEN)

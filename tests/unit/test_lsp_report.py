@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tether.daemon.lsp.diagnostics import Diagnostic, Severity
+from tether.daemon.lsp.diagnostics import Coverage, Diagnostic, Severity, Unanswered
 from tether.daemon.lsp.report import format_report, wire_diagnostics
 from tether.protocol.events import Diagnostic as WireDiagnostic
 
@@ -92,3 +92,25 @@ def test_wire_diagnostics_carry_every_field_with_workspace_relative_paths(tmp_pa
             code="F401",
         ),
     ]
+
+
+def test_report_says_who_checked_and_who_did_not(tmp_path: Path) -> None:
+    app = str(tmp_path / "app.py")
+    both = Coverage(checked=["basedpyright", "ruff"])
+    assert format_report([], tmp_path, coverage=both) == (
+        "No errors reported by language servers (checked by basedpyright, ruff)."
+    )
+    assert format_report([diag(app, 2, "bad")], tmp_path, coverage=both).splitlines() == [
+        "Errors reported by language servers:",
+        "app.py:2:1: error: bad [basedpyright]",
+        "Checked by basedpyright, ruff.",
+    ]
+    # Nobody answered: no "no errors" line, only what is unknown.
+    late = Unanswered("basedpyright", "still starting: no answer within 10 s")
+    silent = Coverage(unanswered=[late])
+    assert format_report([], tmp_path, coverage=silent) == (
+        "Not checked by basedpyright (still starting: no answer within 10 s): their errors "
+        "are unknown."
+    )
+    # No server for the files (an empty coverage): nothing to say.
+    assert format_report([], tmp_path, coverage=Coverage()) == ""

@@ -31,9 +31,9 @@ def test_builtins_cover_the_languages() -> None:
         "ruff",
     }
     assert spec("typescript").commands == (
-        ("typescript-language-server", "--stdio"),
-        ("tsgo", "--lsp", "--stdio"),
         ("tsc", "--lsp", "--stdio"),
+        ("tsgo", "--lsp", "--stdio"),
+        ("typescript-language-server", "--stdio"),
     )
 
 
