@@ -143,6 +143,7 @@ def tool_content(item: ToolCall, workspace: Path) -> list[JSON]:
 
 def tool_call(item: ToolCall, workspace: Path, *, complete: bool) -> JSON:
     """The `tool_call` announcing `item`; with its final status and content when `complete`."""
+    arguments = arguments_of(item)
     update: JSON = {
         "sessionUpdate": "tool_call",
         "toolCallId": item.id,
@@ -150,7 +151,7 @@ def tool_call(item: ToolCall, workspace: Path, *, complete: bool) -> JSON:
         "kind": TOOL_KINDS.get(item.tool, "other"),
         "status": tool_status(item) if complete else "pending",
         "locations": _locations(item, workspace),
-        "rawInput": arguments_of(item) or {"arguments": item.arguments},
+        "rawInput": arguments if arguments is not None else {"arguments": item.arguments},
     }
     if complete:
         update["content"] = tool_content(item, workspace)

@@ -169,3 +169,10 @@ def test_a_replay_gives_each_item_as_it_stands(tmp_path: Path) -> None:
     ]
     assert updates[1]["content"]["text"] == "done"
     assert updates[2]["status"] == "completed"
+
+
+@pytest.mark.parametrize("arguments", ["{}", "", "  "])
+def test_a_call_without_arguments_has_an_empty_raw_input(tmp_path: Path, arguments: str) -> None:
+    item = ToolCall(id="i", call_id="c", tool="todo_read", arguments=arguments, status="running")
+    (update,) = checked(Translator(tmp_path).event(ItemStarted(turn_id="t", item=item)))
+    assert update["rawInput"] == {}
