@@ -268,7 +268,7 @@ class AcpSession:
             "session/request_permission",
             {
                 "sessionId": self.id,
-                "toolCall": permission_tool_call(approval, item),
+                "toolCall": permission_tool_call(approval, item, self.link.workspace),
                 "options": options,
             },
         )

@@ -123,15 +123,7 @@ def _locations(item: ToolCall, workspace: Path) -> list[JSON]:
 def tool_content(item: ToolCall, workspace: Path) -> list[JSON]:
     """A completed call's content: its diff when it changed files, else its output."""
     if item.diff:
-        return [
-            {
-                "type": "diff",
-                "path": str(change.path),
-                "oldText": change.old_text,
-                "newText": change.new_text,
-            }
-            for change in diffs.changes(item.diff, workspace)
-        ]
+        return _diff_content(diffs.changes(item.diff, workspace))
     if not item.output:
         return []
     text = item.output
@@ -167,15 +159,28 @@ def tool_completed(item: ToolCall, workspace: Path) -> JSON:
     }
 
 
-def permission_tool_call(approval: ApprovalRequest, item: ToolCall | None) -> JSON:
-    """The `toolCall` of a `session/request_permission`: what waits, with what it would do."""
+def _diff_content(changes: list[diffs.Change]) -> list[JSON]:
+    return [
+        {
+            "type": "diff",
+            "path": str(change.path),
+            "oldText": change.old_text,
+            "newText": change.new_text,
+        }
+        for change in changes
+    ]
+
+
+def permission_tool_call(approval: ApprovalRequest, item: ToolCall | None, workspace: Path) -> JSON:
+    """The `toolCall` of a `session/request_permission`: what waits, with what it would do
+    (an edit as `diff` content, which an editor shows in its own diff view)."""
     call: JSON = {"toolCallId": approval.item_id, "status": "pending"}
     if item is not None:
         call["title"] = tool_title(item)
         call["kind"] = TOOL_KINDS.get(item.tool, "other")
     content: list[JSON] = []
     if approval.preview:
-        content.append(_text_content(f"```diff\n{approval.preview.rstrip()}\n```"))
+        content.extend(_diff_content(diffs.pending(approval.preview, workspace)))
     elif approval.command:
         content.append(_text_content(f"```sh\n{approval.command}\n```"))
     if approval.reason:

@@ -97,7 +97,11 @@ class Editor:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
         request_id = self._request_ids.pop(0)
-        request = next(m for m in self.received if m.get("id") == request_id)
+        request = next(
+            m
+            for m in self.permission_requests()
+            if m["id"] == request_id  # a response to the editor's own request may share it
+        )
         self.permission_asked.set()
         option = await self.decide(request)
         if option is None:
@@ -405,6 +409,58 @@ def test_permissions_answered_in_the_editor_resolve_for_the_cli(
         assert refused["status"] == "failed"
 
     run(test)
+
+
+def test_an_edit_waiting_for_approval_shows_as_a_diff(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    """The editor is asked with the pending edit as ACP `diff` content: the file as it is and
+    as it would be, so it can show its own diff view before the user decides."""
+    from acp import text_block
+
+    from tether.protocol.methods import SESSION_CONFIGURE, SessionConfigureParams
+
+    target = daemon.workspace / "pending.txt"
+    target.write_text("one\ntwo\nthree\n")
+    edit = {"path": "pending.txt", "old_string": "two", "new_string": "2"}
+    model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "pending.txt"}}]},
+                {"tool_calls": [{"name": "edit_file", "arguments": edit}]},
+                {"text": "ok"},
+            ]
+        }
+    )
+    editor = Editor()
+    seen: list[JSON] = []
+
+    async def decide(request: JSON) -> str | None:
+        seen.append(request["params"]["toolCall"])
+        assert target.read_text() == "one\ntwo\nthree\n"  # not written before the answer
+        return "allow-once"
+
+    editor.decide = decide
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (await connection.new_session(cwd=str(daemon.workspace))).session_id
+            with daemon.client("cli") as cli:
+                configure = SessionConfigureParams(session_id=session_id, permission_mode="ask")
+                cli.call(SESSION_CONFIGURE, configure)
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("edit")])
+            assert answer.stop_reason == "end_turn"
+
+    run(test)
+    (call,) = seen
+    assert call["kind"] == "edit"
+    assert call["content"][0] == {
+        "type": "diff",
+        "path": str(target),
+        "oldText": "one\ntwo\nthree\n",
+        "newText": "one\n2\nthree\n",
+    }
+    assert target.read_text() == "one\n2\nthree\n"
 
 
 def test_cancel_mid_turn_answers_cancelled(
