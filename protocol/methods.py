@@ -229,6 +229,21 @@ class SessionCreateParams(Wire, frozen=True, kw_only=True):
     """The model the session's turns call (default: the daemon's configured model)."""
 
 
+class SessionMcpServer(Wire, frozen=True, kw_only=True):
+    """An MCP server a client gives one session: a program to run (`command`, `args`, `env`)
+    or a streamable-HTTP endpoint (`url`, `headers`)."""
+
+    name: str
+    """Letters, digits, `_` and `-`, at most 32: its tools are `mcp__NAME__TOOL`."""
+    command: str = ""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Set for the server on top of the daemon's environment (without its secret-looking
+    variables, as for commands)."""
+    url: str = ""
+    headers: dict[str, str] = {}
+
+
 class SessionConfigureParams(Wire, frozen=True, kw_only=True):
     """Change a session's settings from its next model call on; a null field is left as is."""
 
@@ -239,6 +254,12 @@ class SessionConfigureParams(Wire, frozen=True, kw_only=True):
     subagent_model: str | None = None
     """The model the session's subagents (the `task` tool) call; empty: back to the user's
     `subagent_model`, else the model the turn calls."""
+    mcp_servers: list[SessionMcpServer] | None = None
+    """MCP servers for this session's turns beside the configured ones, replacing any given
+    before (empty: none). The client's user chose them, so they run without the approval a
+    workspace's servers need; they are the connection's: they stop when it detaches from the
+    session or closes. A name the user's or workspace's servers use is left out (reported at
+    the next turn)."""
 
 
 class SessionConfigureResult(Wire, frozen=True, kw_only=True):
@@ -723,8 +744,8 @@ SESSION_CONFIGURE = _declare(
     "session/configure",
     SessionConfigureParams,
     SessionConfigureResult,
-    "Change a session's permission mode, model or subagent model; attached clients get "
-    "`session_configured`.",
+    "Change a session's permission mode, model, subagent model or MCP servers; attached clients "
+    "get `session_configured`.",
     needs_controller=True,
     errors=(ErrorCode.SESSION_NOT_FOUND,),
 )

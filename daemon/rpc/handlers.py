@@ -17,6 +17,7 @@ from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
+from tether.daemon.mcp.session_servers import definitions_of
 from tether.daemon.procs.sandbox import sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
@@ -378,6 +379,17 @@ class Handlers:
         self, conn: Connection, p: SessionConfigureParams
     ) -> SessionConfigureResult:
         session = await self._controller_session(conn, p.session_id)
+        if p.mcp_servers is not None:
+            definitions = definitions_of(p.mcp_servers)
+            servers = self.sessions.session_mcp
+            if servers is None:
+                if definitions:
+                    raise RpcError(ErrorCode.INVALID_PARAMS, "this daemon runs no MCP servers")
+            else:
+                try:
+                    await servers.give(session.id, conn, definitions)
+                except RuntimeError as exc:
+                    raise RpcError(ErrorCode.SHUTTING_DOWN, str(exc)) from exc
         session.configure(
             permission_mode=p.permission_mode, model=p.model, subagent_model=p.subagent_model
         )

@@ -24,6 +24,8 @@ from tests.support import (
     create_session,
     run_cli,
     start_turn,
+    tagged,
+    wait_until,
 )
 from tether.protocol.events import ApprovalResolved
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
@@ -217,7 +219,7 @@ def test_initialize_advertises_what_tether_serves(daemon: DaemonProcess) -> None
             assert (prompts.image, prompts.audio, prompts.embedded_context) == (True, False, True)
             mcp = capabilities.mcp_capabilities
             assert mcp is not None
-            assert (mcp.http, mcp.sse) == (False, False)
+            assert (mcp.http, mcp.sse) == (True, False)
             sessions = capabilities.session_capabilities
             assert sessions is not None
             assert sessions.list is not None
@@ -461,6 +463,75 @@ def test_an_edit_waiting_for_approval_shows_as_a_diff(
         "newText": "one\n2\nthree\n",
     }
     assert target.read_text() == "one\n2\nthree\n"
+
+
+SDK_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "sdk_server.py"
+
+
+def test_mcp_servers_the_editor_passes_serve_the_session_until_it_closes(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """A stdio server (the MCP Python SDK's) passed in `session/new` runs for the session:
+    the model calls its tool and gets the answer. `session/close` stops it; passed again in
+    `session/load` by a second editor, it runs again, and stops when that editor goes."""
+    from acp import text_block
+    from acp.schema import EnvVariable, McpServerStdio
+
+    marker = f"acp-mcp-{tmp_path.name}"
+    server = McpServerStdio(
+        name="Editor tools",  # an ACP name is for people: tether makes it Editor_tools
+        command=sys.executable,
+        args=[str(SDK_SERVER), "stdio"],
+        env=[EnvVariable(name="MARK", value=marker)],
+    )
+    echo = {"name": "mcp__Editor_tools__echo", "arguments": {"text": "from the editor"}}
+    model_server.set_script(
+        {"steps": [{"tool_calls": [echo]}, {"text": "It said so."}, {"text": "Again."}]}
+    )
+    editor = Editor()
+    later = Editor()
+
+    async def allow(request: JSON) -> str | None:
+        return "allow-once"
+
+    editor.decide = allow
+    running: list[int] = []
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session = await connection.new_session(cwd=str(daemon.workspace), mcp_servers=[server])
+            session_id = session.session_id
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("echo")])
+            assert answer.stop_reason == "end_turn"
+            running.extend(tagged(marker))
+            await connection.close_session(session_id=session_id)
+            await asyncio.to_thread(
+                wait_until, lambda: not tagged(marker), "the server stopped with the session"
+            )
+        (call,) = fold(editor.updates(session_id))["tools"].values()
+        assert call["status"] == "completed"
+        assert call["content"][0]["content"]["text"] == "echo: from the editor"
+        assert call["rawInput"] == {"text": "from the editor"}
+
+        async with editor_agent(daemon.home, daemon.workspace, later) as connection:
+            await connection.load_session(
+                cwd=str(daemon.workspace), session_id=session_id, mcp_servers=[server]
+            )
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("more")])
+            assert answer.stop_reason == "end_turn"
+            assert tagged(marker)
+        # The editor went (its connection closed) without closing the session.
+        await asyncio.to_thread(
+            wait_until, lambda: not tagged(marker), "the server stopped with the editor"
+        )
+        tools = [t["function"]["name"] for t in model_server.requests[-1]["tools"]]
+        assert "mcp__Editor_tools__echo" in tools
+
+    run(test)
+    assert len(running) == 1
+    first = model_server.requests[1]["messages"][-1]
+    assert first["role"] == "tool"
+    assert "echo: from the editor" in str(first["content"])
 
 
 def test_cancel_mid_turn_answers_cancelled(

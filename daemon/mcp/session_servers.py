@@ -1,0 +1,153 @@
+"""MCP servers a client gives one session (`session/configure`'s `mcpServers`): an editor
+passes those its user configured there.
+
+Each session given servers has a pool of its own (`McpPool`, so starts, restarts, calls and
+stops go as for the configured servers), run in this object's nursery, beside the daemon's
+pool and not in it: its tools are offered to that session's turns only, and its servers
+stop when the session lets them go.
+
+Rules:
+- The user chose them in their client, so they run without the approval a workspace's
+  servers need (their definitions are of source `user`).
+- They belong to the connection that gave them (`owner`): `release` drops them once that
+  connection is no longer attached to the session (it detached, or closed), checked after
+  the current step so that a re-attach (detach then attach at once) keeps them.
+- Giving an empty list, or deleting the session, drops them; the daemon stopping stops them.
+- Their stderr logs go under `sessions/SESSION_ID/` of the daemon's MCP log folder.
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from tether.daemon.mcp.config import NAME, McpServerConfig, ServerDefinition, bad_names
+from tether.daemon.mcp.pool import McpPool
+from tether.daemon.nursery import LentNursery
+from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.methods import SessionMcpServer
+
+
+def definitions_of(servers: list[SessionMcpServer]) -> list[ServerDefinition]:
+    """The servers a client gives a session, as definitions of the user's (the client's user
+    chose them). RpcError(INVALID_PARAMS) naming the first that is wrong."""
+    definitions: list[ServerDefinition] = []
+    for index, server in enumerate(servers):
+        where = f"mcpServers[{index}]"
+        if not NAME.match(server.name):
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{where}: {bad_names([server.name])}")
+        if any(d.name == server.name for d in definitions):
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{where}: {server.name!r} is given twice")
+        try:
+            config = McpServerConfig(
+                command=server.command,
+                args=server.args,
+                env=server.env,
+                url=server.url,
+                headers=server.headers,
+            )
+        except ValueError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{where} ({server.name}): {exc}") from exc
+        definitions.append(
+            ServerDefinition(name=server.name, source="user", config=config, origin="the client")
+        )
+    return definitions
+
+
+class _SessionPool:
+    def __init__(self, pool: McpPool, owner: object) -> None:
+        self.pool = pool
+        self.owner = owner
+        self.scope = trio.CancelScope()
+        self.stopped = trio.Event()
+
+
+class SessionServers:
+    """The session-scoped MCP pools of a workspace, made like `base` (the daemon's pool)."""
+
+    def __init__(self, base: McpPool) -> None:
+        self._base = base
+        self._pools: dict[str, _SessionPool] = {}
+        self._lent = LentNursery()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run until cancelled; then every session's servers are stopped before this returns."""
+        async with trio.open_nursery() as nursery:
+            await self._lent.lend(nursery, task_status)
+
+    def pool(self, session_id: str) -> McpPool | None:
+        """The session's own servers (None: it was given none)."""
+        entry = self._pools.get(session_id)
+        return None if entry is None else entry.pool
+
+    async def give(
+        self, session_id: str, owner: object, definitions: list[ServerDefinition]
+    ) -> None:
+        """Run these servers for the session from its next turn on, in place of those given
+        before (a server defined as before keeps running); none: drop them. RuntimeError
+        when the daemon is stopping."""
+        if not definitions:
+            await self.drop(session_id)
+            return
+        entry = self._pools.get(session_id)
+        if entry is None:
+            nursery = self._lent.nursery
+            if nursery is None:
+                raise RuntimeError("the daemon is stopping")
+            entry = _SessionPool(self._make_pool(session_id), owner)
+            await nursery.start(self._run, session_id, entry)
+        entry.owner = owner
+        entry.pool.configure(definitions)
+
+    def _make_pool(self, session_id: str) -> McpPool:
+        base = self._base
+        logs: Path | None = (
+            base.log_dir / "sessions" / session_id if base.log_dir is not None else None
+        )
+        return McpPool(
+            base.workspace,
+            owned=base.owned,
+            on_event=base.on_event,
+            log_dir=logs,
+            backoff=base.backoff,
+            max_backoff=base.max_backoff,
+            grace=base.grace,
+            probe_timeout=base.probe_timeout,
+        )
+
+    async def _run(
+        self,
+        session_id: str,
+        entry: _SessionPool,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        self._pools[session_id] = entry
+        try:
+            with entry.scope:
+                await entry.pool.serve(task_status=task_status)
+        finally:
+            if self._pools.get(session_id) is entry:
+                del self._pools[session_id]
+            entry.stopped.set()
+
+    async def drop(self, session_id: str) -> None:
+        """Stop the session's servers and wait until they are stopped."""
+        entry = self._pools.pop(session_id, None)
+        if entry is not None:
+            entry.scope.cancel()
+            await entry.stopped.wait()
+
+    def release(self, session_id: str, attached: Callable[[object], bool]) -> None:
+        """Drop the session's servers, after the current step, if their owner is then no
+        longer `attached` to it."""
+        entry = self._pools.get(session_id)
+        nursery = self._lent.nursery
+        if entry is None or nursery is None:
+            return
+
+        async def check() -> None:
+            if self._pools.get(session_id) is entry and not attached(entry.owner):
+                await self.drop(session_id)
+
+        nursery.start_soon(check)
