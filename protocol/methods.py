@@ -1153,6 +1153,21 @@ class SessionEventsResult(Wire, frozen=True, kw_only=True):
     more: bool = False
 
 
+class ImageReadParams(Wire, frozen=True, kw_only=True):
+    """Names an image of a session by its digest (`ImageRef.sha256` of a user message's or a
+    tool call's `images`)."""
+
+    session_id: str
+    sha256: str
+
+
+class ImageReadResult(Wire, frozen=True, kw_only=True):
+    """The image's bytes, as the model is sent them; its `ImageRef` says their MIME type."""
+
+    data: bytes
+    """Base64 on the wire."""
+
+
 SESSION_FORK = _declare(
     "session/fork",
     SessionForkParams,
@@ -1180,6 +1195,14 @@ SESSION_EVENTS = _declare(
     SessionEventsParams,
     SessionEventsResult,
     "A page of a session's persisted event log.",
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
+)
+IMAGE_READ = _declare(
+    "image/read",
+    ImageReadParams,
+    ImageReadResult,
+    "The bytes of an image a session's items describe (events carry only its `ImageRef`); "
+    "INVALID_PARAMS when the session keeps no image with that digest.",
     errors=(ErrorCode.SESSION_NOT_FOUND,),
 )
 

@@ -3,6 +3,7 @@ registered with `on` so the type checker holds it to its method's params and res
 
 import contextlib
 import os
+import re
 import time
 from pathlib import Path
 from typing import Protocol
@@ -38,6 +39,7 @@ from tether.protocol.methods import (
     DAEMON_SHUTDOWN,
     DAEMON_STATUS,
     HOOKS_LIST,
+    IMAGE_READ,
     INITIALIZE,
     LSP_STATUS,
     MCP_APPROVE,
@@ -72,6 +74,8 @@ from tether.protocol.methods import (
     DaemonStatusResult,
     Empty,
     HooksListResult,
+    ImageReadParams,
+    ImageReadResult,
     InitializeParams,
     InitializeResult,
     LspStatusResult,
@@ -117,6 +121,9 @@ from tether.protocol.methods import (
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 log = get_logger(__name__)
+
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+"""An image's SHA-256 (it names a file: nothing else may reach the path)."""
 
 
 class DaemonState(Protocol):
@@ -197,6 +204,7 @@ class Handlers:
             on(SESSION_RENAME, self.session_rename),
             on(SESSION_SEARCH, self.session_search),
             on(SESSION_EVENTS, self.session_events),
+            on(IMAGE_READ, self.image_read),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -561,3 +569,19 @@ class Handlers:
         from tether.daemon.sessions.eventlog import read_events
 
         return await read_events(self.sessions, p)
+
+    async def image_read(self, conn: Connection, p: ImageReadParams) -> ImageReadResult:
+        if not _DIGEST.fullmatch(p.sha256):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"`sha256` must be 64 hex digits, not {p.sha256[:80]!r}"
+            )
+        session = await self.sessions.get(p.session_id)
+        found = await trio.to_thread.run_sync(
+            self.sessions.images.load, session.id, [p.sha256.lower()]
+        )
+        data = found.get(p.sha256.lower())
+        if data is None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"session {session.id} keeps no image {p.sha256}"
+            )
+        return ImageReadResult(data=data)

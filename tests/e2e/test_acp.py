@@ -6,6 +6,7 @@ The SDK validates every message it receives against ACP's schema; `Editor` count
 instead of vanishing into the SDK's log."""
 
 import asyncio
+import base64
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -532,6 +533,61 @@ def test_mcp_servers_the_editor_passes_serve_the_session_until_it_closes(
     first = model_server.requests[1]["messages"][-1]
     assert first["role"] == "tool"
     assert "echo: from the editor" in str(first["content"])
+
+
+def test_images_an_mcp_tool_returns_reach_the_editor_as_images(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """A tool's image goes to the editor as ACP image content (the bytes the model got), live
+    and in a `session/load` replay, beside the text line naming it."""
+    import io
+
+    from acp import text_block
+    from acp.schema import McpServerStdio
+    from PIL import Image
+
+    from tests.unit.test_mcp_pool import TINY
+    from tether.protocol.methods import SESSION_CONFIGURE, SessionConfigureParams
+
+    picture = tmp_path / "chart.png"
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(picture)
+    server = McpServerStdio(name="tiny", command=sys.executable, args=[str(TINY)], env=[])
+    look = {"name": "mcp__tiny__look", "arguments": {"path": str(picture)}}
+    model_server.set_script({"steps": [{"tool_calls": [look]}, {"text": "A red chart."}]})
+    editor = Editor()
+    later = Editor()
+
+    async def allow(request: JSON) -> str | None:
+        return "allow-once"
+
+    editor.decide = allow
+
+    def images(updates: list[JSON]) -> list[JSON]:
+        (call,) = fold(updates)["tools"].values()
+        assert call["status"] == "completed"
+        assert "here" in call["content"][0]["content"]["text"]
+        return [c["content"] for c in call["content"] if c["content"]["type"] == "image"]
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (
+                await connection.new_session(cwd=str(daemon.workspace), mcp_servers=[server])
+            ).session_id
+            with daemon.client("cli") as cli:  # a model that takes images
+                configure = SessionConfigureParams(session_id=session_id, model="gpt-4o")
+                cli.call(SESSION_CONFIGURE, configure)
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("look")])
+            assert answer.stop_reason == "end_turn"
+        async with editor_agent(daemon.home, daemon.workspace, later) as connection:
+            await connection.load_session(cwd=str(daemon.workspace), session_id=session_id)
+        live, replayed = images(editor.updates(session_id)), images(later.updates(session_id))
+        assert live == replayed
+        (image,) = live
+        assert image["mimeType"] == "image/png"
+        shown = Image.open(io.BytesIO(base64.b64decode(image["data"])))
+        assert (shown.size, shown.convert("RGB").getpixel((0, 0))) == ((4, 3), (200, 30, 30))
+
+    run(test)
 
 
 def test_cancel_mid_turn_answers_cancelled(

@@ -536,6 +536,21 @@ export interface ImageInput {
 }
 
 /**
+ * Names an image of a session by its digest (`ImageRef.sha256` of a user message's or a
+ * tool call's `images`).
+ */
+export interface ImageReadParams {
+  sessionId: string;
+  sha256: string;
+}
+
+/** The image's bytes, as the model is sent them; its `ImageRef` says their MIME type. */
+export interface ImageReadResult {
+  /** Base64 on the wire. */
+  data: string;
+}
+
+/**
  * An image attached to a user message (or returned by a tool), described: the bytes
  * themselves stay in the daemon (sent to the model, kept in the data dir), never in events
  * or snapshots.
@@ -1986,6 +2001,8 @@ export interface Methods {
   "session/search": { params: SessionSearchParams; result: SessionSearchResult };
   /** A page of a session's persisted event log. */
   "session/events": { params: SessionEventsParams; result: SessionEventsResult };
+  /** The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest. */
+  "image/read": { params: ImageReadParams; result: ImageReadResult };
 }
 
 export type MethodName = keyof Methods;
@@ -2183,6 +2200,12 @@ export const METHOD_INFO = {
   },
   "session/events": {
     "description": "A page of a session's persisted event log.",
+    "errors": [
+      -32010
+    ]
+  },
+  "image/read": {
+    "description": "The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest.",
     "errors": [
       -32010
     ]
