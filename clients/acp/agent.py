@@ -224,7 +224,8 @@ class Agent:
                 if self._sessions.get(session.id) is session and session.cursor is None:
                     del self._sessions[session.id]
             raise
-        self._give_mcp(session, servers)  # in place of those of an earlier load, if any
+        if servers:  # none leaves alone those another editor of the session gave
+            self._give_mcp(session, servers)
 
     def _give_mcp(self, session: AcpSession, servers: list[SessionMcpServer]) -> None:
         """Run the editor's MCP servers for the session; they stop when it closes here (or

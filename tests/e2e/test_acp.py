@@ -535,6 +535,62 @@ def test_mcp_servers_the_editor_passes_serve_the_session_until_it_closes(
     assert "echo: from the editor" in str(first["content"])
 
 
+def test_an_http_mcp_server_the_editor_passes_serves_the_session(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """`mcpCapabilities.http`: a streamable-HTTP server (the MCP Python SDK's, on loopback)
+    passed in `session/new` answers the model's call; an `sse` one is left out, not refused."""
+    import subprocess
+
+    from acp import text_block
+    from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
+
+    served = subprocess.Popen(
+        [sys.executable, str(SDK_SERVER), "http"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert served.stdout is not None
+        port = int(served.stdout.readline().split()[1])
+        url = f"http://127.0.0.1:{port}/mcp"
+        servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] = [
+            HttpMcpServer(type="http", name="web", url=url, headers=[]),
+            SseMcpServer(type="sse", name="old", url=url, headers=[]),
+        ]
+        add = {"name": "mcp__web__add", "arguments": {"a": 2, "b": 40}}
+        model_server.set_script({"steps": [{"tool_calls": [add]}, {"text": "42."}]})
+        editor = Editor()
+
+        async def allow(request: JSON) -> str | None:
+            return "allow-once"
+
+        editor.decide = allow
+
+        async def test() -> None:
+            async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+                session_id = (
+                    await connection.new_session(cwd=str(daemon.workspace), mcp_servers=servers)
+                ).session_id
+                answer = await connection.prompt(session_id=session_id, prompt=[text_block("add")])
+                assert answer.stop_reason == "end_turn"
+            (call,) = fold(editor.updates(session_id))["tools"].values()
+            assert call["status"] == "completed"
+            assert "42" in call["content"][0]["content"]["text"]
+
+        run(test)
+    finally:
+        served.kill()
+        served.wait()
+        if served.stdout is not None:
+            served.stdout.close()
+    tools = [t["function"]["name"] for t in model_server.requests[0]["tools"]]
+    assert "mcp__web__add" in tools
+    assert not [t for t in tools if t.startswith("mcp__old__")]
+    stderr = (daemon.home.root / "acp-stderr.log").read_text()
+    assert "leaving out MCP server(s) old (sse: tether speaks stdio and http)" in stderr
+
+
 def test_images_an_mcp_tool_returns_reach_the_editor_as_images(
     daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
 ) -> None:
