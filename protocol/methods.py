@@ -747,7 +747,7 @@ SESSION_CONFIGURE = _declare(
     "Change a session's permission mode, model, subagent model or MCP servers; attached clients "
     "get `session_configured`.",
     needs_controller=True,
-    errors=(ErrorCode.SESSION_NOT_FOUND,),
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.SHUTTING_DOWN),
 )
 TURN_START = _declare(
     "turn/start",

@@ -2069,7 +2069,8 @@ export const METHOD_INFO = {
     "description": "Change a session's permission mode, model, subagent model or MCP servers; attached clients get `session_configured`.",
     "errors": [
       -32013,
-      -32010
+      -32010,
+      -32030
     ],
     "controllerOnly": true
   },
