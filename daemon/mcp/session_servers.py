@@ -16,12 +16,14 @@ Rules:
 - Their stderr logs go under `sessions/SESSION_ID/` of the daemon's MCP log folder.
 """
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
 
+from tether.daemon.mcp.client import McpTool
 from tether.daemon.mcp.config import NAME, McpServerConfig, ServerDefinition, bad_names
+from tether.daemon.mcp.errors import McpUnavailable
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.nursery import LentNursery
 from tether.protocol.errors import ErrorCode, RpcError
@@ -75,10 +77,39 @@ class SessionServers:
         async with trio.open_nursery() as nursery:
             await self._lent.lend(nursery, task_status)
 
-    def pool(self, session_id: str) -> McpPool | None:
-        """The session's own servers (None: it was given none)."""
+    async def ensure_started(
+        self, session_id: str, taken: set[str]
+    ) -> tuple[list[tuple[ServerDefinition, McpTool]], list[str]]:
+        """The tools of the session's running servers, started first (`McpPool.ensure_started`),
+        and the problems to report. A server named as one of `taken` (the daemon's own) is
+        left out: tool names must not collide."""
         entry = self._pools.get(session_id)
-        return None if entry is None else entry.pool
+        if entry is None:
+            return [], []
+        problems = await entry.pool.ensure_started()
+        offered = entry.pool.offered()
+        problems += [
+            f"The MCP server {name} given to this session is left out: your tether settings or "
+            "the workspace define a server of that name"
+            for name in sorted({d.name for d, _ in offered} & taken)
+        ]
+        return [(d, tool) for d, tool in offered if d.name not in taken], problems
+
+    def caller(
+        self, session_id: str
+    ) -> Callable[[str, str, dict[str, object]], Awaitable[dict[str, object]]]:
+        """Calls (server, tool, arguments) of the session's servers as they are at the call
+        (`McpPool.call`); McpUnavailable once they were dropped."""
+
+        async def call(name: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+            entry = self._pools.get(session_id)
+            if entry is None:
+                raise McpUnavailable(
+                    f"the MCP server {name} given to this session was stopped (its client left)"
+                )
+            return await entry.pool.call(name, tool, arguments)
+
+        return call
 
     async def give(
         self, session_id: str, owner: object, definitions: list[ServerDefinition]

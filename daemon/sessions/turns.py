@@ -207,27 +207,21 @@ class Turns:
             f"{d.name}`)" + (f": {why}" if why != "not approved yet" else "")
             for d, why in self.mcp.awaiting_approval()
         ]
-        own = self.session_mcp.pool(live.session.id) if self.session_mcp is not None else None
-        own_offered: list[tuple[ServerDefinition, McpTool]] = []
-        if own is not None:
-            problems += await own.ensure_started()
+        own: list[tuple[ServerDefinition, McpTool]] = []
+        if self.session_mcp is not None:
             taken = {d.name for d in definitions}
-            problems += [
-                f"The MCP server {name} given to this session is left out: your tether "
-                "settings or the workspace define a server of that name"
-                for name in sorted({d.name for d, _ in own.offered()} & taken)
-            ]
-            own_offered = [(d, t) for d, t in own.offered() if d.name not in taken]
+            own, own_problems = await self.session_mcp.ensure_started(live.session.id, taken)
+            problems += own_problems
         new = [problem for problem in problems if problem not in self._mcp_reported]
         self._mcp_reported = set(problems)
         if new:
             sink.notice("warning", "mcp", ".\n".join(new) + ".")
         offered = self.mcp.offered()
-        if not offered and not own_offered:
+        if not offered and not own:
             return tools
         tools = tools.extended(mcp_tools(offered, self._call_mcp))
-        if own is not None and own_offered:
-            tools = tools.extended(mcp_tools(own_offered, own.call))
+        if self.session_mcp is not None and own:
+            tools = tools.extended(mcp_tools(own, self.session_mcp.caller(live.session.id)))
         live.context.use_tools(tools.toolset)
         return tools
 
