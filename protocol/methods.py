@@ -257,9 +257,9 @@ class SessionConfigureParams(Wire, frozen=True, kw_only=True):
     mcp_servers: list[SessionMcpServer] | None = None
     """MCP servers for this session's turns beside the configured ones, replacing any given
     before (empty: none). The client's user chose them, so they run without the approval a
-    workspace's servers need; they are the connection's: they stop when it detaches from the
-    session or closes. A name the user's or workspace's servers use is left out (reported at
-    the next turn)."""
+    workspace's servers need; they are the connection's (which must be attached: else
+    NOT_ATTACHED): they stop when it detaches from the session or closes. A name the user's
+    or workspace's servers use is left out (reported at the next turn)."""
 
 
 class SessionConfigureResult(Wire, frozen=True, kw_only=True):
@@ -747,7 +747,7 @@ SESSION_CONFIGURE = _declare(
     "Change a session's permission mode, model, subagent model or MCP servers; attached clients "
     "get `session_configured`.",
     needs_controller=True,
-    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.SHUTTING_DOWN),
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.NOT_ATTACHED, ErrorCode.SHUTTING_DOWN),
 )
 TURN_START = _declare(
     "turn/start",

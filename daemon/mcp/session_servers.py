@@ -9,9 +9,11 @@ stop when the session lets them go.
 Rules:
 - The user chose them in their client, so they run without the approval a workspace's
   servers need (their definitions are of source `user`).
-- They belong to the connection that gave them (`owner`): `release` drops them once that
-  connection is no longer attached to the session (it detached, or closed), checked after
-  the current step so that a re-attach (detach then attach at once) keeps them.
+- They belong to the connection that gave them: `held` says whether it still holds the
+  session (it has not detached from it, nor closed). `release`, called whenever the
+  session's subscribers change, drops them once it does not, checked after the current
+  step; a subscriber the daemon dropped for falling behind still holds the session (it
+  re-attaches), and so keeps them.
 - Giving an empty list, or deleting the session, drops them; the daemon stopping stops them.
 - Their stderr logs go under `sessions/SESSION_ID/` of the daemon's MCP log folder.
 """
@@ -57,9 +59,9 @@ def definitions_of(servers: list[SessionMcpServer]) -> list[ServerDefinition]:
 
 
 class _SessionPool:
-    def __init__(self, pool: McpPool, owner: object) -> None:
+    def __init__(self, pool: McpPool, held: Callable[[], bool]) -> None:
         self.pool = pool
-        self.owner = owner
+        self.held = held
         self.scope = trio.CancelScope()
         self.stopped = trio.Event()
 
@@ -112,11 +114,11 @@ class SessionServers:
         return call
 
     async def give(
-        self, session_id: str, owner: object, definitions: list[ServerDefinition]
+        self, session_id: str, definitions: list[ServerDefinition], *, held: Callable[[], bool]
     ) -> None:
         """Run these servers for the session from its next turn on, in place of those given
-        before (a server defined as before keeps running); none: drop them. RuntimeError
-        when the daemon is stopping."""
+        before (a server defined as before keeps running), while `held` (see the rules);
+        none: drop them. RuntimeError when the daemon is stopping."""
         if not definitions:
             await self.drop(session_id)
             return
@@ -125,9 +127,10 @@ class SessionServers:
             nursery = self._lent.nursery
             if nursery is None:
                 raise RuntimeError("the daemon is stopping")
-            entry = _SessionPool(self._make_pool(session_id), owner)
+            # Registered before its start is awaited, so that a give meanwhile finds it.
+            entry = self._pools[session_id] = _SessionPool(self._make_pool(session_id), held)
             await nursery.start(self._run, session_id, entry)
-        entry.owner = owner
+        entry.held = held
         entry.pool.configure(definitions)
 
     def _make_pool(self, session_id: str) -> McpPool:
@@ -153,7 +156,6 @@ class SessionServers:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        self._pools[session_id] = entry
         try:
             with entry.scope:
                 await entry.pool.serve(task_status=task_status)
@@ -169,16 +171,16 @@ class SessionServers:
             entry.scope.cancel()
             await entry.stopped.wait()
 
-    def release(self, session_id: str, attached: Callable[[object], bool]) -> None:
-        """Drop the session's servers, after the current step, if their owner is then no
-        longer `attached` to it."""
+    def release(self, session_id: str) -> None:
+        """Drop the session's servers, after the current step, if the connection that gave
+        them does not hold the session then."""
         entry = self._pools.get(session_id)
         nursery = self._lent.nursery
         if entry is None or nursery is None:
             return
 
         async def check() -> None:
-            if self._pools.get(session_id) is entry and not attached(entry.owner):
+            if self._pools.get(session_id) is entry and not entry.held():
                 await self.drop(session_id)
 
         nursery.start_soon(check)

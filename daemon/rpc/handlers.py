@@ -389,13 +389,22 @@ class Handlers:
         session = await self._controller_session(conn, p.session_id)
         if p.mcp_servers is not None:
             definitions = definitions_of(p.mcp_servers)
+            if definitions and session.id not in conn.sessions:
+                raise RpcError(
+                    ErrorCode.NOT_ATTACHED,
+                    f"attach to session {session.id} before giving it MCP servers: they are "
+                    "this connection's while it stays attached",
+                )
             servers = self.sessions.session_mcp
             if servers is None:
                 if definitions:
                     raise RpcError(ErrorCode.INVALID_PARAMS, "this daemon runs no MCP servers")
             else:
                 try:
-                    await servers.give(session.id, conn, definitions)
+                    # The connection's until it detaches or closes (not while it re-attaches
+                    # after falling behind: it still holds the session then).
+                    held = lambda: session.id in conn.sessions  # noqa: E731
+                    await servers.give(session.id, definitions, held=held)
                 except RuntimeError as exc:
                     raise RpcError(ErrorCode.SHUTTING_DOWN, str(exc)) from exc
         session.configure(

@@ -220,9 +220,7 @@ class Sessions:
         `keep_idle` most recent are unloaded. Synchronous, so no task sees half of it."""
         self._idle.pop(session_id, None)
         if self._turns.session_mcp is not None:
-            self._turns.session_mcp.release(
-                session_id, lambda owner: self._attached(session_id, owner)
-            )
+            self._turns.session_mcp.release(session_id)
         live = self._live.get(session_id)
         if live is not None and self._unloadable(live):
             self._idle[session_id] = None
@@ -232,10 +230,6 @@ class Sessions:
             candidate = self._live.get(oldest)
             if candidate is not None and self._unloadable(candidate):
                 del self._live[oldest]
-
-    def _attached(self, session_id: str, subscriber: object) -> bool:
-        live = self._live.get(session_id)
-        return live is not None and subscriber in live.session.subscribers
 
     async def get(self, session_id: str) -> Session:
         return (await self._get_live(session_id)).session

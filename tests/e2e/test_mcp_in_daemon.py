@@ -125,6 +125,9 @@ def test_servers_a_client_gives_a_session_serve_that_session_alone(
                     configure(client, session_id, wrong)
                 assert error.value.code == ErrorCode.INVALID_PARAMS
                 refused.append(error.value.message)
+            # A connection not attached to the session: not its to give.
+            with daemon.client("other") as other, pytest.raises(CallError) as not_attached:
+                configure(other, session_id, [mine])
             configure(client, session_id, [mine, shadowed])
             start_turn(client, session_id, "go")
             events = collect_until_turn_end(client, session_id)
@@ -137,6 +140,7 @@ def test_servers_a_client_gives_a_session_serve_that_session_alone(
     finally:
         assert daemon.stop() == 0
     assert len(ran) == 1
+    assert not_attached.value.code == ErrorCode.NOT_ATTACHED
     assert refused[0].startswith("mcpServers[0]: invalid MCP server name(s) 'two words'")
     assert "exactly one of `command` or `url`" in refused[1]
     assert "must be http:// or https://" in refused[2]

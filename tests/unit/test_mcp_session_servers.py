@@ -41,10 +41,14 @@ def pids(servers: SessionServers, session_id: str) -> list[int]:
 
 
 async def test_a_sessions_servers_serve_it_alone_until_their_owner_lets_go(tmp_path: Path) -> None:
-    owner, attached = object(), {"yes": True}
+    holds = {"yes": True}
+
+    def held() -> bool:
+        return holds["yes"]
+
     with trio.fail_after(20):
         async with serving(tmp_path) as servers:
-            await servers.give("s1", owner, definitions_of([server("mine"), server("tiny")]))
+            await servers.give("s1", definitions_of([server("mine"), server("tiny")]), held=held)
             tools, problems = await servers.ensure_started("s1", taken={"tiny"})
             assert {(d.name, t.name) for d, t in tools} >= {("mine", "echo")}
             assert not [d for d, _ in tools if d.name == "tiny"]
@@ -59,17 +63,17 @@ async def test_a_sessions_servers_serve_it_alone_until_their_owner_lets_go(tmp_p
             (first, _) = pids(servers, "s1")
 
             # Given again as before: the server keeps running.
-            await servers.give("s1", owner, definitions_of([server("mine"), server("tiny")]))
+            await servers.give("s1", definitions_of([server("mine"), server("tiny")]), held=held)
             await servers.ensure_started("s1", taken={"tiny"})
             assert first in pids(servers, "s1")
 
-            # Still attached (a re-attach): kept. Detached: stopped, and calls fail at once.
-            servers.release("s1", lambda who: who is owner and attached["yes"])
+            # Still held (a re-attach): kept. Let go: stopped, and calls fail at once.
+            servers.release("s1")
             await trio.testing.wait_all_tasks_blocked()
             assert alive(first)
-            attached["yes"] = False
+            holds["yes"] = False
             entry = servers._pools["s1"]
-            servers.release("s1", lambda who: who is owner and attached["yes"])
+            servers.release("s1")
             await entry.stopped.wait()
             assert not alive(first)
             with pytest.raises(McpUnavailable, match="given to this session was stopped"):
@@ -81,10 +85,10 @@ async def test_an_empty_list_drops_them_and_bad_definitions_are_invalid_params(
 ) -> None:
     with trio.fail_after(20):
         async with serving(tmp_path) as servers:
-            await servers.give("s1", object(), definitions_of([server("mine")]))
+            await servers.give("s1", definitions_of([server("mine")]), held=lambda: True)
             await servers.ensure_started("s1", taken=set())
             (pid,) = pids(servers, "s1")
-            await servers.give("s1", object(), [])
+            await servers.give("s1", [], held=lambda: True)
             assert not alive(pid)  # `give` returns once they are stopped
     for wrong, message in [
         ([SessionMcpServer(name="", command="x")], "invalid MCP server name(s) ''"),

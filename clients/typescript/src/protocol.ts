@@ -1129,7 +1129,7 @@ export interface SessionConfigureParams {
    */
   subagentModel?: string | null;
   /**
-   * MCP servers for this session's turns beside the configured ones, replacing any given before (empty: none). The client's user chose them, so they run without the approval a workspace's servers need; they are the connection's: they stop when it detaches from the session or closes. A name the user's or workspace's servers use is left out (reported at the next turn).
+   * MCP servers for this session's turns beside the configured ones, replacing any given before (empty: none). The client's user chose them, so they run without the approval a workspace's servers need; they are the connection's (which must be attached: else NOT_ATTACHED): they stop when it detaches from the session or closes. A name the user's or workspace's servers use is left out (reported at the next turn).
    *
    * Default: `null`.
    */
@@ -2070,6 +2070,7 @@ export const METHOD_INFO = {
     "errors": [
       -32013,
       -32010,
+      -32012,
       -32030
     ],
     "controllerOnly": true
