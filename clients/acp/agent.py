@@ -7,7 +7,9 @@ workspace's. Every session this process opened stays attached as a controller, s
 client does in it (a turn the CLI starts, an approval answered in another editor) reaches
 the editor as `session/update`s (see `updates`), and the CLI sees what the editor does.
 Each open session is an `AcpSession` (see `session`, which draws how the threads and the
-approvals go); `prompt` makes a prompt's `turn/start`.
+approvals go); `prompt` makes a prompt's `turn/start`. The MCP servers the editor passes in
+`session/new` and `session/load` are given to the session (`mcp`): this connection's, they
+stop when it closes the session or goes.
 """
 
 import threading
