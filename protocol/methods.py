@@ -229,6 +229,21 @@ class SessionCreateParams(Wire, frozen=True, kw_only=True):
     """The model the session's turns call (default: the daemon's configured model)."""
 
 
+class SessionMcpServer(Wire, frozen=True, kw_only=True):
+    """An MCP server a client gives one session: a program to run (`command`, `args`, `env`)
+    or a streamable-HTTP endpoint (`url`, `headers`)."""
+
+    name: str
+    """Letters, digits, `_` and `-`, at most 32: its tools are `mcp__NAME__TOOL`."""
+    command: str = ""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Set for the server on top of the daemon's environment (without its secret-looking
+    variables, as for commands)."""
+    url: str = ""
+    headers: dict[str, str] = {}
+
+
 class SessionConfigureParams(Wire, frozen=True, kw_only=True):
     """Change a session's settings from its next model call on; a null field is left as is."""
 
@@ -239,6 +254,12 @@ class SessionConfigureParams(Wire, frozen=True, kw_only=True):
     subagent_model: str | None = None
     """The model the session's subagents (the `task` tool) call; empty: back to the user's
     `subagent_model`, else the model the turn calls."""
+    mcp_servers: list[SessionMcpServer] | None = None
+    """MCP servers for this session's turns beside the configured ones, replacing any given
+    before (empty: none). The client's user chose them, so they run without the approval a
+    workspace's servers need; they are the connection's (which must be attached: else
+    NOT_ATTACHED): they stop when it detaches from the session or closes. A name the user's
+    or workspace's servers use is left out (reported at the next turn)."""
 
 
 class SessionConfigureResult(Wire, frozen=True, kw_only=True):
@@ -723,10 +744,10 @@ SESSION_CONFIGURE = _declare(
     "session/configure",
     SessionConfigureParams,
     SessionConfigureResult,
-    "Change a session's permission mode, model or subagent model; attached clients get "
-    "`session_configured`.",
+    "Change a session's permission mode, model, subagent model or MCP servers; attached clients "
+    "get `session_configured`.",
     needs_controller=True,
-    errors=(ErrorCode.SESSION_NOT_FOUND,),
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.NOT_ATTACHED, ErrorCode.SHUTTING_DOWN),
 )
 TURN_START = _declare(
     "turn/start",
@@ -1132,6 +1153,21 @@ class SessionEventsResult(Wire, frozen=True, kw_only=True):
     more: bool = False
 
 
+class ImageReadParams(Wire, frozen=True, kw_only=True):
+    """Names an image of a session by its digest (`ImageRef.sha256` of a user message's or a
+    tool call's `images`)."""
+
+    session_id: str
+    sha256: str
+
+
+class ImageReadResult(Wire, frozen=True, kw_only=True):
+    """The image's bytes, as the model is sent them; its `ImageRef` says their MIME type."""
+
+    data: bytes
+    """Base64 on the wire."""
+
+
 SESSION_FORK = _declare(
     "session/fork",
     SessionForkParams,
@@ -1159,6 +1195,14 @@ SESSION_EVENTS = _declare(
     SessionEventsParams,
     SessionEventsResult,
     "A page of a session's persisted event log.",
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
+)
+IMAGE_READ = _declare(
+    "image/read",
+    ImageReadParams,
+    ImageReadResult,
+    "The bytes of an image a session's items describe (events carry only its `ImageRef`); "
+    "INVALID_PARAMS when the session keeps no image with that digest.",
     errors=(ErrorCode.SESSION_NOT_FOUND,),
 )
 

@@ -7,7 +7,9 @@ workspace's. Every session this process opened stays attached as a controller, s
 client does in it (a turn the CLI starts, an approval answered in another editor) reaches
 the editor as `session/update`s (see `updates`), and the CLI sees what the editor does.
 Each open session is an `AcpSession` (see `session`, which draws how the threads and the
-approvals go); `prompt` makes a prompt's `turn/start`.
+approvals go); `prompt` makes a prompt's `turn/start`. The MCP servers the editor passes in
+`session/new` and `session/load` are given to the session (`mcp`): this connection's, they
+stop when it closes the session or goes.
 """
 
 import threading
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.clients.acp import params as p
+from tether.clients.acp.mcp import session_servers
 from tether.clients.acp.peer import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -33,11 +36,14 @@ from tether.clients.discovery import DaemonUnavailable, find_workspace
 from tether.clients.websocket import WebSocketError
 from tether.protocol.errors import ErrorCode
 from tether.protocol.methods import (
+    SESSION_CONFIGURE,
     SESSION_CREATE,
     SESSION_LIST,
+    SessionConfigureParams,
     SessionCreateParams,
     SessionDeletedParams,
     SessionEventParams,
+    SessionMcpServer,
     SessionResyncParams,
 )
 from tether.protocol.session import SessionSnapshot
@@ -192,7 +198,7 @@ class Agent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },
             "authMethods": [],
@@ -200,15 +206,17 @@ class Agent:
         }
 
     def new_session(self, request: p.NewSession) -> JSON:
-        _ignore_mcp(request.mcp_servers)
+        servers = _mcp_servers(request.mcp_servers)
         link = self.link(request.cwd)
         created = self.call(link.client.call, SESSION_CREATE, SessionCreateParams())
         session = self._open(created.session.id, link)
         session.attach(replay=False)
+        if servers:
+            self._give_mcp(session, servers)
         return {"sessionId": session.id}
 
     def load_session(self, request: p.LoadSession, *, replay: bool) -> None:
-        _ignore_mcp(request.mcp_servers)
+        servers = _mcp_servers(request.mcp_servers)
         link = self.link(request.cwd)
         session = self._open(request.session_id, link)
         try:
@@ -218,6 +226,14 @@ class Agent:
                 if self._sessions.get(session.id) is session and session.cursor is None:
                     del self._sessions[session.id]
             raise
+        if servers:  # none leaves alone those another editor of the session gave
+            self._give_mcp(session, servers)
+
+    def _give_mcp(self, session: AcpSession, servers: list[SessionMcpServer]) -> None:
+        """Run the editor's MCP servers for the session; they stop when it closes here (or
+        this process ends: the daemon drops them with the connection)."""
+        params = SessionConfigureParams(session_id=session.id, mcp_servers=servers)
+        self.call(session.link.client.call, SESSION_CONFIGURE, params)
 
     def list_sessions(self, request: p.ListSessions) -> JSON:
         if request.cursor is not None:
@@ -237,9 +253,11 @@ class Agent:
         return {"sessions": sessions}
 
 
-def _ignore_mcp(servers: list[Any]) -> None:
-    if servers:
-        log(f"ignoring {len(servers)} MCP server(s): tether does not connect to MCP servers yet")
+def _mcp_servers(servers: list[Any]) -> list[SessionMcpServer]:
+    given, left_out = session_servers(servers)
+    if left_out:
+        log(f"leaving out MCP server(s) {', '.join(left_out)}")
+    return given
 
 
 def serve(default_workspace: Path) -> int:

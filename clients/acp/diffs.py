@@ -4,7 +4,8 @@ ACP wants whole texts; tether's items carry the unified diff of the edit (paths 
 the workspace, `/dev/null` for a created file). When the file on disk still reads as the
 diff's result, the whole file is given (its text now, and the diff undone on it for the
 before); otherwise — the file changed since, or the diff was capped — the hunks alone are,
-which still shows what changed, without the rest of the file.
+which still shows what changed, without the rest of the file. An edit waiting for approval
+(`pending`) reads the other way: the file on disk is its before, the diff applied its after.
 """
 
 import re
@@ -15,6 +16,8 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 class Hunk(NamedTuple):
+    old_start: int
+    """1-based; 0 for an empty old side."""
     new_start: int
     """1-based; 0 for an empty new side."""
     old: list[str]
@@ -84,14 +87,24 @@ def parse(diff: str) -> list[FileDiff]:
                     break
             if len(old) != old_count or len(new) != new_count:
                 break  # cut off
-            hunks.append(Hunk(int(match.group(3)), old, new))
+            hunks.append(Hunk(int(match.group(1)), int(match.group(3)), old, new))
         files.append(FileDiff(path, created, deleted, hunks))
         old_name = ""
     return files
 
 
 def changes(diff: str, workspace: Path) -> list[Change]:
-    """The diff's files as whole texts where the disk allows, else as their hunks."""
+    """A made edit's files as whole texts where the disk allows, else as their hunks."""
+    return _changes(diff, workspace, made=True)
+
+
+def pending(diff: str, workspace: Path) -> list[Change]:
+    """An edit not made yet (an approval's preview), as whole texts where the file on disk
+    still reads as its before, else as its hunks."""
+    return _changes(diff, workspace, made=False)
+
+
+def _changes(diff: str, workspace: Path, *, made: bool) -> list[Change]:
     result: list[Change] = []
     for file in parse(diff):
         path = workspace / file.path
@@ -103,11 +116,12 @@ def changes(diff: str, workspace: Path) -> list[Change]:
         if file.deleted:
             result.append(Change(path, old_hunks, ""))
             continue
-        whole = _undo(file.hunks, _read(path))
-        if whole is not None:
-            result.append(Change(path, whole[0], whole[1]))
-        else:
+        current = _read(path)
+        other = _splice(file.hunks, current, made=made)
+        if current is None or other is None:
             result.append(Change(path, old_hunks, new_hunks))
+        else:
+            result.append(Change(path, other, current) if made else Change(path, current, other))
     return result
 
 
@@ -118,19 +132,24 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _undo(hunks: list[Hunk], current: str | None) -> tuple[str, str] | None:
-    """(before, now) when `current` holds every hunk's new side where the diff puts it."""
+def _splice(hunks: list[Hunk], current: str | None, *, made: bool) -> str | None:
+    """The file's other text: when `made`, `current` holds every hunk's new side where the
+    diff puts it and the old sides replace them; else it holds the old sides, and the new
+    sides replace them. None when it does not hold them."""
     if current is None or not hunks:
         return None
     lines = current.splitlines(keepends=True)
-    before: list[str] = []
+    other: list[str] = []
     position = 0
     for hunk in hunks:
-        start = max(hunk.new_start - 1, 0) if hunk.new else hunk.new_start
-        if start < position or lines[start : start + len(hunk.new)] != hunk.new:
+        start, found, wanted = (
+            (hunk.new_start, hunk.new, hunk.old) if made else (hunk.old_start, hunk.old, hunk.new)
+        )
+        start = max(start - 1, 0) if found else start
+        if start < position or lines[start : start + len(found)] != found:
             return None
-        before.extend(lines[position:start])
-        before.extend(hunk.old)
-        position = start + len(hunk.new)
-    before.extend(lines[position:])
-    return "".join(before), current
+        other.extend(lines[position:start])
+        other.extend(wanted)
+        position = start + len(found)
+    other.extend(lines[position:])
+    return "".join(other)

@@ -34,11 +34,13 @@ from tether.protocol.events import (
 )
 from tether.protocol.methods import (
     APPROVAL_RESPOND,
+    IMAGE_READ,
     SESSION_ATTACH,
     SESSION_DETACH,
     TURN_CANCEL,
     TURN_START,
     ApprovalRespondParams,
+    ImageReadParams,
     SessionAttachParams,
     SessionEventParams,
     SessionRef,
@@ -120,7 +122,7 @@ class AcpSession:
         self.id = session_id
         self.link = link
         self.lock = threading.Lock()
-        self.translator = Translator(link.workspace)
+        self.translator = Translator(link.workspace, self._image)
         self.cursor: Cursor | None = None
         self.prompts: list[TurnWait] = []
         self.permissions: dict[str, Pending] = {}
@@ -160,6 +162,16 @@ class AcpSession:
         for waiter in permissions.values():
             self.agent.peer.abandon(waiter, LOST)
 
+    def _image(self, sha256: str) -> bytes | None:
+        """The bytes of one of the session's images, from the daemon (a tool's, to show)."""
+        try:
+            return self.link.client.call(
+                IMAGE_READ, ImageReadParams(session_id=self.id, sha256=sha256)
+            ).data
+        except (CallError, WebSocketError, OSError) as exc:
+            log(f"image {sha256} of session {self.id} is not shown: {exc}")
+            return None
+
     def _send(self, updates: list[JSON]) -> None:
         for update in updates:
             self.agent.peer.notify("session/update", {"sessionId": self.id, "update": update})
@@ -174,7 +186,7 @@ class AcpSession:
             )
             snapshot = result.snapshot
             assert snapshot is not None  # attaching without a cursor answers with one
-            self.translator = Translator(self.link.workspace)
+            self.translator = Translator(self.link.workspace, self._image)
             self.cursor = Cursor(epoch=result.epoch, seq=result.from_seq)
             if replay:
                 self._send(self.translator.snapshot(snapshot))
@@ -268,7 +280,7 @@ class AcpSession:
             "session/request_permission",
             {
                 "sessionId": self.id,
-                "toolCall": permission_tool_call(approval, item),
+                "toolCall": permission_tool_call(approval, item, self.link.workspace),
                 "options": options,
             },
         )

@@ -2,7 +2,8 @@
 
 `Translator` holds what one session's stream needs to be remembered between events (which
 item each delta belongs to, the text each message has streamed, which tool calls the editor
-was told of). It does no I/O beyond reading an edited file for its whole text (see `diffs`).
+was told of). It does no I/O beyond reading an edited file for its whole text (see `diffs`)
+and asking for the bytes of a tool's images (`images`, which asks the daemon).
 
     tether                                   ACP update
     user_message item (not the editor's)     user_message_chunk
@@ -13,7 +14,8 @@ was told of). It does no I/O beyond reading an edited file for its whole text (s
     its first output delta, or its approval  tool_call_update in_progress
     allowed
     tool_call item completed                 tool_call_update completed|failed, with the
-                                             output as text and the edit as diff content
+                                             output as text, the edit as diff content and
+                                             the images it returned as image content
     notice item (warning, error)             agent_message_chunk, quoted
     todos_updated                            plan (every entry medium priority)
     context_updated                          usage_update (used, size: the budget)
@@ -23,7 +25,9 @@ A replay (`snapshot`) gives each item as it stands, a tool call as one `tool_cal
 final status: folded, the live stream and the replay of a turn say the same.
 """
 
+import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -120,29 +124,39 @@ def _locations(item: ToolCall, workspace: Path) -> list[JSON]:
     return [{"path": str(workspace / path)}]
 
 
-def tool_content(item: ToolCall, workspace: Path) -> list[JSON]:
-    """A completed call's content: its diff when it changed files, else its output."""
+ImageBytes = Callable[[str], bytes | None]
+"""The bytes of the session's image with this SHA-256 (None: they cannot be had)."""
+
+
+def tool_content(item: ToolCall, workspace: Path, images: ImageBytes | None = None) -> list[JSON]:
+    """A completed call's content: its diff when it changed files, else its output, then the
+    images it returned (whose line the output has) when `images` gives their bytes."""
     if item.diff:
-        return [
-            {
-                "type": "diff",
-                "path": str(change.path),
-                "oldText": change.old_text,
-                "newText": change.new_text,
-            }
-            for change in diffs.changes(item.diff, workspace)
-        ]
-    if not item.output:
-        return []
+        return _diff_content(diffs.changes(item.diff, workspace))
+    content: list[JSON] = []
     text = item.output
-    if item.tool == "run_command":
+    if text and item.tool == "run_command":
         fence = "````" if "```" in text else "```"
         text = f"{fence}\n{text.rstrip()}\n{fence}"
-    return [{"type": "content", "content": {"type": "text", "text": text}}]
+    if text:
+        content.append(_text_content(text))
+    for ref in item.images:
+        data = images(ref.sha256) if images is not None else None
+        if data is not None:
+            image = {
+                "type": "image",
+                "data": base64.b64encode(data).decode(),
+                "mimeType": ref.mime_type,
+            }
+            content.append({"type": "content", "content": image})
+    return content
 
 
-def tool_call(item: ToolCall, workspace: Path, *, complete: bool) -> JSON:
+def tool_call(
+    item: ToolCall, workspace: Path, *, complete: bool, images: ImageBytes | None = None
+) -> JSON:
     """The `tool_call` announcing `item`; with its final status and content when `complete`."""
+    arguments = arguments_of(item)
     update: JSON = {
         "sessionUpdate": "tool_call",
         "toolCallId": item.id,
@@ -150,31 +164,44 @@ def tool_call(item: ToolCall, workspace: Path, *, complete: bool) -> JSON:
         "kind": TOOL_KINDS.get(item.tool, "other"),
         "status": tool_status(item) if complete else "pending",
         "locations": _locations(item, workspace),
-        "rawInput": arguments_of(item) or {"arguments": item.arguments},
+        "rawInput": arguments if arguments is not None else {"arguments": item.arguments},
     }
     if complete:
-        update["content"] = tool_content(item, workspace)
+        update["content"] = tool_content(item, workspace, images)
     return update
 
 
-def tool_completed(item: ToolCall, workspace: Path) -> JSON:
+def tool_completed(item: ToolCall, workspace: Path, images: ImageBytes | None = None) -> JSON:
     return {
         "sessionUpdate": "tool_call_update",
         "toolCallId": item.id,
         "status": tool_status(item),
-        "content": tool_content(item, workspace),
+        "content": tool_content(item, workspace, images),
     }
 
 
-def permission_tool_call(approval: ApprovalRequest, item: ToolCall | None) -> JSON:
-    """The `toolCall` of a `session/request_permission`: what waits, with what it would do."""
+def _diff_content(changes: list[diffs.Change]) -> list[JSON]:
+    return [
+        {
+            "type": "diff",
+            "path": str(change.path),
+            "oldText": change.old_text,
+            "newText": change.new_text,
+        }
+        for change in changes
+    ]
+
+
+def permission_tool_call(approval: ApprovalRequest, item: ToolCall | None, workspace: Path) -> JSON:
+    """The `toolCall` of a `session/request_permission`: what waits, with what it would do
+    (an edit as `diff` content, which an editor shows in its own diff view)."""
     call: JSON = {"toolCallId": approval.item_id, "status": "pending"}
     if item is not None:
         call["title"] = tool_title(item)
         call["kind"] = TOOL_KINDS.get(item.tool, "other")
     content: list[JSON] = []
     if approval.preview:
-        content.append(_text_content(f"```diff\n{approval.preview.rstrip()}\n```"))
+        content.extend(_diff_content(diffs.pending(approval.preview, workspace)))
     elif approval.command:
         content.append(_text_content(f"```sh\n{approval.command}\n```"))
     if approval.reason:
@@ -216,10 +243,11 @@ def _notice_text(item: Notice) -> str:
 
 class Translator:
     """One session's events into updates; `skip_inputs` names the user messages the editor
-    sent itself (it shows them already)."""
+    sent itself (it shows them already); `images` reads the bytes of a tool's images."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, images: ImageBytes | None = None) -> None:
         self.workspace = workspace
+        self.images = images
         self.skip_inputs: set[str] = set()
         self._streamed: dict[str, str] = {}
         """Text sent so far of each agent message and reasoning item, by item id."""
@@ -310,7 +338,7 @@ class Translator:
                 complete = item.status != "running"
                 if not complete:
                     self._tools[item.id] = item
-                update = tool_call(item, self.workspace, complete=complete)
+                update = tool_call(item, self.workspace, complete=complete, images=self.images)
                 if not complete and item.output:
                     self._running.add(item.id)
                     update["status"] = "in_progress"
@@ -349,8 +377,8 @@ class Translator:
             case ToolCall():
                 self._running.discard(item.id)
                 if self._tools.pop(item.id, None) is None:
-                    return [tool_call(item, self.workspace, complete=True)]
-                return [tool_completed(item, self.workspace)]
+                    return [tool_call(item, self.workspace, complete=True, images=self.images)]
+                return [tool_completed(item, self.workspace, self.images)]
             case Notice(level=level) if level != "info":
                 return [_chunk("agent_message_chunk", item.id, _notice_text(item))]
             case _:

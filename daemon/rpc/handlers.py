@@ -3,6 +3,7 @@ registered with `on` so the type checker holds it to its method's params and res
 
 import contextlib
 import os
+import re
 import time
 from pathlib import Path
 from typing import Protocol
@@ -17,6 +18,7 @@ from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
+from tether.daemon.mcp.session_servers import definitions_of
 from tether.daemon.procs.sandbox import sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
@@ -37,6 +39,7 @@ from tether.protocol.methods import (
     DAEMON_SHUTDOWN,
     DAEMON_STATUS,
     HOOKS_LIST,
+    IMAGE_READ,
     INITIALIZE,
     LSP_STATUS,
     MCP_APPROVE,
@@ -71,6 +74,8 @@ from tether.protocol.methods import (
     DaemonStatusResult,
     Empty,
     HooksListResult,
+    ImageReadParams,
+    ImageReadResult,
     InitializeParams,
     InitializeResult,
     LspStatusResult,
@@ -116,6 +121,9 @@ from tether.protocol.methods import (
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 log = get_logger(__name__)
+
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+"""An image's SHA-256 (it names a file: nothing else may reach the path)."""
 
 
 class DaemonState(Protocol):
@@ -196,6 +204,7 @@ class Handlers:
             on(SESSION_RENAME, self.session_rename),
             on(SESSION_SEARCH, self.session_search),
             on(SESSION_EVENTS, self.session_events),
+            on(IMAGE_READ, self.image_read),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -378,6 +387,26 @@ class Handlers:
         self, conn: Connection, p: SessionConfigureParams
     ) -> SessionConfigureResult:
         session = await self._controller_session(conn, p.session_id)
+        if p.mcp_servers is not None:
+            definitions = definitions_of(p.mcp_servers)
+            if definitions and session.id not in conn.sessions:
+                raise RpcError(
+                    ErrorCode.NOT_ATTACHED,
+                    f"attach to session {session.id} before giving it MCP servers: they are "
+                    "this connection's while it stays attached",
+                )
+            servers = self.sessions.session_mcp
+            if servers is None:
+                if definitions:
+                    raise RpcError(ErrorCode.INVALID_PARAMS, "this daemon runs no MCP servers")
+            else:
+                try:
+                    # The connection's until it detaches or closes (not while it re-attaches
+                    # after falling behind: it still holds the session then).
+                    held = lambda: session.id in conn.sessions  # noqa: E731
+                    await servers.give(session.id, definitions, held=held)
+                except RuntimeError as exc:
+                    raise RpcError(ErrorCode.SHUTTING_DOWN, str(exc)) from exc
         session.configure(
             permission_mode=p.permission_mode, model=p.model, subagent_model=p.subagent_model
         )
@@ -549,3 +578,19 @@ class Handlers:
         from tether.daemon.sessions.eventlog import read_events
 
         return await read_events(self.sessions, p)
+
+    async def image_read(self, conn: Connection, p: ImageReadParams) -> ImageReadResult:
+        if not _DIGEST.fullmatch(p.sha256):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"`sha256` must be 64 hex digits, not {p.sha256[:80]!r}"
+            )
+        session = await self.sessions.get(p.session_id)
+        found = await trio.to_thread.run_sync(
+            self.sessions.images.load, session.id, [p.sha256.lower()]
+        )
+        data = found.get(p.sha256.lower())
+        if data is None:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"session {session.id} keeps no image {p.sha256}"
+            )
+        return ImageReadResult(data=data)

@@ -26,6 +26,7 @@ from tether.daemon.context.history import History
 from tether.daemon.context.prompt import system_prompt
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.pool import McpPool
+from tether.daemon.mcp.session_servers import SessionServers
 from tether.daemon.providers.base import ModelClient
 from tether.daemon.sessions.approvals import ApprovalBroker
 from tether.daemon.sessions.context import SessionContext
@@ -159,6 +160,11 @@ class Sessions:
     def mcp(self) -> McpPool | None:
         return self._turns.mcp
 
+    @property
+    def session_mcp(self) -> SessionServers | None:
+        """The MCP servers clients gave single sessions."""
+        return self._turns.session_mcp
+
     def current_tools(self) -> ToolRegistry:
         """The tools a turn starting now would offer (`skill` only while skills exist)."""
         return self._turns.current_tools()
@@ -213,6 +219,8 @@ class Sessions:
         the most recently idle, a busy one leaves the idle list, and idle sessions beyond the
         `keep_idle` most recent are unloaded. Synchronous, so no task sees half of it."""
         self._idle.pop(session_id, None)
+        if self._turns.session_mcp is not None:
+            self._turns.session_mcp.release(session_id)
         live = self._live.get(session_id)
         if live is not None and self._unloadable(live):
             self._idle[session_id] = None
@@ -304,6 +312,8 @@ class Sessions:
             for subscriber in list(live.session.subscribers):
                 subscriber.send_nowait(frame)
             live.session.subscribers.clear()
+        if self._turns.session_mcp is not None:
+            await self._turns.session_mcp.drop(session_id)
         if not await self.store.delete_session(session_id) and live is None:
             raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
         await trio.to_thread.run_sync(self.images.delete_session, session_id)

@@ -32,8 +32,10 @@ from tether.daemon.config.settings import (
 )
 from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.pool import LspPool
-from tether.daemon.mcp.config import merge, read_workspace_servers
+from tether.daemon.mcp.client import McpTool
+from tether.daemon.mcp.config import ServerDefinition, merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
+from tether.daemon.mcp.session_servers import SessionServers
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
 from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest
@@ -126,6 +128,8 @@ class Turns:
         self.workspace = workspace
         self.images = images
         self.mcp = mcp
+        self.session_mcp = SessionServers(mcp) if mcp is not None else None
+        """The MCP servers clients gave single sessions (`session/configure`)."""
         self._mcp_reported: set[str] = set()
         self._sandbox_reported: dict[str, str] = {}
         """The sandbox problem each session was last told of."""
@@ -151,6 +155,8 @@ class Turns:
         """Own the turns until cancelled, which interrupts every running turn."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if self.session_mcp is not None:
+                await nursery.start(self.session_mcp.serve)
             if self.skills is not None:
                 # Read once now, so that a first turn finds the skills parsed (PyYAML loaded).
                 nursery.start_soon(self._read_skills, self.skills)
@@ -201,14 +207,21 @@ class Turns:
             f"{d.name}`)" + (f": {why}" if why != "not approved yet" else "")
             for d, why in self.mcp.awaiting_approval()
         ]
+        own: list[tuple[ServerDefinition, McpTool]] = []
+        if self.session_mcp is not None:
+            taken = {d.name for d in definitions}
+            own, own_problems = await self.session_mcp.ensure_started(live.session.id, taken)
+            problems += own_problems
         new = [problem for problem in problems if problem not in self._mcp_reported]
         self._mcp_reported = set(problems)
         if new:
             sink.notice("warning", "mcp", ".\n".join(new) + ".")
         offered = self.mcp.offered()
-        if not offered:
+        if not offered and not own:
             return tools
         tools = tools.extended(mcp_tools(offered, self._call_mcp))
+        if self.session_mcp is not None and own:
+            tools = tools.extended(mcp_tools(own, self.session_mcp.caller(live.session.id)))
         live.context.use_tools(tools.toolset)
         return tools
 

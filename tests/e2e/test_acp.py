@@ -6,6 +6,7 @@ The SDK validates every message it receives against ACP's schema; `Editor` count
 instead of vanishing into the SDK's log."""
 
 import asyncio
+import base64
 import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,6 +25,8 @@ from tests.support import (
     create_session,
     run_cli,
     start_turn,
+    tagged,
+    wait_until,
 )
 from tether.protocol.events import ApprovalResolved
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
@@ -97,7 +100,11 @@ class Editor:
         from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
         request_id = self._request_ids.pop(0)
-        request = next(m for m in self.received if m.get("id") == request_id)
+        request = next(
+            m
+            for m in self.permission_requests()
+            if m["id"] == request_id  # a response to the editor's own request may share it
+        )
         self.permission_asked.set()
         option = await self.decide(request)
         if option is None:
@@ -213,7 +220,7 @@ def test_initialize_advertises_what_tether_serves(daemon: DaemonProcess) -> None
             assert (prompts.image, prompts.audio, prompts.embedded_context) == (True, False, True)
             mcp = capabilities.mcp_capabilities
             assert mcp is not None
-            assert (mcp.http, mcp.sse) == (False, False)
+            assert (mcp.http, mcp.sse) == (True, False)
             sessions = capabilities.session_capabilities
             assert sessions is not None
             assert sessions.list is not None
@@ -403,6 +410,238 @@ def test_permissions_answered_in_the_editor_resolve_for_the_cli(
         assert (granted["kind"], granted["status"]) == ("execute", "completed")
         assert "granted" in granted["content"][0]["content"]["text"]
         assert refused["status"] == "failed"
+
+    run(test)
+
+
+def test_an_edit_waiting_for_approval_shows_as_a_diff(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    """The editor is asked with the pending edit as ACP `diff` content: the file as it is and
+    as it would be, so it can show its own diff view before the user decides."""
+    from acp import text_block
+
+    from tether.protocol.methods import SESSION_CONFIGURE, SessionConfigureParams
+
+    target = daemon.workspace / "pending.txt"
+    target.write_text("one\ntwo\nthree\n")
+    edit = {"path": "pending.txt", "old_string": "two", "new_string": "2"}
+    model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "pending.txt"}}]},
+                {"tool_calls": [{"name": "edit_file", "arguments": edit}]},
+                {"text": "ok"},
+            ]
+        }
+    )
+    editor = Editor()
+    seen: list[JSON] = []
+
+    async def decide(request: JSON) -> str | None:
+        seen.append(request["params"]["toolCall"])
+        assert target.read_text() == "one\ntwo\nthree\n"  # not written before the answer
+        return "allow-once"
+
+    editor.decide = decide
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (await connection.new_session(cwd=str(daemon.workspace))).session_id
+            with daemon.client("cli") as cli:
+                configure = SessionConfigureParams(session_id=session_id, permission_mode="ask")
+                cli.call(SESSION_CONFIGURE, configure)
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("edit")])
+            assert answer.stop_reason == "end_turn"
+
+    run(test)
+    (call,) = seen
+    assert call["kind"] == "edit"
+    assert call["content"][0] == {
+        "type": "diff",
+        "path": str(target),
+        "oldText": "one\ntwo\nthree\n",
+        "newText": "one\n2\nthree\n",
+    }
+    assert target.read_text() == "one\n2\nthree\n"
+
+
+SDK_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "sdk_server.py"
+
+
+def test_mcp_servers_the_editor_passes_serve_the_session_until_it_closes(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """A stdio server (the MCP Python SDK's) passed in `session/new` runs for the session:
+    the model calls its tool and gets the answer. `session/close` stops it; passed again in
+    `session/load` by a second editor, it runs again, and stops when that editor goes."""
+    from acp import text_block
+    from acp.schema import EnvVariable, McpServerStdio
+
+    marker = f"acp-mcp-{tmp_path.name}"
+    server = McpServerStdio(
+        name="Editor tools",  # an ACP name is for people: tether makes it Editor_tools
+        command=sys.executable,
+        args=[str(SDK_SERVER), "stdio"],
+        env=[EnvVariable(name="MARK", value=marker)],
+    )
+    echo = {"name": "mcp__Editor_tools__echo", "arguments": {"text": "from the editor"}}
+    model_server.set_script(
+        {"steps": [{"tool_calls": [echo]}, {"text": "It said so."}, {"text": "Again."}]}
+    )
+    editor = Editor()
+    later = Editor()
+
+    async def allow(request: JSON) -> str | None:
+        return "allow-once"
+
+    editor.decide = allow
+    running: list[int] = []
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session = await connection.new_session(cwd=str(daemon.workspace), mcp_servers=[server])
+            session_id = session.session_id
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("echo")])
+            assert answer.stop_reason == "end_turn"
+            running.extend(tagged(marker))
+            await connection.close_session(session_id=session_id)
+            await asyncio.to_thread(
+                wait_until, lambda: not tagged(marker), "the server stopped with the session"
+            )
+        (call,) = fold(editor.updates(session_id))["tools"].values()
+        assert call["status"] == "completed"
+        assert call["content"][0]["content"]["text"] == "echo: from the editor"
+        assert call["rawInput"] == {"text": "from the editor"}
+
+        async with editor_agent(daemon.home, daemon.workspace, later) as connection:
+            await connection.load_session(
+                cwd=str(daemon.workspace), session_id=session_id, mcp_servers=[server]
+            )
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("more")])
+            assert answer.stop_reason == "end_turn"
+            assert tagged(marker)
+        # The editor went (its connection closed) without closing the session.
+        await asyncio.to_thread(
+            wait_until, lambda: not tagged(marker), "the server stopped with the editor"
+        )
+        tools = [t["function"]["name"] for t in model_server.requests[-1]["tools"]]
+        assert "mcp__Editor_tools__echo" in tools
+
+    run(test)
+    assert len(running) == 1
+    first = model_server.requests[1]["messages"][-1]
+    assert first["role"] == "tool"
+    assert "echo: from the editor" in str(first["content"])
+
+
+def test_an_http_mcp_server_the_editor_passes_serves_the_session(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """`mcpCapabilities.http`: a streamable-HTTP server (the MCP Python SDK's, on loopback)
+    passed in `session/new` answers the model's call; an `sse` one is left out, not refused."""
+    import subprocess
+
+    from acp import text_block
+    from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
+
+    served = subprocess.Popen(
+        [sys.executable, str(SDK_SERVER), "http"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert served.stdout is not None
+        port = int(served.stdout.readline().split()[1])
+        url = f"http://127.0.0.1:{port}/mcp"
+        servers: list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] = [
+            HttpMcpServer(type="http", name="web", url=url, headers=[]),
+            SseMcpServer(type="sse", name="old", url=url, headers=[]),
+        ]
+        add = {"name": "mcp__web__add", "arguments": {"a": 2, "b": 40}}
+        model_server.set_script({"steps": [{"tool_calls": [add]}, {"text": "42."}]})
+        editor = Editor()
+
+        async def allow(request: JSON) -> str | None:
+            return "allow-once"
+
+        editor.decide = allow
+
+        async def test() -> None:
+            async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+                session_id = (
+                    await connection.new_session(cwd=str(daemon.workspace), mcp_servers=servers)
+                ).session_id
+                answer = await connection.prompt(session_id=session_id, prompt=[text_block("add")])
+                assert answer.stop_reason == "end_turn"
+            (call,) = fold(editor.updates(session_id))["tools"].values()
+            assert call["status"] == "completed"
+            assert "42" in call["content"][0]["content"]["text"]
+
+        run(test)
+    finally:
+        served.kill()
+        served.wait()
+        if served.stdout is not None:
+            served.stdout.close()
+    tools = [t["function"]["name"] for t in model_server.requests[0]["tools"]]
+    assert "mcp__web__add" in tools
+    assert not [t for t in tools if t.startswith("mcp__old__")]
+    stderr = (daemon.home.root / "acp-stderr.log").read_text()
+    assert "leaving out MCP server(s) old (sse: tether speaks stdio and http)" in stderr
+
+
+def test_images_an_mcp_tool_returns_reach_the_editor_as_images(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """A tool's image goes to the editor as ACP image content (the bytes the model got), live
+    and in a `session/load` replay, beside the text line naming it."""
+    import io
+
+    from acp import text_block
+    from acp.schema import McpServerStdio
+    from PIL import Image
+
+    from tests.unit.test_mcp_pool import TINY
+    from tether.protocol.methods import SESSION_CONFIGURE, SessionConfigureParams
+
+    picture = tmp_path / "chart.png"
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(picture)
+    server = McpServerStdio(name="tiny", command=sys.executable, args=[str(TINY)], env=[])
+    look = {"name": "mcp__tiny__look", "arguments": {"path": str(picture)}}
+    model_server.set_script({"steps": [{"tool_calls": [look]}, {"text": "A red chart."}]})
+    editor = Editor()
+    later = Editor()
+
+    async def allow(request: JSON) -> str | None:
+        return "allow-once"
+
+    editor.decide = allow
+
+    def images(updates: list[JSON]) -> list[JSON]:
+        (call,) = fold(updates)["tools"].values()
+        assert call["status"] == "completed"
+        assert "here" in call["content"][0]["content"]["text"]
+        return [c["content"] for c in call["content"] if c["content"]["type"] == "image"]
+
+    async def test() -> None:
+        async with editor_agent(daemon.home, daemon.workspace, editor) as connection:
+            session_id = (
+                await connection.new_session(cwd=str(daemon.workspace), mcp_servers=[server])
+            ).session_id
+            with daemon.client("cli") as cli:  # a model that takes images
+                configure = SessionConfigureParams(session_id=session_id, model="gpt-4o")
+                cli.call(SESSION_CONFIGURE, configure)
+            answer = await connection.prompt(session_id=session_id, prompt=[text_block("look")])
+            assert answer.stop_reason == "end_turn"
+        async with editor_agent(daemon.home, daemon.workspace, later) as connection:
+            await connection.load_session(cwd=str(daemon.workspace), session_id=session_id)
+        live, replayed = images(editor.updates(session_id)), images(later.updates(session_id))
+        assert live == replayed
+        (image,) = live
+        assert image["mimeType"] == "image/png"
+        shown = Image.open(io.BytesIO(base64.b64decode(image["data"])))
+        assert (shown.size, shown.convert("RGB").getpixel((0, 0))) == ((4, 3), (200, 30, 30))
 
     run(test)
 

@@ -17,6 +17,7 @@ from tests.support import (
     Home,
     attach,
     cli,
+    collect_until_turn_end,
     create_session,
     raw_call,
     start_daemon,
@@ -27,6 +28,7 @@ from tether.protocol.errors import ErrorCode
 from tether.protocol.items import UserMessage
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
+    IMAGE_READ,
     MODELS_LIST,
     SESSION_CONFIGURE,
     SESSION_DELETE,
@@ -34,6 +36,7 @@ from tether.protocol.methods import (
     SESSION_READ,
     TURN_START,
     ImageInput,
+    ImageReadParams,
     InitializeParams,
     SessionConfigureParams,
     SessionRef,
@@ -338,3 +341,52 @@ def test_a_fork_sends_the_images_of_the_turns_it_copied_and_outlives_its_source(
         assert openai_images(model_server.requests[-1]) == [shot.read_bytes()]
     finally:
         daemon.stop()
+
+
+def test_image_read_gives_a_sessions_image_and_refuses_what_names_none(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    """`image/read`: the bytes an `ImageRef` describes; a digest that is no digest (a path
+    among them), one the session keeps no image for, or an unknown session are refused."""
+    home.env["TETHER_MODEL"] = "gpt-4o"
+    model_server.set_script({"steps": [{"text": "seen"}]})
+    data = png(40, 30)
+    daemon = start_daemon(home, workspace)
+    try:
+        with daemon.client() as client:
+            session_id = create_session(client)
+            attach(client, session_id)
+            params = TurnStartParams(
+                session_id=session_id, text="look", images=[ImageInput(name="a.png", data=data)]
+            )
+            client.call(TURN_START, params)
+            collect_until_turn_end(client, session_id)
+            snapshot = client.call(SESSION_READ, SessionRef(session_id=session_id)).snapshot
+            (message,) = [i for t in snapshot.turns for i in t.items if isinstance(i, UserMessage)]
+            (ref,) = message.images
+            read = client.call(
+                IMAGE_READ, ImageReadParams(session_id=session_id, sha256=ref.sha256)
+            )
+            errors: list[tuple[int, str]] = []
+            for wrong_session, digest in [
+                (session_id, "../../secret"),
+                (session_id, "0" * 64),
+                ("s-none", ref.sha256),
+            ]:
+                with pytest.raises(CallError) as refused:
+                    client.call(
+                        IMAGE_READ, ImageReadParams(session_id=wrong_session, sha256=digest)
+                    )
+                errors.append((refused.value.code, refused.value.message))
+    finally:
+        assert daemon.stop() == 0
+    assert read.data == data
+    assert errors[0] == (
+        ErrorCode.INVALID_PARAMS,
+        "`sha256` must be 64 hex digits, not '../../secret'",
+    )
+    assert errors[1] == (
+        ErrorCode.INVALID_PARAMS,
+        f"session {session_id} keeps no image {'0' * 64}",
+    )
+    assert errors[2][0] == ErrorCode.SESSION_NOT_FOUND

@@ -6,8 +6,33 @@ import json
 import sys
 from pathlib import Path
 
-from tests.support import Home, run_cli, start_daemon
+import pytest
+
+from tests.support import (
+    Home,
+    attach,
+    collect_until_turn_end,
+    completed_items,
+    create_session,
+    run_cli,
+    start_daemon,
+    start_turn,
+    tagged,
+    wait_until,
+)
 from tests.unit.test_mcp_pool import TINY
+from tether.clients.rpc import CallError, Client
+from tether.protocol.errors import ErrorCode
+from tether.protocol.items import Notice, ToolCall
+from tether.protocol.methods import (
+    MCP_STATUS,
+    SESSION_CONFIGURE,
+    SESSION_DETACH,
+    Empty,
+    SessionConfigureParams,
+    SessionMcpServer,
+    SessionRef,
+)
 from tether.testing import ModelServer
 
 
@@ -65,3 +90,76 @@ def test_the_model_calls_an_mcp_tool_and_tether_mcp_shows_the_servers(
     assert lines[0].startswith(f"tiny  idle  stdio  {sys.executable} ")
     assert lines[1].startswith(f"repo  idle  stdio  {sys.executable} ")
     assert lines[1].endswith("(from .mcp.json)")
+
+
+def test_servers_a_client_gives_a_session_serve_that_session_alone(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    """`session/configure`'s `mcpServers`: refused when wrong, offered to that session's turns
+    only (another session's do not see them), left out when the user's config already uses
+    the name, and stopped when the client detaches."""
+    write_user_config(home)
+    tiny = {"command": sys.executable, "args": [str(TINY)]}
+    marker = f"given-{workspace.name}"
+    mine = SessionMcpServer(name="mine", env={"MARK": marker}, **tiny)  # type: ignore[arg-type]
+    shadowed = SessionMcpServer(name="tiny", **tiny)  # type: ignore[arg-type]
+    call = {"name": "mcp__mine__echo", "arguments": {"text": "given"}}
+    model_server.set_script(
+        {"steps": [{"tool_calls": [call]}, {"text": "done"}, {"text": "other"}]}
+    )
+    daemon = start_daemon(home, workspace)
+    try:
+        with daemon.client("editor") as client:
+            session_id = create_session(client)
+            other_id = create_session(client)
+            attach(client, session_id)
+            attach(client, other_id)
+            refused: list[str] = []
+            for wrong in (
+                [SessionMcpServer(name="two words", command="x")],
+                [SessionMcpServer(name="both", command="x", url="http://127.0.0.1:1/")],
+                [SessionMcpServer(name="ftp", url="ftp://127.0.0.1/")],
+                [mine, mine],
+            ):
+                with pytest.raises(CallError) as error:
+                    configure(client, session_id, wrong)
+                assert error.value.code == ErrorCode.INVALID_PARAMS
+                refused.append(error.value.message)
+            # A connection not attached to the session: not its to give.
+            with daemon.client("other") as other, pytest.raises(CallError) as not_attached:
+                configure(other, session_id, [mine])
+            configure(client, session_id, [mine, shadowed])
+            start_turn(client, session_id, "go")
+            events = collect_until_turn_end(client, session_id)
+            start_turn(client, other_id, "go")
+            collect_until_turn_end(client, other_id)
+            ran = tagged(marker)
+            client.call(SESSION_DETACH, SessionRef(session_id=session_id))
+            wait_until(lambda: not tagged(marker), "the session's server stopped on detach")
+            status = client.call(MCP_STATUS, Empty())
+    finally:
+        assert daemon.stop() == 0
+    assert len(ran) == 1
+    assert not_attached.value.code == ErrorCode.NOT_ATTACHED
+    assert refused[0].startswith("mcpServers[0]: invalid MCP server name(s) 'two words'")
+    assert "exactly one of `command` or `url`" in refused[1]
+    assert "must be http:// or https://" in refused[2]
+    assert refused[3] == "mcpServers[1]: 'mine' is given twice"
+    (result,) = [i for i in completed_items(events) if isinstance(i, ToolCall)]
+    assert (result.status, result.output) == ("completed", "echo: given")
+    notices = [i.message for i in completed_items(events) if isinstance(i, Notice)]
+    assert any("The MCP server tiny given to this session is left out" in n for n in notices)
+    own, other = [[t["function"]["name"] for t in r["tools"]] for r in model_server.requests[1:]]
+    assert "mcp__mine__echo" in own
+    assert "mcp__mine__echo" not in other
+    assert "mcp__tiny__echo" in other
+    # Only the daemon's own servers are listed: the session's are not the workspace's.
+    assert [s.name for s in status.servers] == ["tiny"]
+
+
+def configure(client: Client, session_id: str, servers: list[SessionMcpServer]) -> None:
+    """Give the session `servers`, its calls allowed without asking."""
+    params = SessionConfigureParams(
+        session_id=session_id, mcp_servers=servers, permission_mode="auto"
+    )
+    client.call(SESSION_CONFIGURE, params)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tether.clients.acp import diffs
-from tether.clients.acp.updates import JSON, Translator
+from tether.clients.acp.updates import JSON, Translator, permission_tool_call
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -67,6 +67,18 @@ def test_a_file_changed_since_shows_the_hunks_alone(tmp_path: Path) -> None:
     assert (change.old_text, change.new_text) == (hunk, hunk.replace("10\n", "ten\n"))
 
 
+def test_a_pending_edit_reads_as_the_file_now_and_the_diff_applied(tmp_path: Path) -> None:
+    before = "".join(f"line {n}\n" for n in range(1, 40))
+    after = before.replace("line 2\n", "").replace("line 39\n", "last")
+    (tmp_path / "a.txt").write_text(before)
+    (change,) = diffs.pending(unified("a.txt", before, after), tmp_path)
+    assert change == diffs.Change(tmp_path / "a.txt", before, after)
+    (tmp_path / "a.txt").write_text("changed meanwhile\n")
+    (change,) = diffs.pending(unified("a.txt", before, after), tmp_path)
+    assert (change.old_text or "").startswith("line 1\nline 2\n")
+    assert change.new_text.startswith("line 1\nline 3\n")
+
+
 def test_a_created_file_has_no_before_and_a_cut_diff_keeps_what_parses(tmp_path: Path) -> None:
     created = unified("new.py", None, "x = 1\n")
     (change,) = diffs.changes(created, tmp_path)
@@ -84,6 +96,28 @@ def tool(status: str = "running", **fields: object) -> ToolCall:
         status=status,  # type: ignore[arg-type]
         **fields,  # type: ignore[arg-type]
     )
+
+
+def test_a_permission_for_an_edit_carries_its_diff(tmp_path: Path) -> None:
+    from acp.schema import RequestPermissionRequest
+
+    (tmp_path / "app.py").write_text("x = 1\ny = 2\n")
+    preview = unified("app.py", "x = 1\ny = 2\n", "x = 1\ny = 3\n")
+    approval = ApprovalRequest(
+        id="a1", turn_id="t", item_id="i1", tool="edit_file", arguments="", kind="edit",
+        reason="edits ask", path="app.py", preview=preview,
+    )  # fmt: skip
+    call = permission_tool_call(approval, None, tmp_path)
+    RequestPermissionRequest.model_validate({"sessionId": "s", "toolCall": call, "options": []})
+    assert call["content"] == [
+        {
+            "type": "diff",
+            "path": str(tmp_path / "app.py"),
+            "oldText": "x = 1\ny = 2\n",
+            "newText": "x = 1\ny = 3\n",
+        },
+        {"type": "content", "content": {"type": "text", "text": "edits ask"}},
+    ]
 
 
 def test_a_command_streams_and_ends_as_the_spec_says(tmp_path: Path) -> None:
@@ -169,3 +203,10 @@ def test_a_replay_gives_each_item_as_it_stands(tmp_path: Path) -> None:
     ]
     assert updates[1]["content"]["text"] == "done"
     assert updates[2]["status"] == "completed"
+
+
+@pytest.mark.parametrize("arguments", ["{}", "", "  "])
+def test_a_call_without_arguments_has_an_empty_raw_input(tmp_path: Path, arguments: str) -> None:
+    item = ToolCall(id="i", call_id="c", tool="todo_read", arguments=arguments, status="running")
+    (update,) = checked(Translator(tmp_path).event(ItemStarted(turn_id="t", item=item)))
+    assert update["rawInput"] == {}

@@ -344,7 +344,11 @@ export interface SessionEvents {
   change: [view: SessionView];
   /** A snapshot replaced the view: continuity was lost (a daemon restart) and rebuilt. */
   reset: [view: SessionView];
-  /** An approval is waiting (announced once, whether it came as an event or in a snapshot). */
+  /**
+   * An approval is waiting: told to each listener once, whether it came as an event or in a
+   * snapshot. A listener added later (after `attach` resolved, say) is told, in a microtask,
+   * of every approval still pending, so one answered nowhere else is never missed.
+   */
   approval: [request: ApprovalRequest];
   /** A turn ended. */
   turnCompleted: [turn: TurnView];
@@ -391,6 +395,23 @@ export class AttachedSession extends Emitter<SessionEvents> {
       this.#failReady = reject;
     });
     this.ready.catch(() => {});
+  }
+
+  override on<K extends keyof SessionEvents>(event: K, listener: (...args: SessionEvents[K]) => void): () => void {
+    const off = super.on(event, listener);
+    if (event === "approval" && this.#view !== null) {
+      // Approvals announced before the listener was added (those of the attach's snapshot
+      // are, before `attach` resolves): told now, if they still wait and it still listens.
+      const earlier = [...this.#view.pendingApprovals.keys()].filter((id) => this.#announced.has(id));
+      const tell = listener as (request: ApprovalRequest) => void;
+      queueMicrotask(() => {
+        for (const id of earlier) {
+          const request = this.#view?.pendingApprovals.get(id);
+          if (request !== undefined && this.listens(event, listener)) this.tell(tell, request);
+        }
+      });
+    }
+    return off;
   }
 
   /** The session as of the last event folded in. */

@@ -32,6 +32,20 @@ export class Emitter<Events extends { [K in keyof Events]: unknown[] }> {
     this.#listeners.get(event)?.delete(listener as unknown as AnyListener);
   }
 
+  /** Whether `listener` listens to `event`. */
+  protected listens<K extends keyof Events>(event: K, listener: Listener<Events[K]>): boolean {
+    return this.#listeners.get(event)?.has(listener as unknown as AnyListener) ?? false;
+  }
+
+  /** Call one listener as `emit` calls each. */
+  protected tell<A extends unknown[]>(listener: Listener<A>, ...args: A): void {
+    try {
+      listener(...args);
+    } catch (err) {
+      reportListenerError(err);
+    }
+  }
+
   /**
    * Call the listeners of `event` in the order they were added. A listener that throws does
    * not stop the others or the caller: its error is reported with `reportError` (or logged).
@@ -39,13 +53,7 @@ export class Emitter<Events extends { [K in keyof Events]: unknown[] }> {
   protected emit<K extends keyof Events>(event: K, ...args: Events[K]): void {
     const set = this.#listeners.get(event);
     if (set === undefined) return;
-    for (const listener of [...set]) {
-      try {
-        listener(...(args as unknown[]));
-      } catch (err) {
-        reportListenerError(err);
-      }
-    }
+    for (const listener of [...set]) this.tell(listener, ...(args as unknown[]));
   }
 }
 

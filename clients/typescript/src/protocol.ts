@@ -536,6 +536,21 @@ export interface ImageInput {
 }
 
 /**
+ * Names an image of a session by its digest (`ImageRef.sha256` of a user message's or a
+ * tool call's `images`).
+ */
+export interface ImageReadParams {
+  sessionId: string;
+  sha256: string;
+}
+
+/** The image's bytes, as the model is sent them; its `ImageRef` says their MIME type. */
+export interface ImageReadResult {
+  /** Base64 on the wire. */
+  data: string;
+}
+
+/**
  * An image attached to a user message (or returned by a tool), described: the bytes
  * themselves stay in the daemon (sent to the model, kept in the data dir), never in events
  * or snapshots.
@@ -1113,6 +1128,12 @@ export interface SessionConfigureParams {
    * Default: `null`.
    */
   subagentModel?: string | null;
+  /**
+   * MCP servers for this session's turns beside the configured ones, replacing any given before (empty: none). The client's user chose them, so they run without the approval a workspace's servers need; they are the connection's (which must be attached: else NOT_ATTACHED): they stop when it detaches from the session or closes. A name the user's or workspace's servers use is left out (reported at the next turn).
+   *
+   * Default: `null`.
+   */
+  mcpServers?: Array<SessionMcpServer> | null;
 }
 
 /** The session with its settings as they are now. */
@@ -1313,6 +1334,29 @@ export interface SessionInfo {
 /** Every session of the workspace, newest first. */
 export interface SessionListResult {
   sessions: Array<SessionInfo>;
+}
+
+/**
+ * An MCP server a client gives one session: a program to run (`command`, `args`, `env`)
+ * or a streamable-HTTP endpoint (`url`, `headers`).
+ */
+export interface SessionMcpServer {
+  /** Letters, digits, `_` and `-`, at most 32: its tools are `mcp__NAME__TOOL`. */
+  name: string;
+  /** Default: `""`. */
+  command?: string;
+  /** Default: `[]`. */
+  args?: Array<string>;
+  /**
+   * Set for the server on top of the daemon's environment (without its secret-looking variables, as for commands).
+   *
+   * Default: `{}`.
+   */
+  env?: Record<string, string>;
+  /** Default: `""`. */
+  url?: string;
+  /** Default: `{}`. */
+  headers?: Record<string, string>;
 }
 
 /** A loaded session that chose a model of its own. */
@@ -1915,7 +1959,7 @@ export interface Methods {
   "session/detach": { params: SessionRef; result: Empty };
   /** Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs. Attached clients are detached and sent `session/deleted`. */
   "session/delete": { params: SessionRef; result: Empty };
-  /** Change a session's permission mode, model or subagent model; attached clients get `session_configured`. */
+  /** Change a session's permission mode, model, subagent model or MCP servers; attached clients get `session_configured`. */
   "session/configure": { params: SessionConfigureParams; result: SessionConfigureResult };
   /** Run the agent on a message. */
   "turn/start": { params: TurnStartParams; result: TurnStartResult };
@@ -1957,6 +2001,8 @@ export interface Methods {
   "session/search": { params: SessionSearchParams; result: SessionSearchResult };
   /** A page of a session's persisted event log. */
   "session/events": { params: SessionEventsParams; result: SessionEventsResult };
+  /** The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest. */
+  "image/read": { params: ImageReadParams; result: ImageReadResult };
 }
 
 export type MethodName = keyof Methods;
@@ -2020,10 +2066,12 @@ export const METHOD_INFO = {
     "controllerOnly": true
   },
   "session/configure": {
-    "description": "Change a session's permission mode, model or subagent model; attached clients get `session_configured`.",
+    "description": "Change a session's permission mode, model, subagent model or MCP servers; attached clients get `session_configured`.",
     "errors": [
       -32013,
-      -32010
+      -32010,
+      -32012,
+      -32030
     ],
     "controllerOnly": true
   },
@@ -2154,6 +2202,12 @@ export const METHOD_INFO = {
   },
   "session/events": {
     "description": "A page of a session's persisted event log.",
+    "errors": [
+      -32010
+    ]
+  },
+  "image/read": {
+    "description": "The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest.",
     "errors": [
       -32010
     ]

@@ -264,6 +264,36 @@ describe("against the daemon", () => {
     }
   });
 
+  test("approvals pending before the attach reach listeners added after it (the README's pattern)", { timeout: 30_000 }, async () => {
+    await home.model.setScript({
+      steps: [
+        { tool_calls: [{ name: "write_file", arguments: { path: "waiting.txt", content: "hi\n" } }] },
+        { text: "Wrote it." },
+      ],
+    });
+    const starter = await connect({ ...home.options(), clientName: "starter" });
+    const client = await connect({ ...home.options(), clientName: "auto-approver" });
+    try {
+      const started = await starter.createSession({ permissionMode: "ask" });
+      const pending = new Promise<string>((resolve) => started.on("approval", (request) => resolve(request.id)));
+      const { turnId } = await started.startTurn("write a file");
+      const approvalId = await pending;
+
+      const session = await client.attach(started.id);
+      const seen: string[] = [];
+      session.on("approval", (request) => {
+        seen.push(request.id);
+        void session.respond(request.id, "allow");
+      });
+      const turn = await session.waitForTurn(turnId);
+      assert.equal(turn.status, "completed");
+      assert.deepEqual(seen, [approvalId]); // once, though the view holds it until answered
+    } finally {
+      client.close();
+      starter.close();
+    }
+  });
+
   test("a failed turn carries its error", async () => {
     await home.model.setScript({ steps: [{ error: { status: 404, message: "no such model" } }] });
     const client = await connect(home.options());
