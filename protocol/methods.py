@@ -433,9 +433,11 @@ class DaemonEventParams(Wire, frozen=True, kw_only=True):
     kind: DaemonEventKind
     """`lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back),
     `store/write_failed` (the daemon could not save something to its database; it goes on,
-    and the message says what was lost), `mcp/crashed` (an MCP server died or could not
-    start; it is restarted after a backoff), `mcp/restarted` (it is back), `mcp/failed` (it
-    kept failing; the next turn tries again)."""
+    and the message says what was lost), `mcp/crashed` (an MCP server died, could not
+    start, or its HTTP connection or session was lost; it is restarted or reconnected after
+    a backoff), `mcp/restarted` (a stdio server is back), `mcp/recovered` (an HTTP server is
+    reachable again, on a new session), `mcp/failed` (it kept failing; the next turn tries
+    again)."""
     message: str
 
 

@@ -39,12 +39,14 @@ from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.errors import (
     McpError,
     McpHttpStatus,
+    McpNotDelivered,
     McpProtocolError,
     McpRemoteError,
     McpTimeout,
     McpUnavailable,
 )
 from tether.daemon.mcp.headers import ParamPaths, mirrored_params, param_headers
+from tether.protocol.events import ToolProgress
 from tether.protocol.version import __version__
 
 log = get_logger(__name__)
@@ -67,6 +69,7 @@ CLIENT_INFO: dict[str, object] = {"name": "tether", "version": __version__}
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 Deliver = Callable[[object], None]
+OnProgress = Callable[[ToolProgress], None]
 T = TypeVar("T")
 
 
@@ -173,6 +176,7 @@ class McpClient:
         self._meta: dict[str, object] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
+        self._progress: dict[int, OnProgress] = {}
         self._ended: str = ""
         self._answers_send, self._answers = trio.open_memory_channel[bytes](64)
 
@@ -226,6 +230,8 @@ class McpClient:
                 self._answer(body["id"], method)
             elif method == "notifications/tools/list_changed":
                 self.tools_changed = True
+            elif method == "notifications/progress":
+                self._progressed(body.get("params"))
             return
         ident = body.get("id")
         pending = self._pending.get(ident) if isinstance(ident, int) else None
@@ -245,6 +251,25 @@ class McpClient:
         else:
             pending.error = McpProtocolError("a response with neither result nor error")
         pending.done.set()
+
+    def _progressed(self, params: object) -> None:
+        """A `notifications/progress` for a request still waiting (its token is the request's
+        id); any other is dropped."""
+        if not isinstance(params, dict):
+            return
+        fields = cast("dict[str, object]", params)
+        token, progress = fields.get("progressToken"), fields.get("progress")
+        report = self._progress.get(token) if isinstance(token, int) else None
+        if report is None or not isinstance(progress, int | float):
+            return
+        total, message = fields.get("total"), fields.get("message")
+        report(
+            ToolProgress(
+                progress=float(progress),
+                total=float(total) if isinstance(total, int | float) else None,
+                message=message[:500] if isinstance(message, str) else "",
+            )
+        )
 
     def _answer(self, ident: object, method: str) -> None:
         if method == "ping":
@@ -297,18 +322,25 @@ class McpClient:
         *,
         seconds: float,
         mirrored: Mapping[str, str] | None = None,
+        on_progress: OnProgress | None = None,
     ) -> object:
         """Send a request and wait for its result. Raises McpTimeout after `seconds`,
-        McpRemoteError for an error answer, McpUnavailable when the connection ends first,
-        McpProtocolError for a 2026-07-28 result that is not complete. Cancellation
-        cancels the request at the server too, then propagates. `mirrored`: the
-        `Mcp-Param-*` headers of a `tools/call` over HTTP."""
+        McpRemoteError for an error answer, McpUnavailable when the connection ends first
+        (McpNotDelivered when the request never reached the server), McpProtocolError for a
+        2026-07-28 result that is not complete. Cancellation cancels the request at the
+        server too, then propagates. `mirrored`: the `Mcp-Param-*` headers of a `tools/call`
+        over HTTP. `on_progress`: asks the server for progress reports (a `progressToken`)
+        and is given each one while the request waits."""
         if self._ended:
-            raise McpUnavailable(f"MCP server {self.name}: {self._ended}")
+            raise McpNotDelivered(f"MCP server {self.name}: {self._ended}")
         ident = next(self._ids)
         pending = self._pending[ident] = _Pending()
-        if self._meta is not None:
-            params = {**params, "_meta": self._meta}
+        meta = dict(self._meta or {})
+        if on_progress is not None:
+            meta["progressToken"] = ident
+            self._progress[ident] = on_progress
+        if meta:
+            params = {**params, "_meta": meta}
         target = params.get(NAMED_METHODS.get(method, ""), "")
         route = Route(method, target if isinstance(target, str) else "", mirrored or {})
         message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
@@ -327,6 +359,7 @@ class McpClient:
             raise
         finally:
             del self._pending[ident]
+            self._progress.pop(ident, None)
         if pending.error is not None:
             raise pending.error
         if self.modern:
@@ -489,7 +522,12 @@ class McpClient:
         return kept
 
     async def call_tool(
-        self, name: str, arguments: dict[str, object], *, seconds: float
+        self,
+        name: str,
+        arguments: dict[str, object],
+        *,
+        seconds: float,
+        on_progress: OnProgress | None = None,
     ) -> dict[str, object]:
         paths = self._mirrored.get(name)
         raw = await self.request(
@@ -497,6 +535,7 @@ class McpClient:
             {"name": name, "arguments": arguments},
             seconds=seconds,
             mirrored=param_headers(paths, arguments) if paths else None,
+            on_progress=on_progress,
         )
         if not isinstance(raw, dict):
             raise McpProtocolError("tools/call answered with something that is not an object")

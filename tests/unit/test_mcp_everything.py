@@ -4,33 +4,20 @@ the fallback to the 2025-11-25 handshake it speaks, the tool list with its schem
 an image and resource links as the model sees them, a bad argument refused before the
 server is called. Skipped only outside CI when the package is not installed."""
 
-import os
-import shutil
-import socket
-import subprocess
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
 import trio
 
+from tests.reference_mcp import EVERYTHING, NODE, everything_http, needs_reference_server
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
 from tether.daemon.mcp.content import McpImage, result_parts, result_text
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.tools.mcp import McpArguments, McpServerTool, mcp_tools
 from tether.protocol.images import sniff_image
 
-EVERYTHING = (
-    Path(__file__).resolve().parents[1]
-    / "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-)
-NODE = shutil.which("node")
-
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("CI") and (NODE is None or not EVERYTHING.exists()),
-    reason="the reference MCP server is not installed (npm ci --prefix tests/mcp)",
-)
+pytestmark = needs_reference_server
 
 
 @asynccontextmanager
@@ -42,33 +29,6 @@ async def pool_with(config: McpServerConfig, tmp_path: Path) -> AsyncGenerator[M
         assert await pool.ensure_started() == []
         yield pool
         nursery.cancel_scope.cancel()
-
-
-@asynccontextmanager
-async def http_server() -> AsyncGenerator[str]:
-    """The reference server's streamable HTTP transport on a free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    assert NODE is not None
-    process = await trio.lowlevel.open_process(
-        [NODE, str(EVERYTHING), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert process.stderr is not None
-        said = b""
-        while b"listening on port" not in said:
-            chunk = await process.stderr.receive_some(4096)
-            assert chunk, f"the server ended: {said!r}"
-            said += chunk
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.kill()
-        with trio.CancelScope(shield=True):
-            await process.wait()
 
 
 async def exercise(pool: McpPool) -> None:
@@ -108,7 +68,10 @@ async def test_the_reference_server_over_stdio(tmp_path: Path) -> None:
 
 async def test_the_reference_server_over_streamable_http(tmp_path: Path) -> None:
     with trio.fail_after(60):
-        async with http_server() as url, pool_with(McpServerConfig(url=url), tmp_path) as pool:
+        async with (
+            everything_http() as server,
+            pool_with(McpServerConfig(url=server.url), tmp_path) as pool,
+        ):
             await exercise(pool)
             status = pool.status()[0]
     assert status.transport == "http"

@@ -1,0 +1,97 @@
+"""The reference MCP server, `@modelcontextprotocol/server-everything` (tests/mcp/package.json;
+`npm ci --prefix tests/mcp`), run as a real process for tether's MCP tests: over stdio by
+path, over streamable HTTP on a loopback port that a test may stop and start again."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+EVERYTHING = (
+    Path(__file__).resolve().parent
+    / "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+NODE = shutil.which("node")
+
+needs_reference_server = pytest.mark.skipif(
+    not os.environ.get("CI") and (NODE is None or not EVERYTHING.exists()),
+    reason="the reference MCP server is not installed (npm ci --prefix tests/mcp)",
+)
+"""Skipped only outside CI when the package is not installed."""
+
+
+class Events:
+    """The events an `McpPool` raised (its `on_event`), in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.changed = trio.Event()
+
+    def __call__(self, kind: str, message: str) -> None:
+        self.seen.append((kind, message))
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def wait_for(self, kind: str) -> str:
+        while True:
+            for seen_kind, message in self.seen:
+                if seen_kind == kind:
+                    return message
+            await self.changed.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class EverythingHttp:
+    """The reference server's streamable HTTP transport on one loopback port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self._process: trio.Process | None = None
+
+    async def start(self) -> None:
+        """Start it and return once it listens."""
+        assert NODE is not None
+        process = self._process = await trio.lowlevel.open_process(
+            [NODE, str(EVERYTHING), "streamableHttp"],
+            env={**os.environ, "PORT": str(self.port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        said = b""
+        while b"listening on port" not in said:
+            chunk = await process.stderr.receive_some(4096)
+            assert chunk, f"the server ended: {said!r}"
+            said += chunk
+
+    async def kill(self) -> None:
+        """SIGKILL it, and wait until it is gone: its sessions die with it."""
+        if self._process is None:
+            return
+        process, self._process = self._process, None
+        with trio.CancelScope(shield=True):
+            process.send_signal(signal.SIGKILL)
+            await process.wait()
+
+
+@asynccontextmanager
+async def everything_http() -> AsyncGenerator[EverythingHttp]:
+    server = EverythingHttp(free_port())
+    try:
+        await server.start()
+        yield server
+    finally:
+        await server.kill()
