@@ -936,6 +936,15 @@ class McpToolSummary(Wire, frozen=True, kw_only=True):
     """The server says it changes nothing (`readOnlyHint`)."""
 
 
+class McpToolLeftOut(Wire, frozen=True, kw_only=True):
+    """A tool a running MCP server lists that tether does not offer the model."""
+
+    name: str
+    reason: str
+    """Why, for a person: `it runs only as a task (execution.taskSupport "required"), which
+    tether does not support`, or what is wrong with its `x-mcp-header` markings."""
+
+
 class McpServerInfo(Wire, frozen=True, kw_only=True):
     """One MCP server of the workspace, whatever its state."""
 
@@ -949,6 +958,8 @@ class McpServerInfo(Wire, frozen=True, kw_only=True):
     state: McpServerState
     tools: list[McpToolSummary] = []
     """As last listed (empty unless running)."""
+    left_out: list[McpToolLeftOut] = []
+    """Tools it lists that the model is not offered, with why (empty unless running)."""
     last_error: str = ""
     pid: int | None = None
     restarts: int = 0

@@ -104,6 +104,11 @@ class ToolAnnotations(msgspec.Struct, kw_only=True, frozen=True):
     title: str = ""
 
 
+class ToolExecution(msgspec.Struct, kw_only=True, frozen=True):
+    taskSupport: str = "forbidden"
+    """`forbidden`, `optional` or `required`: whether a call may, or must, run as a task."""
+
+
 class McpTool(msgspec.Struct, kw_only=True, frozen=True):
     """A tool as the server lists it."""
 
@@ -112,6 +117,7 @@ class McpTool(msgspec.Struct, kw_only=True, frozen=True):
     inputSchema: dict[str, object] = msgspec.field(default_factory=lambda: {"type": "object"})
     annotations: ToolAnnotations | None = None
     title: str = ""
+    execution: ToolExecution | None = None
 
 
 class _ToolsPage(msgspec.Struct, kw_only=True):
@@ -170,6 +176,8 @@ class McpClient:
         self.revision = ""
         """The revision settled by `connect`."""
         self.tools_changed = False
+        self.left_out: dict[str, str] = {}
+        """The tools the last `list_tools` left out, with why."""
         self._fresh_until = math.inf
         self._announces_changes = False
         self._mirrored: dict[str, ParamPaths] = {}
@@ -489,8 +497,11 @@ class McpClient:
         self.tools_changed = True
 
     async def list_tools(self, *, seconds: float) -> list[McpTool]:
-        """Every tool, following `nextCursor` (at most 100 pages). Over 2026-07-28 HTTP a
-        tool whose `x-mcp-header` markings are invalid is left out (and logged)."""
+        """Every tool tether can call, following `nextCursor` (at most 100 pages); the
+        others go to `left_out` with why, and are logged: a tool that runs only as a task
+        (`execution.taskSupport: "required"`: tether, asking for no task, would be refused
+        with -32601), and over 2026-07-28 HTTP one whose `x-mcp-header` markings are
+        invalid."""
         tools: list[McpTool] = []
         cursor: str | None = None
         self.tools_changed = False
@@ -509,17 +520,30 @@ class McpClient:
                 break
         self._fresh_until = listed_at + fresh
         self._mirrored = {}
-        if not (self.modern and self.transport.kind == "http"):
-            return tools
+        self.left_out = {}
         kept: list[McpTool] = []
         for tool in tools:
-            try:
-                self._mirrored[tool.name] = mirrored_params(tool.inputSchema)
-            except ValueError as exc:
-                log.warning("an MCP tool is left out", server=self.name, tool=tool.name, error=exc)
+            why = self._why_left_out(tool)
+            if why:
+                log.warning("an MCP tool is left out", server=self.name, tool=tool.name, error=why)
+                self.left_out[tool.name] = why
                 continue
             kept.append(tool)
         return kept
+
+    def _why_left_out(self, tool: McpTool) -> str:
+        """Why tether cannot call `tool` ("" when it can); records its mirrored headers."""
+        if tool.execution is not None and tool.execution.taskSupport == "required":
+            return (
+                'it runs only as a task (execution.taskSupport "required"), which tether '
+                "does not support"
+            )
+        if self.modern and self.transport.kind == "http":
+            try:
+                self._mirrored[tool.name] = mirrored_params(tool.inputSchema)
+            except ValueError as exc:
+                return f"its x-mcp-header markings break the rules: {exc}"
+        return ""
 
     async def call_tool(
         self,

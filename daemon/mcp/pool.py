@@ -64,7 +64,7 @@ from tether.daemon.procs.env import command_env, is_secret_name
 from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.procs.server import open_server, stop_server
 from tether.protocol.enums import McpEventKind, McpServerState
-from tether.protocol.methods import McpServerInfo, McpToolSummary
+from tether.protocol.methods import McpServerInfo, McpToolLeftOut, McpToolSummary
 
 log = get_logger(__name__)
 
@@ -86,6 +86,7 @@ class _Server:
         self.state: McpServerState = state
         self.approval_reason = ""
         self.tools: list[McpTool] = []
+        self.left_out: dict[str, str] = {}
         self.last_error = ""
         self.restarts = 0
         self.failures = 0
@@ -123,6 +124,7 @@ class _Server:
                 )
                 for tool in self.tools
             ],
+            left_out=[McpToolLeftOut(name=n, reason=r) for n, r in self.left_out.items()],
             last_error=self.last_error,
             pid=self.pid,
             restarts=self.restarts,
@@ -308,6 +310,7 @@ class McpPool:
             return
         try:
             server.tools = await client.list_tools(seconds=server.config.startup_timeout)
+            server.left_out = client.left_out
         except McpError as exc:
             server.last_error = f"listing its tools again failed: {exc}"
 
@@ -386,6 +389,7 @@ class McpPool:
             error, at_once = await self._run_once(server)
             server.client = None
             server.tools = []
+            server.left_out = {}
             crashed = server.state == "running"
             server.last_error = error
             if not crashed:
@@ -459,6 +463,7 @@ class McpPool:
                         return str(exc), False
                     server.client = client
                     server.tools = tools
+                    server.left_out = client.left_out
                     server.state = "running"
                     nursery.start_soon(client.listen)
                     server.last_error = ""

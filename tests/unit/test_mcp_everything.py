@@ -35,6 +35,11 @@ async def exercise(pool: McpPool) -> None:
     offered = pool.offered()
     names = [tool.name for _, tool in offered]
     assert {"echo", "get-sum", "get-tiny-image", "get-resource-links"} <= set(names)
+    # It lists a tool that runs only as a task: not offered, and `tether mcp` says why.
+    assert "simulate-research-query" not in names
+    (left_out,) = pool.status()[0].left_out
+    assert left_out.name == "simulate-research-query"
+    assert 'taskSupport "required"' in left_out.reason
     tools = {tool.name: tool for tool in mcp_tools(offered, pool.call)}
     echo = tools["mcp__everything__echo"]
     assert isinstance(echo, McpServerTool)

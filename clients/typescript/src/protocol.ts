@@ -735,6 +735,12 @@ export interface McpServerInfo {
    * Default: `[]`.
    */
   tools?: Array<McpToolSummary>;
+  /**
+   * Tools it lists that the model is not offered, with why (empty unless running).
+   *
+   * Default: `[]`.
+   */
+  leftOut?: Array<McpToolLeftOut>;
   /** Default: `""`. */
   lastError?: string;
   /** Default: `null`. */
@@ -769,6 +775,13 @@ export interface McpStatusResult {
    * Default: `[]`.
    */
   problems?: Array<string>;
+}
+
+/** A tool a running MCP server lists that tether does not offer the model. */
+export interface McpToolLeftOut {
+  name: string;
+  /** Why, for a person: `it runs only as a task (execution.taskSupport "required"), which tether does not support`, or what is wrong with its `x-mcp-header` markings. */
+  reason: string;
 }
 
 /** One tool a running MCP server offers (the model sees it as `mcp__SERVER__NAME`). */
