@@ -503,12 +503,15 @@ class McpPool:
             cwd = self.workspace / config.cwd if config.cwd else self.workspace
             env = {**command_env(), **config.env}
             log_path = self.log_dir / f"{server.name}.log" if self.log_dir is not None else None
+            log_start = await trio.to_thread.run_sync(_size, log_path)
             process = await open_server(
                 [config.command, *config.args], cwd, env, self.owned, log_path
             )
             server.pid = process.pid
             try:
-                yield StdioTransport(process, name=server.name, log_path=log_path)
+                yield StdioTransport(
+                    process, name=server.name, log_path=log_path, log_start=log_start
+                )
             finally:
                 server.pid = None
                 await stop_server(process, self.grace, self.owned)
@@ -527,3 +530,13 @@ class McpPool:
 def _unavailable(server: _Server) -> str:
     why = f": {server.last_error}" if server.last_error else ""
     return f"MCP server {server.name} is {server.state}{why}"
+
+
+def _size(path: Path | None) -> int:
+    """The size of the file at `path` (0: none, or unreadable)."""
+    if path is None:
+        return 0
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
