@@ -93,12 +93,13 @@ async def test_the_reference_server_over_streamable_http(tmp_path: Path) -> None
 
 
 async def test_a_crash_quotes_the_stderr_of_that_run_only(tmp_path: Path) -> None:
-    assert NODE is not None
+    node = NODE
+    assert node is not None
     events = Events()
     pool = McpPool(tmp_path, on_event=events, backoff=0.05, log_dir=tmp_path / "logs")
 
     def everything(transport: str) -> list[ServerDefinition]:
-        config = McpServerConfig(command=NODE, args=[str(EVERYTHING), transport])
+        config = McpServerConfig(command=node, args=[str(EVERYTHING), transport])
         return [ServerDefinition(name="everything", source="user", config=config)]
 
     with trio.fail_after(60):
