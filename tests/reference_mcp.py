@@ -53,6 +53,30 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def http_command(port: int) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of the reference server's streamable HTTP transport."""
+    assert NODE is not None
+    return [NODE, str(EVERYTHING), "streamableHttp"], {**os.environ, "PORT": str(port)}
+
+
+def start_everything_http(port: int) -> subprocess.Popen[bytes]:
+    """The same, for a test without trio: started, and listening when this returns."""
+    argv, env = http_command(port)
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if b"listening on port" in line:
+            return process
+    raise AssertionError(f"the reference server ended with status {process.wait()}")
+
+
+def stop_everything_http(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
+
+
 class EverythingHttp:
     """The reference server's streamable HTTP transport on one loopback port."""
 
@@ -63,12 +87,9 @@ class EverythingHttp:
 
     async def start(self) -> None:
         """Start it and return once it listens."""
-        assert NODE is not None
+        argv, env = http_command(self.port)
         process = self._process = await trio.lowlevel.open_process(
-            [NODE, str(EVERYTHING), "streamableHttp"],
-            env={**os.environ, "PORT": str(self.port)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         assert process.stderr is not None
         said = b""
