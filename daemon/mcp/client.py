@@ -19,6 +19,11 @@ gives (`ttlMs`); the pool lists them again before the next turn offers them
 (`tools_stale`). Speaking 2026-07-28, those notifications come only on a
 `subscriptions/listen` (`listen`), held open while the server announces them.
 
+A `tools/call` asks for progress reports: its `_meta.progressToken` is the request's id, and
+each `notifications/progress` naming a request still waiting goes to that call's
+`on_progress`. A tool the server marks `execution.taskSupport: "required"` is left out of
+the list (`left_out`): tether does not run MCP tasks.
+
 Every request has a timeout: when it passes, or the caller is cancelled, the request is
 cancelled at the server — `notifications/cancelled`, except over 2026-07-28 HTTP where
 closing the request's response stream is the cancellation — and the call raises
