@@ -1,6 +1,7 @@
-"""The reference MCP server, `@modelcontextprotocol/server-everything` (tests/mcp/package.json;
-`npm ci --prefix tests/mcp`), run as a real process for tether's MCP tests: over stdio by
-path, over streamable HTTP on a loopback port that a test may stop and start again."""
+"""The reference MCP servers, `@modelcontextprotocol/server-everything` and
+`@modelcontextprotocol/server-filesystem` (tests/mcp/package.json; `npm ci --prefix
+tests/mcp`), run as real processes for tether's MCP tests: over stdio by path, and the first
+over streamable HTTP on a loopback port that a test may stop and start again."""
 
 import os
 import shutil
@@ -14,15 +15,15 @@ from pathlib import Path
 import pytest
 import trio
 
-EVERYTHING = (
-    Path(__file__).resolve().parent
-    / "mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-)
+SERVERS = Path(__file__).resolve().parent / "mcp/node_modules/@modelcontextprotocol"
+EVERYTHING = SERVERS / "server-everything/dist/index.js"
+FILESYSTEM = SERVERS / "server-filesystem/dist/index.js"
 NODE = shutil.which("node")
 
+INSTALLED = NODE is not None and EVERYTHING.exists() and FILESYSTEM.exists()
 needs_reference_server = pytest.mark.skipif(
-    not os.environ.get("CI") and (NODE is None or not EVERYTHING.exists()),
-    reason="the reference MCP server is not installed (npm ci --prefix tests/mcp)",
+    not os.environ.get("CI") and not INSTALLED,
+    reason="the reference MCP servers are not installed (npm ci --prefix tests/mcp)",
 )
 """Skipped only outside CI when the package is not installed."""
 
