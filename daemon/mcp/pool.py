@@ -399,10 +399,10 @@ class McpPool:
                 server.failures = 0
             server.failures += 1
             server.ready.set()
-            if not crashed:
-                what = "failed to start"
+            if remote:
+                what = "lost its connection" if crashed else "could not be connected to"
             else:
-                what = "lost its connection" if remote else "crashed"
+                what = "crashed" if crashed else "failed to start"
             if server.failures >= MAX_FAILURES:
                 server.state = "failed"
                 server.failed_at = trio.current_time()
