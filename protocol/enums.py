@@ -43,7 +43,7 @@ NoticeCode = Literal[
 CompactionStep = Literal["earlier_turns", "old_tool_results", "summary"]
 CompactionTrigger = Literal["auto", "manual"]
 
-McpEventKind = Literal["mcp/crashed", "mcp/restarted", "mcp/failed"]
+McpEventKind = Literal["mcp/crashed", "mcp/restarted", "mcp/recovered", "mcp/failed"]
 """What a `daemon/event` about an MCP server says: it crashed (it is restarted after a
 backoff), it is back, or it kept failing and tether stopped trying for now."""
 

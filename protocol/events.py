@@ -66,6 +66,17 @@ class ItemStarted(Event, frozen=True, kw_only=True, tag="item_started"):
     item: AnyItem
 
 
+class ToolProgress(Wire, frozen=True, kw_only=True):
+    """How far a running tool call has got, as the tool reports it (an MCP server's
+    `notifications/progress`)."""
+
+    progress: float
+    """Grows with every report; a count of steps, bytes, … as the tool chose."""
+    total: float | None = None
+    """What `progress` reaches at the end, when the tool knows it."""
+    message: str = ""
+
+
 class ItemDelta(Event, frozen=True, kw_only=True, tag="item_delta"):
     """Text appended to a running item: to `text` of an `agent_message` or `reasoning`, to
     `output` of a `tool_call` (command output). Never persisted: a client that missed deltas
@@ -74,6 +85,9 @@ class ItemDelta(Event, frozen=True, kw_only=True, tag="item_delta"):
     turn_id: str
     item_id: str
     delta: str
+    progress: ToolProgress | None = None
+    """Set on a `tool_call`'s delta (its `delta` then empty) when the tool reported how far
+    it has got; the latest one stands until the next, or until `item_completed`."""
 
 
 class ItemCompleted(Event, frozen=True, kw_only=True, tag="item_completed"):

@@ -454,9 +454,11 @@ class DaemonEventParams(Wire, frozen=True, kw_only=True):
     kind: DaemonEventKind
     """`lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back),
     `store/write_failed` (the daemon could not save something to its database; it goes on,
-    and the message says what was lost), `mcp/crashed` (an MCP server died or could not
-    start; it is restarted after a backoff), `mcp/restarted` (it is back), `mcp/failed` (it
-    kept failing; the next turn tries again)."""
+    and the message says what was lost), `mcp/crashed` (an MCP server died, could not
+    start, or its HTTP connection or session was lost; it is restarted or reconnected after
+    a backoff), `mcp/restarted` (a stdio server is back), `mcp/recovered` (an HTTP server is
+    reachable again, on a new session), `mcp/failed` (it kept failing; the next turn tries
+    again)."""
     message: str
 
 
@@ -955,6 +957,15 @@ class McpToolSummary(Wire, frozen=True, kw_only=True):
     """The server says it changes nothing (`readOnlyHint`)."""
 
 
+class McpToolLeftOut(Wire, frozen=True, kw_only=True):
+    """A tool a running MCP server lists that tether does not offer the model."""
+
+    name: str
+    reason: str
+    """Why, for a person: `it runs only as a task (execution.taskSupport "required"), which
+    tether does not support`, or what is wrong with its `x-mcp-header` markings."""
+
+
 class McpServerInfo(Wire, frozen=True, kw_only=True):
     """One MCP server of the workspace, whatever its state."""
 
@@ -968,6 +979,8 @@ class McpServerInfo(Wire, frozen=True, kw_only=True):
     state: McpServerState
     tools: list[McpToolSummary] = []
     """As last listed (empty unless running)."""
+    left_out: list[McpToolLeftOut] = []
+    """Tools it lists that the model is not offered, with why (empty unless running)."""
     last_error: str = ""
     pid: int | None = None
     restarts: int = 0

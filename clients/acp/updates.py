@@ -13,6 +13,8 @@ and asking for the bytes of a tool's images (`images`, which asks the daemon).
                                              rawInput)
     its first output delta, or its approval  tool_call_update in_progress
     allowed
+    its progress (an item_delta's progress)  tool_call_update in_progress, content: one text
+                                             block saying how far it has got
     tool_call item completed                 tool_call_update completed|failed, with the
                                              output as text, the edit as diff content and
                                              the images it returned as image content
@@ -45,6 +47,7 @@ from tether.protocol.events import (
     SessionRenamed,
     TodoEntry,
     TodosUpdated,
+    ToolProgress,
 )
 from tether.protocol.items import AgentMessage, AnyItem, Notice, Reasoning, ToolCall, UserMessage
 from tether.protocol.session import SessionSnapshot
@@ -171,6 +174,14 @@ def tool_call(
     return update
 
 
+def progress_text(report: ToolProgress) -> str:
+    """`Progress: 3 of 10 (indexing)`, `Progress: 7` without a total or message."""
+    text = f"Progress: {report.progress:g}"
+    if report.total is not None and report.total > 0:
+        text += f" of {report.total:g}"
+    return f"{text} ({report.message})" if report.message else text
+
+
 def tool_completed(item: ToolCall, workspace: Path, images: ImageBytes | None = None) -> JSON:
     return {
         "sessionUpdate": "tool_call_update",
@@ -295,6 +306,8 @@ class Translator:
         match event:
             case ItemStarted(item=item):
                 return self._item(item, replay=False)
+            case ItemDelta(item_id=item_id, progress=ToolProgress() as report):
+                return self._progress(item_id, report)
             case ItemDelta(item_id=item_id, delta=delta):
                 return self._delta(item_id, delta)
             case ItemCompleted(item=item):
@@ -356,6 +369,20 @@ class Translator:
         if item_id in self._tools:
             return self._in_progress(item_id)
         return []
+
+    def _progress(self, item_id: str, report: ToolProgress) -> list[JSON]:
+        """A running call's progress; its content until the next report or its end."""
+        if item_id not in self._tools:
+            return []
+        self._running.add(item_id)
+        return [
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": item_id,
+                "status": "in_progress",
+                "content": [_text_content(progress_text(report))],
+            }
+        ]
 
     def _in_progress(self, item_id: str) -> list[JSON]:
         if item_id not in self._tools or item_id in self._running:

@@ -19,6 +19,11 @@ gives (`ttlMs`); the pool lists them again before the next turn offers them
 (`tools_stale`). Speaking 2026-07-28, those notifications come only on a
 `subscriptions/listen` (`listen`), held open while the server announces them.
 
+A `tools/call` asks for progress reports: its `_meta.progressToken` is the request's id, and
+each `notifications/progress` naming a request still waiting goes to that call's
+`on_progress`. A tool the server marks `execution.taskSupport: "required"` is left out of
+the list (`left_out`): tether does not run MCP tasks.
+
 Every request has a timeout: when it passes, or the caller is cancelled, the request is
 cancelled at the server — `notifications/cancelled`, except over 2026-07-28 HTTP where
 closing the request's response stream is the cancellation — and the call raises
@@ -39,12 +44,14 @@ from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.errors import (
     McpError,
     McpHttpStatus,
+    McpNotDelivered,
     McpProtocolError,
     McpRemoteError,
     McpTimeout,
     McpUnavailable,
 )
 from tether.daemon.mcp.headers import ParamPaths, mirrored_params, param_headers
+from tether.protocol.events import ToolProgress
 from tether.protocol.version import __version__
 
 log = get_logger(__name__)
@@ -67,6 +74,7 @@ CLIENT_INFO: dict[str, object] = {"name": "tether", "version": __version__}
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 Deliver = Callable[[object], None]
+OnProgress = Callable[[ToolProgress], None]
 T = TypeVar("T")
 
 
@@ -101,6 +109,11 @@ class ToolAnnotations(msgspec.Struct, kw_only=True, frozen=True):
     title: str = ""
 
 
+class ToolExecution(msgspec.Struct, kw_only=True, frozen=True):
+    taskSupport: str = "forbidden"
+    """`forbidden`, `optional` or `required`: whether a call may, or must, run as a task."""
+
+
 class McpTool(msgspec.Struct, kw_only=True, frozen=True):
     """A tool as the server lists it."""
 
@@ -109,6 +122,7 @@ class McpTool(msgspec.Struct, kw_only=True, frozen=True):
     inputSchema: dict[str, object] = msgspec.field(default_factory=lambda: {"type": "object"})
     annotations: ToolAnnotations | None = None
     title: str = ""
+    execution: ToolExecution | None = None
 
 
 class _ToolsPage(msgspec.Struct, kw_only=True):
@@ -167,12 +181,15 @@ class McpClient:
         self.revision = ""
         """The revision settled by `connect`."""
         self.tools_changed = False
+        self.left_out: dict[str, str] = {}
+        """The tools the last `list_tools` left out, with why."""
         self._fresh_until = math.inf
         self._announces_changes = False
         self._mirrored: dict[str, ParamPaths] = {}
         self._meta: dict[str, object] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
+        self._progress: dict[int, OnProgress] = {}
         self._ended: str = ""
         self._answers_send, self._answers = trio.open_memory_channel[bytes](64)
 
@@ -226,6 +243,8 @@ class McpClient:
                 self._answer(body["id"], method)
             elif method == "notifications/tools/list_changed":
                 self.tools_changed = True
+            elif method == "notifications/progress":
+                self._progressed(body.get("params"))
             return
         ident = body.get("id")
         pending = self._pending.get(ident) if isinstance(ident, int) else None
@@ -245,6 +264,25 @@ class McpClient:
         else:
             pending.error = McpProtocolError("a response with neither result nor error")
         pending.done.set()
+
+    def _progressed(self, params: object) -> None:
+        """A `notifications/progress` for a request still waiting (its token is the request's
+        id); any other is dropped."""
+        if not isinstance(params, dict):
+            return
+        fields = cast("dict[str, object]", params)
+        token, progress = fields.get("progressToken"), fields.get("progress")
+        report = self._progress.get(token) if isinstance(token, int) else None
+        if report is None or not isinstance(progress, int | float):
+            return
+        total, message = fields.get("total"), fields.get("message")
+        report(
+            ToolProgress(
+                progress=float(progress),
+                total=float(total) if isinstance(total, int | float) else None,
+                message=message[:500] if isinstance(message, str) else "",
+            )
+        )
 
     def _answer(self, ident: object, method: str) -> None:
         if method == "ping":
@@ -297,18 +335,25 @@ class McpClient:
         *,
         seconds: float,
         mirrored: Mapping[str, str] | None = None,
+        on_progress: OnProgress | None = None,
     ) -> object:
         """Send a request and wait for its result. Raises McpTimeout after `seconds`,
-        McpRemoteError for an error answer, McpUnavailable when the connection ends first,
-        McpProtocolError for a 2026-07-28 result that is not complete. Cancellation
-        cancels the request at the server too, then propagates. `mirrored`: the
-        `Mcp-Param-*` headers of a `tools/call` over HTTP."""
+        McpRemoteError for an error answer, McpUnavailable when the connection ends first
+        (McpNotDelivered when the request never reached the server), McpProtocolError for a
+        2026-07-28 result that is not complete. Cancellation cancels the request at the
+        server too, then propagates. `mirrored`: the `Mcp-Param-*` headers of a `tools/call`
+        over HTTP. `on_progress`: asks the server for progress reports (a `progressToken`)
+        and is given each one while the request waits."""
         if self._ended:
-            raise McpUnavailable(f"MCP server {self.name}: {self._ended}")
+            raise McpNotDelivered(f"MCP server {self.name}: {self._ended}")
         ident = next(self._ids)
         pending = self._pending[ident] = _Pending()
-        if self._meta is not None:
-            params = {**params, "_meta": self._meta}
+        meta = dict(self._meta or {})
+        if on_progress is not None:
+            meta["progressToken"] = ident
+            self._progress[ident] = on_progress
+        if meta:
+            params = {**params, "_meta": meta}
         target = params.get(NAMED_METHODS.get(method, ""), "")
         route = Route(method, target if isinstance(target, str) else "", mirrored or {})
         message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
@@ -327,6 +372,7 @@ class McpClient:
             raise
         finally:
             del self._pending[ident]
+            self._progress.pop(ident, None)
         if pending.error is not None:
             raise pending.error
         if self.modern:
@@ -456,8 +502,11 @@ class McpClient:
         self.tools_changed = True
 
     async def list_tools(self, *, seconds: float) -> list[McpTool]:
-        """Every tool, following `nextCursor` (at most 100 pages). Over 2026-07-28 HTTP a
-        tool whose `x-mcp-header` markings are invalid is left out (and logged)."""
+        """Every tool tether can call, following `nextCursor` (at most 100 pages); the
+        others go to `left_out` with why, and are logged: a tool that runs only as a task
+        (`execution.taskSupport: "required"`: tether, asking for no task, would be refused
+        with -32601), and over 2026-07-28 HTTP one whose `x-mcp-header` markings are
+        invalid."""
         tools: list[McpTool] = []
         cursor: str | None = None
         self.tools_changed = False
@@ -476,20 +525,38 @@ class McpClient:
                 break
         self._fresh_until = listed_at + fresh
         self._mirrored = {}
-        if not (self.modern and self.transport.kind == "http"):
-            return tools
+        self.left_out = {}
         kept: list[McpTool] = []
         for tool in tools:
-            try:
-                self._mirrored[tool.name] = mirrored_params(tool.inputSchema)
-            except ValueError as exc:
-                log.warning("an MCP tool is left out", server=self.name, tool=tool.name, error=exc)
+            why = self._why_left_out(tool)
+            if why:
+                log.warning("an MCP tool is left out", server=self.name, tool=tool.name, error=why)
+                self.left_out[tool.name] = why
                 continue
             kept.append(tool)
         return kept
 
+    def _why_left_out(self, tool: McpTool) -> str:
+        """Why tether cannot call `tool` ("" when it can); records its mirrored headers."""
+        if tool.execution is not None and tool.execution.taskSupport == "required":
+            return (
+                'it runs only as a task (execution.taskSupport "required"), which tether '
+                "does not support"
+            )
+        if self.modern and self.transport.kind == "http":
+            try:
+                self._mirrored[tool.name] = mirrored_params(tool.inputSchema)
+            except ValueError as exc:
+                return f"its x-mcp-header markings break the rules: {exc}"
+        return ""
+
     async def call_tool(
-        self, name: str, arguments: dict[str, object], *, seconds: float
+        self,
+        name: str,
+        arguments: dict[str, object],
+        *,
+        seconds: float,
+        on_progress: OnProgress | None = None,
     ) -> dict[str, object]:
         paths = self._mirrored.get(name)
         raw = await self.request(
@@ -497,6 +564,7 @@ class McpClient:
             {"name": name, "arguments": arguments},
             seconds=seconds,
             mirrored=param_headers(paths, arguments) if paths else None,
+            on_progress=on_progress,
         )
         if not isinstance(raw, dict):
             raise McpProtocolError("tools/call answered with something that is not an object")

@@ -5,11 +5,15 @@ batch), an SSE stream of messages ending with the response, or 202 for a notific
 Speaking 2026-07-28, every POST carries `MCP-Protocol-Version` and mirrors its method and
 target (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`: `tether.daemon.mcp.headers`); there is no
 session. Speaking 2025-11-25, the session id the server gives in `Mcp-Session-Id` at
-`initialize` goes with every later request, and `MCP-Protocol-Version` once negotiated; a
-404 for a request carrying a session id means the server dropped the session: the
-connection ends and the pool starts a new one; closing sends DELETE for the session,
-best-effort. tether does not open the optional GET stream (it asks the server for nothing
-unprompted).
+`initialize` goes with every later request, and `MCP-Protocol-Version` once negotiated;
+closing sends DELETE for the session, best-effort. tether does not open the optional GET
+stream (it asks the server for nothing unprompted).
+
+The connection ends — `serve` raises, and the pool opens a new one — when the server cannot
+be reached (McpNotDelivered: the message never left), when it rejects the session (a 404,
+or a 400 whose body names the session, for a request carrying one: McpSessionLost, the
+message was not processed), or when the exchange breaks mid-way (McpUnavailable: the
+message may have been acted on). A message sent after that fails with McpNotDelivered.
 
 An error status whose body is a JSON-RPC error answering the request is delivered like any
 answer (a 2026-07-28 server's 400 for an unsupported revision is one); any other error
@@ -27,7 +31,14 @@ import trio
 
 from tether.daemon.logs.log import get_logger
 from tether.daemon.mcp.client import MODERN_VERSIONS, Deliver, Route
-from tether.daemon.mcp.errors import McpError, McpHttpStatus, McpProtocolError, McpUnavailable
+from tether.daemon.mcp.errors import (
+    McpError,
+    McpHttpStatus,
+    McpNotDelivered,
+    McpProtocolError,
+    McpSessionLost,
+    McpUnavailable,
+)
 from tether.daemon.mcp.headers import header_value
 
 log = get_logger(__name__)
@@ -89,14 +100,26 @@ class HttpTransport:
         return headers
 
     async def send(self, message: bytes, deliver: Deliver, route: Route | None = None) -> None:
-        """POST one message and hand what the answer carries to `deliver`."""
+        """POST one message and hand what the answer carries to `deliver`. A lost connection
+        or a rejected session ends the transport (see the module); McpNotDelivered says the
+        server never took the message."""
+        if self._ended.is_set():
+            raise McpNotDelivered(f"MCP server {self.name}: the connection was lost")
         try:
             async with self.client.stream(
                 "POST", self.url, content=message, headers=self._headers(route)
             ) as response:
-                if response.status_code == 404 and self.session_id:
-                    self._end(McpUnavailable("the server ended the session (404)"))
-                    raise McpUnavailable(f"MCP server {self.name}: the session ended")
+                if response.status_code in (400, 404) and self.session_id:
+                    body = await response.aread()
+                    if response.status_code == 404 or b"session" in body.lower():
+                        self.session_id = ""  # gone at the server: nothing to DELETE
+                        said = body[:200].decode("utf-8", "replace")
+                        raise self._end(
+                            McpSessionLost(
+                                f"MCP server {self.name} no longer knows tether's session "
+                                f"(HTTP {response.status_code}: {said})"
+                            )
+                        )
                 if response.status_code >= 400:
                     body = await response.aread()
                     if (answer := _error_answer(body)) is not None:
@@ -121,12 +144,25 @@ class HttpTransport:
                     await _read_events(response, deliver)
                 else:
                     raise McpProtocolError(f"an answer of type {kind!r}")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._end(
+                McpNotDelivered(
+                    f"MCP server {self.name} at {self.shown_url} is unreachable: {exc!r}"
+                )
+            ) from exc
         except httpx.HTTPError as exc:
-            raise McpUnavailable(f"MCP server {self.name} at {self.shown_url}: {exc!r}") from exc
+            raise self._end(
+                McpUnavailable(
+                    f"MCP server {self.name} at {self.shown_url}: the connection was lost ({exc!r})"
+                )
+            ) from exc
 
-    def _end(self, reason: McpError) -> None:
-        self._end_reason = reason
-        self._ended.set()
+    def _end(self, reason: McpError) -> McpError:
+        """End the connection for `reason` (the first one stands), which is returned."""
+        if not self._ended.is_set():
+            self._end_reason = reason
+            self._ended.set()
+        return reason
 
     async def serve(self, deliver: Deliver) -> None:
         await self._ended.wait()

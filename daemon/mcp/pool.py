@@ -6,7 +6,7 @@ Server states (`McpServerInfo.state` in the protocol):
     needs_approval   a workspace server the user has not approved as defined now, or whose
                      named files (`named_files`: its `server.js`) changed since: never run;
                      `approval_reason` says which
-    idle ─► starting ─► running ─► (exited, closed stdout, session lost) ─► crashed
+    idle ─► starting ─► running ─► (exited, closed stdout, connection or session lost) ─► crashed
                │                                                            │ backoff
                └─ (failed to start: no such program, no revision settled) ──┤
                                                                             ▼
@@ -27,10 +27,16 @@ Rules:
   turn's; a stdio server's process tree is the daemon's like any command's
   (`tether.daemon.procs.server`: death signal, durable ownership record, group stopped).
 - A crash is reported at once (`on_event("mcp/crashed", message)`) and the server restarts
-  after a backoff: `backoff`, then twice that, … up to `max_backoff`.
+  (over HTTP: reconnects, a new session) after a backoff: `backoff`, then twice that, … up
+  to `max_backoff`; an HTTP server that only forgot the session (it answers, rejecting the
+  session id) is reconnected at once. Back, it is reported: `mcp/restarted` for a stdio
+  server, `mcp/recovered` for an HTTP one.
 - A call waits for nothing but its own answer: a server not running fails the call at once
   with its state and last error; a call has the server's `timeout` and is cancelled at the
-  server when it passes or the turn is cancelled.
+  server when it passes or the turn is cancelled. A call that never reached the server (no
+  connection, a rejected session: McpNotDelivered) waits for the reconnection that follows
+  and is sent once more on the new connection; a call cut mid-answer is not sent again (the
+  server may have acted on it): it fails, and the server is marked crashed.
 - `configure` takes the definitions a turn read: a server whose definition or named files
   changed is stopped and replaced, a removed one stopped.
 - A workspace server's named files are hashed again right before each start and restart: a
@@ -47,9 +53,9 @@ import trio
 
 from tether.daemon.logs.log import add_secret, bind, get_logger
 from tether.daemon.mcp.approvals import ServerApprovals
-from tether.daemon.mcp.client import PROBE_TIMEOUT, McpClient, McpTool, Transport
+from tether.daemon.mcp.client import PROBE_TIMEOUT, McpClient, McpTool, OnProgress, Transport
 from tether.daemon.mcp.config import ServerDefinition
-from tether.daemon.mcp.errors import McpError, McpUnavailable
+from tether.daemon.mcp.errors import McpError, McpNotDelivered, McpSessionLost, McpUnavailable
 from tether.daemon.mcp.http import HttpTransport
 from tether.daemon.mcp.named_files import named_files
 from tether.daemon.mcp.stdio import StdioTransport
@@ -58,7 +64,7 @@ from tether.daemon.procs.env import command_env, is_secret_variable
 from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.procs.server import open_server, stop_server
 from tether.protocol.enums import McpEventKind, McpServerState
-from tether.protocol.methods import McpServerInfo, McpToolSummary
+from tether.protocol.methods import McpServerInfo, McpToolLeftOut, McpToolSummary
 
 log = get_logger(__name__)
 
@@ -80,6 +86,7 @@ class _Server:
         self.state: McpServerState = state
         self.approval_reason = ""
         self.tools: list[McpTool] = []
+        self.left_out: dict[str, str] = {}
         self.last_error = ""
         self.restarts = 0
         self.failures = 0
@@ -90,6 +97,17 @@ class _Server:
         self.client: McpClient | None = None
         self.scope = trio.CancelScope()
         self.ready = trio.Event()
+        self.attempts = 0
+        """How many starts (restarts, reconnections) have concluded, running or not."""
+        self._changed = trio.Event()
+
+    def changed(self) -> None:
+        """An attempt concluded, or the supervisor stopped: wake `wait_changed`."""
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_changed(self) -> None:
+        await self._changed.wait()
 
     def info(self) -> McpServerInfo:
         return McpServerInfo(
@@ -106,6 +124,7 @@ class _Server:
                 )
                 for tool in self.tools
             ],
+            left_out=[McpToolLeftOut(name=n, reason=r) for n, r in self.left_out.items()],
             last_error=self.last_error,
             pid=self.pid,
             restarts=self.restarts,
@@ -263,6 +282,7 @@ class McpPool:
                 server.state = "starting"
                 server.failures = 0
                 server.ready = trio.Event()
+                server.scope = trio.CancelScope()  # a failed server's supervisor used its own
                 nursery.start_soon(self._supervise, server)
                 waiting.append(server)
             elif server.state in ("starting", "restarting"):
@@ -290,6 +310,7 @@ class McpPool:
             return
         try:
             server.tools = await client.list_tools(seconds=server.config.startup_timeout)
+            server.left_out = client.left_out
         except McpError as exc:
             server.last_error = f"listing its tools again failed: {exc}"
 
@@ -302,16 +323,48 @@ class McpPool:
             for tool in server.tools
         ]
 
-    async def call(self, name: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
-        """Call `tool` of server `name`. Raises McpError (see the module rules)."""
+    async def call(
+        self,
+        name: str,
+        tool: str,
+        arguments: dict[str, object],
+        on_progress: OnProgress | None = None,
+    ) -> dict[str, object]:
+        """Call `tool` of server `name`, handing the server's progress reports to
+        `on_progress`. Raises McpError (see the module rules)."""
         server = self._servers.get(name)
         if server is None:
             raise McpUnavailable(f"there is no MCP server {name} any more")
         client = server.client
         if client is None or server.state != "running":
-            why = f": {server.last_error}" if server.last_error else ""
-            raise McpUnavailable(f"MCP server {name} is {server.state}{why}")
-        return await client.call_tool(tool, arguments, seconds=server.config.timeout)
+            raise McpUnavailable(_unavailable(server))
+        seen = server.attempts
+        try:
+            return await client.call_tool(
+                tool, arguments, seconds=server.config.timeout, on_progress=on_progress
+            )
+        except McpNotDelivered as exc:
+            log.info("an MCP call did not reach its server; reconnecting", server=name, error=exc)
+            client = await self._reconnected(server, seen)
+            if client is None:
+                raise McpUnavailable(f"{exc}; reconnecting failed: {_unavailable(server)}") from exc
+        return await client.call_tool(
+            tool, arguments, seconds=server.config.timeout, on_progress=on_progress
+        )
+
+    async def _reconnected(self, server: _Server, seen: int) -> McpClient | None:
+        """The client of the connection that follows attempt `seen`, once it runs; None when
+        that attempt failed, the supervisor stopped, or it took longer than a start may."""
+        with trio.move_on_after(self.backoff + server.config.startup_timeout + 1.0):
+            while (
+                server.attempts == seen
+                and server.state not in ("failed", "needs_approval")
+                and self._servers.get(server.name) is server
+            ):
+                await server.wait_changed()
+        if server.state == "running" and server.client is not None:
+            return server.client
+        return None
 
     def status(self) -> list[McpServerInfo]:
         return [server.info() for server in self._servers.values()]
@@ -321,54 +374,77 @@ class McpPool:
     async def _supervise(self, server: _Server) -> None:
         # A server outlives the turn that started it.
         bind(conn=None, session=None, turn=None)
-        with server.scope:
-            while True:
-                if not await self._still_approved(server):
-                    return
-                began = trio.current_time()
-                error = await self._run_once(server)
-                server.client = None
-                server.tools = []
-                crashed = server.state == "running"
-                server.last_error = error
-                if trio.current_time() - began >= HEALTHY_RUN:
-                    server.failures = 0
-                server.failures += 1
-                server.ready.set()
-                what = "crashed" if crashed else "failed to start"
-                if server.failures >= MAX_FAILURES:
-                    server.state = "failed"
-                    server.failed_at = trio.current_time()
-                    message = f"MCP server {server.name} {what}: {error}; giving up for now"
-                    log.warning("an MCP server gave up", server=server.name, error=error)
-                    self.on_event("mcp/failed", message)
-                    return
-                delay = min(self.backoff * 2 ** (server.failures - 1), self.max_backoff)
-                server.state = "crashed"
-                message = f"MCP server {server.name} {what}: {error}; restarting in {delay:g} s"
-                log.warning(
-                    "an MCP server stopped", server=server.name, what=what, error=error, delay=delay
-                )
-                self.on_event("mcp/crashed", message)
-                await trio.sleep(delay)
-                server.state = "restarting"
-                server.restarts += 1
-                server.ready = trio.Event()
+        try:
+            with server.scope:
+                await self._keep_up(server)
+        finally:
+            server.changed()
 
-    async def _run_once(self, server: _Server) -> str:
-        """One connection, from start to end; returns why it ended."""
+    async def _keep_up(self, server: _Server) -> None:
+        remote = server.config.transport == "http"
+        while True:
+            if not await self._still_approved(server):
+                return
+            began = trio.current_time()
+            error, at_once = await self._run_once(server)
+            server.client = None
+            server.tools = []
+            server.left_out = {}
+            crashed = server.state == "running"
+            server.last_error = error
+            if not crashed:
+                server.attempts += 1
+                server.changed()
+            if trio.current_time() - began >= HEALTHY_RUN:
+                server.failures = 0
+            server.failures += 1
+            server.ready.set()
+            if remote:
+                what = "lost its connection" if crashed else "could not be connected to"
+            else:
+                what = "crashed" if crashed else "failed to start"
+            if server.failures >= MAX_FAILURES:
+                server.state = "failed"
+                server.failed_at = trio.current_time()
+                message = f"MCP server {server.name} {what}: {error}; giving up for now"
+                log.warning("an MCP server gave up", server=server.name, error=error)
+                self.on_event("mcp/failed", message)
+                return
+            # The server is up and only forgot the session: a new one is opened at once.
+            delay = (
+                0.0
+                if at_once and server.failures == 1
+                else min(self.backoff * 2 ** (server.failures - 1), self.max_backoff)
+            )
+            server.state = "crashed"
+            again = "reconnecting" if remote else "restarting"
+            message = f"MCP server {server.name} {what}: {error}; {again} in {delay:g} s"
+            log.warning(
+                "an MCP server stopped", server=server.name, what=what, error=error, delay=delay
+            )
+            self.on_event("mcp/crashed", message)
+            await trio.sleep(delay)
+            server.state = "restarting"
+            server.restarts += 1
+            server.ready = trio.Event()
+
+    async def _run_once(self, server: _Server) -> tuple[str, bool]:
+        """One connection, from start to end; returns why it ended, and whether it was a
+        session the server forgot (then a new one may be opened at once)."""
         ended = "the server closed the connection"
+        forgot = False
         try:
             async with self._connect(server) as transport:
                 client = McpClient(transport, name=server.name, probe_timeout=self.probe_timeout)
                 async with trio.open_nursery() as nursery:
 
                     async def run_client() -> None:
-                        nonlocal ended
+                        nonlocal ended, forgot
                         try:
                             await client.run()
                         except McpError as exc:
                             ended = str(exc)
+                            forgot = isinstance(exc, McpSessionLost)
                         finally:
                             nursery.cancel_scope.cancel()
 
@@ -380,19 +456,20 @@ class McpPool:
                             server.revision = client.revision
                             tools = await client.list_tools(seconds=timeout)
                     except trio.TooSlowError:
-                        ended = f"not ready (revision, tool list) within {timeout:g} s"
                         nursery.cancel_scope.cancel()
-                        return ended
+                        return f"not ready (revision, tool list) within {timeout:g} s", False
                     except McpError as exc:
-                        ended = str(exc)
                         nursery.cancel_scope.cancel()
-                        return ended
+                        return str(exc), False
                     server.client = client
                     server.tools = tools
+                    server.left_out = client.left_out
                     server.state = "running"
                     nursery.start_soon(client.listen)
                     server.last_error = ""
                     server.ready.set()
+                    server.attempts += 1
+                    server.changed()
                     log.info(
                         "MCP server started",
                         server=server.name,
@@ -400,13 +477,18 @@ class McpPool:
                         tools=len(tools),
                         restarts=server.restarts,
                     )
-                    if server.restarts:
+                    if server.restarts and server.config.transport == "http":
+                        self.on_event(
+                            "mcp/recovered",
+                            f"MCP server {server.name} is reachable again (a new session)",
+                        )
+                    elif server.restarts:
                         self.on_event("mcp/restarted", f"MCP server {server.name} is back")
         except OSError as exc:
-            return f"cannot start {server.config.command!r}: {exc.strerror or exc}"
+            return f"cannot start {server.config.command!r}: {exc.strerror or exc}", False
         except McpError as exc:
-            return str(exc)
-        return ended
+            return str(exc), False
+        return ended, forgot
 
     @asynccontextmanager
     async def _connect(self, server: _Server) -> AsyncGenerator[Transport]:
@@ -421,12 +503,15 @@ class McpPool:
             cwd = self.workspace / config.cwd if config.cwd else self.workspace
             env = {**command_env(), **config.env}
             log_path = self.log_dir / f"{server.name}.log" if self.log_dir is not None else None
+            log_start = await trio.to_thread.run_sync(_size, log_path)
             process = await open_server(
                 [config.command, *config.args], cwd, env, self.owned, log_path
             )
             server.pid = process.pid
             try:
-                yield StdioTransport(process, name=server.name, log_path=log_path)
+                yield StdioTransport(
+                    process, name=server.name, log_path=log_path, log_start=log_start
+                )
             finally:
                 server.pid = None
                 await stop_server(process, self.grace, self.owned)
@@ -440,3 +525,18 @@ class McpPool:
             yield transport
         finally:
             await transport.close()
+
+
+def _unavailable(server: _Server) -> str:
+    why = f": {server.last_error}" if server.last_error else ""
+    return f"MCP server {server.name} is {server.state}{why}"
+
+
+def _size(path: Path | None) -> int:
+    """The size of the file at `path` (0: none, or unreadable)."""
+    if path is None:
+        return 0
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -24,14 +24,25 @@ MAX_LINE = 64 * 1024 * 1024
 class StdioTransport:
     kind: Literal["stdio", "http"] = "stdio"
 
-    def __init__(self, process: PipedChild, *, name: str, log_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        process: PipedChild,
+        *,
+        name: str,
+        log_path: Path | None = None,
+        log_start: int = 0,
+    ) -> None:
+        """`log_path`: where its stderr goes, appended to the earlier runs' from `log_start`
+        (its size before this run)."""
         self.process = process
         self.name = name
         self.log_path = log_path
+        self.log_start = log_start
         self._write_lock = trio.Lock()
 
     async def exit_reason(self) -> str:
-        """How the process ended (waiting up to 1 s for it), with the end of its stderr."""
+        """How the process ended (waiting up to 1 s for it), with the end of what it wrote
+        to stderr in this run."""
         with trio.move_on_after(1.0):
             await self.process.wait()
         code = self.process.returncode
@@ -45,8 +56,10 @@ class StdioTransport:
             return ""
         try:
             with self.log_path.open("rb") as handle:
-                handle.seek(0, 2)
-                handle.seek(max(0, handle.tell() - 300))
+                size = handle.seek(0, 2)
+                # A log that shrank was started afresh at this run's start.
+                start = self.log_start if self.log_start <= size else 0
+                handle.seek(max(start, size - 300))
                 tail = handle.read().decode("utf-8", "replace").strip()
         except OSError:
             return ""

@@ -6,7 +6,14 @@ import msgspec
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.session import new_id
 from tether.protocol.enums import NoticeCode
-from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, ItemUpdated, ModelRetry
+from tether.protocol.events import (
+    ItemCompleted,
+    ItemDelta,
+    ItemStarted,
+    ItemUpdated,
+    ModelRetry,
+    ToolProgress,
+)
 from tether.protocol.items import AnyItem, Notice, NoticeLevel
 from tether.protocol.session import QueuedInput
 
@@ -24,6 +31,12 @@ class Sink:
 
     def item_delta(self, item_id: str, delta: str) -> None:
         self.session.emit(ItemDelta(turn_id=self.turn_id, item_id=item_id, delta=delta))
+
+    def item_progress(self, item_id: str, progress: ToolProgress) -> None:
+        """How far the running tool call `item_id` has got: a delta without text."""
+        self.session.emit(
+            ItemDelta(turn_id=self.turn_id, item_id=item_id, delta="", progress=progress)
+        )
 
     def item_completed(self, item: AnyItem) -> None:
         self.session.emit(ItemCompleted(turn_id=self.turn_id, item=item))

@@ -121,6 +121,7 @@ class TurnParts:
             versions=self.live.versions if versions is None else versions,
             changes=self.changes,
             output=lambda text: self.sink.item_delta(item.id, text),
+            progress=lambda report: self.sink.item_progress(item.id, report),
             services=services,
             sandbox=self.sandbox,
             shell=command_shell(self.shell),

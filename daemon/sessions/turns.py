@@ -59,6 +59,7 @@ from tether.protocol.events import (
     ItemCompleted,
     ItemStarted,
     SessionRenamed,
+    ToolProgress,
     TurnEndStatus,
     TurnError,
     TurnStarted,
@@ -185,10 +186,14 @@ class Turns:
         return self._with_skills if self.skills is not None and self.skills.current else self.tools
 
     async def _call_mcp(
-        self, server: str, tool: str, arguments: dict[str, object]
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, object],
+        on_progress: Callable[[ToolProgress], None],
     ) -> dict[str, object]:
         assert self.mcp is not None
-        return await self.mcp.call(server, tool, arguments)
+        return await self.mcp.call(server, tool, arguments, on_progress)
 
     async def _with_mcp(
         self, live: LoadedSession, config: Config, sink: "Sink", tools: ToolRegistry

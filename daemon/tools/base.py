@@ -34,6 +34,7 @@ import msgspec
 from tether.daemon.procs.sandbox import Sandbox
 from tether.daemon.tools.images import ToolImage
 from tether.daemon.workspace import display_path
+from tether.protocol.events import ToolProgress
 from tether.protocol.items import FileChange, Subagent
 
 ToolKind = Literal["read", "edit", "command", "other"]
@@ -152,6 +153,7 @@ class ToolContext:
         versions: ReadVersions | None = None,
         changes: ChangeTracker | None = None,
         output: Callable[[str], None] | None = None,
+        progress: Callable[[ToolProgress], None] | None = None,
         services: "dict[str, object] | None" = None,
         result_cap: int = DEFAULT_RESULT_CAP,
         sandbox: Sandbox | None = None,
@@ -165,6 +167,8 @@ class ToolContext:
         self.changes: ChangeTracker = changes if changes is not None else NoChanges()
         self.output: Callable[[str], None] = output or (lambda _text: None)
         """Streams live output (command output) to every attached client."""
+        self.progress: Callable[[ToolProgress], None] = progress or (lambda _report: None)
+        """Tells every attached client how far the call has got (an MCP tool's progress)."""
         self.services: dict[str, object] = services if services is not None else {}
         """Daemon-owned services by name (the process table, the todo board, …)."""
         self.result_cap = result_cap

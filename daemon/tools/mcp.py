@@ -42,6 +42,7 @@ from tether.daemon.tools.base import (
     ToolParams,
 )
 from tether.daemon.tools.images import ToolImage, image_keeper
+from tether.protocol.events import ToolProgress
 from tether.protocol.images import describe_size
 from tether.protocol.items import ImageRef
 
@@ -52,8 +53,11 @@ MAX_NAME = 64
 MAX_DESCRIPTION = 4_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
-CallMcp = Callable[[str, str, dict[str, object]], Awaitable[dict[str, object]]]
-"""Calls (server, tool, arguments) and returns the raw `tools/call` result."""
+CallMcp = Callable[
+    [str, str, dict[str, object], Callable[[ToolProgress], None]], Awaitable[dict[str, object]]
+]
+"""Calls (server, tool, arguments, where its progress reports go) and returns the raw
+`tools/call` result."""
 
 
 class McpArguments(ToolParams, frozen=True, kw_only=True):
@@ -115,7 +119,7 @@ class McpServerTool:
 
     async def run(self, params: McpArguments, ctx: ToolContext) -> ToolOutput:
         try:
-            result = await self._call(self.server, self.tool.name, params.arguments)
+            result = await self._call(self.server, self.tool.name, params.arguments, ctx.progress)
         except McpError as exc:
             raise ToolFailure(str(exc)) from exc
         # The images are named after the tool, in the characters a tool name may have.

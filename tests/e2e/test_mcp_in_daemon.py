@@ -1,6 +1,8 @@
 """MCP servers through the real daemon: the scripted model calls an `mcp__…` tool of a
 server in the user's config.toml; `tether mcp` shows the servers, their state and tools; a
-workspace's server waits for `tether mcp approve`, which outlives the daemon."""
+workspace's server waits for `tether mcp approve`, which outlives the daemon; with the
+reference server, a long tool's progress on the wire and its task-only tool left out (and
+said so), and over HTTP a server restarted between two turns answering the second."""
 
 import json
 import sys
@@ -8,6 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.reference_mcp import (
+    EVERYTHING,
+    NODE,
+    free_port,
+    needs_reference_server,
+    start_everything_http,
+    stop_everything_http,
+)
 from tests.support import (
     Home,
     attach,
@@ -163,3 +173,75 @@ def configure(client: Client, session_id: str, servers: list[SessionMcpServer]) 
         session_id=session_id, mcp_servers=servers, permission_mode="auto"
     )
     client.call(SESSION_CONFIGURE, params)
+
+
+def write_everything_config(home: Home, server: str) -> None:
+    """The reference server in the user's config.toml, every call of it allowed."""
+    config = home.root / "config" / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        '[permissions]\nallow = ["mcp__everything__*"]\n[mcpServers.everything]\n' + server
+    )
+
+
+@needs_reference_server
+def test_a_long_tools_progress_reaches_the_client_and_task_only_tools_are_left_out(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    assert NODE is not None
+    args = json.dumps([str(EVERYTHING), "stdio"])
+    write_everything_config(home, f"command = {json.dumps(NODE)}\nargs = {args}\n")
+    name = "mcp__everything__trigger-long-running-operation"
+    call = {"name": name, "arguments": {"duration": 0.4, "steps": 2}}
+    model_server.set_script({"steps": [{"tool_calls": [call]}, {"text": "done"}]})
+    daemon = start_daemon(home, workspace)
+    try:
+        ran = run_cli(home, "run", "--json", "-w", str(workspace), "go")
+        listed = run_cli(home, "mcp", "-w", str(workspace)).stdout
+    finally:
+        assert daemon.stop() == 0
+    assert ran.returncode == 0, ran.stderr
+    events = [json.loads(line)["event"] for line in ran.stdout.splitlines()]
+    progress = [
+        e["progress"] for e in events if e.get("type") == "item_delta" and e.get("progress")
+    ]
+    assert progress == [
+        {"progress": 1.0, "total": 2.0},
+        {"progress": 2.0, "total": 2.0},
+    ]
+    assert (
+        "  left out: simulate-research-query: it runs only as a task (execution.taskSupport "
+        '"required"), which tether does not support'
+    ) in listed.splitlines()
+
+
+@needs_reference_server
+def test_an_http_server_that_restarts_is_reconnected_and_the_next_call_answered(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    port = free_port()
+    write_everything_config(home, f'url = "http://127.0.0.1:{port}/mcp"\n')
+    call = {"name": "mcp__everything__echo", "arguments": {"message": "hi"}}
+    step = {"steps": [{"tool_calls": [call]}, {"text": "done"}]}
+    server = start_everything_http(port)
+    daemon = start_daemon(home, workspace)
+    try:
+        model_server.set_script(step)
+        first = run_cli(home, "run", "-w", str(workspace), "go")
+        stop_everything_http(server)
+        server = start_everything_http(port)
+        model_server.set_script(step)
+        second = run_cli(home, "run", "-w", str(workspace), "again")
+        status = json.loads(run_cli(home, "mcp", "-w", str(workspace), "--json").stdout)
+    finally:
+        assert daemon.stop() == 0
+        stop_everything_http(server)
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    results = [
+        m["content"] for r in model_server.requests for m in r["messages"] if m["role"] == "tool"
+    ]
+    assert results[-1] == "Echo: hi"
+    assert "Bad Request" not in "".join(results)
+    (everything,) = status["servers"]
+    assert (everything["state"], everything["restarts"]) == ("running", 1)

@@ -17,6 +17,7 @@ from tether.protocol.events import (
     ItemStarted,
     TodoEntry,
     TodosUpdated,
+    ToolProgress,
 )
 from tether.protocol.items import AgentMessage, ToolCall, UserMessage
 from tether.protocol.session import SessionInfo, SessionSnapshot, TurnSnapshot
@@ -147,6 +148,36 @@ def test_a_command_streams_and_ends_as_the_spec_says(tmp_path: Path) -> None:
     assert updates[0]["kind"] == "execute"
     assert updates[0]["rawInput"] == {"command": "make test"}
     assert updates[-1]["content"][0]["content"]["text"] == "```\nok\n```"
+
+
+def test_a_tools_progress_is_a_tool_call_update_with_the_latest_report(tmp_path: Path) -> None:
+    translator = Translator(tmp_path)
+    call = ToolCall(id="m1", call_id="c1", tool="mcp__everything__index", arguments="{}")
+
+    def progress(value: float, total: float | None, message: str) -> ItemDelta:
+        report = ToolProgress(progress=value, total=total, message=message)
+        return ItemDelta(turn_id="t", item_id="m1", delta="", progress=report)
+
+    done = ToolCall(
+        id="m1", call_id="c1", tool=call.tool, arguments="{}", status="completed", output="ok"
+    )
+    updates = checked(
+        [
+            *translator.event(ItemStarted(turn_id="t", item=call)),
+            *translator.event(progress(1, 4, "reading")),
+            *translator.event(progress(2, None, "")),
+            *translator.event(ItemCompleted(turn_id="t", item=done)),
+            *translator.event(progress(3, 4, "too late")),  # after its end: nothing
+        ]
+    )
+    assert [(u["sessionUpdate"], u.get("status")) for u in updates] == [
+        ("tool_call", "pending"),
+        ("tool_call_update", "in_progress"),
+        ("tool_call_update", "in_progress"),
+        ("tool_call_update", "completed"),
+    ]
+    texts = [u["content"][0]["content"]["text"] for u in updates[1:]]
+    assert texts == ["Progress: 1 of 4 (reading)", "Progress: 2", "ok"]
 
 
 @pytest.mark.parametrize("arguments", ["{not json", "[1]"])

@@ -193,7 +193,9 @@ def test_tool_names_keep_to_what_providers_accept() -> None:
     assert len(tool_name("gh", "x" * 100)) == 64
 
 
-async def _never(server: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+async def _never(
+    server: str, tool: str, arguments: dict[str, object], on_progress: object
+) -> dict[str, object]:
     raise AssertionError("not called")
 
 

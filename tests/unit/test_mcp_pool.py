@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.reference_mcp import Events
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
 from tether.daemon.mcp.errors import McpProtocolError, McpTimeout, McpUnavailable
 from tether.daemon.mcp.pool import McpPool
@@ -31,24 +32,6 @@ def tiny(log: Path | None = None, *extra: str, **settings: object) -> McpServerC
 
 def received(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()]
-
-
-class Events:
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-        self.changed = trio.Event()
-
-    def __call__(self, kind: str, message: str) -> None:
-        self.seen.append((kind, message))
-        self.changed.set()
-        self.changed = trio.Event()
-
-    async def wait_for(self, kind: str) -> str:
-        while True:
-            for seen_kind, message in self.seen:
-                if seen_kind == kind:
-                    return message
-            await self.changed.wait()
 
 
 @asynccontextmanager

@@ -137,6 +137,7 @@ def test_fixed_sets_are_enums() -> None:
         "store/write_failed",
         "mcp/crashed",
         "mcp/restarted",
+        "mcp/recovered",
         "mcp/failed",
     }
     assert _enum("Compaction", "step") == {"earlier_turns", "old_tool_results", "summary"}

@@ -35,6 +35,9 @@ def describe_server(server: McpServerInfo) -> list[str]:
             visible(t.name) + (" (read-only)" if t.read_only else "") for t in server.tools
         )
         lines.append(f"  tools: {names}")
+    lines += [
+        f"  left out: {visible(tool.name)}: {visible(tool.reason)}" for tool in server.left_out
+    ]
     return lines
 
 

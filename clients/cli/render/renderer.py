@@ -75,6 +75,7 @@ from tether.protocol.events import (
     ItemStarted,
     ItemUpdated,
     ModelRetry,
+    ToolProgress,
     TurnCompleted,
     TurnStarted,
 )
@@ -332,6 +333,8 @@ class Renderer:
         match event:
             case TurnStarted():
                 self._under.waiting_since = self._now
+            case ItemDelta(item_id=item_id, progress=ToolProgress() as report):
+                self._under.report_progress(item_id, report)
             case ItemDelta(item_id=item_id, delta=delta):
                 self._delta(item_id, delta)
             case ItemStarted(item=item) if item.parent_item_id and not isinstance(item, ToolCall):

@@ -11,7 +11,7 @@ import unicodedata
 
 import msgspec
 
-from tether.protocol.events import ApprovalRequest
+from tether.protocol.events import ApprovalRequest, ToolProgress
 from tether.protocol.images import describe_size
 from tether.protocol.items import ImageRef, ToolCall, TurnSummary
 
@@ -112,6 +112,16 @@ def outcome(item: ToolCall, elapsed: float | None = None) -> str:
     if seconds and seconds >= 0.05:
         parts.append(f"{seconds:.1f} s")
     return " · ".join(parts)
+
+
+def progress_text(report: ToolProgress) -> str:
+    """A running call's progress as its tool reported it (`3/10 indexing`, `7` without a
+    total), the message escaped and cut to 80 characters."""
+    done = f"{report.progress:g}"
+    if report.total is not None and report.total > 0:
+        done = f"{done}/{report.total:g}"
+    message = visible(report.message[:80])
+    return f"{done} {message}" if message else done
 
 
 def tool_line(item: ToolCall, elapsed: float | None = None) -> tuple[str, str, str]:

@@ -15,8 +15,10 @@ from tether.clients.cli.render.text import (
     describe_call,
     nested_prefix,
     output_tail,
+    progress_text,
     visible,
 )
+from tether.protocol.events import ToolProgress
 from tether.protocol.items import AnyItem, ToolCall
 
 if TYPE_CHECKING:
@@ -34,6 +36,11 @@ class Call:
         self.item = item
         self.started = started
         self.output = ""
+        self.progress: ToolProgress | None = None
+        """The last progress its tool reported."""
+
+    def progress_parts(self) -> list[str]:
+        return [progress_text(self.progress)] if self.progress is not None else []
 
 
 class UnderWay:
@@ -83,6 +90,11 @@ class UnderWay:
             return True
         return False
 
+    def report_progress(self, item_id: str, report: ToolProgress) -> None:
+        call = self.calls.get(item_id)
+        if call is not None:
+            call.progress = report
+
     def nesting(self, item: AnyItem) -> str:
         """The prefix of a line about `item`: empty for the turn's own items, the subagent's
         mark and description for one of a subagent's."""
@@ -112,6 +124,7 @@ class UnderWay:
             call = list(self.calls.values())[-1]
             what = f"{self.nesting(call.item).lstrip()}{describe_call(call.item)}"
             parts = [f"{frame} {what}", f"{max(0.0, now - call.started):.1f} s"]
+            parts += call.progress_parts()
             parts += output_tail(call.output, 1)
             if len(self.calls) > 1:
                 parts.append(f"{len(self.calls) - 1} more running")
@@ -143,6 +156,7 @@ class UnderWay:
             sub = call.item.subagent
             if sub is not None and sub.state == "queued":
                 elapsed = f" · queued{elapsed}"
+            elapsed += "".join(f" · {part}" for part in call.progress_parts())
             spans = [
                 (f"{nested}{frame} ", "cyan"),
                 (describe_call(call.item), ""),

@@ -268,8 +268,8 @@ export interface DaemonCapabilities {
  * connection (a language server crashed and is being restarted, …).
  */
 export interface DaemonEventParams {
-  /** `lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back), `store/write_failed` (the daemon could not save something to its database; it goes on, and the message says what was lost), `mcp/crashed` (an MCP server died or could not start; it is restarted after a backoff), `mcp/restarted` (it is back), `mcp/failed` (it kept failing; the next turn tries again). */
-  kind: "lsp/crashed" | "lsp/restarted" | "mcp/crashed" | "mcp/failed" | "mcp/restarted" | "store/write_failed";
+  /** `lsp/crashed` (a language server died; it is restarted), `lsp/restarted` (it is back), `store/write_failed` (the daemon could not save something to its database; it goes on, and the message says what was lost), `mcp/crashed` (an MCP server died, could not start, or its HTTP connection or session was lost; it is restarted or reconnected after a backoff), `mcp/restarted` (a stdio server is back), `mcp/recovered` (an HTTP server is reachable again, on a new session), `mcp/failed` (it kept failing; the next turn tries again). */
+  kind: "lsp/crashed" | "lsp/restarted" | "mcp/crashed" | "mcp/failed" | "mcp/recovered" | "mcp/restarted" | "store/write_failed";
   message: string;
 }
 
@@ -664,6 +664,12 @@ export interface ItemDelta {
   turnId: string;
   itemId: string;
   delta: string;
+  /**
+   * Set on a `tool_call`'s delta (its `delta` then empty) when the tool reported how far it has got; the latest one stands until the next, or until `item_completed`.
+   *
+   * Default: `null`.
+   */
+  progress?: ToolProgress | null;
 }
 
 /**
@@ -744,6 +750,12 @@ export interface McpServerInfo {
    * Default: `[]`.
    */
   tools?: Array<McpToolSummary>;
+  /**
+   * Tools it lists that the model is not offered, with why (empty unless running).
+   *
+   * Default: `[]`.
+   */
+  leftOut?: Array<McpToolLeftOut>;
   /** Default: `""`. */
   lastError?: string;
   /** Default: `null`. */
@@ -778,6 +790,13 @@ export interface McpStatusResult {
    * Default: `[]`.
    */
   problems?: Array<string>;
+}
+
+/** A tool a running MCP server lists that tether does not offer the model. */
+export interface McpToolLeftOut {
+  name: string;
+  /** Why, for a person: `it runs only as a task (execution.taskSupport "required"), which tether does not support`, or what is wrong with its `x-mcp-header` markings. */
+  reason: string;
 }
 
 /** One tool a running MCP server offers (the model sees it as `mcp__SERVER__NAME`). */
@@ -1693,6 +1712,23 @@ export interface ToolInfo {
   readOnly: boolean;
   /** The JSON Schema of the tool's arguments, as the model sees it. */
   inputSchema: unknown;
+}
+
+/**
+ * How far a running tool call has got, as the tool reports it (an MCP server's
+ * `notifications/progress`).
+ */
+export interface ToolProgress {
+  /** Grows with every report; a count of steps, bytes, … as the tool chose. */
+  progress: number;
+  /**
+   * What `progress` reaches at the end, when the tool knows it.
+   *
+   * Default: `null`.
+   */
+  total?: number | null;
+  /** Default: `""`. */
+  message?: string;
 }
 
 /** The tools, in the order the model is shown them. */

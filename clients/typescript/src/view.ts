@@ -5,6 +5,8 @@
 // - Items live in their turn, in the order they started. A delta appends to the item's text
 //   (agent messages, reasoning) or output (tool calls); `item_completed` replaces the item
 //   with its authoritative copy.
+// - A delta carrying `progress` (a running tool call's report) sets the call's `progress`
+//   in its turn, replacing the last one; `item_completed` drops it.
 // - A user message item takes its input out of the queued inputs.
 // - `item_updated` replaces an item that stays open (a task call's subagent left the queue).
 // - A subagent's items carry `parentItemId`, the id of the `task` call that started it: they
@@ -23,6 +25,7 @@ import type {
   SessionInfo,
   SessionSnapshot,
   TodoEntry,
+  ToolProgress,
   TurnError,
   TurnSnapshot,
   Usage,
@@ -50,6 +53,8 @@ export class TurnView {
   readonly items = new Map<string, AnyItem>();
   /** Items started and not yet completed. */
   readonly open = new Set<string>();
+  /** The last progress each running tool call reported, by item id. */
+  readonly progress = new Map<string, ToolProgress>();
 
   constructor(
     readonly id: string,
@@ -158,7 +163,9 @@ export class SessionView {
       case "item_delta": {
         const turn = this.#turnsById.get(e.turnId);
         const item = turn?.items.get(e.itemId);
-        if (turn !== undefined && item !== undefined) turn.items.set(item.id, withDelta(item, e.delta));
+        if (turn === undefined || item === undefined) return true;
+        if (e.progress !== undefined && e.progress !== null) turn.progress.set(item.id, e.progress);
+        if (e.delta) turn.items.set(item.id, withDelta(item, e.delta));
         return true;
       }
       case "item_started":
@@ -170,8 +177,10 @@ export class SessionView {
         const turn = this.#turnsById.get(e.turnId);
         if (turn !== undefined) {
           turn.items.set(item.id, item);
-          if (e.type === "item_completed") turn.open.delete(item.id);
-          else turn.open.add(item.id);
+          if (e.type === "item_completed") {
+            turn.open.delete(item.id);
+            turn.progress.delete(item.id);
+          } else turn.open.add(item.id);
         }
         return true;
       }
@@ -186,6 +195,7 @@ export class SessionView {
           turn.usage = e.usage ?? {};
           turn.error = e.error ?? null;
           turn.open.clear();
+          turn.progress.clear();
         }
         return true;
       }

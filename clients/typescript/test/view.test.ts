@@ -39,3 +39,17 @@ test("info follows an approval answered and the turn ending after the attach", (
   assert.equal(view.info.title, "Wombats");
   assert.deepEqual(view.snapshot().session, view.info, "the snapshot's session is the live info");
 });
+
+test("a running tool call's latest progress is kept by its turn until the call completes", () => {
+  const view = attachedWhileAwaitingApproval();
+  const call = { type: "tool_call", id: "i_2", callId: "c_2", tool: "mcp__everything__index", arguments: "{}" };
+  apply(view, 5, { type: "item_started", turnId: "t_1", item: call });
+  const started = view.turn("t_1")!.items.get("i_2");
+  apply(view, 6, { type: "item_delta", turnId: "t_1", itemId: "i_2", delta: "", progress: { progress: 1, total: 4 } });
+  apply(view, 7, { type: "item_delta", turnId: "t_1", itemId: "i_2", delta: "", progress: { progress: 3, total: 4, message: "indexing" } });
+  const turn = view.turn("t_1")!;
+  assert.deepEqual(turn.progress.get("i_2"), { progress: 3, total: 4, message: "indexing" });
+  assert.equal(turn.items.get("i_2"), started, "a report without text leaves the item as it was");
+  apply(view, 8, { type: "item_completed", turnId: "t_1", item: { ...call, status: "completed", output: "done" } });
+  assert.equal(turn.progress.has("i_2"), false);
+});

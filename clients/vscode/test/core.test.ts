@@ -90,6 +90,7 @@ describe("webview html", () => {
               exitCode: null,
               hasDiff: true,
               durationSeconds: 0,
+              progress: HOSTILE,
             },
           ],
         },
@@ -303,6 +304,24 @@ describe("picker and status", () => {
     view.apply({ sessionId: "s", epoch: "e", seq: 5, event: { type: "turn_started", turnId: "u", startedAt: 2 } });
     view.apply({ sessionId: "s", epoch: "e", seq: 6, event: { type: "turn_completed", turnId: "u", status: "failed", endedAt: 3 } });
     assert.equal(deriveViewState(view, "connected").session?.state, "failed");
+  });
+
+  test("a running tool call shows its latest progress, and none once it ended", () => {
+    const view = new SessionView({
+      session: { id: "s", title: "", createdAt: 0, updatedAt: 0 },
+      epoch: "e",
+      seq: 1,
+      turns: [{ id: "t", status: "running", startedAt: 0 }],
+    });
+    const call = { type: "tool_call" as const, id: "m", callId: "c", tool: "mcp__everything__index", arguments: "{}" };
+    view.apply({ sessionId: "s", epoch: "e", seq: 2, event: { type: "item_started", turnId: "t", item: call } });
+    view.apply({ sessionId: "s", epoch: "e", seq: 3, event: { type: "item_delta", turnId: "t", itemId: "m", delta: "", progress: { progress: 3, total: 10, message: "indexing" } } });
+    const running = deriveViewState(view, "connected");
+    const [tool] = running.turns[0]!.items;
+    assert.equal(tool?.kind === "tool" ? tool.progress : null, "3/10 indexing");
+    assert.match(renderSession(running), /data-testid="tool-progress">3\/10 indexing</);
+    view.apply({ sessionId: "s", epoch: "e", seq: 4, event: { type: "item_completed", turnId: "t", item: { ...call, status: "completed", output: "ok" } } });
+    assert.doesNotMatch(renderSession(deriveViewState(view, "connected")), /tool-progress/);
   });
 
   test("a tool call's title is its command or path", () => {

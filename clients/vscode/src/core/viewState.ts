@@ -8,7 +8,7 @@
 // - A command that exited non-zero is a completed call the person sees as failed (`failed`).
 // - `canUndo`: no turn runs and some ended turn changed files.
 
-import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, TurnView } from "tether-client";
+import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, ToolProgress, TurnView } from "tether-client";
 
 export type Connection = "connecting" | "connected" | "reconnecting" | "closed";
 
@@ -48,6 +48,8 @@ export type ItemState =
       exitCode: number | null;
       hasDiff: boolean;
       durationSeconds: number;
+      /** How far the running call has got, as its tool last reported ("3/10 indexing"). */
+      progress: string;
     }
   | { kind: "notice"; id: string; level: string; message: string }
   | {
@@ -143,14 +145,14 @@ export function describeImage(image: ImageRef): string {
 function turnState(turn: TurnView, gated: Set<string>): TurnState {
   const items: ItemState[] = [];
   for (const item of turn.items.values()) {
-    const shown = itemState(item, turn.status === "running" && turn.open.has(item.id), gated);
+    const shown = itemState(item, turn.status === "running" && turn.open.has(item.id), gated, turn.progress.get(item.id));
     if (shown !== null) items.push(shown);
   }
   const error = turn.error ? turn.error.message || turn.error.code : null;
   return { id: turn.id, status: turn.status, items, error };
 }
 
-function itemState(item: AnyItem, open: boolean, gated: Set<string>): ItemState | null {
+function itemState(item: AnyItem, open: boolean, gated: Set<string>, progress?: ToolProgress): ItemState | null {
   switch (item.type) {
     case "user_message":
       return { kind: "user", id: item.id, text: item.text, images: (item.images ?? []).map(describeImage) };
@@ -161,7 +163,7 @@ function itemState(item: AnyItem, open: boolean, gated: Set<string>): ItemState 
       if (item.superseded) return null;
       return { kind: "reasoning", id: item.id, text: item.text ?? "", streaming: open };
     case "tool_call":
-      return toolState(item, gated.has(item.id));
+      return toolState(item, gated.has(item.id), progress);
     case "notice":
       return { kind: "notice", id: item.id, level: item.level ?? "info", message: item.message };
     case "turn_summary":
@@ -179,7 +181,13 @@ function itemState(item: AnyItem, open: boolean, gated: Set<string>): ItemState 
   }
 }
 
-function toolState(item: ToolCall, awaiting: boolean): ItemState {
+/** A tool's progress report on one line: `3/10 indexing`, `7` without a total. */
+export function progressText(report: ToolProgress): string {
+  const done = report.total ? `${report.progress}/${report.total}` : `${report.progress}`;
+  return report.message ? `${done} ${report.message.slice(0, 80)}` : done;
+}
+
+function toolState(item: ToolCall, awaiting: boolean, progress?: ToolProgress): ItemState {
   const exitCode = item.exitCode ?? null;
   let status: "running" | "awaiting_approval" | "completed" | "failed" | "cancelled" = item.status ?? "running";
   if (status === "running" && awaiting) status = "awaiting_approval";
@@ -195,6 +203,7 @@ function toolState(item: ToolCall, awaiting: boolean): ItemState {
     exitCode,
     hasDiff: (item.diff ?? "") !== "",
     durationSeconds: item.durationSeconds ?? 0,
+    progress: status === "running" && progress !== undefined ? progressText(progress) : "",
   };
 }
 

@@ -3,7 +3,7 @@
 // Markdown renderer, which escapes too); ids go into attributes escaped as well.
 //
 // Stable `data-testid`s (the README lists them): session-title, session-state, messages,
-// message (with data-kind), tool-call, tool-output, open-diff, approval (with data-approval-id),
+// message (with data-kind), tool-call, tool-progress, tool-output, open-diff, approval (with data-approval-id),
 // approval-allow, approval-always, approval-deny, todos, context-meter, error.
 
 import { escapeHtml as esc, renderMarkdown } from "../core/markdown.js";
@@ -85,12 +85,13 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
     case "tool": {
       const open = expanded.has(item.id) || item.status === "awaiting_approval";
       const exit = item.exitCode !== null && item.exitCode !== 0 ? ` <span class="exit">exit ${item.exitCode}</span>` : "";
+      const progress = item.progress ? ` <span class="progress" data-testid="tool-progress">${esc(item.progress)}</span>` : "";
       const diff = item.hasDiff
         ? ` <button class="link" data-testid="open-diff" data-action="openDiff" data-item-id="${id}">Open diff</button>`
         : "";
       return (
         `<details class="tool ${esc(item.status)}" data-testid="tool-call" data-item-id="${id}" data-status="${esc(item.status)}"${open ? " open" : ""}>` +
-        `<summary><span class="icon">${STATUS_ICON[item.status] ?? ""}</span> <code>${esc(item.title)}</code>${exit}${diff}</summary>` +
+        `<summary><span class="icon">${STATUS_ICON[item.status] ?? ""}</span> <code>${esc(item.title)}</code>${exit}${progress}${diff}</summary>` +
         `<pre data-testid="tool-output">${esc(item.output)}</pre></details>`
       );
     }
