@@ -23,7 +23,7 @@ from pathlib import Path
 
 import trio
 
-from tether.daemon.mcp.client import McpTool
+from tether.daemon.mcp.client import McpTool, OnProgress
 from tether.daemon.mcp.config import NAME, McpServerConfig, ServerDefinition, bad_names
 from tether.daemon.mcp.errors import McpUnavailable
 from tether.daemon.mcp.pool import McpPool
@@ -99,17 +99,20 @@ class SessionServers:
 
     def caller(
         self, session_id: str
-    ) -> Callable[[str, str, dict[str, object]], Awaitable[dict[str, object]]]:
-        """Calls (server, tool, arguments) of the session's servers as they are at the call
-        (`McpPool.call`); McpUnavailable once they were dropped."""
+    ) -> Callable[[str, str, dict[str, object], OnProgress], Awaitable[dict[str, object]]]:
+        """Calls (server, tool, arguments, where its progress reports go) of the session's
+        servers as they are at the call (`McpPool.call`); McpUnavailable once they were
+        dropped."""
 
-        async def call(name: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+        async def call(
+            name: str, tool: str, arguments: dict[str, object], on_progress: OnProgress
+        ) -> dict[str, object]:
             entry = self._pools.get(session_id)
             if entry is None:
                 raise McpUnavailable(
                     f"the MCP server {name} given to this session was stopped (its client left)"
                 )
-            return await entry.pool.call(name, tool, arguments)
+            return await entry.pool.call(name, tool, arguments, on_progress=on_progress)
 
         return call
 

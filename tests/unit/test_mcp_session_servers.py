@@ -16,6 +16,7 @@ from tether.daemon.mcp.errors import McpUnavailable
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.mcp.session_servers import SessionServers, definitions_of
 from tether.protocol.errors import ErrorCode, RpcError
+from tether.protocol.events import ToolProgress
 from tether.protocol.methods import SessionMcpServer
 
 
@@ -58,7 +59,8 @@ async def test_a_sessions_servers_serve_it_alone_until_their_owner_lets_go(tmp_p
             ]
             assert await servers.ensure_started("s2", taken=set()) == ([], [])
             call = servers.caller("s1")
-            result = await call("mine", "echo", {"text": "hi"})
+            reports: list[ToolProgress] = []
+            result = await call("mine", "echo", {"text": "hi"}, reports.append)
             assert result["content"] == [{"type": "text", "text": "echo: hi"}]
             (first, _) = pids(servers, "s1")
 
@@ -77,7 +79,7 @@ async def test_a_sessions_servers_serve_it_alone_until_their_owner_lets_go(tmp_p
             await entry.stopped.wait()
             assert not alive(first)
             with pytest.raises(McpUnavailable, match="given to this session was stopped"):
-                await call("mine", "echo", {"text": "late"})
+                await call("mine", "echo", {"text": "late"}, reports.append)
 
 
 async def test_an_empty_list_drops_them_and_bad_definitions_are_invalid_params(
