@@ -78,9 +78,11 @@ async def check(
         search_path=os.pathsep.join(map(str, path)),
         trusted=Trust(trusted),
     )
-    with trio.fail_after(60):
+    # A cold tsserver on a loaded machine can take many seconds to its first analysis; the
+    # wait ends as soon as the errors come, so a long bound costs nothing when it is quick.
+    with trio.fail_after(120):
         async with serving(pool) as serving_pool:
-            found = await serving_pool.diagnostics_after_edit([app], wait=20)
+            found = await serving_pool.diagnostics_after_edit([app], wait=60)
             (status,) = serving_pool.status()
             (entry,) = serving_pool._entries.values()  # pyright: ignore[reportPrivateUsage]
             client = entry.client
