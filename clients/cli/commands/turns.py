@@ -9,6 +9,7 @@ those load, and the turn's events, from its first, are replayed to the client on
 import argparse
 import sys
 
+from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -95,22 +96,40 @@ class RunRequest:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Start the turn and follow it. Ctrl-C from the first instant means cancel: before the
+    session is asked for it just ends the command; from then on it is held (`HeldCtrlC`) and
+    acted on once it can be (the new session deleted, or the started turn cancelled)."""
     request = RunRequest.from_args(args)
+    ctrl_c = HeldCtrlC()
+    try:
+        return _run(args, request, ctrl_c)
+    finally:
+        ctrl_c.release()
+
+
+def _run(args: argparse.Namespace, request: RunRequest, ctrl_c: HeldCtrlC) -> int:
     prelude = None
     if not (args.session or args.continue_latest):
         prelude = Prelude.open(workspace(args), client_name=CLIENT_NAME)
     if prelude is not None:
         try:
+            ctrl_c.hold()
             created, _ = prelude.call("session/create", {})
             session_id = _session_id(created)
+            if ctrl_c.pressed:
+                prelude.call("session/delete", {"sessionId": session_id})
+                prelude.close()
+                return EXIT_INTERRUPTED
             _, frame = prelude.call("turn/start", request.turn_start(session_id))
         except BaseException:
             prelude.close()
             raise
         with prelude.handover() as client:
-            return _follow_run(args, client, session_id, frame)
+            return _follow_run(args, client, session_id, frame, ctrl_c)
     with connect(args) as client:
-        return _follow_run(args, client, _session_of(args, client), None, request)
+        ctrl_c.hold()
+        session_id, created = _session_of(args, client)
+        return _follow_run(args, client, session_id, None, ctrl_c, request, created=created)
 
 
 def _session_id(created: JsonObject) -> str:
@@ -122,12 +141,13 @@ def _session_id(created: JsonObject) -> str:
     return session_id
 
 
-def _session_of(args: argparse.Namespace, client: "Client") -> str:
+def _session_of(args: argparse.Namespace, client: "Client") -> tuple[str, bool]:
+    """The session to run in, and whether it was created for this run."""
     from tether.protocol.methods import SESSION_CREATE, SessionCreateParams
 
     if args.session or args.continue_latest:
-        return resolve_session(client, args.session).id
-    return client.call(SESSION_CREATE, SessionCreateParams()).session.id
+        return resolve_session(client, args.session).id, False
+    return client.call(SESSION_CREATE, SessionCreateParams()).session.id, True
 
 
 def _follow_run(
@@ -135,13 +155,26 @@ def _follow_run(
     client: "Client",
     session_id: str,
     started_frame: bytes | None,
+    ctrl_c: HeldCtrlC,
     request: RunRequest | None = None,
+    *,
+    created: bool = False,
 ) -> int:
     """Follow the turn of `tether run`: one a prelude started (`started_frame`, its answer),
-    or the one started here from `request` once attached."""
+    or the one started here from `request` once attached, unless Ctrl-C came first (then
+    the session, if `created` for this run, is deleted)."""
     from tether.clients.cli.follow import Follower
     from tether.clients.cli.render import Renderer
-    from tether.protocol.methods import TURN_START, Attachment, ImageInput, TurnStartParams
+    from tether.protocol.methods import (
+        SESSION_DELETE,
+        TURN_CANCEL,
+        TURN_START,
+        Attachment,
+        ImageInput,
+        SessionRef,
+        TurnCancelParams,
+        TurnStartParams,
+    )
     from tether.protocol.session import Cursor
 
     renderer = Renderer(json_mode=args.json)
@@ -162,6 +195,10 @@ def _follow_run(
         assert request is not None
         if not args.detach:
             follower.attach()
+        if ctrl_c.pressed:
+            if created:
+                client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+            return EXIT_INTERRUPTED
         started = client.call(
             TURN_START,
             TurnStartParams(
@@ -186,9 +223,14 @@ def _follow_run(
             file=sys.stderr,
         )
     if args.detach:
+        if ctrl_c.release():
+            client.call(
+                TURN_CANCEL, TurnCancelParams(session_id=session_id, turn_id=started.turn_id)
+            )
+            return EXIT_INTERRUPTED
         print(session_id)
         return EXIT_OK
-    status = follower.follow(started.turn_id)
+    status = follower.follow(started.turn_id, held=ctrl_c)
     if not args.json and status != "completed":
         _say_go_on(f"turn {status} (session {session_id}){_why(status)}", session_id)
     return STATUS_EXIT[status]
