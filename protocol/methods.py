@@ -20,6 +20,7 @@ from tether.protocol.events import (
     Decision,
     DecisionScope,
     PermissionMode,
+    TurnEnvironment,
 )
 from tether.protocol.session import Cursor, Role, SessionInfo, SessionSnapshot
 
@@ -194,6 +195,8 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     workspace_trusted: bool = False
     """The user trusts the workspace (`workspace/trust`): its language servers may run its own
     TypeScript and Python environment. Untrusted, they run restricted."""
+    last_turn_environment: TurnEnvironment | None = None
+    """The environment of the turn started last since the daemon started (None: none)."""
 
 
 class WorkspaceTrustParams(Wire, frozen=True, kw_only=True):
@@ -375,6 +378,12 @@ class TurnStartParams(Wire, frozen=True, kw_only=True):
     """Images to send with the message (a mentioned image file is sent as one too). A model
     that takes no images gets none: the request fails with `IMAGES_UNSUPPORTED` before any
     model call; an image that is not one, or too large, fails with `INVALID_PARAMS`."""
+    env: dict[str, str] | None = None
+    """The client's environment (its shell's variables): a turn this starts runs its commands
+    and hooks in it, instead of in the environment of whichever shell started the daemon.
+    Variables whose names look secret are dropped on receipt (the client should not send
+    them). None: the daemon's own environment. A message queued for a running turn joins it
+    in that turn's environment."""
 
 
 class TurnStartResult(Wire, frozen=True, kw_only=True):

@@ -1,34 +1,21 @@
 """The environment a command gets.
 
 Rules:
-- A command gets the daemon's environment (or a given one) without the variables whose names
-  look secret (`SECRET_PATTERNS`, matched upper-cased), plus `COMMAND_ENV`: no colours, no
+- A command gets the daemon's environment (or a given one: the environment of the client that
+  started the turn) without the variables whose names look secret (`SECRET_PATTERNS`, matched
+  upper-cased; see `tether.protocol.environment`), plus `COMMAND_ENV`: no colours, no
   pager, no prompt or editor waiting for a person.
 - The filter is the same for every process the daemon starts for the user (commands, language
   servers): `command_env` is the one place it is decided.
 """
 
-import fnmatch
-import functools
 import os
 from collections.abc import Mapping
 
-SECRET_PATTERNS = (
-    "*TOKEN*",
-    "*SECRET*",
-    "*PASSWORD*",
-    "*PASSWD*",
-    "*CREDENTIAL*",
-    "*APIKEY*",
-    "*API_KEY*",
-    "*PRIVATE_KEY*",
-    "*_KEY",
-    "*_KEY_ID",
-    "*COOKIE*",
-    "*_PAT",
-    "*AUTH_HEADER*",
-)
-"""Environment variable names (matched upper-cased) that commands do not get."""
+from tether.protocol.environment import SECRET_PATTERNS, is_secret_name, without_secrets
+from tether.protocol.events import TurnEnvironment
+
+__all__ = ["COMMAND_ENV", "SECRET_PATTERNS", "command_env", "is_secret_name", "turn_environment"]
 
 COMMAND_ENV = {
     "NO_COLOR": "1",
@@ -40,17 +27,21 @@ COMMAND_ENV = {
 """Set for every command: no colours, no pager, no prompt or editor waiting for a person."""
 
 
-@functools.lru_cache(maxsize=4096)
-def is_secret_name(name: str) -> bool:
-    # Cached: every command filters the whole environment, a few hundred fnmatch calls.
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_PATTERNS)
+def turn_environment(env: Mapping[str, str] | None) -> TurnEnvironment:
+    """The brief of the environment a turn's commands start from: `env`, the one its client
+    sent, or (None) the daemon's."""
+    source = os.environ if env is None else env
+    return TurnEnvironment(
+        source="daemon" if env is None else "client",
+        path=source.get("PATH", ""),
+        virtual_env=source.get("VIRTUAL_ENV", ""),
+        conda_prefix=source.get("CONDA_PREFIX", ""),
+    )
 
 
 def command_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a command gets: `base` (default: the daemon's) without secret-looking
     variables, plus `COMMAND_ENV`."""
-    source = os.environ if base is None else base
-    env = {name: value for name, value in source.items() if not is_secret_name(name)}
+    env = without_secrets(os.environ if base is None else base)
     env.update(COMMAND_ENV)
     return env

@@ -28,6 +28,7 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.skills import list_skills
 from tether.daemon.workspace_trust import WorkspaceTrust
+from tether.protocol.environment import without_secrets
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -282,6 +283,7 @@ class Handlers:
             if sandbox is not None
             else "",
             workspace_trusted=d.trust.trusted,
+            last_turn_environment=self.sessions.last_turn_environment,
         )
 
     async def daemon_shutdown(self, conn: Connection, params: Empty) -> Empty:
@@ -371,6 +373,8 @@ class Handlers:
                 model=p.model,
                 turn_input=turn_input,
                 client_env=conn.provider_env,
+                # Dropped here, before the environment is kept anywhere or logged.
+                shell_env=None if p.env is None else without_secrets(p.env),
             ),
         )
 

@@ -29,6 +29,7 @@ from tether.clients.discovery import (
 from tether.clients.places import discovery_path
 from tether.clients.rpc import Client
 from tether.protocol.discovery import DiscoveryInfo
+from tether.protocol.events import TurnEnvironment
 from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
 
 LOG_OPTIONS = {"follow": "-f", "level": "--level", "session": "--session", "lines": "-n"}
@@ -169,6 +170,22 @@ def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
     return EXIT_OK
 
 
+def environment_line(environment: TurnEnvironment) -> str:
+    """Which environment a turn's commands ran in, in words."""
+    whose = "its client's" if environment.source == "client" else "the daemon's"
+    found = [
+        f"{name}={visible(value)}"
+        for name, value in (
+            ("VIRTUAL_ENV", environment.virtual_env),
+            ("CONDA_PREFIX", environment.conda_prefix),
+        )
+        if value
+    ]
+    first = environment.path.split(":", 1)[0]
+    found.append(f"PATH starts {visible(first)}" if first else "no PATH")
+    return f"ran its commands in {whose} environment ({', '.join(found)})"
+
+
 def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
     """`tether daemon status` in words."""
 
@@ -196,6 +213,8 @@ def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
     for chosen in status.session_models:
         running = ", running" if chosen.running else ""
         lines.append(f"  session {chosen.session_id} calls {visible(chosen.model)}{running}")
+    if status.last_turn_environment is not None:
+        lines.append(f"  last turn {environment_line(status.last_turn_environment)}")
     if status.sandbox != "off":
         network = "network allowed" if status.sandbox_network else "no network"
         lines.append(f"  sandbox   {status.sandbox}, {network}")

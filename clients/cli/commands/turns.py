@@ -7,6 +7,7 @@ those load, and the turn's events, from its first, are replayed to the client on
 """
 
 import argparse
+import os
 import sys
 
 from tether.clients.cli.ctrl_c import HeldCtrlC
@@ -21,10 +22,13 @@ from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.piped import read_piped, stdin_may_hold_text
 from tether.clients.cli.targets import connect, resolve_session, workspace
 from tether.clients.prelude import JsonObject, Prelude, as_object
+from tether.protocol.environment import without_secrets
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from tether.clients.cli.images import ImageFile
     from tether.clients.rpc import Client
     from tether.protocol.events import PermissionMode, TurnStatus
@@ -43,6 +47,7 @@ class RunRequest:
         permission_mode: "PermissionMode | None" = None,
         model: str | None = None,
         images: "list[ImageFile] | None" = None,
+        env: "Mapping[str, str] | None" = None,
     ) -> None:
         self.prompt = prompt
         self.attachments = attachments or []
@@ -52,6 +57,9 @@ class RunRequest:
         self.mentions = parse_cli_mentions(prompt)
         self.permission_mode: PermissionMode | None = permission_mode
         self.model = model
+        self.env = without_secrets(os.environ if env is None else env)
+        """The environment the turn's commands run in: this shell's (default), without the
+        variables whose names look secret."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunRequest":
@@ -92,6 +100,7 @@ class RunRequest:
             params["permissionMode"] = self.permission_mode
         if self.model is not None:
             params["model"] = self.model
+        params["env"] = dict(self.env)
         return params
 
 
@@ -212,6 +221,7 @@ def _follow_run(
                     ImageInput(name=i.name, mime_type=i.mime_type, data=i.data)
                     for i in request.images
                 ],
+                env=request.env,
             ),
         )
     if not args.json:
