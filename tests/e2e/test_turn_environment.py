@@ -108,3 +108,25 @@ def test_secrets_a_client_sends_are_dropped_and_a_client_that_sends_none_gets_th
     assert [s.environment.source for s in started if s.environment] == ["client", "daemon"]
     assert "s3kr1t-value" not in home.log_path(workspace).read_text()
     assert not [item for item in completed_items(events) if "s3kr1t" in str(item)]
+
+
+def test_the_turns_hooks_run_in_the_environment_its_client_sent(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    seen = tmp_path / "hook-saw"
+    config = home.root / "config" / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'[[hooks]]\nevent = "turn_end"\ncommand = "echo \\"[$HOOK_MARK]\\" > {seen}"\n'
+    )
+    model_server.set_script({"steps": [{"text": "ok"}]})
+    try:
+        with daemon.client() as client:
+            session_id = create_session(client)
+            attach(client, session_id)
+            env = {"PATH": "/usr/bin:/bin", "HOOK_MARK": "from-the-client"}
+            client.call(TURN_START, TurnStartParams(session_id=session_id, text="hi", env=env))
+            collect_until_turn_end(client, session_id)
+    finally:
+        config.unlink()
+    assert seen.read_text() == "[from-the-client]\n"
