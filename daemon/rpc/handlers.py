@@ -13,6 +13,7 @@ from tether.daemon.config import paths
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import ConfigError
 from tether.daemon.config.vision import takes_images
+from tether.daemon.context.input_size import input_refusal
 from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
@@ -353,6 +354,20 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
         session = await self._controller_session(conn, p.session_id)
+        if p.max_input_tokens is not None and p.max_input_tokens < 1:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "invalid params for turn/start: `maxInputTokens` must be 1 or more",
+            )
+        provider = (await self.sessions.models.report(conn.provider_env)).config.provider
+        refusal = input_refusal(
+            p.text,
+            window=provider.context_window,
+            max_output=provider.max_output_tokens,
+            allowed=p.max_input_tokens,
+        )
+        if refusal is not None:
+            raise RpcError(ErrorCode.INVALID_PARAMS, refusal)
         turn_input = await self.sessions.turn_input(
             editor=p.editor,
             mentions=p.mentions,

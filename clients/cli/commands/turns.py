@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from tether.clients.call_error import CallError
 from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
@@ -48,8 +49,11 @@ class RunRequest:
         model: str | None = None,
         images: "list[ImageFile] | None" = None,
         env: "Mapping[str, str] | None" = None,
+        max_input: int | None = None,
     ) -> None:
         self.prompt = prompt
+        self.max_input = max_input
+        """The tokens the prompt may take (`--max-input`; None: the daemon's default)."""
         self.attachments = attachments or []
         """(name, text) of each attached text."""
         self.images = images or []
@@ -85,7 +89,14 @@ class RunRequest:
                 "give the prompt as arguments (tether run 'what does main.py do?') or on stdin",
                 EXIT_USAGE,
             )
-        return cls(prompt, attachments, args.permission_mode, args.model, images)
+        return cls(
+            prompt,
+            attachments,
+            args.permission_mode,
+            args.model,
+            images,
+            max_input=args.max_input,
+        )
 
     def turn_start(self, session_id: str) -> JsonObject:
         """`turn/start`'s params on the wire (as `TurnStartParams` encodes them)."""
@@ -100,6 +111,8 @@ class RunRequest:
             params["permissionMode"] = self.permission_mode
         if self.model is not None:
             params["model"] = self.model
+        if self.max_input is not None:
+            params["maxInputTokens"] = self.max_input
         params["env"] = dict(self.env)
         return params
 
@@ -129,7 +142,13 @@ def _run(args: argparse.Namespace, request: RunRequest, ctrl_c: HeldCtrlC) -> in
                 prelude.call("session/delete", {"sessionId": session_id})
                 prelude.close()
                 return EXIT_INTERRUPTED
-            _, frame = prelude.call("turn/start", request.turn_start(session_id))
+            try:
+                _, frame = prelude.call("turn/start", request.turn_start(session_id))
+            except CallError:
+                # Refused (a prompt too large, an image the model cannot take): the session
+                # made for it would stay empty.
+                prelude.call("session/delete", {"sessionId": session_id})
+                raise
         except BaseException:
             prelude.close()
             raise
@@ -178,11 +197,8 @@ def _follow_run(
         SESSION_DELETE,
         TURN_CANCEL,
         TURN_START,
-        Attachment,
-        ImageInput,
         SessionRef,
         TurnCancelParams,
-        TurnStartParams,
     )
     from tether.protocol.session import Cursor
 
@@ -208,22 +224,12 @@ def _follow_run(
             if created:
                 client.call(SESSION_DELETE, SessionRef(session_id=session_id))
             return EXIT_INTERRUPTED
-        started = client.call(
-            TURN_START,
-            TurnStartParams(
-                session_id=session_id,
-                text=request.prompt,
-                permission_mode=request.permission_mode,
-                model=request.model,
-                mentions=request.mentions,
-                attachments=[Attachment(name=n, text=t) for n, t in request.attachments],
-                images=[
-                    ImageInput(name=i.name, mime_type=i.mime_type, data=i.data)
-                    for i in request.images
-                ],
-                env=request.env,
-            ),
-        )
+        try:
+            started = _start_turn(client, session_id, request)
+        except CallError:
+            if created:  # refused: the session made for it would stay empty
+                client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+            raise
     if not args.json:
         for problem in started.problems:
             print(f"tether: {problem}", file=sys.stderr)
@@ -244,6 +250,27 @@ def _follow_run(
     if not args.json and status != "completed":
         _say_go_on(f"turn {status} (session {session_id}){_why(status)}", session_id)
     return STATUS_EXIT[status]
+
+
+def _start_turn(client: "Client", session_id: str, request: RunRequest) -> "TurnStartResult":
+    from tether.protocol.methods import TURN_START, Attachment, ImageInput, TurnStartParams
+
+    return client.call(
+        TURN_START,
+        TurnStartParams(
+            session_id=session_id,
+            text=request.prompt,
+            permission_mode=request.permission_mode,
+            model=request.model,
+            mentions=request.mentions,
+            attachments=[Attachment(name=n, text=t) for n, t in request.attachments],
+            images=[
+                ImageInput(name=i.name, mime_type=i.mime_type, data=i.data) for i in request.images
+            ],
+            env=request.env,
+            max_input_tokens=request.max_input,
+        ),
+    )
 
 
 _WHY: "dict[TurnStatus, str]" = {

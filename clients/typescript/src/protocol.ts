@@ -1798,6 +1798,12 @@ export interface TurnStartParams {
    */
   images?: Array<ImageInput>;
   /**
+   * The tokens the message (`text`) may take, as estimated from its length; a longer one is refused with `INVALID_PARAMS`, saying its size, before anything is sent. None: half of what the model's context window leaves for the prompt. Never more than that whole.
+   *
+   * Default: `null`.
+   */
+  maxInputTokens?: number | null;
+  /**
    * The client's environment (its shell's variables): a turn this starts runs its commands and hooks in it, instead of in the environment of whichever shell started the daemon. Variables whose names look secret are dropped on receipt (the client should not send them). None: the daemon's own environment. A message queued for a running turn joins it in that turn's environment.
    *
    * Default: `null`.
@@ -1824,7 +1830,7 @@ export interface TurnStartResult {
    */
   inputId?: string;
   /**
-   * Mentions (or the open file) that could not be attached, one line each saying why; the message was sent without them.
+   * Mentions (or the open file) that could not be attached, one line each saying why (the message was sent without them), and mentioned files or attached texts that were cut to fit, one line each saying how much was left out.
    *
    * Default: `[]`.
    */
