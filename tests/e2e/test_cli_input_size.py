@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import DaemonProcess, Home, run_cli
+from tether.clients.cli.piped import PIPED_HEAD, PIPED_TAIL
 from tether.protocol.methods import SESSION_LIST
 from tether.testing import ModelServer
 
@@ -35,6 +36,21 @@ def test_a_prompt_too_large_for_the_model_is_refused_with_its_size_and_nothing_i
     assert "`--max-input TOKENS`" in done.stderr
     assert model_server.requests == []
     assert sessions(daemon) == before  # no empty session left behind
+
+
+def test_eight_megabytes_piped_in_as_the_prompt_are_refused_and_nothing_is_sent(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    big = LOG * 10
+    done = run_cli(home, "run", "-w", str(workspace), stdin=big)
+    assert done.returncode == 1, done.stderr
+    skipped = len(big) - PIPED_HEAD - PIPED_TAIL
+    assert done.stderr.startswith(
+        f"tether: stdin: {len(big):,} bytes, of which the middle {skipped:,} are left out of"
+        " what is sent\ntether: the message is about "
+    )
+    assert "nothing was sent" in done.stderr
+    assert model_server.requests == []
 
 
 def test_max_input_lets_a_larger_prompt_through(

@@ -77,7 +77,9 @@ class RunRequest:
             images = read_images(args.image)
         stdin = sys.stdin
         piped = read_piped(
-            stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
+            stdin.buffer if stdin is not None else None,
+            may_hold_text=stdin_may_hold_text(),
+            on_cut=_say_stdin_cut,
         )
         attachments: list[tuple[str, str]] = []
         if not prompt:
@@ -115,6 +117,14 @@ class RunRequest:
             params["maxInputTokens"] = self.max_input
         params["env"] = dict(self.env)
         return params
+
+
+def _say_stdin_cut(total: int, skipped: int) -> None:
+    print(
+        f"tether: stdin: {total:,} bytes, of which the middle {skipped:,} are left out of what"
+        " is sent",
+        file=sys.stderr,
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
