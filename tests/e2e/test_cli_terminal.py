@@ -13,6 +13,7 @@ from tests.support import (
     DaemonProcess,
     Home,
     attach,
+    cli,
     command_step,
     create_session,
     read_snapshot,
@@ -264,3 +265,19 @@ def test_ctrl_c_as_run_creates_its_session_leaves_no_session(
         paused.release()
         assert cli.wait() == 130
     assert session_ids(daemon) == before
+
+
+def test_ctrl_c_while_run_starts_the_daemon_leaves_no_empty_session(
+    home: Home, workspace: Path, tmp_path: Path
+) -> None:
+    assert home.read_discovery(workspace) is None  # `tether run` starts the daemon
+    paused = PausedRun(home, workspace, tmp_path / "release", "session/create")
+    try:
+        with paused as terminal:
+            terminal.send("\x03")
+            paused.release()
+            assert terminal.wait() == 130
+        listed = cli(home, "sessions", "--json", "-w", str(workspace))
+        assert (listed.returncode, listed.stdout.strip()) == (0, "[]")
+    finally:
+        cli(home, "daemon", "stop", "-w", str(workspace))
