@@ -190,6 +190,12 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
     run.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say which environment the turn's commands run in when it starts",
+    )
+    run.add_argument(
         "--permission-mode",
         choices=["ask", "edits", "auto"],
         default=None,

@@ -1,6 +1,7 @@
 """The environment a turn's commands run in: the shell's that sent the turn, not the one that
 happened to start the daemon; the daemon's for a client that sends none; never a secret."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,8 +65,14 @@ def test_a_turn_runs_its_commands_with_the_python_of_the_shell_that_sent_it(
         "PATH": f"{venv}:{home.env['PATH']}",
         "VIRTUAL_ENV": str(tmp_path),
     }
-    done = tether(shell, "run", "--permission-mode", "auto", "-w", str(workspace), "which python?")
+    done = tether(shell, "run", "-v", "--permission-mode", "auto", "-w", str(workspace), "which?")
     assert done.returncode == 0, done.stderr
+    assert re.search(
+        rf"^tether: turn t_\w+ runs its commands in its client's environment"
+        rf" \(VIRTUAL_ENV={tmp_path}, PATH starts {venv}\)$",
+        done.stderr,
+        re.MULTILINE,
+    ), done.stderr
     assert "python-of-the-activated-venv" in tool_output(model_server)
     with daemon.client() as client:
         status = client.call(DAEMON_STATUS)

@@ -15,6 +15,7 @@ import msgspec
 
 from tether.clients.cli import doctor
 from tether.clients.cli.commands.output import print_json
+from tether.clients.cli.environment import environment_words
 from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
@@ -29,7 +30,6 @@ from tether.clients.discovery import (
 from tether.clients.places import discovery_path
 from tether.clients.rpc import Client
 from tether.protocol.discovery import DiscoveryInfo
-from tether.protocol.events import TurnEnvironment
 from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
 
 LOG_OPTIONS = {"follow": "-f", "level": "--level", "session": "--session", "lines": "-n"}
@@ -170,22 +170,6 @@ def _print_status(args: argparse.Namespace, workspace: Path, port: int) -> int:
     return EXIT_OK
 
 
-def environment_line(environment: TurnEnvironment) -> str:
-    """Which environment a turn's commands ran in, in words."""
-    whose = "its client's" if environment.source == "client" else "the daemon's"
-    found = [
-        f"{name}={visible(value)}"
-        for name, value in (
-            ("VIRTUAL_ENV", environment.virtual_env),
-            ("CONDA_PREFIX", environment.conda_prefix),
-        )
-        if value
-    ]
-    first = environment.path.split(":", 1)[0]
-    found.append(f"PATH starts {visible(first)}" if first else "no PATH")
-    return f"ran its commands in {whose} environment ({', '.join(found)})"
-
-
 def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
     """`tether daemon status` in words."""
 
@@ -214,7 +198,8 @@ def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
         running = ", running" if chosen.running else ""
         lines.append(f"  session {chosen.session_id} calls {visible(chosen.model)}{running}")
     if status.last_turn_environment is not None:
-        lines.append(f"  last turn {environment_line(status.last_turn_environment)}")
+        whose = environment_words(status.last_turn_environment)
+        lines.append(f"  last turn ran its commands in {whose}")
     if status.sandbox != "off":
         network = "network allowed" if status.sandbox_network else "no network"
         lines.append(f"  sandbox   {status.sandbox}, {network}")

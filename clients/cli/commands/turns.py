@@ -212,7 +212,7 @@ def _follow_run(
     )
     from tether.protocol.session import Cursor
 
-    renderer = Renderer(json_mode=args.json)
+    renderer = Renderer(json_mode=args.json, verbose=args.verbose)
     follower = Follower(
         client,
         session_id,
