@@ -49,6 +49,20 @@ class Event(Wire, frozen=True, kw_only=True, tag_field="type"):
     """A change to a session, carried by a `session/event` notification; `type` tells which."""
 
 
+class TurnEnvironment(Wire, frozen=True, kw_only=True):
+    """The environment a turn's commands and hooks run in, in brief."""
+
+    source: Literal["client", "daemon"] = "daemon"
+    """`client`: the one the client sent with `turn/start` (its shell's); `daemon`: the
+    daemon's own (the client sent none, as editors do)."""
+    path: str = ""
+    """Its PATH."""
+    virtual_env: str = ""
+    """Its VIRTUAL_ENV (empty: none)."""
+    conda_prefix: str = ""
+    """Its CONDA_PREFIX (empty: none)."""
+
+
 class TurnStarted(Event, frozen=True, kw_only=True, tag="turn_started"):
     """A turn began (`turn/start` with no turn running, or `session/compact`). Its events
     may reach the client before the `turn/start` answer that names it."""
@@ -56,6 +70,9 @@ class TurnStarted(Event, frozen=True, kw_only=True, tag="turn_started"):
     turn_id: str
     started_at: float
     """Seconds since the Unix epoch (a float)."""
+    environment: TurnEnvironment | None = None
+    """The environment its commands and hooks run in (None: not recorded, as for a
+    compaction)."""
 
 
 class ItemStarted(Event, frozen=True, kw_only=True, tag="item_started"):

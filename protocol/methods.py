@@ -20,6 +20,7 @@ from tether.protocol.events import (
     Decision,
     DecisionScope,
     PermissionMode,
+    TurnEnvironment,
 )
 from tether.protocol.session import Cursor, Role, SessionInfo, SessionSnapshot
 
@@ -194,6 +195,8 @@ class DaemonStatusResult(Wire, frozen=True, kw_only=True):
     workspace_trusted: bool = False
     """The user trusts the workspace (`workspace/trust`): its language servers may run its own
     TypeScript and Python environment. Untrusted, they run restricted."""
+    last_turn_environment: TurnEnvironment | None = None
+    """The environment of the turn started last since the daemon started (None: none)."""
 
 
 class WorkspaceTrustParams(Wire, frozen=True, kw_only=True):
@@ -396,6 +399,16 @@ class TurnStartParams(Wire, frozen=True, kw_only=True):
     """Images to send with the message (a mentioned image file is sent as one too). A model
     that takes no images gets none: the request fails with `IMAGES_UNSUPPORTED` before any
     model call; an image that is not one, or too large, fails with `INVALID_PARAMS`."""
+    max_input_tokens: int | None = None
+    """The tokens the message (`text`) may take, as estimated from its length; a longer one
+    is refused with `INVALID_PARAMS`, saying its size, before anything is sent. None: half of
+    what the model's context window leaves for the prompt. Never more than that whole."""
+    env: dict[str, str] | None = None
+    """The client's environment (its shell's variables): a turn this starts runs its commands
+    and hooks in it, instead of in the environment of whichever shell started the daemon.
+    Variables whose names look secret are dropped on receipt (the client should not send
+    them). None: the daemon's own environment. A message queued for a running turn joins it
+    in that turn's environment."""
 
 
 class TurnStartResult(Wire, frozen=True, kw_only=True):
@@ -409,8 +422,9 @@ class TurnStartResult(Wire, frozen=True, kw_only=True):
     """The id of the `user_message` item the text becomes (of the `input_queued` event when
     queued)."""
     problems: list[str] = []
-    """Mentions (or the open file) that could not be attached, one line each saying why;
-    the message was sent without them."""
+    """Mentions (or the open file) that could not be attached, one line each saying why (the
+    message was sent without them), and mentioned files or attached texts that were cut to
+    fit, one line each saying how much was left out."""
 
 
 class SessionCompactResult(Wire, frozen=True, kw_only=True):

@@ -28,14 +28,16 @@ class TerminalCli:
         cwd: Path | None = None,
         columns: int = 240,
         env: Mapping[str, str] | None = None,
+        module: str = "tether.clients.cli.main",
     ):
-        """`env` is added to `home`'s environment, for this command alone."""
+        """`env` is added to `home`'s environment, for this command alone; `module` is the
+        program run with `args` (one of tests', such as `tests.paused_cli`, or the CLI)."""
         setsid = shutil.which("setsid")
         if setsid is None:
             pytest.skip("setsid (util-linux) is needed to give the CLI a controlling terminal")
         self.program = PtyProgram(
             # -w: should setsid have to fork, its exit status is still the CLI's.
-            [setsid, "-w", "-c", sys.executable, "-P", "-m", "tether.clients.cli.main", *args],
+            [setsid, "-w", "-c", sys.executable, "-P", "-m", module, *args],
             env={**home.env, **(env or {})},
             cwd=cwd,
             rows=50,

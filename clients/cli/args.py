@@ -63,6 +63,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _tokens(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens (1 or more)")
+    return value
+
+
 AddParser = Callable[..., argparse.ArgumentParser]
 """`add_parser` of the subcommands' action."""
 Adder = Callable[[AddParser, argparse.ArgumentParser], None]
@@ -180,6 +190,12 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
     run.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="say which environment the turn's commands run in when it starts",
+    )
+    run.add_argument(
         "--permission-mode",
         choices=["ask", "edits", "auto"],
         default=None,
@@ -208,6 +224,15 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="send this image (PNG, JPEG, GIF or WebP, up to 10 MB) with the prompt; may be"
         " repeated (`@shot.png` in the prompt sends a workspace image too)",
+    )
+    run.add_argument(
+        "--max-input",
+        type=_tokens,
+        default=None,
+        metavar="TOKENS",
+        help="let the prompt take up to TOKENS tokens (estimated from its length); a longer one"
+        " is refused before anything is sent (default: half of what the model's context window"
+        " leaves for the prompt)",
     )
 
 

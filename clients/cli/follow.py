@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from tether.clients.cli.approvals import ApprovalAnswerer, answer_commands
+from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.keep_output import output_kept_on_interrupt
 from tether.clients.cli.render import Renderer, visible
 from tether.clients.rpc import CallError, Client
@@ -110,14 +111,20 @@ class Follower:
         self._attached = result
         return result
 
-    def follow(self, turn_id: str, *, on_interrupt: OnInterrupt = "cancel") -> TurnStatus:
+    def follow(
+        self, turn_id: str, *, on_interrupt: OnInterrupt = "cancel", held: HeldCtrlC | None = None
+    ) -> TurnStatus:
         """The status turn `turn_id` ended with; `attach` first. Raises `Detached` when the
         person leaves it running (`on_interrupt="detach"`), KeyboardInterrupt on a second
-        Ctrl-C after a cancel."""
+        Ctrl-C after a cancel. A Ctrl-C `held` until now counts as one pressed at once."""
         with output_kept_on_interrupt():
             while True:
                 # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
                 try:
+                    if held is not None and held.release():
+                        held = None
+                        raise KeyboardInterrupt
+                    held = None
                     status = self._step(turn_id)
                 except KeyboardInterrupt:
                     self._interrupted(turn_id, on_interrupt)

@@ -19,7 +19,13 @@ from collections.abc import Generator
 
 from tether.clients.cli import commands
 from tether.clients.cli.args import VALUED_OPTIONS, build_parser
-from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, CliError, call_error_exit
+from tether.clients.cli.exit_codes import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    call_error_exit,
+)
 from tether.clients.discovery import DaemonUnavailable, start_early
 from tether.protocol.msgspec_import import hide_typing_extensions_from_msgspec
 
@@ -50,6 +56,17 @@ def _start_daemon_early(args: argparse.Namespace) -> None:
     from tether.clients.cli.targets import workspace
 
     start_early(workspace(args))
+
+
+def _reader_left() -> bool:
+    """Whether stdout's reader left (`tether sessions | head -1`): then the command ends
+    quietly, as Unix tools do, whatever failed writing to it (it is not the daemon)."""
+    from tether.clients.cli.reader import reader_gone, silence_stdout
+
+    if not reader_gone(sys.stdout):
+        return False
+    silence_stdout()
+    return True
 
 
 def _interactive(argv: list[str]) -> bool:
@@ -92,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     _start_daemon_early(args)
                 command = commands.load(args.handler)
-            return int(command(args))
+            code = int(command(args))
+            sys.stdout.flush()  # here, where a reader that left is noticed, not at exit
+            return code
     except CliError as exc:
         _die(str(exc), exc.code)
     except DaemonUnavailable as exc:
@@ -100,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except Exception as exc:
+        if isinstance(exc, OSError) and _reader_left():
+            return EXIT_OK
         # A command that got this far has imported the client; `main` itself does not.
         from tether.clients.call_error import CallError
         from tether.clients.websocket import WebSocketError

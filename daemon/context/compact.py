@@ -268,17 +268,22 @@ def summary_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | N
 
     The earliest valid cut whose kept part is within `keep_recent_tokens` (estimated), so
     that as much as fits is kept; when nothing fits, everything is summarised (or, when the
-    newest message is an assistant's unanswered calls, everything before it). None when there
-    is nothing to summarise: nothing but the system prompt and perhaps an earlier summary.
+    newest message is an assistant's unanswered calls, everything before it), except a user
+    message the model has not answered yet: the request about to be sent is kept verbatim, or
+    the model would answer a summary of it. None when there is nothing to summarise: nothing
+    but the system prompt, perhaps an earlier summary, and that unanswered message.
     """
     first = 3 if len(messages) > 1 and is_summary(messages[1]) else 2
-    if len(messages) < first:
+    last = len(messages)
+    if last > first - 1 and messages[-1].role == "user" and not is_summary(messages[-1]):
+        last -= 1  # the user's unanswered message
+    if last < first:
         return None
     kept_chars = [0] * (len(messages) + 1)
     for index in range(len(messages) - 1, -1, -1):
         kept_chars[index] = kept_chars[index + 1] + message_chars(messages[index])
     fallback: int | None = None
-    for index in range(first, len(messages) + 1):
+    for index in range(first, last + 1):
         if not _is_valid_cut(messages, index):
             continue
         if estimate_tokens(kept_chars[index]) <= keep_recent_tokens:

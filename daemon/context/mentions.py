@@ -10,7 +10,8 @@ Rules:
   fair: small files take what they need and the rest is split evenly among the larger ones.
   Files over 1 MiB are read only at both ends, and their length is counted in bytes.
 - Attachments (texts the client sends itself, such as what was piped into the CLI) share the
-  files' budget and are cut the same way; one whose first 8 KiB hold a NUL is binary and
+  files' budget and are cut the same way (each cut one is reported to the client with how much
+  was left out); one whose first 8 KiB hold a NUL is binary and
   reported instead.
 - A mentioned folder is attached as a listing of its first 100 entries (sorted, folders ending
   in '/'), with the total count.
@@ -254,6 +255,11 @@ def render_context(
         attrs = f'{key}="{_attr(file.display)}" characters="{file.length}"'
         if share < file.length:
             attrs += ' truncated="true"'
+            problems.append(
+                f"{file.display}: {file.length:,} characters, attached cut to {share:,}"
+                f" ({file.length - share:,} left out of the middle; the files and texts sent"
+                f" with a message share {FILES_BUDGET:,})"
+            )
         parts.append(f"<{tag} {attrs}>\n{file.within(share)}\n</{tag}>")
     parts.extend(folders)
     if missing:

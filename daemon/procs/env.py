@@ -1,43 +1,33 @@
 """The environment a command gets.
 
 Rules:
-- A command gets the daemon's environment (or a given one) without the secret variables, plus
-  `COMMAND_ENV`: no colours, no pager, no prompt or editor waiting for a person.
-- A variable is secret when its name looks secret (`SECRET_PATTERNS`, matched upper-cased:
-  `*TOKEN*`, `*_AUTH`, `*_DSN`, …) or its value embeds a password in a URL
-  (`scheme://user:password@…`, `redis://:password@…`), whatever its name (`DATABASE_URL`,
-  `HTTP_PROXY`). Name patterns stay anchored on word parts so `AUTHOR`, `OAUTH_CALLBACK_PORT`,
-  `KEYBOARD` or a URL without a password (`sqlite:///x`, `https://host/`, `git@host:x`) pass.
+- A command gets the daemon's environment (or a given one: the environment of the client that
+  started the turn) without the secret variables (names that look secret, values that embed
+  a URL's password: `tether.protocol.environment`), plus `COMMAND_ENV`: no colours, no pager,
+  no prompt or editor waiting for a person.
 - The filter is the same for every process the daemon starts for the user (commands, language
   servers): `command_env` is the one place it is decided.
 """
 
-import fnmatch
-import functools
 import os
-import re
 from collections.abc import Mapping
 
-SECRET_PATTERNS = (
-    "*TOKEN*",
-    "*SECRET*",
-    "*PASSWORD*",
-    "*PASSWD*",
-    "*CREDENTIAL*",
-    "*APIKEY*",
-    "*API_KEY*",
-    "*PRIVATE_KEY*",
-    "*_KEY",
-    "*_KEY_ID",
-    "*COOKIE*",
-    "*_PAT",
-    "*AUTH_HEADER*",
-    "AUTH",
-    "*_AUTH",
-    "DSN",
-    "*_DSN",
+from tether.protocol.environment import (
+    SECRET_PATTERNS,
+    is_secret_name,
+    is_secret_variable,
+    without_secrets,
 )
-"""Environment variable names (matched upper-cased) that commands do not get."""
+from tether.protocol.events import TurnEnvironment
+
+__all__ = [
+    "COMMAND_ENV",
+    "SECRET_PATTERNS",
+    "command_env",
+    "is_secret_name",
+    "is_secret_variable",
+    "turn_environment",
+]
 
 COMMAND_ENV = {
     "NO_COLOR": "1",
@@ -49,27 +39,21 @@ COMMAND_ENV = {
 """Set for every command: no colours, no pager, no prompt or editor waiting for a person."""
 
 
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
-"""A URL's userinfo with a non-empty password: `scheme://user:password@`."""
-
-
-def is_secret_variable(name: str, value: str) -> bool:
-    """Whether a variable is kept from commands (and masked in the log): its name looks secret,
-    or its value embeds a password in a URL."""
-    return is_secret_name(name) or _URL_PASSWORD.search(value) is not None
-
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_name(name: str) -> bool:
-    # Cached: every command filters the whole environment, a few hundred fnmatch calls.
-    upper = name.upper()
-    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_PATTERNS)
+def turn_environment(env: Mapping[str, str] | None) -> TurnEnvironment:
+    """The brief of the environment a turn's commands start from: `env`, the one its client
+    sent, or (None) the daemon's."""
+    source = os.environ if env is None else env
+    return TurnEnvironment(
+        source="daemon" if env is None else "client",
+        path=source.get("PATH", ""),
+        virtual_env=source.get("VIRTUAL_ENV", ""),
+        conda_prefix=source.get("CONDA_PREFIX", ""),
+    )
 
 
 def command_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a command gets: `base` (default: the daemon's) without secret
     variables (`is_secret_variable`), plus `COMMAND_ENV`."""
-    source = os.environ if base is None else base
-    env = {name: value for name, value in source.items() if not is_secret_variable(name, value)}
+    env = without_secrets(os.environ if base is None else base)
     env.update(COMMAND_ENV)
     return env

@@ -4,7 +4,9 @@ and the reply they make (`StreamedReply`).
 One undecodable `data:` line in a stream that otherwise finishes is skipped, and the reply
 carries a warning saying so (`ModelResponse.warnings`): the rest of the reply is intact, and
 failing would throw it away for a fault that repeating the request is unlikely to mend. A
-stream that does not finish, or in which nothing could be read, fails instead.
+stream that does not finish, or in which nothing could be read, fails instead. So does one
+whose skipped lines leave no answer (no text, no tool call), as a stream that broke off does,
+retryable: an empty reply is not the model's answer, and a completed turn would claim it was.
 """
 
 import re
@@ -131,9 +133,10 @@ class StreamFaults:
         self.skipped += 1
 
     def check(
-        self, *, finished: bool, base_url: str, dialect_json: str, received: Received
+        self, *, finished: bool, empty: bool, base_url: str, dialect_json: str, received: Received
     ) -> list[str]:
-        """Raise when the stream cannot be used; otherwise the warnings for the reply."""
+        """Raise when the stream cannot be used (`empty`: it made no text and no tool call);
+        otherwise the warnings for the reply."""
         bad = (
             f"{self.skipped} line{'s' if self.skipped != 1 else ''} that"
             f" {'is' if self.skipped == 1 else 'are'} not {dialect_json}"
@@ -158,6 +161,12 @@ class StreamFaults:
             )
         if not self.skipped:
             return []
+        if empty:
+            raise ModelProtocolError(
+                f"The stream from {base_url} finished with no answer: it held {bad}:"
+                f" {self.first_error}) and nothing else the answer could be made of.",
+                retryable=True,
+            )
         return [f"Skipped {bad}) in the stream from {base_url}; the reply may lack a piece."]
 
 
@@ -241,6 +250,7 @@ class StreamedReply:
             raise self.failure
         warnings = self.faults.check(
             finished=self.stopped or self.finish_reason is not None,
+            empty=not any(self.text) and not self.tool_calls,
             base_url=base_url,
             dialect_json=dialect_json,
             received=self.received,

@@ -14,6 +14,7 @@ from tether.daemon.config import paths
 from tether.daemon.config.sandbox import command_sandbox
 from tether.daemon.config.settings import ConfigError
 from tether.daemon.config.vision import takes_images
+from tether.daemon.context.input_size import input_refusal
 from tether.daemon.logs.log import add_secret, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.config import merge, read_workspace_servers
@@ -30,6 +31,7 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.skills import list_skills
 from tether.daemon.workspace_trust import WorkspaceTrust
+from tether.protocol.environment import without_secrets
 from tether.protocol.error_data import ModelUnavailable
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.methods import (
@@ -291,6 +293,7 @@ class Handlers:
             if sandbox is not None
             else "",
             workspace_trusted=d.trust.trusted,
+            last_turn_environment=self.sessions.last_turn_environment,
         )
 
     async def daemon_shutdown(self, conn: Connection, params: Empty) -> Empty:
@@ -360,6 +363,20 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, "invalid params for turn/start: `text` is empty"
             )
         session = await self._controller_session(conn, p.session_id)
+        if p.max_input_tokens is not None and p.max_input_tokens < 1:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                "invalid params for turn/start: `maxInputTokens` must be 1 or more",
+            )
+        provider = (await self.sessions.models.report(conn.provider_env)).config.provider
+        refusal = input_refusal(
+            p.text,
+            window=provider.context_window,
+            max_output=provider.max_output_tokens,
+            allowed=p.max_input_tokens,
+        )
+        if refusal is not None:
+            raise RpcError(ErrorCode.INVALID_PARAMS, refusal)
         turn_input = await self.sessions.turn_input(
             editor=p.editor,
             mentions=p.mentions,
@@ -380,6 +397,8 @@ class Handlers:
                 model=p.model,
                 turn_input=turn_input,
                 client_env=conn.provider_env,
+                # Dropped here, before the environment is kept anywhere or logged.
+                shell_env=None if p.env is None else without_secrets(p.env),
             ),
         )
 

@@ -32,8 +32,10 @@ def turn_hooks(
     turn_id: str,
     notify: Notify,
     services: Mapping[str, object],
+    env: Mapping[str, str] | None = None,
 ) -> TurnHooks | None:
-    """The hooks of one turn; None when the user configured none (nothing changes)."""
+    """The hooks of one turn, run in `env` (None: the daemon's environment); None when the
+    user configured none (nothing changes)."""
     if not hooks:
         return None
     table = services.get(PROCESSES_SERVICE)
@@ -44,6 +46,7 @@ def turn_hooks(
         turn_id=turn_id,
         notify=notify,
         owned=table.owned if isinstance(table, ProcessTable) else None,
+        env=env,
     )
 
 

@@ -52,6 +52,9 @@ class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What goes with it (None: nothing)."""
     client_env: Mapping[str, str] | None = None
     """The sending client's provider variables (None: it sent none)."""
+    shell_env: Mapping[str, str] | None = None
+    """The sending client's environment, without secret-looking variables, that a turn this
+    starts runs its commands and hooks in (None: the daemon's)."""
 
 
 async def read_turn_input(

@@ -42,7 +42,12 @@ from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
-from tether.protocol.events import ApprovalRequest, ContextMeter, PermissionMode
+from tether.protocol.events import (
+    ApprovalRequest,
+    ContextMeter,
+    PermissionMode,
+    TurnEnvironment,
+)
 from tether.protocol.items import ToolCall, UserMessage
 from tether.protocol.jsonrpc import notification_frame
 from tether.protocol.methods import (
@@ -155,6 +160,11 @@ class Sessions:
     @property
     def running_count(self) -> int:
         return self._turns.count
+
+    @property
+    def last_turn_environment(self) -> TurnEnvironment | None:
+        """The environment of the turn started last (None: none since the daemon started)."""
+        return self._turns.last_environment
 
     @property
     def mcp(self) -> McpPool | None:

@@ -135,8 +135,12 @@ class TurnState:
         self.error: TurnError | None = None
 
     def snapshot(self) -> TurnSnapshot:
+        """The turn as it stands, without the text of model calls that broke off and were
+        retried (`superseded`): the retry's reply replaced it. The event log keeps it."""
         items: list[AnyItem] = []
         for item_id, item in self.items.items():
+            if isinstance(item, AgentMessage | Reasoning) and item.superseded:
+                continue
             parts = self.partial.get(item_id)
             items.append(_with_partial(item, "".join(parts)) if parts else item)
         return TurnSnapshot(

@@ -82,10 +82,13 @@ class TurnParts:
         protected: tuple[str, ...],
         lsp: LspPool | None = None,
         images: ImageStore | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """`services` are handed to tools; `protected` are the folders no edit may touch
         without asking (the skills'); `lsp` reports diagnostics after edits (None: none);
-        `images` keeps the images tools return (None: tools return text only)."""
+        `images` keeps the images tools return (None: tools return text only); `env` is the
+        environment the turn's commands and hooks run in (None: the daemon's)."""
+        self.env = env
         self.live = live
         self.session = live.session
         self.turn_id = turn_id
@@ -125,6 +128,7 @@ class TurnParts:
             services=services,
             sandbox=self.sandbox,
             shell=command_shell(self.shell),
+            env=self.env,
         )
 
     def _dialect(self) -> str:
@@ -182,6 +186,7 @@ class TurnParts:
             turn_id=self.turn_id,
             notify=self.sink.notice,
             services=self.services,
+            env=self.env,
         )
         after_tool = post_tool_hooks(hooks, tools, self.workspace) if hooks else None
 

@@ -36,6 +36,7 @@ from tether.daemon.mcp.client import McpTool
 from tether.daemon.mcp.config import ServerDefinition, merge, read_workspace_servers
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.mcp.session_servers import SessionServers
+from tether.daemon.procs.env import turn_environment
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
 from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest
@@ -61,6 +62,7 @@ from tether.protocol.events import (
     SessionRenamed,
     ToolProgress,
     TurnEndStatus,
+    TurnEnvironment,
     TurnError,
     TurnStarted,
     Usage,
@@ -81,12 +83,15 @@ class RunningTurn:
         *,
         compaction: bool = False,
         client_env: Mapping[str, str] | None = None,
+        shell_env: Mapping[str, str] | None = None,
     ) -> None:
         self.turn_id = turn_id
         self.compaction = compaction
         """A `session/compact` turn, which takes no queued messages."""
         self.client_env = client_env
         """The provider variables of the client that started it (None: it sent none)."""
+        self.shell_env = shell_env
+        """The environment its commands and hooks run in (None: the daemon's)."""
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.interrupted = False
@@ -147,6 +152,8 @@ class Turns:
         )
         self.lsp = lsp
         self._on_settle = on_settle
+        self.last_environment: TurnEnvironment | None = None
+        """The environment of the turn started last (None: none yet)."""
         self._on_turn_end = on_turn_end or (lambda: None)
         self._running: dict[str, RunningTurn] = {}
         self._nursery: trio.Nursery | None = None
@@ -261,14 +268,26 @@ class Turns:
         *,
         compaction: bool = False,
         client_env: Mapping[str, str] | None = None,
+        shell_env: Mapping[str, str] | None = None,
     ) -> RunningTurn:
-        """Mark a new turn of `session` as running and announce it (`turn_started`)."""
+        """Mark a new turn of `session` as running and announce it (`turn_started`, with the
+        environment its commands run in unless it is a compaction)."""
         turn_id = new_id("t")
         running = self._running[session.id] = RunningTurn(
-            turn_id, compaction=compaction, client_env=client_env
+            turn_id, compaction=compaction, client_env=client_env, shell_env=shell_env
         )
         self._on_settle(session.id)
-        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time()))
+        environment = None
+        if not compaction:
+            environment = self.last_environment = turn_environment(shell_env)
+            log.info(
+                "turn environment",
+                session=session.id,
+                turn=turn_id,
+                source=environment.source,
+                virtual_env=environment.virtual_env,
+            )
+        session.emit(TurnStarted(turn_id=turn_id, started_at=time.time(), environment=environment))
         return running
 
     def end(self, session: Session, running: RunningTurn) -> None:
@@ -317,7 +336,7 @@ class Turns:
             return TurnStartResult(
                 turn_id=running.turn_id, queued=True, input_id=input_id, problems=problems
             )
-        running = self.begin(session, client_env=request.client_env)
+        running = self.begin(session, client_env=request.client_env, shell_env=request.shell_env)
         if not session.title:
             session.emit(SessionRenamed(title=automatic_title(text)))
         context = live.with_instructions(sent.context)
@@ -379,6 +398,7 @@ class Turns:
             protected=self._protected,
             lsp=self.lsp,
             images=self.images,
+            env=running.shell_env,
         )
         # Read once per turn, off the event loop: the rules and the notice come from one read.
         # Shielded (a worker thread cannot be interrupted anyway), so that no cancellation

@@ -25,7 +25,7 @@ trusted yet asks first, in every mode.
 import errno
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
@@ -158,6 +158,7 @@ class ToolContext:
         result_cap: int = DEFAULT_RESULT_CAP,
         sandbox: Sandbox | None = None,
         shell: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.workspace = workspace
         self.session_id = session_id
@@ -176,6 +177,9 @@ class ToolContext:
         """Where commands run (None: unconfined), as the user's settings say this turn."""
         self.shell = shell
         """The shell commands run in (None: bash; see `tether.daemon.procs.shell`)."""
+        self.env = env
+        """The environment commands start from (None: the tool's own, by default the
+        daemon's): the one the turn's client sent, secrets already removed."""
 
 
 P_contra = TypeVar("P_contra", bound=ToolParams, contravariant=True)

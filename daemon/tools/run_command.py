@@ -114,7 +114,7 @@ class RunCommand:
         cwd = resolve_in_workspace(ctx.workspace, params.cwd)
         if not cwd.is_dir():
             raise ToolFailure(f"The working folder {params.cwd} does not exist.")
-        env = command_env(self.base_env)
+        env = command_env(ctx.env if ctx.env is not None else self.base_env)
         sandbox = ctx.sandbox
         if params.background:
             table = process_table(ctx)

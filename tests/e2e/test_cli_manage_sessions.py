@@ -9,11 +9,19 @@ import msgspec
 import pytest
 
 from tests.screen import CTRL_D, ENTER, Terminal
-from tests.support import DaemonProcess, Home, attach, cli, create_session, read_events
+from tests.support import (
+    DaemonProcess,
+    Home,
+    attach,
+    cli,
+    create_session,
+    read_events,
+    read_snapshot,
+)
 from tether.clients.rpc import CallError
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ItemCompleted, SessionRenamed, TurnStarted
-from tether.protocol.items import ToolCall
+from tether.protocol.items import AgentMessage, ToolCall
 from tether.protocol.methods import (
     SESSION_EVENTS,
     SESSION_FORK,
@@ -237,3 +245,27 @@ def test_every_attached_client_sees_a_rename_and_an_observer_may_not_make_one(
         # An observer may fork and search: neither changes the session.
         forked = observer.call(SESSION_FORK, SessionForkParams(session_id=session_id))
         assert forked.session.title == "shared title (fork)"
+
+
+def test_a_retried_answer_replaces_the_cut_one_in_the_snapshot_and_the_export(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    answer = "The quokka answer, long enough to be cut in the middle of its stream. " * 3
+    model_server.set_script(
+        {
+            "steps": [
+                {"text": answer, "chunks": 4, "drop_after_chunks": 2},
+                {"text": answer, "chunks": 4},
+            ]
+        }
+    )
+    shown = run(home, workspace, "tell me about quokkas")
+    assert shown.count("quokka answer") == 3  # on the terminal, once
+    session = newest(daemon)
+    with daemon.client() as client:
+        snapshot = read_snapshot(client, session.id)
+    (turn,) = snapshot.turns
+    messages = [item for item in turn.items if isinstance(item, AgentMessage)]
+    assert [m.text for m in messages] == [answer]
+    exported = cli(home, "export", "-w", str(workspace), session.id)
+    assert exported.stdout.count("quokka answer") == 3

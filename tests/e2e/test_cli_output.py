@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DaemonProcess, Home
+from tests.support import DaemonProcess, Home, create_session
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
@@ -135,3 +135,28 @@ def test_into_a_file_only_the_answer_and_rich_is_not_imported(
     assert re.fullmatch(FAILED_LINE, shown[0])
     assert shown[1] == "  │ boom"
     assert "+++ b/piped.txt" in shown
+
+
+def test_a_closed_stdout_ends_the_command_quietly(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    """`tether sessions | head -1`: once the reader is gone the command stops, says nothing
+    and exits 0, as `daemon logs -f` does; it is not the daemon's connection that broke."""
+    with daemon.client() as client:
+        create_session(client)  # a session to list
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before the first line
+    try:
+        result = subprocess.run(
+            [*CLI, "sessions", "-w", str(workspace)],
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (0, "")

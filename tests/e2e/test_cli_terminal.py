@@ -1,6 +1,7 @@
 """The CLI on a real pseudo-terminal against the real daemon: approvals asked at attach and
 one at a time, what the question offers, and what Ctrl-C does in `attach` and in `run`."""
 
+import os
 import termios
 from pathlib import Path
 
@@ -8,15 +9,23 @@ import pytest
 
 from tests.e2e.test_approvals import wait_for_approval, waiting_session
 from tests.support import (
+    REPO,
     DaemonProcess,
     Home,
     attach,
+    cli,
     command_step,
     create_session,
     read_snapshot,
 )
 from tests.terminal import TerminalCli
-from tether.protocol.methods import TURN_CANCEL, TURN_START, TurnCancelParams, TurnStartParams
+from tether.protocol.methods import (
+    SESSION_LIST,
+    TURN_CANCEL,
+    TURN_START,
+    TurnCancelParams,
+    TurnStartParams,
+)
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
@@ -190,3 +199,85 @@ def test_ctrl_c_in_run_on_a_terminal_cancels_the_turn(
         shown = cli.expect("continue`")
         assert "turn cancelled (session" in shown
         assert cli.wait() == 3
+
+
+class PausedRun:
+    """`tether run` on a terminal, paused once it has sent `method` (`tests.paused_cli`)
+    until `release`. The test holds the FIFO open for both reading and writing, so that
+    releasing never waits, even for a CLI that is gone."""
+
+    def __init__(self, home: Home, workspace: Path, fifo: Path, method: str) -> None:
+        os.mkfifo(fifo)
+        self.fifo = os.open(fifo, os.O_RDWR)
+        self.cli = TerminalCli(
+            home,
+            method,
+            str(fifo),
+            *("run", "-w", str(workspace), "go"),
+            module="tests.paused_cli",
+            env={"PYTHONPATH": str(REPO)},
+        )
+        self.cli.expect(f"paused after {method}")
+
+    def release(self) -> None:
+        os.write(self.fifo, b"go on\n")
+
+    def __enter__(self) -> TerminalCli:
+        return self.cli
+
+    def __exit__(self, *exc: object) -> None:
+        self.cli.close()
+        os.close(self.fifo)
+
+
+def session_ids(daemon: DaemonProcess) -> set[str]:
+    with daemon.client() as client:
+        return {s.id for s in client.call(SESSION_LIST).sessions}
+
+
+def test_ctrl_c_as_run_starts_its_turn_cancels_the_turn(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer, tmp_path: Path
+) -> None:
+    """Ctrl-C once the turn was asked for, before the CLI follows it: the turn is cancelled,
+    not left waiting for an approval nobody sees."""
+    model_server.set_script({"steps": [command_step("echo never"), {"text": "never"}]})
+    before = session_ids(daemon)
+    paused = PausedRun(home, workspace, tmp_path / "release", "turn/start")
+    with paused as cli:
+        cli.send("\x03")
+        paused.release()
+        shown = cli.expect("continue`")
+        assert "turn cancelled (session" in shown
+        assert cli.wait() == 3
+    (session_id,) = session_ids(daemon) - before
+    with daemon.client() as client:
+        (turn,) = read_snapshot(client, session_id).turns
+    assert turn.status == "cancelled"
+
+
+def test_ctrl_c_as_run_creates_its_session_leaves_no_session(
+    daemon: DaemonProcess, home: Home, workspace: Path, tmp_path: Path
+) -> None:
+    before = session_ids(daemon)
+    paused = PausedRun(home, workspace, tmp_path / "release", "session/create")
+    with paused as cli:
+        cli.send("\x03")
+        paused.release()
+        assert cli.wait() == 130
+    assert session_ids(daemon) == before
+
+
+def test_ctrl_c_while_run_starts_the_daemon_leaves_no_empty_session(
+    home: Home, workspace: Path, tmp_path: Path
+) -> None:
+    assert home.read_discovery(workspace) is None  # `tether run` starts the daemon
+    paused = PausedRun(home, workspace, tmp_path / "release", "session/create")
+    try:
+        with paused as terminal:
+            terminal.send("\x03")
+            paused.release()
+            assert terminal.wait() == 130
+        listed = cli(home, "sessions", "--json", "-w", str(workspace))
+        assert (listed.returncode, listed.stdout.strip()) == (0, "[]")
+    finally:
+        cli(home, "daemon", "stop", "-w", str(workspace))

@@ -225,11 +225,24 @@ def test_summary_cut_with_nothing_to_summarise_or_an_unanswered_call() -> None:
     folded.add_user(f"{SUMMARY_HEADER}\nearlier")
     assert summary_cut(folded.messages, 1_000) is None
     folded.add_user("and now this")
-    assert summary_cut(folded.messages, 0) == 3
+    assert summary_cut(folded.messages, 0) is None  # the request not yet answered stays
+    folded.add_assistant("answered", [])
+    assert summary_cut(folded.messages, 0) == 4
     open_call = build_history([100, 100])
     open_call.add_assistant("one more", [ToolCallRequest(id="x", name="read_file", arguments="{}")])
     cut = summary_cut(open_call.messages, 0)
     assert cut == len(open_call.messages) - 1
+
+
+def test_the_users_unanswered_message_is_never_summarised_however_large() -> None:
+    history = build_history([3_000] * 10, turns=2)
+    request = "please review this: " + "x" * 400_000
+    history.add_user(request)
+    messages = history.messages
+    for keep in (0, 1_000, 50_000):
+        cut = summary_cut(messages, keep)
+        assert cut == len(messages) - 1
+        assert messages[-1].content == request
 
 
 # --- step 3 through the real HTTP stack ------------------------------------------------------
@@ -473,6 +486,7 @@ async def test_the_ladder_reports_each_step_with_tokens_before_and_after(
 
     server.set_script({"steps": [{"text": "forced"}]})
     history.add_user("compact please")
+    history.add_assistant("Compacting.", [])
     records = await compact_history(history, meter, client, force_summary=True)
     assert [(r.step, r.trigger) for r in records] == [("summary", "manual")]
     assert len(server.requests) == 1

@@ -56,7 +56,12 @@ def test_files_share_40000_characters_fairly_and_are_middle_truncated(workspace:
     (workspace / "big.txt").write_text(big)
     (workspace / "mid.txt").write_text("m" * 20_000)
     block, problems = render_context(workspace, mentions=["big.txt", "small.txt", "mid.txt"])
-    assert problems == []
+    assert problems == [  # each cut is reported with how much was left out
+        "big.txt: 60,000 characters, attached cut to 17,500 (42,500 left out of the middle;"
+        " the files and texts sent with a message share 40,000)",
+        "mid.txt: 20,000 characters, attached cut to 17,500 (2,500 left out of the middle;"
+        " the files and texts sent with a message share 40,000)",
+    ]
     files = attached(block)
     assert files["small.txt"] == "s" * 5_000
     assert len(files["mid.txt"]) <= 17_500
@@ -84,7 +89,9 @@ def test_a_file_larger_than_the_read_limit_keeps_its_head_and_tail(workspace: Pa
         file.write("x" * (size - 22))
         file.write("\nLAST LINE\n")
     block, problems = render_context(workspace, mentions=["huge.log"])
-    assert problems == []
+    assert [p.split(" (")[0] for p in problems] == [
+        "huge.log: 3,145,728 characters, attached cut to 40,000"
+    ]
     text = attached(block)["huge.log"]
     assert len(text) <= FILES_BUDGET
     assert text.startswith("FIRST LINE\n")
@@ -250,7 +257,10 @@ def test_attachments_share_the_files_budget(workspace: Path) -> None:
     block, problems = render_context(
         workspace, mentions=["big.txt"], attachments=[("stdin", piped)]
     )
-    assert problems == []
+    assert [p.split(" (")[0] for p in problems] == [
+        "stdin: 45,000 characters, attached cut to 20,000",
+        "big.txt: 30,000 characters, attached cut to 20,000",
+    ]
     [(name, length, truncated, text)] = ATTACHMENT.findall(block)
     assert (name, int(length), truncated) == ("stdin", len(piped), ' truncated="true"')
     assert text == cap_result(piped, FILES_BUDGET // 2)

@@ -67,6 +67,8 @@ def test_initialize_reads_as_what_the_typed_client_sends(env: dict[str, str]) ->
         RunRequest("go"),
         RunRequest("fix @src/a.py and @'b c.md'", [("stdin", "log\n")], "auto", "m2"),
         RunRequest("héllo ✓", permission_mode="ask", model=""),
+        RunRequest("env", env={"PATH": "/venv/bin:/usr/bin", "GITHUB_TOKEN": "ghp_x"}),
+        RunRequest("big", max_input=200_000),
         RunRequest("look", images=[ImageFile("a.png", "image/png", b"\x89PNG\r\n\x1a\n\x00\xff")]),
     ],
 )
@@ -81,6 +83,8 @@ def test_turn_start_reads_as_what_the_typed_client_sends(request_: RunRequest) -
         images=[
             ImageInput(name=i.name, mime_type=i.mime_type, data=i.data) for i in request_.images
         ],
+        env=request_.env,
+        max_input_tokens=request_.max_input,
     )
     assert _read(request_.turn_start("s1"), TurnStartParams) == typed
 

@@ -568,6 +568,20 @@ async def test_a_stream_of_nothing_but_undecodable_lines_is_final_even_when_done
     assert "'<html>'" in caught.value.message
 
 
+async def test_a_reply_left_empty_by_skipped_lines_is_a_retryable_failure() -> None:
+    """The stream finishes ([DONE], a finish reason, usage), but every line that carried the
+    answer was undecodable: an empty answer is no answer, and is asked for again."""
+    finish = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+    body = BAD_LINE * 3 + finish + b"data: [DONE]\n\n"
+    client = make_client(Recorder(streamed(body)))
+    with pytest.raises(ModelProtocolError) as caught:
+        await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert caught.value.retryable
+    assert "3 lines that are not chat-completions JSON" in caught.value.message
+    assert "no answer" in caught.value.message
+
+
 HTML_PAGE = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>" + "<p>x</p>" * 100
 
 

@@ -15,6 +15,7 @@ import msgspec
 
 from tether.clients.cli import doctor
 from tether.clients.cli.commands.output import print_json
+from tether.clients.cli.environment import environment_words
 from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
@@ -196,6 +197,9 @@ def status_lines(status: DaemonStatusResult, port: int) -> list[str]:
     for chosen in status.session_models:
         running = ", running" if chosen.running else ""
         lines.append(f"  session {chosen.session_id} calls {visible(chosen.model)}{running}")
+    if status.last_turn_environment is not None:
+        whose = environment_words(status.last_turn_environment)
+        lines.append(f"  last turn ran its commands in {whose}")
     if status.sandbox != "off":
         network = "network allowed" if status.sandbox_network else "no network"
         lines.append(f"  sandbox   {status.sandbox}, {network}")

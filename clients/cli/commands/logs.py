@@ -14,7 +14,6 @@ filter or `--json` asks for what it cannot say.
 import argparse
 import itertools
 import os
-import select
 import sys
 import time
 from collections import deque
@@ -26,6 +25,7 @@ from typing import IO, cast
 import msgspec
 
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
+from tether.clients.cli.reader import reader_gone, silence_stdout
 from tether.clients.cli.targets import workspace as target_workspace
 from tether.clients.places import log_path, stderr_path
 
@@ -225,23 +225,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader (`| head`) is gone: nothing more to say, and nowhere to say it.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        silence_stdout()
         return EXIT_OK
-
-
-def reader_gone(out: IO[str]) -> bool:
-    """Whether whoever read `out` is gone (a pipe's reader closed it: `| head`, or the ssh
-    session of `tether --remote … daemon logs -f` that ended). Checked while no line comes, so
-    a follow that has nothing to print does not outlive its reader; a terminal never reports
-    it, and its hangup comes as a signal."""
-    try:
-        fd = out.fileno()
-    except (OSError, ValueError):
-        return False
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def _kept(line: bytes, keep: Filter, as_json: bool) -> bool:

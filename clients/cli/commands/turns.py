@@ -7,8 +7,11 @@ those load, and the turn's events, from its first, are replayed to the client on
 """
 
 import argparse
+import os
 import sys
 
+from tether.clients.call_error import CallError
+from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -20,10 +23,13 @@ from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.piped import read_piped, stdin_may_hold_text
 from tether.clients.cli.targets import connect, resolve_session, workspace
 from tether.clients.prelude import JsonObject, Prelude, as_object
+from tether.protocol.environment import without_secrets
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from tether.clients.cli.images import ImageFile
     from tether.clients.rpc import Client
     from tether.protocol.events import PermissionMode, TurnStatus
@@ -42,8 +48,12 @@ class RunRequest:
         permission_mode: "PermissionMode | None" = None,
         model: str | None = None,
         images: "list[ImageFile] | None" = None,
+        env: "Mapping[str, str] | None" = None,
+        max_input: int | None = None,
     ) -> None:
         self.prompt = prompt
+        self.max_input = max_input
+        """The tokens the prompt may take (`--max-input`; None: the daemon's default)."""
         self.attachments = attachments or []
         """(name, text) of each attached text."""
         self.images = images or []
@@ -51,6 +61,9 @@ class RunRequest:
         self.mentions = parse_cli_mentions(prompt)
         self.permission_mode: PermissionMode | None = permission_mode
         self.model = model
+        self.env = without_secrets(os.environ if env is None else env)
+        """The environment the turn's commands run in: this shell's (default), without the
+        variables whose names look secret."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "RunRequest":
@@ -64,7 +77,9 @@ class RunRequest:
             images = read_images(args.image)
         stdin = sys.stdin
         piped = read_piped(
-            stdin.buffer if stdin is not None else None, may_hold_text=stdin_may_hold_text()
+            stdin.buffer if stdin is not None else None,
+            may_hold_text=stdin_may_hold_text(),
+            on_cut=_say_stdin_cut,
         )
         attachments: list[tuple[str, str]] = []
         if not prompt:
@@ -76,7 +91,14 @@ class RunRequest:
                 "give the prompt as arguments (tether run 'what does main.py do?') or on stdin",
                 EXIT_USAGE,
             )
-        return cls(prompt, attachments, args.permission_mode, args.model, images)
+        return cls(
+            prompt,
+            attachments,
+            args.permission_mode,
+            args.model,
+            images,
+            max_input=args.max_input,
+        )
 
     def turn_start(self, session_id: str) -> JsonObject:
         """`turn/start`'s params on the wire (as `TurnStartParams` encodes them)."""
@@ -91,26 +113,61 @@ class RunRequest:
             params["permissionMode"] = self.permission_mode
         if self.model is not None:
             params["model"] = self.model
+        if self.max_input is not None:
+            params["maxInputTokens"] = self.max_input
+        params["env"] = dict(self.env)
         return params
 
 
+def _say_stdin_cut(total: int, skipped: int) -> None:
+    print(
+        f"tether: stdin: {total:,} bytes, of which the middle {skipped:,} are left out of what"
+        " is sent",
+        file=sys.stderr,
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    """Start the turn and follow it. Ctrl-C from the first instant means cancel: before the
+    session is asked for it just ends the command; from then on it is held (`HeldCtrlC`) and
+    acted on once it can be (the new session deleted, or the started turn cancelled)."""
     request = RunRequest.from_args(args)
+    ctrl_c = HeldCtrlC()
+    try:
+        return _run(args, request, ctrl_c)
+    finally:
+        ctrl_c.release()
+
+
+def _run(args: argparse.Namespace, request: RunRequest, ctrl_c: HeldCtrlC) -> int:
     prelude = None
     if not (args.session or args.continue_latest):
         prelude = Prelude.open(workspace(args), client_name=CLIENT_NAME)
     if prelude is not None:
         try:
+            ctrl_c.hold()
             created, _ = prelude.call("session/create", {})
             session_id = _session_id(created)
-            _, frame = prelude.call("turn/start", request.turn_start(session_id))
+            if ctrl_c.pressed:
+                prelude.call("session/delete", {"sessionId": session_id})
+                prelude.close()
+                return EXIT_INTERRUPTED
+            try:
+                _, frame = prelude.call("turn/start", request.turn_start(session_id))
+            except CallError:
+                # Refused (a prompt too large, an image the model cannot take): the session
+                # made for it would stay empty.
+                prelude.call("session/delete", {"sessionId": session_id})
+                raise
         except BaseException:
             prelude.close()
             raise
         with prelude.handover() as client:
-            return _follow_run(args, client, session_id, frame)
+            return _follow_run(args, client, session_id, frame, ctrl_c)
     with connect(args) as client:
-        return _follow_run(args, client, _session_of(args, client), None, request)
+        ctrl_c.hold()
+        session_id, created = _session_of(args, client)
+        return _follow_run(args, client, session_id, None, ctrl_c, request, created=created)
 
 
 def _session_id(created: JsonObject) -> str:
@@ -122,12 +179,13 @@ def _session_id(created: JsonObject) -> str:
     return session_id
 
 
-def _session_of(args: argparse.Namespace, client: "Client") -> str:
+def _session_of(args: argparse.Namespace, client: "Client") -> tuple[str, bool]:
+    """The session to run in, and whether it was created for this run."""
     from tether.protocol.methods import SESSION_CREATE, SessionCreateParams
 
     if args.session or args.continue_latest:
-        return resolve_session(client, args.session).id
-    return client.call(SESSION_CREATE, SessionCreateParams()).session.id
+        return resolve_session(client, args.session).id, False
+    return client.call(SESSION_CREATE, SessionCreateParams()).session.id, True
 
 
 def _follow_run(
@@ -135,16 +193,26 @@ def _follow_run(
     client: "Client",
     session_id: str,
     started_frame: bytes | None,
+    ctrl_c: HeldCtrlC,
     request: RunRequest | None = None,
+    *,
+    created: bool = False,
 ) -> int:
     """Follow the turn of `tether run`: one a prelude started (`started_frame`, its answer),
-    or the one started here from `request` once attached."""
+    or the one started here from `request` once attached, unless Ctrl-C came first (then
+    the session, if `created` for this run, is deleted)."""
     from tether.clients.cli.follow import Follower
     from tether.clients.cli.render import Renderer
-    from tether.protocol.methods import TURN_START, Attachment, ImageInput, TurnStartParams
+    from tether.protocol.methods import (
+        SESSION_DELETE,
+        TURN_CANCEL,
+        TURN_START,
+        SessionRef,
+        TurnCancelParams,
+    )
     from tether.protocol.session import Cursor
 
-    renderer = Renderer(json_mode=args.json)
+    renderer = Renderer(json_mode=args.json, verbose=args.verbose)
     follower = Follower(
         client,
         session_id,
@@ -162,21 +230,16 @@ def _follow_run(
         assert request is not None
         if not args.detach:
             follower.attach()
-        started = client.call(
-            TURN_START,
-            TurnStartParams(
-                session_id=session_id,
-                text=request.prompt,
-                permission_mode=request.permission_mode,
-                model=request.model,
-                mentions=request.mentions,
-                attachments=[Attachment(name=n, text=t) for n, t in request.attachments],
-                images=[
-                    ImageInput(name=i.name, mime_type=i.mime_type, data=i.data)
-                    for i in request.images
-                ],
-            ),
-        )
+        if ctrl_c.pressed:
+            if created:
+                client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+            return EXIT_INTERRUPTED
+        try:
+            started = _start_turn(client, session_id, request)
+        except CallError:
+            if created:  # refused: the session made for it would stay empty
+                client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+            raise
     if not args.json:
         for problem in started.problems:
             print(f"tether: {problem}", file=sys.stderr)
@@ -186,12 +249,38 @@ def _follow_run(
             file=sys.stderr,
         )
     if args.detach:
+        if ctrl_c.release():
+            client.call(
+                TURN_CANCEL, TurnCancelParams(session_id=session_id, turn_id=started.turn_id)
+            )
+            return EXIT_INTERRUPTED
         print(session_id)
         return EXIT_OK
-    status = follower.follow(started.turn_id)
+    status = follower.follow(started.turn_id, held=ctrl_c)
     if not args.json and status != "completed":
         _say_go_on(f"turn {status} (session {session_id}){_why(status)}", session_id)
     return STATUS_EXIT[status]
+
+
+def _start_turn(client: "Client", session_id: str, request: RunRequest) -> "TurnStartResult":
+    from tether.protocol.methods import TURN_START, Attachment, ImageInput, TurnStartParams
+
+    return client.call(
+        TURN_START,
+        TurnStartParams(
+            session_id=session_id,
+            text=request.prompt,
+            permission_mode=request.permission_mode,
+            model=request.model,
+            mentions=request.mentions,
+            attachments=[Attachment(name=n, text=t) for n, t in request.attachments],
+            images=[
+                ImageInput(name=i.name, mime_type=i.mime_type, data=i.data) for i in request.images
+            ],
+            env=request.env,
+            max_input_tokens=request.max_input,
+        ),
+    )
 
 
 _WHY: "dict[TurnStatus, str]" = {

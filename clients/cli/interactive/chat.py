@@ -19,6 +19,7 @@ Leaving (Ctrl-D, `/exit`, Ctrl-C twice) detaches: the daemon keeps a running tur
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
 import time
@@ -43,6 +44,7 @@ from tether.clients.cli.render import Renderer, visible
 from tether.clients.rpc import CallError
 from tether.clients.websocket import WebSocketError
 from tether.protocol.base import Wire
+from tether.protocol.environment import without_secrets
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,
@@ -350,6 +352,7 @@ class Chat:
                 text=text,
                 mentions=parse_cli_mentions(text),
                 images=images,
+                env=without_secrets(os.environ),
             ),
         )
         self.images.clear()

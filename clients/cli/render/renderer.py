@@ -144,6 +144,7 @@ class Renderer:
         color: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
         region: bool = True,
+        verbose: bool = False,
     ) -> None:
         """`live`: `out` is a terminal (default: when it is a tty): stream text as it
         arrives, else write each reply when it completes. `status_live`: the same for `err`
@@ -152,8 +153,10 @@ class Renderer:
         gives (columns, lines) of the terminal; `clock` the time events arrive at (the
         timebase of `tick` and `activity`). `region`: keep a live region at the bottom of the
         terminal; False for a host that draws the bottom itself (see the module's rules):
-        whole lines only, no cursor movement, and `activity` for what moves."""
+        whole lines only, no cursor movement, and `activity` for what moves. `verbose`: say
+        at a turn's start which environment its commands run in."""
         self.json_mode = json_mode
+        self.verbose = verbose
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.live = self.out.isatty() if live is None else live
@@ -331,8 +334,14 @@ class Renderer:
 
     def _event(self, event: AnyEvent) -> None:
         match event:
-            case TurnStarted():
+            case TurnStarted(turn_id=turn_id, environment=environment):
                 self._under.waiting_since = self._now
+                if self.verbose and environment is not None:
+                    from tether.clients.cli.environment import environment_words
+
+                    self._say(
+                        f"turn {turn_id} runs its commands in {environment_words(environment)}"
+                    )
             case ItemDelta(item_id=item_id, progress=ToolProgress() as report):
                 self._under.report_progress(item_id, report)
             case ItemDelta(item_id=item_id, delta=delta):

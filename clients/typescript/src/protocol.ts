@@ -369,6 +369,12 @@ export interface DaemonStatusResult {
    * Default: `false`.
    */
   workspaceTrusted?: boolean;
+  /**
+   * The environment of the turn started last since the daemon started (None: none).
+   *
+   * Default: `null`.
+   */
+  lastTurnEnvironment?: TurnEnvironment | null;
 }
 
 /** One problem a language server reported. */
@@ -1773,6 +1779,34 @@ export interface TurnCompleted {
   error?: TurnError | null;
 }
 
+/** The environment a turn's commands and hooks run in, in brief. */
+export interface TurnEnvironment {
+  /**
+   * `client`: the one the client sent with `turn/start` (its shell's); `daemon`: the daemon's own (the client sent none, as editors do).
+   *
+   * Default: `"daemon"`.
+   */
+  source?: "client" | "daemon";
+  /**
+   * Its PATH.
+   *
+   * Default: `""`.
+   */
+  path?: string;
+  /**
+   * Its VIRTUAL_ENV (empty: none).
+   *
+   * Default: `""`.
+   */
+  virtualEnv?: string;
+  /**
+   * Its CONDA_PREFIX (empty: none).
+   *
+   * Default: `""`.
+   */
+  condaPrefix?: string;
+}
+
 /** Why a turn failed, written for the person reading it: what happened and what to do. */
 export interface TurnError {
   /** `model_unreachable` (no server answers at the base URL), `model_http_error` (it answered with an error status), `model_protocol_error` (its answer could not be read), `model_timeout` (it went silent), `model_error` (another model failure), `config_invalid` (the user's settings cannot be read), `compaction_failed` (the model's summary was unusable), `internal_error` (a bug in tether; the daemon log has it), `interrupted` (the daemon stopped while the turn ran). */
@@ -1843,6 +1877,18 @@ export interface TurnStartParams {
    * Default: `[]`.
    */
   images?: Array<ImageInput>;
+  /**
+   * The tokens the message (`text`) may take, as estimated from its length; a longer one is refused with `INVALID_PARAMS`, saying its size, before anything is sent. None: half of what the model's context window leaves for the prompt. Never more than that whole.
+   *
+   * Default: `null`.
+   */
+  maxInputTokens?: number | null;
+  /**
+   * The client's environment (its shell's variables): a turn this starts runs its commands and hooks in it, instead of in the environment of whichever shell started the daemon. Variables whose names look secret are dropped on receipt (the client should not send them). None: the daemon's own environment. A message queued for a running turn joins it in that turn's environment.
+   *
+   * Default: `null`.
+   */
+  env?: Record<string, string> | null;
 }
 
 /**
@@ -1864,7 +1910,7 @@ export interface TurnStartResult {
    */
   inputId?: string;
   /**
-   * Mentions (or the open file) that could not be attached, one line each saying why; the message was sent without them.
+   * Mentions (or the open file) that could not be attached, one line each saying why (the message was sent without them), and mentioned files or attached texts that were cut to fit, one line each saying how much was left out.
    *
    * Default: `[]`.
    */
@@ -1880,6 +1926,12 @@ export interface TurnStarted {
   turnId: string;
   /** Seconds since the Unix epoch (a float). */
   startedAt: number;
+  /**
+   * The environment its commands and hooks run in (None: not recorded, as for a compaction).
+   *
+   * Default: `null`.
+   */
+  environment?: TurnEnvironment | null;
 }
 
 /** The last item of every turn: how it ended and what it cost and changed. */
