@@ -210,7 +210,7 @@ def test_four_frontends_follow_one_turn_to_the_same_end(
     [picker] = seen["selects"]
     assert command in picker["prompt"]
     asking = [line for line in seen["chat_asking"] if line.startswith("- `run_command` touch ")]
-    assert [line.rsplit(" — ", 1)[1] for line in asking] == ["running"]
+    assert [line.rsplit(" — ", 1)[1] for line in asking] == ["awaiting approval"]
     assert nvim_shown(seen["turns"]) == expected
     assert (seen["stats"]["duplicates"], seen["stats"]["gaps"]) == (0, 0)
     chat = seen["chat"]
