@@ -14,7 +14,21 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli
-from tests.support import DaemonProcess, Home, command_step, create_session, run_cli
+from tests.support import (
+    DaemonProcess,
+    Home,
+    command_step,
+    create_session,
+    read_snapshot,
+    run_cli,
+    wait_until,
+)
+from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    TURN_START,
+    ApprovalRespondParams,
+    TurnStartParams,
+)
 from tether.testing import ModelServer
 
 pytestmark = pytest.mark.shared_daemon
@@ -354,3 +368,23 @@ def test_the_lazy_spec_in_the_docs_lists_every_command_the_plugin_defines() -> N
     # And the commands table documents each.
     for name in registered:
         assert f"`:{name}" in docs, name
+
+
+def test_a_late_answer_says_who_answered_first_with_its_name_made_visible(
+    daemon: DaemonProcess, model_server: ModelServer, tmp_path: Path
+) -> None:
+    model_server.set_script({"steps": [command_step("echo first"), {"text": "ran"}]})
+    with daemon.client() as client:
+        session = create_session(client)
+        client.call(TURN_START, TurnStartParams(session_id=session, text="go"))
+        wait_until(lambda: bool(read_snapshot(client, session).pending_approvals), "the approval")
+        (approval,) = read_snapshot(client, session).pending_approvals
+    # A client names itself: a name with a terminal escape in it answers first.
+    with daemon.client("quick\x1b[2Jeditor") as other:
+        other.call(
+            APPROVAL_RESPOND,
+            ApprovalRespondParams(session_id=session, approval_id=approval.id, decision="allow"),
+        )
+    seen, _ = run_nvim(daemon, tmp_path, "late_answer", session=session, approval=approval.id)
+    assert "tether: already answered by quick\\x1b[2Jeditor" in seen["notes"]
+    assert not any("\x1b" in note for note in seen["notes"])

@@ -481,7 +481,8 @@ function M.respond(session_id, approval_id, decision, scope, cb)
   }, function(err, result)
     if err ~= nil and err.code == approvals.ALREADY_RESOLVED then
       local by = err.data and err.data.by or "another client"
-      notify(("already answered by %s"):format(by))
+      -- A client names itself: its name is shown as any relayed text is.
+      notify(("already answered by %s"):format(render.one_line(by, 80)))
       return cb(nil, result)
     end
     cb(err, result)
