@@ -7,8 +7,10 @@ msgspec is imported."""
 class CallError(Exception):
     """The daemon answered a call with a JSON-RPC error."""
 
-    def __init__(self, method: str, code: int, message: str) -> None:
+    def __init__(self, method: str, code: int, message: str, data: object = None) -> None:
         super().__init__(f"{method}: {message} ({code})")
         self.method = method
         self.code = code
         self.message = message
+        self.data = data
+        """The error's `data`, as decoded JSON (docs/protocol.md names it per code)."""

@@ -147,7 +147,8 @@ class Client:
                 continue
             if envelope.error is not None and envelope.id in (request_id, None):
                 # An id-less error answers a request the daemon could not read: this one.
-                raise CallError(method.name, envelope.error.code, envelope.error.message)
+                error = envelope.error
+                raise CallError(method.name, error.code, error.message, error.data)
             if envelope.id != request_id:
                 continue
             return codec.decode_as(method.result, envelope.result)

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import msgspec
+
+from tether.clients.cli.render.text import visible
 from tether.clients.discovery import DaemonUnavailable, find_workspace
 from tether.clients.rpc import CallError, Client
 from tether.clients.websocket import WebSocketError
@@ -24,6 +27,7 @@ from tether.jupyter import follow as following
 from tether.jupyter.follow import Outcome, Screen
 from tether.jupyter.render import Bundle, answered_bundle, message_bundle, sessions_bundle
 from tether.jupyter.view import TurnView, last_turn
+from tether.protocol.error_data import ApprovalAnswered
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import Decision, DecisionScope, PermissionMode
 from tether.protocol.methods import (
@@ -193,8 +197,7 @@ class Notebook:
                     f" approve it without --always"
                 )
             scope: DecisionScope = "always" if always else "once"
-            if not self._respond(client, cell, picked, decision, scope, message):
-                return None
+            self._respond(client, cell, picked, decision, scope, message)
             return self.follow_turn(client, cell, cell.screen(), picked)
 
     def answer_on(
@@ -206,10 +209,10 @@ class Notebook:
         scope: DecisionScope,
     ) -> Outcome | None:
         """A button's answer to `picked`: then follow its turn on `screen`, the cell that
-        showed the approval."""
+        showed the approval (also when another client answered first: the cell then shows
+        where the turn got to, not the wait it showed)."""
         with self.client() as client:
-            if not self._respond(client, cell, picked, decision, scope, ""):
-                return None
+            self._respond(client, cell, picked, decision, scope, "")
             return self.follow_turn(client, cell, screen, picked)
 
     # --- the parts ----------------------------------------------------------------------------
@@ -265,8 +268,8 @@ class Notebook:
         decision: Decision,
         scope: DecisionScope,
         message: str,
-    ) -> bool:
-        """Answer `picked`; False (said in the cell) when someone answered first."""
+    ) -> None:
+        """Answer `picked`; when someone answered first, say who and how in the cell."""
         params = ApprovalRespondParams(
             session_id=picked.session_id,
             approval_id=picked.approval.id,
@@ -279,10 +282,19 @@ class Notebook:
         except CallError as exc:
             if exc.code not in (ErrorCode.APPROVAL_RESOLVED, ErrorCode.APPROVAL_NOT_FOUND):
                 raise
-            cell.show(message_bundle(f"approval {picked.approval.id} was already answered"))
-            return False
+            cell.show(message_bundle(f"approval {picked.approval.id} was {_answered(exc)}"))
+            return
         cell.show(answered_bundle(picked, "allowed" if decision == "allow" else "denied"))
-        return True
+
+
+def _answered(exc: CallError) -> str:
+    """`already answered (allowed) by tether-cli`, from an APPROVAL_RESOLVED error's data."""
+    try:
+        first = msgspec.convert(exc.data, ApprovalAnswered)
+    except msgspec.ValidationError:
+        return "already answered"
+    verb = "allowed" if first.decision == "allow" else "denied"
+    return f"already answered ({verb}) by {visible(first.by)}"
 
 
 def _resolve(client: Client, ref: str) -> SessionInfo:

@@ -14,6 +14,7 @@ soon as it is shown, which would let a reply send what it read to any server it 
 import html
 from functools import cache
 
+import msgspec
 from markdown_it import MarkdownIt
 
 from tether.clients.cli.render.text import (
@@ -25,7 +26,6 @@ from tether.clients.cli.render.text import (
     describe_summary,
     diff_lines,
     failed,
-    failure_tail,
     output_tail,
     tool_line,
     visible,
@@ -65,6 +65,32 @@ def _markdown() -> MarkdownIt:
 def markdown_html(text: str) -> str:
     """Model Markdown as HTML: its own HTML shown as text, no images (see the module)."""
     return _markdown().render(visible(text, multiline=True))
+
+
+_EDIT_TOOLS = frozenset({"edit_file", "write_file"})
+
+
+def shown_call(call: ToolCall) -> ToolCall:
+    """The call as its line shows it: an edit by its path alone (its diff says the rest,
+    where the strings it replaced would only repeat it)."""
+    if call.tool not in _EDIT_TOOLS:
+        return call
+    try:
+        args = msgspec.json.decode(call.arguments or "{}")
+    except msgspec.DecodeError:
+        return call
+    if not isinstance(args, dict) or not isinstance(path := args.get("path"), str):  # type: ignore[union-attr]
+        return call
+    return msgspec.structs.replace(call, arguments=msgspec.json.encode({"path": path}).decode())
+
+
+def command_tail(call: ToolCall) -> list[str]:
+    """The last lines of a finished command's output, as the CLI shows a command's: the
+    result without its `exit code` header; none for other calls."""
+    if call.exit_code is None or call.status != "completed":
+        return []
+    _, _, body = call.output.partition("\n")
+    return [] if body.strip() == "(no output)" else output_tail(body)
 
 
 def answer_lines(approval: ApprovalRequest) -> list[str]:
@@ -114,10 +140,10 @@ def _item_text(item: AnyItem, running: bool) -> list[str]:
             return [f"✻ {visible(text.strip().splitlines()[-1])}"] if running and text else []
         case ToolCall(status="running") as call:
             tail = [f"  │ {line}" for line in output_tail(call.output)]
-            return [f"{SPINNER[0]} {describe_call(call)}", *tail]
+            return [f"{SPINNER[0]} {describe_call(shown_call(call))}", *tail]
         case ToolCall() as call:
-            mark, shown, rest = tool_line(call)
-            tail = [f"  │ {line}" for line in failure_tail(call, "")] if failed(call) else []
+            mark, shown, rest = tool_line(shown_call(call))
+            tail = [f"  │ {line}" for line in command_tail(call)]
             return [f"{mark} {shown}{rest}", *diff_lines(call.diff), *tail]
         case Notice(level=level, message=message):
             return [f"{level}: {visible(message, multiline=True)}"]
@@ -181,18 +207,19 @@ def _item_html(item: AnyItem, running: bool) -> str:
             )
         case ToolCall(status="running") as call:
             tail = output_tail(call.output)
-            return f'<div style="{_MONO}">{SPINNER[0]} {_esc(describe_call(call))}</div>' + (
+            described = _esc(describe_call(shown_call(call)))
+            return f'<div style="{_MONO}">{SPINNER[0]} {described}</div>' + (
                 _pre([f"  │ {line}" for line in tail]) if tail else ""
             )
         case ToolCall() as call:
-            mark, shown, rest = tool_line(call)
+            mark, shown, rest = tool_line(shown_call(call))
             colour = "#cb2431" if failed(call) else "#22863a"
             line = (
                 f'<div class="tether-tool" style="{_MONO}"><span style="color: {colour}">'
                 f'{mark}</span> {html.escape(shown)}<span style="{_DIM}">'
                 f"{html.escape(rest)}</span></div>"
             )
-            tail = [f"  │ {t}" for t in failure_tail(call, "")] if failed(call) else []
+            tail = [f"  │ {t}" for t in command_tail(call)]
             return line + _diff_html(diff_lines(call.diff)) + (_pre(tail) if tail else "")
         case Notice(level=level, message=message):
             colour = {"error": "#cb2431", "warning": "#b08800"}.get(level, "inherit")

@@ -98,8 +98,8 @@ TOOL_LINE = re.compile(r"✓ run_command\(command='([^'…]*)")
 
 def notebook_shown(cell: NotebookNode, command: str) -> Shown:
     """The `%tether attach` cell's one output, read back: `» ` a user message, a `TOOL_LINE`
-    the command (whose shown start must be `command`'s), the summary, any other line agent
-    text."""
+    the command (whose shown start must be `command`'s) and `  │ ` its output's tail, the
+    summary, any other line agent text."""
     assert [o.output_type for o in cell.outputs] == ["display_data"], cell.outputs
     users: list[str] = []
     agents: list[str] = []
@@ -110,6 +110,8 @@ def notebook_shown(cell: NotebookNode, command: str) -> Shown:
         elif called := TOOL_LINE.match(line):
             assert command.startswith(called.group(1)), line
             tools.append((command, "completed"))
+        elif line.startswith("  │ "):
+            assert tools, f"an output line before any command: {line}"
         elif line.strip() and not line.startswith("completed in "):
             agents.append(line)
     return shown(users, agents, tools)
@@ -210,7 +212,7 @@ def test_four_frontends_follow_one_turn_to_the_same_end(
     [picker] = seen["selects"]
     assert command in picker["prompt"]
     asking = [line for line in seen["chat_asking"] if line.startswith("- `run_command` touch ")]
-    assert [line.rsplit(" — ", 1)[1] for line in asking] == ["running"]
+    assert [line.rsplit(" — ", 1)[1] for line in asking] == ["awaiting approval"]
     assert nvim_shown(seen["turns"]) == expected
     assert (seen["stats"]["duplicates"], seen["stats"]["gaps"]) == (0, 0)
     chat = seen["chat"]

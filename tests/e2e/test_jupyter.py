@@ -14,6 +14,7 @@ creates once the new kernel has attached: the model's step is then taken after t
 and the wait is an event, not a delay.
 """
 
+import ast
 import asyncio
 import json
 import os
@@ -41,13 +42,20 @@ from tests.support import (
     read_snapshot,
     wait_until,
 )
+from tether.clients.cli.render.text import SPINNER
 from tether.clients.rpc import Client
 from tether.jupyter.actions import Notebook
 from tether.jupyter.follow import Screen
 from tether.jupyter.render import Bundle, turn_bundle
 from tether.jupyter.view import TurnView
 from tether.jupyter.widgets import approval_buttons
-from tether.protocol.methods import SESSION_LIST, TURN_START, TurnStartParams
+from tether.protocol.methods import (
+    APPROVAL_RESPOND,
+    SESSION_LIST,
+    TURN_START,
+    ApprovalRespondParams,
+    TurnStartParams,
+)
 from tether.protocol.session import SessionInfo
 from tether.testing import ModelServer
 
@@ -351,3 +359,80 @@ def test_a_cell_sent_while_the_turn_runs_joins_it_and_follows_it_to_its_end(
     assert "Saw both." in final
     assert "queued" not in final
     assert "And this." in model_server.requests[1]["messages"][-1]["content"]
+
+
+@pytest.mark.shared_daemon
+def test_a_button_clicked_after_another_client_answered_says_who_and_shows_the_end(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    model_server.set_script({"steps": [command_step("echo late"), {"text": "Done without me."}]})
+    notebook = Notebook(workspace=lambda: workspace)
+    cell = _Cell()
+    with home.activated():
+        assert notebook.run(cell, "Run it.") == "approval"
+    ((view, screen),) = cell.waited
+    assert notebook.session_id is not None
+    session_id = notebook.session_id
+    (approval,) = view.pending.values()
+    # A client names itself: a name with a terminal escape in it answers first.
+    with daemon.client("the-other\x1b[2Jeditor") as other:
+        other.call(
+            APPROVAL_RESPOND,
+            ApprovalRespondParams(session_id=session_id, approval_id=approval.id, decision="allow"),
+        )
+        wait_until(
+            lambda: read_snapshot(other, session_id).turns[-1].status != "running",
+            "the turn to end",
+        )
+    box = approval_buttons(notebook, view, screen)
+    assert box is not None
+    ((row, _output),) = [child.children for child in box.children]
+    _label, allow, *_ = row.children
+    capsys.readouterr()
+    with home.activated():
+        allow.click()
+    # Without a kernel, the click's output widget prints the bundle it was given.
+    said = ast.literal_eval(capsys.readouterr().out.strip())["text/plain"]
+    assert said == (
+        f"approval {approval.id} was already answered (allowed) by the-other\\x1b[2Jeditor"
+    )
+    drawn = cell.screens[0].drawn
+    assert "Done without me." in drawn[-1]
+    assert "completed in" in drawn[-1]
+    assert SPINNER[0] not in drawn[-1]
+    assert "the turn waits for an answer" not in drawn[-1]
+
+
+@pytest.mark.shared_daemon
+def test_a_cell_shows_a_command_s_output_tail_and_an_edit_s_diff_alone(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    name = "greeting-jupyter.txt"
+    (workspace / name).write_text("line one\nhello there\n")
+    edit = {"path": name, "old_string": "hello there", "new_string": "howdy there"}
+    model_server.set_script(
+        {
+            "steps": [
+                command_step("printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\n'"),
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": name}}]},
+                {"tool_calls": [{"name": "edit_file", "arguments": edit}]},
+                {"text": "Both done."},
+            ]
+        }
+    )
+    notebook = Notebook(workspace=lambda: workspace)
+    cell = _Cell()
+    with home.activated():
+        assert notebook.run(cell, "Go.", mode="auto") == "ended"
+    final = cell.screens[0].drawn[-1].splitlines()
+    ran = next(i for i, line in enumerate(final) if line.startswith("✓ run_command("))
+    assert final[ran + 1 : ran + 6] == ["  │ c", "  │ d", "  │ e", "  │ f", "  │ g"]
+    (edited,) = [line for line in final if line.startswith("✓ edit_file(")]
+    assert edited.startswith(f"✓ edit_file(path='{name}')")
+    assert "old_string" not in "\n".join(final)
+    assert "-hello there" in final
+    assert "+howdy there" in final

@@ -86,4 +86,122 @@ function S.restart(t, tether)
   t.result.connection = tether.status().connection
 end
 
+--- Attach to a session whose turn ran elsewhere: the chat window shows a page that ends with
+--- the turn's last line.
+function S.view(t, tether)
+  vim.cmd("TetherAttach " .. os.getenv("TETHER_NVIM_SESSION"))
+  t.wait_turns(1)
+  t.wait(function()
+    return #t.chat() > 60
+  end, "the turn drawn")
+  vim.cmd("redraw")
+  local win = vim.fn.win_findbuf(require("tether.chat").buffer())[1]
+  t.result.view = {
+    height = vim.api.nvim_win_get_height(win),
+    top = vim.fn.line("w0", win),
+    bottom = vim.fn.line("w$", win),
+    cursor = vim.api.nvim_win_get_cursor(win)[1],
+    lines = vim.api.nvim_buf_line_count(require("tether.chat").buffer()),
+  }
+end
+
+--- The chat buffer's keys: an approval left pending by the picker is answered with `ga`; a
+--- message written in the prompt area (`i`) is sent with <CR>; `q` closes both.
+function S.keys(t, tether)
+  t.answer_selects(function(items, opts)
+    return nil -- dismissed: the approval stays pending, the picker chooses nothing
+  end)
+  vim.cmd("edit " .. t.workspace .. "/src/app.py")
+  vim.cmd("Tether run it")
+  t.wait(function()
+    local st = t.state()
+    return st ~= nil and #st.approvals > 0 and #t.result.selects > 0
+  end, "the approval")
+  t.wait(function()
+    return vim.iter(t.chat()):any(function(line)
+      return line:find("**Approval needed**", 1, true) ~= nil
+    end)
+  end, "the approval in the chat")
+  t.result.chat_asking = t.chat()
+  local chat = require("tether.chat")
+  local win = vim.fn.win_findbuf(chat.buffer())[1]
+  vim.api.nvim_set_current_win(win)
+  vim.cmd("normal ga")
+  t.wait_turns(1)
+  t.wait(function()
+    return vim.tbl_contains(t.chat(), "it ran")
+  end, "the first answer")
+  t.result.chat_first = t.chat()
+  vim.api.nvim_set_current_win(win)
+  vim.cmd("normal i")
+  t.result.prompt_window = vim.api.nvim_buf_get_name(0)
+  vim.api.nvim_buf_set_lines(0, 0, -1, false, { "and again", "please" })
+  vim.cmd("execute \"normal \\<CR>\"")
+  t.wait_turns(2)
+  t.result.prompt_after = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+  vim.cmd("normal q")
+  t.result.prompt_windows = #vim.fn.win_findbuf(chat.prompt_buffer())
+  vim.api.nvim_set_current_win(vim.fn.win_findbuf(chat.buffer())[1])
+  vim.cmd("normal q")
+  t.result.chat_windows = #vim.fn.win_findbuf(chat.buffer())
+end
+
+--- The session picker lists a session whose turn ended.
+function S.picker(t, tether)
+  t.answer_selects(function()
+    return nil
+  end)
+  vim.cmd("Tether hello")
+  t.wait_turns(1)
+  vim.cmd("TetherSessions")
+  t.wait(function()
+    return #t.result.selects > 0
+  end, "the session picker")
+end
+
+--- A message sent while a turn runs is queued (and said so); the turn is cancelled before it
+--- joins: the chat and a notification say it was not sent.
+function S.queue(t, tether)
+  t.result.notes = {}
+  vim.notify = function(message, level)
+    table.insert(t.result.notes, message)
+  end
+  vim.cmd("Tether first")
+  t.wait(function()
+    return vim.iter(t.chat()):any(function(line)
+      return line:find("partial", 1, true) ~= nil
+    end)
+  end, "the start of the answer")
+  vim.cmd("Tether also this")
+  t.wait(function()
+    return #t.state().queued > 0 and vim.tbl_contains(t.chat(), "also this")
+  end, "the message queued")
+  t.result.chat_queued = t.chat()
+  vim.cmd("TetherCancel")
+  t.wait_turns(1)
+  t.wait(function()
+    return #t.state().queued == 0
+  end, "the queued message dropped")
+end
+
+--- `:checkhealth tether` when the tether command is missing.
+function S.health_missing(t, tether)
+  tether.setup({ cmd = { t.workspace .. "/no-such-tether" } })
+  vim.cmd("checkhealth tether")
+  t.result.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+end
+
+--- Answer an approval another client answered first: the plugin says who did.
+function S.late_answer(t, tether)
+  t.result.notes = {}
+  vim.notify = function(message)
+    table.insert(t.result.notes, message)
+  end
+  vim.cmd("TetherAttach " .. os.getenv("TETHER_NVIM_SESSION"))
+  t.wait(function()
+    return tether.status().attached
+  end, "attached")
+  t.call(tether.respond, os.getenv("TETHER_NVIM_SESSION"), os.getenv("TETHER_NVIM_APPROVAL"), "allow", "once")
+end
+
 return S

@@ -14,7 +14,10 @@ function M.check()
   if vim.fn.executable(cmd[1]) ~= 1 then
     health.error(
       ("`%s` is not executable"):format(cmd[1]),
-      { "install tether (pip install tether) or set it: require('tether').setup({ cmd = { '/path/to/tether' } })" }
+      {
+        "install tether from a checkout: `uv tool install /path/to/tether` (or `pipx install /path/to/tether`)",
+        "or name it: require('tether').setup({ cmd = { '/path/to/tether' } })",
+      }
     )
     return
   end

@@ -106,6 +106,10 @@ local function on_session_event(params)
     approvals.resolved(event.approvalId)
   elseif event.type == "item_completed" then
     reload_after(event.item)
+  elseif event.type == "input_dropped" then
+    for _, text in ipairs(event.dropped) do
+      notify(("not sent, %s: %s"):format(event.reason, render.one_line(text, 80)), vim.log.levels.WARN)
+    end
   end
   redraw()
 end
@@ -339,17 +343,20 @@ local function done(err)
 end
 
 --- `:Tether {prompt}`: send `text` to the session in view (a new one when none is), with the
---- current file and cursor, and with `range` ({first, last}) its lines as the selection.
-function M.prompt(text, range, cb)
+--- current file (or `buf`'s) and cursor, and with `range` ({first, last}) its lines as the
+--- selection.
+function M.prompt(text, range, cb, buf)
   cb = cb or done
   if text == nil or vim.trim(text) == "" then
     return vim.ui.input({ prompt = "tether: " }, function(input)
       if input ~= nil and vim.trim(input) ~= "" then
-        M.prompt(input, range, cb)
+        M.prompt(input, range, cb, buf)
       end
     end)
   end
-  local buf = vim.api.nvim_get_current_buf()
+  if buf == nil or not vim.api.nvim_buf_is_valid(buf) then
+    buf = vim.api.nvim_get_current_buf()
+  end
   with_session(true, cb, function(id)
     local params = { sessionId = id, text = text }
     params.editor = editor.context(buf, range, link.workspace)
@@ -359,6 +366,9 @@ function M.prompt(text, range, cb)
       end
       for _, problem in ipairs(result.problems or {}) do
         notify(problem, vim.log.levels.WARN)
+      end
+      if result.queued then
+        notify("a turn is running: your message joins it at its next step")
       end
       cb(nil, result)
     end)
@@ -403,10 +413,12 @@ function M.sessions(cb)
         prompt = "tether sessions (● running)",
         kind = "tether.session",
         format_item = function(info)
-          local mark = RUNNING[info.state] and "●" or " "
+          -- The wire omits a field at its default (docs/protocol.md): idle, untitled.
+          local state = info.state or "idle"
+          local mark = RUNNING[state] and "●" or " "
           local here = info.id == sessions.current and " (in view)" or ""
-          local title = info.title ~= "" and info.title or "untitled"
-          return ("%s %s  %s  [%s]%s"):format(mark, info.id, render.one_line(title, 60), info.state, here)
+          local title = (info.title or "") ~= "" and info.title or "untitled"
+          return ("%s %s  %s  [%s]%s"):format(mark, info.id, render.one_line(title, 60), state, here)
         end,
       }, function(choice)
         if choice ~= nil then
@@ -469,7 +481,8 @@ function M.respond(session_id, approval_id, decision, scope, cb)
   }, function(err, result)
     if err ~= nil and err.code == approvals.ALREADY_RESOLVED then
       local by = err.data and err.data.by or "another client"
-      notify(("already answered by %s"):format(by))
+      -- A client names itself: its name is shown as any relayed text is.
+      notify(("already answered by %s"):format(render.one_line(by, 80)))
       return cb(nil, result)
     end
     cb(err, result)

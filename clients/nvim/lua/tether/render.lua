@@ -1,6 +1,8 @@
 -- What the chat buffer shows of a session (lines of Markdown), and `visible`, which writes the
 -- characters an editor would not show as themselves in a form that can be seen.
 
+local State = require("tether.state")
+
 local M = {}
 
 -- Control characters other than tab and newline, C1 controls, bidi controls, zero-width and
@@ -62,15 +64,51 @@ local STATUS = {
   cancelled = "cancelled",
 }
 
-function M.tool_line(item)
+--- A tool call's line; `awaiting`: a pending approval gates it (it has not run yet).
+function M.tool_line(item, awaiting)
   -- The wire omits a field at its default (docs/protocol.md): a running call has no status.
   local state = item.status or "running"
   local status = STATUS[state] or tostring(state)
+  if state == "running" and awaiting then
+    status = "awaiting approval"
+  end
   if item.status == "completed" and item.exitCode ~= nil and item.exitCode ~= 0 then
     status = ("exit %d"):format(item.exitCode)
   end
   local subject = M.one_line(M.tool_subject(item.tool, item.arguments), 80)
   return ("- `%s` %s — %s"):format(M.one_line(item.tool, 40), subject, status)
+end
+
+M.TAIL_LINES = 5 -- of a command's output, as the CLI shows
+
+--- The last lines of a command's output (a progress bar's redraws collapsed): what it has
+--- streamed while it runs, the result's body (without its `exit code` header) once done.
+function M.output_tail(item)
+  if item.tool ~= "run_command" then
+    return {}
+  end
+  local text = item.output or ""
+  if item.status == "completed" and item.exitCode ~= nil then
+    text = text:match("^[^\n]*\n(.*)$") or ""
+    if text == "(no output)" then
+      return {}
+    end
+  elseif item.status ~= nil and item.status ~= "running" then
+    return {}
+  end
+  text = text:gsub("[\r\n]+$", "")
+  if vim.trim(text) == "" then
+    return {}
+  end
+  local lines = {}
+  for _, line in ipairs(vim.split(text, "\n", { plain = true })) do
+    table.insert(lines, line:match("([^\r]*)$"))
+  end
+  local tail = {}
+  for i = math.max(1, #lines - M.TAIL_LINES + 1), #lines do
+    table.insert(tail, "  │ " .. M.visible(lines[i]))
+  end
+  return tail
 end
 
 local function size_text(size)
@@ -129,7 +167,14 @@ local function approval_lines(out, approval)
     lines_of(out, approval.preview)
     table.insert(out, "```")
   end
-  table.insert(out, "`:TetherApprove` · `:TetherDeny`")
+  table.insert(out, "`ga` allow · `gA` allow always · `gr` deny (or `:TetherApprove` · `:TetherDeny`)")
+end
+
+local function agent_heading(out, speaker)
+  if speaker ~= "agent" then
+    vim.list_extend(out, { "", "## tether", "" })
+  end
+  return "agent"
 end
 
 --- The chat buffer's lines for session state `st`; `status` is the connection's word for
@@ -149,19 +194,22 @@ function M.lines(st, status)
         end
         speaker = "user"
       elseif item.type == "agent_message" and not item.superseded and (item.text or "") ~= "" then
-        if speaker ~= "agent" then
-          vim.list_extend(out, { "", "## tether", "" })
-          speaker = "agent"
-        else
+        if speaker == "agent" then
           table.insert(out, "")
         end
+        speaker = agent_heading(out, speaker)
         lines_of(out, item.text)
-      elseif item.type == "tool_call" then
-        if speaker ~= "agent" then
-          vim.list_extend(out, { "", "## tether", "" })
-          speaker = "agent"
+      elseif item.type == "reasoning" and not item.superseded and vim.trim(item.text or "") ~= "" then
+        speaker = agent_heading(out, speaker)
+        table.insert(out, "> ✻ _reasoning_")
+        for _, line in ipairs(vim.split(M.visible(vim.trim(item.text)), "\n", { plain = true })) do
+          table.insert(out, line == "" and ">" or ("> " .. line))
         end
-        table.insert(out, M.tool_line(item))
+        table.insert(out, "")
+      elseif item.type == "tool_call" then
+        speaker = agent_heading(out, speaker)
+        table.insert(out, M.tool_line(item, State.awaits_approval(st, item.id)))
+        vim.list_extend(out, M.output_tail(item))
         for _, image in ipairs(item.images or {}) do
           table.insert(out, "  " .. M.image_line(image))
         end
@@ -174,6 +222,16 @@ function M.lines(st, status)
     if turn.status ~= "running" and turn.error ~= nil then
       vim.list_extend(out, { "", ("> error: %s"):format(M.one_line(turn.error.message, 300)) })
     end
+    for _, dropped in ipairs(turn.dropped or {}) do
+      vim.list_extend(out, {
+        "",
+        ("> not sent, %s: %s"):format(M.one_line(dropped.reason, 80), M.one_line(dropped.text, 200)),
+      })
+    end
+  end
+  for _, input in ipairs(st.queued or {}) do
+    vim.list_extend(out, { "", "## You (queued: joins the running turn at its next step)", "" })
+    lines_of(out, input.text)
   end
   for _, approval in ipairs(st.approvals) do
     approval_lines(out, approval)

@@ -15,6 +15,7 @@ function M.new(session_id)
     info = nil,
     turns = {},
     approvals = {}, -- pending, in the order they were asked
+    queued = {}, -- messages sent while a turn runs, waiting to join it: { id, text }
     stats = { events = 0, deltas = 0, duplicates = 0, gaps = 0 },
   }
 end
@@ -61,6 +62,30 @@ function M.load_snapshot(st, snapshot)
   for _, approval in ipairs(snapshot.pendingApprovals or {}) do
     table.insert(st.approvals, approval)
   end
+  st.queued = {}
+  for _, input in ipairs(snapshot.queuedInputs or {}) do
+    table.insert(st.queued, { id = input.inputId, text = input.text })
+  end
+end
+
+--- Whether a pending approval gates the tool call `item_id`.
+function M.awaits_approval(st, item_id)
+  for _, approval in ipairs(st.approvals) do
+    if approval.itemId == item_id then
+      return true
+    end
+  end
+  return false
+end
+
+--- Take the queued message `input_id` off the queue; returns it, or nil.
+local function unqueue(st, input_id)
+  for i, input in ipairs(st.queued) do
+    if input.id == input_id then
+      return table.remove(st.queued, i)
+    end
+  end
+  return nil
 end
 
 function M.approval(st, approval_id)
@@ -108,6 +133,7 @@ function M.apply(st, params)
     find_turn(st, event.turnId).status = "running"
   elseif kind == "item_started" or kind == "item_completed" then
     put_item(find_turn(st, event.turnId), event.item)
+    unqueue(st, event.item.id) -- a queued message joined the turn
   elseif kind == "item_delta" then
     st.stats.deltas = st.stats.deltas + 1
     local item = find_item(st, event.turnId, event.itemId)
@@ -127,10 +153,28 @@ function M.apply(st, params)
     table.insert(st.approvals, event.approval)
   elseif kind == "approval_resolved" then
     drop_approval(st, event.approvalId)
+  elseif kind == "input_queued" then
+    unqueue(st, event.inputId)
+    table.insert(st.queued, { id = event.inputId, text = event.text })
+  elseif kind == "input_dropped" then
+    -- Kept on the last turn (the one that ended without them), so the chat says so; the
+    -- event carries the texts for whoever reacts to it.
+    local turn = st.turns[#st.turns]
+    event.dropped = {}
+    for _, input_id in ipairs(event.inputIds or {}) do
+      local input = unqueue(st, input_id)
+      if input ~= nil then
+        table.insert(event.dropped, input.text)
+        if turn ~= nil then
+          turn.dropped = turn.dropped or {}
+          table.insert(turn.dropped, { text = input.text, reason = event.reason })
+        end
+      end
+    end
   elseif kind == "session_renamed" and st.info ~= nil then
     st.info.title = event.title
   end
-  -- Other kinds (todos, context, queued input, ones added later) do not change the chat.
+  -- Other kinds (todos, context, ones added later) do not change the chat.
   return event
 end
 
