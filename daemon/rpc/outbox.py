@@ -17,11 +17,14 @@ reading speed.
   answer could never be sent at all.
 
 With a `DirectWriter` (the connection's websocket), a frame offered or sent while nothing is
-queued and no batch is being written goes straight to the socket when the socket takes it
-without waiting: no task switch for the writer, which is most of what fanning an event out to
-many clients costs. Order is kept: once a frame waits, every later one waits behind it. A
-frame the socket took only in part leaves its rest with the writer (at most one frame, outside
-the budget), and the connection's writer task is woken to finish it first.
+queued for the writer and no batch is being written goes straight to the socket, without a
+task switch for the writer (which is most of what fanning an event out to many clients costs):
+it is held until the scheduler's next pass (`tether.daemon.coalesce`), and the frames held by
+then go out in one write when the socket takes it without waiting, else to the writer. A step's
+several events thus cost one write, not one each. Order is kept: once a frame waits for the
+writer, every later one waits behind it. Frames the socket took only in part leave their rest
+with the writer (outside the budget), and the connection's writer task is woken to finish it
+first.
 """
 
 from collections import deque
@@ -29,6 +32,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import trio
+
+from tether.daemon.coalesce import call_soon
 
 DEFAULT_LIMIT = 4096
 """Live event frames queued for one client before it is told to resync."""
@@ -44,9 +49,9 @@ syscalls instead of one each, and no single write holds more than about a megaby
 
 
 class DirectWriter(Protocol):
-    def write_nowait(self, payload: bytes) -> bool:
-        """Write one frame at once if the socket takes some of it without waiting (the rest,
-        if any, is then `has_unsent`); False when nothing was written."""
+    def write_nowait(self, *payloads: bytes) -> bool:
+        """Write the frames at once, in one write, if the socket takes some of it without
+        waiting (the rest, if any, is then `has_unsent`); False when nothing was written."""
         ...
 
     @property
@@ -78,6 +83,9 @@ class Outbox:
         self._direct = direct
         self._kicked = False
         """The writer has the rest of a direct write to finish (`get_batch` returns [])."""
+        self._held_direct = False
+        """The queued frames are held for one direct write in the scheduler's next pass (the
+        writer is not woken for them)."""
         self._frames: deque[bytes] = deque()
         self._max_frames = max_frames
         self._max_bytes = max_bytes
@@ -115,8 +123,7 @@ class Outbox:
             or self._held() + len(frame) > self._max_bytes - self._reserve
         ):
             return False
-        if not self._write_direct(frame):
-            self._append(frame)
+        self._queue(frame)
         return True
 
     def send_nowait(self, frame: bytes) -> None:
@@ -128,8 +135,7 @@ class Outbox:
             self.close()
             self._overrun.set()
             return
-        if not self._write_direct(frame):
-            self._append(frame)
+        self._queue(frame)
 
     async def get_batch(self) -> list[bytes]:
         """Wait for frames and take the oldest (at most `WRITE_BATCH_FRAMES`, about
@@ -151,6 +157,7 @@ class Outbox:
             size += len(frame)
         self._queued_bytes -= size
         self._kicked = False  # the send of this batch writes the rest of a direct write first
+        self._held_direct = False  # the writer has them now
         self._batch_frames = len(batch)
         self._batch_bytes = size
         return batch
@@ -178,23 +185,52 @@ class Outbox:
         if self._drained is not None:
             self._drained.set()
 
-    def _write_direct(self, frame: bytes) -> bool:
-        """Hand `frame` to the direct writer when nothing is ahead of it; True if it took it."""
+    def _queue(self, frame: bytes) -> None:
+        """Queue `frame`: held for a direct write when nothing waits for the writer ahead of
+        it, else for the writer."""
+        if self._held_direct:
+            self._hold(frame)
+        elif (
+            self._direct is None
+            or self._frames
+            or self._batch_frames
+            or self._kicked
+            or not call_soon(self._write_held)
+        ):
+            self._append(frame)
+        else:
+            self._held_direct = True
+            self._hold(frame)
+
+    def _write_held(self) -> None:
+        """Hand the held frames to the direct writer in one write; to the writer task when
+        the socket does not take them now."""
+        if not self._held_direct or self.closed:
+            return
+        self._held_direct = False
         direct = self._direct
-        if direct is None or self._frames or self._batch_frames or self._kicked:
-            return False
-        if not direct.write_nowait(frame):
-            return False
-        if direct.has_unsent:
-            self._kicked = True
+        assert direct is not None
+        frames = self._frames
+        batch = [frames.popleft() for _ in range(min(len(frames), WRITE_BATCH_FRAMES))]
+        if batch and not self._batch_frames and not self._kicked and direct.write_nowait(*batch):
+            self._queued_bytes -= sum(map(len, batch))
+            if direct.has_unsent:
+                self._kicked = True
+        else:
+            frames.extendleft(reversed(batch))
+        if self._frames or self._kicked:
             self._wakeup.set()
-        return True
+        elif self._drained is not None:
+            self._drained.set()
+
+    def _hold(self, frame: bytes) -> None:
+        self._frames.append(frame)
+        self._queued_bytes += len(frame)
+        self._peak_bytes = max(self._peak_bytes, self._held())
 
     def _held(self) -> int:
         return self._queued_bytes + self._batch_bytes
 
     def _append(self, frame: bytes) -> None:
-        self._frames.append(frame)
-        self._queued_bytes += len(frame)
-        self._peak_bytes = max(self._peak_bytes, self._held())
+        self._hold(frame)
         self._wakeup.set()

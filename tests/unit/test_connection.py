@@ -203,8 +203,11 @@ async def test_a_client_that_never_reads_is_resynced_within_its_budget_and_a_fas
             await _hello(slow)
             fast_conn, slow_conn = daemonlet.connections
 
-            # Nothing is queued for either: the event goes straight to both sockets.
+            # Nothing is queued for either: the event is held for the scheduler's next pass,
+            # then goes straight to both sockets.
             _emit_deltas(session, 1)
+            assert len(fast_conn.outbox) == len(slow_conn.outbox) == 1
+            await trio.testing.wait_all_tasks_blocked()
             assert len(fast_conn.outbox) == len(slow_conn.outbox) == 0
             fast_seqs.append(msgspec.json.decode(await fast.get_message())["params"]["seq"])
 
@@ -356,6 +359,53 @@ async def test_outbox_refuses_live_events_past_the_frame_limit() -> None:
     assert outbox.offer(b"1")
     assert outbox.offer(b"2")
     assert not outbox.offer(b"3")
+
+
+class Socket:
+    """A direct writer that takes whatever it is given while `full` is False."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[bytes, ...]] = []
+        self.full = False
+
+    def write_nowait(self, *payloads: bytes) -> bool:
+        if self.full:
+            return False
+        self.writes.append(payloads)
+        return True
+
+    @property
+    def has_unsent(self) -> bool:
+        return False
+
+
+async def test_outbox_writes_the_frames_of_one_pass_in_one_write() -> None:
+    socket = Socket()
+    outbox = Outbox(direct=socket)
+    assert outbox.offer(b'"item started"')
+    outbox.send_nowait(b'"a response"')
+    assert outbox.offer(b'"item completed"')
+    assert socket.writes == []  # held until the scheduler's next pass
+    assert outbox.statistics().bytes == 42
+    await trio.testing.wait_all_tasks_blocked()
+    assert socket.writes == [(b'"item started"', b'"a response"', b'"item completed"')]
+    assert len(outbox) == 0
+    assert outbox.statistics().bytes == 0
+    with trio.fail_after(1):
+        await outbox.wait_drained()
+
+
+async def test_outbox_leaves_to_the_writer_what_the_socket_does_not_take_now() -> None:
+    socket = Socket()
+    socket.full = True
+    outbox = Outbox(direct=socket)
+    assert outbox.offer(b'"one"')
+    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b'"two"')  # behind the one waiting for the writer
+    await trio.testing.wait_all_tasks_blocked()
+    assert socket.writes == []
+    with trio.fail_after(1):
+        assert await outbox.get_batch() == [b'"one"', b'"two"']
 
 
 # --- the server ---------------------------------------------------------------------------------
@@ -549,6 +599,7 @@ async def test_a_frame_the_socket_takes_in_part_is_finished_before_anything_else
                 outbox = Outbox(direct=server)
                 # Larger than any loopback socket buffer: the socket takes only a part.
                 outbox.send_nowait(big)
+                await trio.testing.wait_all_tasks_blocked()  # the held frame is written
                 assert server.has_unsent
                 outbox.send_nowait(b'"after"')
                 assert len(outbox) == 1
@@ -564,6 +615,7 @@ async def test_a_frame_the_socket_takes_in_part_is_finished_before_anything_else
                 outbox.batch_written()  # what the writer does when it comes back for more
                 # The socket is empty again: the next frame goes straight out.
                 outbox.send_nowait(b'"direct"')
+                await trio.testing.wait_all_tasks_blocked()
                 assert len(outbox) == 0
                 assert await client.get_message() == '"direct"'
                 release.set()
