@@ -17,14 +17,14 @@ reading speed.
   answer could never be sent at all.
 
 With a `DirectWriter` (the connection's websocket), a frame offered or sent while nothing is
-queued for the writer and no batch is being written goes straight to the socket, without a
-task switch for the writer (which is most of what fanning an event out to many clients costs):
-it is held until the scheduler's next pass (`tether.daemon.coalesce`), and the frames held by
-then go out in one write when the socket takes it without waiting, else to the writer. A step's
-several events thus cost one write, not one each. Order is kept: once a frame waits for the
-writer, every later one waits behind it. Frames the socket took only in part leave their rest
-with the writer (outside the budget), and the connection's writer task is woken to finish it
-first.
+queued for the writer and no batch is being written goes straight to the socket when the
+socket takes it without waiting, without a task switch for the writer (which is most of what
+fanning an event out to many clients costs). The first such frame of a pass of the scheduler
+is written at once; later ones in the same pass are held and go out together, in one write,
+in the next pass (`tether.daemon.coalesce`): a step's several events cost two writes, not one
+each, and a lone event waits for nothing. Order is kept: once a frame waits for the writer,
+every later one waits behind it. Frames the socket took only in part leave their rest with
+the writer (outside the budget), and the connection's writer task is woken to finish it first.
 """
 
 from collections import deque
@@ -33,7 +33,7 @@ from typing import Protocol
 
 import trio
 
-from tether.daemon.coalesce import call_soon
+from tether.daemon.coalesce import call_soon, this_pass
 
 DEFAULT_LIMIT = 4096
 """Live event frames queued for one client before it is told to resync."""
@@ -86,6 +86,8 @@ class Outbox:
         self._held_direct = False
         """The queued frames are held for one direct write in the scheduler's next pass (the
         writer is not woken for them)."""
+        self._direct_pass: int | None = None
+        """The pass of the scheduler (`this_pass`) of the last frame written at once."""
         self._frames: deque[bytes] = deque()
         self._max_frames = max_frames
         self._max_bytes = max_bytes
@@ -186,21 +188,26 @@ class Outbox:
             self._drained.set()
 
     def _queue(self, frame: bytes) -> None:
-        """Queue `frame`: held for a direct write when nothing waits for the writer ahead of
-        it, else for the writer."""
+        """Write `frame` at once, or hold it for a direct write in the next pass (see the
+        module's docstring), or queue it for the writer."""
+        direct = self._direct
         if self._held_direct:
             self._hold(frame)
-        elif (
-            self._direct is None
-            or self._frames
-            or self._batch_frames
-            or self._kicked
-            or not call_soon(self._write_held)
-        ):
+            return
+        if direct is None or self._frames or self._batch_frames or self._kicked:
             self._append(frame)
-        else:
+            return
+        now = this_pass()
+        if now is not None and now == self._direct_pass and call_soon(self._write_held):
             self._held_direct = True
             self._hold(frame)
+        elif direct.write_nowait(frame):
+            self._direct_pass = now
+            if direct.has_unsent:
+                self._kicked = True
+                self._wakeup.set()
+        else:
+            self._append(frame)
 
     def _write_held(self) -> None:
         """Hand the held frames to the direct writer in one write; to the writer task when

@@ -203,11 +203,8 @@ async def test_a_client_that_never_reads_is_resynced_within_its_budget_and_a_fas
             await _hello(slow)
             fast_conn, slow_conn = daemonlet.connections
 
-            # Nothing is queued for either: the event is held for the scheduler's next pass,
-            # then goes straight to both sockets.
+            # Nothing is queued for either: the event goes straight to both sockets.
             _emit_deltas(session, 1)
-            assert len(fast_conn.outbox) == len(slow_conn.outbox) == 1
-            await trio.testing.wait_all_tasks_blocked()
             assert len(fast_conn.outbox) == len(slow_conn.outbox) == 0
             fast_seqs.append(msgspec.json.decode(await fast.get_message())["params"]["seq"])
 
@@ -379,33 +376,46 @@ class Socket:
         return False
 
 
-async def test_outbox_writes_the_frames_of_one_pass_in_one_write() -> None:
+async def test_outbox_writes_a_frame_at_once_and_the_rest_of_its_pass_in_one_write() -> None:
     socket = Socket()
     outbox = Outbox(direct=socket)
     assert outbox.offer(b'"item started"')
+    assert socket.writes == [(b'"item started"',)]
     outbox.send_nowait(b'"a response"')
     assert outbox.offer(b'"item completed"')
-    assert socket.writes == []  # held until the scheduler's next pass
-    assert outbox.statistics().bytes == 42
-    await trio.testing.wait_all_tasks_blocked()
-    assert socket.writes == [(b'"item started"', b'"a response"', b'"item completed"')]
-    assert len(outbox) == 0
-    assert outbox.statistics().bytes == 0
+    assert socket.writes == [(b'"item started"',)]  # held until the scheduler's next pass
+    assert outbox.statistics().bytes == 28
     with trio.fail_after(1):
         await outbox.wait_drained()
+    assert socket.writes[1:] == [(b'"a response"', b'"item completed"')]
+    assert len(outbox) == 0
+    assert outbox.statistics().bytes == 0
+    await trio.testing.wait_all_tasks_blocked()
+    # A later pass: the next frame goes at once again.
+    assert outbox.offer(b'"delta"')
+    assert socket.writes[2:] == [(b'"delta"',)]
 
 
 async def test_outbox_leaves_to_the_writer_what_the_socket_does_not_take_now() -> None:
     socket = Socket()
     socket.full = True
     outbox = Outbox(direct=socket)
-    assert outbox.offer(b'"one"')
-    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b'"one"')  # not taken: queued for the writer
+    socket.full = False
     assert outbox.offer(b'"two"')  # behind the one waiting for the writer
     await trio.testing.wait_all_tasks_blocked()
     assert socket.writes == []
     with trio.fail_after(1):
         assert await outbox.get_batch() == [b'"one"', b'"two"']
+    outbox.batch_written()
+    socket.full = False
+    assert outbox.offer(b'"three"')  # the first of its pass: written at once
+    socket.full = True
+    assert outbox.offer(b'"four"')  # held for the next pass, when the socket is full
+    await trio.testing.wait_all_tasks_blocked()
+    assert socket.writes == [(b'"three"',)]
+    with trio.fail_after(1):
+        assert await outbox.get_batch() == [b'"four"']
 
 
 # --- the server ---------------------------------------------------------------------------------
@@ -599,7 +609,6 @@ async def test_a_frame_the_socket_takes_in_part_is_finished_before_anything_else
                 outbox = Outbox(direct=server)
                 # Larger than any loopback socket buffer: the socket takes only a part.
                 outbox.send_nowait(big)
-                await trio.testing.wait_all_tasks_blocked()  # the held frame is written
                 assert server.has_unsent
                 outbox.send_nowait(b'"after"')
                 assert len(outbox) == 1
@@ -615,7 +624,6 @@ async def test_a_frame_the_socket_takes_in_part_is_finished_before_anything_else
                 outbox.batch_written()  # what the writer does when it comes back for more
                 # The socket is empty again: the next frame goes straight out.
                 outbox.send_nowait(b'"direct"')
-                await trio.testing.wait_all_tasks_blocked()
                 assert len(outbox) == 0
                 assert await client.get_message() == '"direct"'
                 release.set()
