@@ -17,14 +17,11 @@ reading speed.
   answer could never be sent at all.
 
 With a `DirectWriter` (the connection's websocket), a frame offered or sent while nothing is
-queued for the writer and no batch is being written goes straight to the socket when the
-socket takes it without waiting, without a task switch for the writer (which is most of what
-fanning an event out to many clients costs). The first such frame of a pass of the scheduler
-is written at once; later ones in the same pass are held and go out together, in one write,
-in the next pass (`tether.daemon.coalesce`): a step's several events cost two writes, not one
-each, and a lone event waits for nothing. Order is kept: once a frame waits for the writer,
-every later one waits behind it. Frames the socket took only in part leave their rest with
-the writer (outside the budget), and the connection's writer task is woken to finish it first.
+queued and no batch is being written goes straight to the socket when the socket takes it
+without waiting: no task switch for the writer, which is most of what fanning an event out to
+many clients costs. Order is kept: once a frame waits, every later one waits behind it. A
+frame the socket took only in part leaves its rest with the writer (at most one frame, outside
+the budget), and the connection's writer task is woken to finish it first.
 """
 
 from collections import deque
@@ -32,8 +29,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import trio
-
-from tether.daemon.coalesce import call_soon, this_pass
 
 DEFAULT_LIMIT = 4096
 """Live event frames queued for one client before it is told to resync."""
@@ -49,9 +44,9 @@ syscalls instead of one each, and no single write holds more than about a megaby
 
 
 class DirectWriter(Protocol):
-    def write_nowait(self, *payloads: bytes) -> bool:
-        """Write the frames at once, in one write, if the socket takes some of it without
-        waiting (the rest, if any, is then `has_unsent`); False when nothing was written."""
+    def write_nowait(self, payload: bytes) -> bool:
+        """Write one frame at once if the socket takes some of it without waiting (the rest,
+        if any, is then `has_unsent`); False when nothing was written."""
         ...
 
     @property
@@ -83,11 +78,6 @@ class Outbox:
         self._direct = direct
         self._kicked = False
         """The writer has the rest of a direct write to finish (`get_batch` returns [])."""
-        self._held_direct = False
-        """The queued frames are held for one direct write in the scheduler's next pass (the
-        writer is not woken for them)."""
-        self._direct_pass: int | None = None
-        """The pass of the scheduler (`this_pass`) of the last frame written at once."""
         self._frames: deque[bytes] = deque()
         self._max_frames = max_frames
         self._max_bytes = max_bytes
@@ -125,7 +115,8 @@ class Outbox:
             or self._held() + len(frame) > self._max_bytes - self._reserve
         ):
             return False
-        self._queue(frame)
+        if not self._write_direct(frame):
+            self._append(frame)
         return True
 
     def send_nowait(self, frame: bytes) -> None:
@@ -137,7 +128,8 @@ class Outbox:
             self.close()
             self._overrun.set()
             return
-        self._queue(frame)
+        if not self._write_direct(frame):
+            self._append(frame)
 
     async def get_batch(self) -> list[bytes]:
         """Wait for frames and take the oldest (at most `WRITE_BATCH_FRAMES`, about
@@ -159,7 +151,6 @@ class Outbox:
             size += len(frame)
         self._queued_bytes -= size
         self._kicked = False  # the send of this batch writes the rest of a direct write first
-        self._held_direct = False  # the writer has them now
         self._batch_frames = len(batch)
         self._batch_bytes = size
         return batch
@@ -187,57 +178,23 @@ class Outbox:
         if self._drained is not None:
             self._drained.set()
 
-    def _queue(self, frame: bytes) -> None:
-        """Write `frame` at once, or hold it for a direct write in the next pass (see the
-        module's docstring), or queue it for the writer."""
+    def _write_direct(self, frame: bytes) -> bool:
+        """Hand `frame` to the direct writer when nothing is ahead of it; True if it took it."""
         direct = self._direct
-        if self._held_direct:
-            self._hold(frame)
-            return
         if direct is None or self._frames or self._batch_frames or self._kicked:
-            self._append(frame)
-            return
-        now = this_pass()
-        if now is not None and now == self._direct_pass and call_soon(self._write_held):
-            self._held_direct = True
-            self._hold(frame)
-        elif direct.write_nowait(frame):
-            self._direct_pass = now
-            if direct.has_unsent:
-                self._kicked = True
-                self._wakeup.set()
-        else:
-            self._append(frame)
-
-    def _write_held(self) -> None:
-        """Hand the held frames to the direct writer in one write; to the writer task when
-        the socket does not take them now."""
-        if not self._held_direct or self.closed:
-            return
-        self._held_direct = False
-        direct = self._direct
-        assert direct is not None
-        frames = self._frames
-        batch = [frames.popleft() for _ in range(min(len(frames), WRITE_BATCH_FRAMES))]
-        if batch and not self._batch_frames and not self._kicked and direct.write_nowait(*batch):
-            self._queued_bytes -= sum(map(len, batch))
-            if direct.has_unsent:
-                self._kicked = True
-        else:
-            frames.extendleft(reversed(batch))
-        if self._frames or self._kicked:
+            return False
+        if not direct.write_nowait(frame):
+            return False
+        if direct.has_unsent:
+            self._kicked = True
             self._wakeup.set()
-        elif self._drained is not None:
-            self._drained.set()
-
-    def _hold(self, frame: bytes) -> None:
-        self._frames.append(frame)
-        self._queued_bytes += len(frame)
-        self._peak_bytes = max(self._peak_bytes, self._held())
+        return True
 
     def _held(self) -> int:
         return self._queued_bytes + self._batch_bytes
 
     def _append(self, frame: bytes) -> None:
-        self._hold(frame)
+        self._frames.append(frame)
+        self._queued_bytes += len(frame)
+        self._peak_bytes = max(self._peak_bytes, self._held())
         self._wakeup.set()

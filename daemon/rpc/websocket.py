@@ -158,12 +158,12 @@ class WebSocket:
             parts.append(payload)
         await self._send(b"".join(parts))
 
-    def write_nowait(self, *payloads: bytes) -> bool:
-        """Write each payload as one text message, all in one write, now, without waiting:
-        True when the socket took them (all, or a part: the rest is `has_unsent` and goes out
-        with the next send), False when nothing was written (a send is under way, the socket is
-        full, the websocket is closing or closed, or the write failed: the caller queues the
-        frames instead, and a broken connection is then found by the queued send)."""
+    def write_nowait(self, payload: bytes) -> bool:
+        """Write `payload` as one text message now, without waiting: True when the socket took
+        it (all of it, or a part: the rest is `has_unsent` and goes out with the next send),
+        False when nothing was written (a send is under way, the socket is full, the websocket
+        is closing or closed, or the write failed: the caller queues the frame instead, and a
+        broken connection is then found by the queued send)."""
         if (
             self.closed is not None
             or self._closing is not None
@@ -175,16 +175,13 @@ class WebSocket:
         fd = self._stream.socket.fileno()
         if fd < 0:
             return False
-        parts: list[bytes] = []
-        for payload in payloads:
-            parts.append(text_frame_header(len(payload)))
-            parts.append(payload)
+        header = text_frame_header(len(payload))
         try:
-            sent = os.writev(fd, parts)
+            sent = os.writev(fd, (header, payload))
         except OSError:
             return False
-        if sent < sum(map(len, parts)):
-            self._unsent = b"".join(parts)[sent:]
+        if sent < len(header) + len(payload):
+            self._unsent = (header + payload)[sent:]
         return True
 
     @property

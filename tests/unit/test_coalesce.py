@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from tether.daemon.coalesce import call_soon, this_pass
+from tether.daemon.coalesce import call_soon
 
 
 async def test_calls_run_in_the_next_pass_in_the_order_they_were_made() -> None:
@@ -52,20 +52,3 @@ async def test_a_worker_thread_of_a_run_is_not_the_trio_thread() -> None:
 
     await trio.to_thread.run_sync(in_thread)
     assert seen == [False, True]
-
-
-async def test_the_pass_number_holds_for_a_pass_and_moves_on_after_it() -> None:
-    first = this_pass()
-    assert first is not None
-    assert this_pass() == first
-    await trio.lowlevel.checkpoint()
-    await trio.testing.wait_all_tasks_blocked()
-    later = this_pass()
-    assert later is not None
-    assert later > first
-    await trio.testing.wait_all_tasks_blocked()
-    assert this_pass() != later
-
-
-def test_off_the_trio_thread_there_is_no_pass() -> None:
-    assert this_pass() is None

@@ -358,66 +358,6 @@ async def test_outbox_refuses_live_events_past_the_frame_limit() -> None:
     assert not outbox.offer(b"3")
 
 
-class Socket:
-    """A direct writer that takes whatever it is given while `full` is False."""
-
-    def __init__(self) -> None:
-        self.writes: list[tuple[bytes, ...]] = []
-        self.full = False
-
-    def write_nowait(self, *payloads: bytes) -> bool:
-        if self.full:
-            return False
-        self.writes.append(payloads)
-        return True
-
-    @property
-    def has_unsent(self) -> bool:
-        return False
-
-
-async def test_outbox_writes_a_frame_at_once_and_the_rest_of_its_pass_in_one_write() -> None:
-    socket = Socket()
-    outbox = Outbox(direct=socket)
-    assert outbox.offer(b'"item started"')
-    assert socket.writes == [(b'"item started"',)]
-    outbox.send_nowait(b'"a response"')
-    assert outbox.offer(b'"item completed"')
-    assert socket.writes == [(b'"item started"',)]  # held until the scheduler's next pass
-    assert outbox.statistics().bytes == 28
-    with trio.fail_after(1):
-        await outbox.wait_drained()
-    assert socket.writes[1:] == [(b'"a response"', b'"item completed"')]
-    assert len(outbox) == 0
-    assert outbox.statistics().bytes == 0
-    await trio.testing.wait_all_tasks_blocked()
-    # A later pass: the next frame goes at once again.
-    assert outbox.offer(b'"delta"')
-    assert socket.writes[2:] == [(b'"delta"',)]
-
-
-async def test_outbox_leaves_to_the_writer_what_the_socket_does_not_take_now() -> None:
-    socket = Socket()
-    socket.full = True
-    outbox = Outbox(direct=socket)
-    assert outbox.offer(b'"one"')  # not taken: queued for the writer
-    socket.full = False
-    assert outbox.offer(b'"two"')  # behind the one waiting for the writer
-    await trio.testing.wait_all_tasks_blocked()
-    assert socket.writes == []
-    with trio.fail_after(1):
-        assert await outbox.get_batch() == [b'"one"', b'"two"']
-    outbox.batch_written()
-    socket.full = False
-    assert outbox.offer(b'"three"')  # the first of its pass: written at once
-    socket.full = True
-    assert outbox.offer(b'"four"')  # held for the next pass, when the socket is full
-    await trio.testing.wait_all_tasks_blocked()
-    assert socket.writes == [(b'"three"',)]
-    with trio.fail_after(1):
-        assert await outbox.get_batch() == [b'"four"']
-
-
 # --- the server ---------------------------------------------------------------------------------
 
 
