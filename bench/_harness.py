@@ -145,6 +145,15 @@ class DaemonProc(DaemonProcess):
     def peak_rss_kb(self) -> int:
         return proc_status_kb(self.pid, "VmHWM")
 
+    def threads_cpu_s(self) -> float:
+        """CPU time its live threads have used so far, in seconds, to the nanosecond (each
+        thread's schedstat; `cpu_s` counts clock ticks, 10 ms, ended threads included)."""
+        total = 0
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
+
     def cpu_s(self) -> float:
         return proc_cpu_s(self.pid)
 

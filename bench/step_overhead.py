@@ -13,6 +13,9 @@ Two figures:
 - in-daemon: from the events' own timestamps, turn_completed.endedAt - turn_started.startedAt,
   both for the 20-step turn / 20 and marginally, (20-step - 1-step) / 19.
 
+The daemon's own CPU time per step (all its threads, from /proc: schedstat), marginally like
+the in-daemon figure: less disturbed than wall time by other work on a shared machine.
+
 Where the time goes, per step (medians): the model call (request sent to reply parsed, the fake
 server's own answer included, and that answer timed alone) and the tool call, as the daemon
 logs them ("model call" and "tool call" lines, `ms`), and the rest of the step (events,
@@ -28,6 +31,7 @@ Usage: python bench/step_overhead.py [--runs N]
 """
 
 import contextlib
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -104,6 +108,8 @@ class TurnRun:
     """endedAt - startedAt of the turn, from the daemon's own event timestamps."""
     events: int
     turn_id: str
+    cpu_s: float = 0.0
+    """The daemon's CPU time over the run."""
 
 
 def run_turn(home: BenchHome) -> TurnRun:
@@ -236,14 +242,16 @@ def main() -> int:
     with (
         model_server(SCRIPT_1) as server,
         bench_home(server.base_url) as home,
-        running_daemon(home),
+        running_daemon(home) as daemon,
     ):
         answers: dict[str, list[float]] = {}
 
         def one(script: dict[str, Any], steps: int) -> TurnRun:
             server.set_script(script)
             with timed_answers() as spent:
+                cpu = daemon.threads_cpu_s()
                 turn = run_turn(home)
+                turn = dataclasses.replace(turn, cpu_s=daemon.threads_cpu_s() - cpu)
             answers.setdefault(turn.turn_id, []).extend(spent)
             got = len(server.requests)
             if got != steps:
@@ -313,6 +321,13 @@ def main() -> int:
     print("  per step in daemon, min / median over the runs (marginal, as above):")
     row("    read_file / list_dir step", min_med(read_steps))
     row("    run_command `true` step", min_med(command_steps))
+    cpu_1 = median([r.cpu_s for r in short])
+    print("  the daemon's CPU time per step, min / median over the runs (marginal):")
+    row("    read_file / list_dir step", min_med([(r.cpu_s - cpu_1) / TOOL_STEPS for r in long]))
+    row(
+        "    run_command `true` step",
+        min_med([(r.cpu_s - cpu_1) / TOOL_STEPS for r in commands]),
+    )
     print("  where a step's time goes (medians of the daemon's log lines):")
     for label, parts, step in (
         ("read_file / list_dir", read_parts, daemon_marginal),

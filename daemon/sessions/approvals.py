@@ -35,6 +35,7 @@ from tether.daemon.tools.base import (
     ToolFailure,
     ToolParams,
     TrustGated,
+    implements,
     resolved_and_shown,
 )
 from tether.daemon.tools.filetree import FileSearch
@@ -128,7 +129,7 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
     tool = tools.get(name)
     kind = tool.kind if tool is not None else "other"
     path = ""
-    if isinstance(tool, EditTool):
+    if implements(tool, EditTool):
         path = tool.target_path(params)
     else:
         raw_path = getattr(params, "path", None)
@@ -138,16 +139,16 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
         # A path that escapes the workspace stays as given: the tool refuses it itself.
         with contextlib.suppress(ToolFailure):
             _, path = resolved_and_shown(workspace, path)
-    glob = tool.file_glob(params) if isinstance(tool, FileSearch) else ""
-    command = tool.command_line(params) if isinstance(tool, CommandTool) else ""
+    glob = tool.file_glob(params) if implements(tool, FileSearch) else ""
+    command = tool.command_line(params) if implements(tool, CommandTool) else ""
     cwd = ""
     raw_cwd = getattr(params, "cwd", None)
     if command and isinstance(raw_cwd, str):
         with contextlib.suppress(ToolFailure):
             _, cwd = resolved_and_shown(workspace, raw_cwd)
-    trust = tool.trust_question(params) if isinstance(tool, TrustGated) else ""
-    external = tool.external_target() if isinstance(tool, ExternalTool) else ""
-    sandboxed = isinstance(tool, SandboxedTool) and tool.runs_sandboxed(params)
+    trust = tool.trust_question(params) if implements(tool, TrustGated) else ""
+    external = tool.external_target() if implements(tool, ExternalTool) else ""
+    sandboxed = implements(tool, SandboxedTool) and tool.runs_sandboxed(params)
     return CallFacts(
         tool=name,
         kind=kind,
@@ -238,7 +239,7 @@ class SessionGate:
             return None
         preview = ""
         tool = self.tools.get(item.tool)
-        if isinstance(tool, EditTool):
+        if implements(tool, EditTool):
             try:
                 preview = await tool.preview(params, self.context(item))
             except Exception as exc:  # it would fail anyway: nothing to ask about
@@ -260,7 +261,7 @@ class SessionGate:
         )
         resolution = await self.broker.ask(request)
         if resolution.decision == "allow":
-            if facts.trust and isinstance(tool, TrustGated):
+            if facts.trust and implements(tool, TrustGated):
                 try:
                     await tool.trust_granted(params, resolution.by)
                 except OSError:

@@ -4,8 +4,11 @@ Rules:
 - One dedicated thread owns the connection (opened by `schema.open_database`); every statement
   runs there, so the daemon is the only writer and never blocks trio on disk I/O.
 - Writes are queued without waiting (`*_nowait`) and committed in batches: whatever queued up
-  while the last batch was written goes into the next transaction. `flush()` waits until
-  everything queued before it has been written (or has failed, see below).
+  while the last batch was written goes into the next transaction. On the trio thread, the
+  writes queued in one pass of the scheduler (a step's several events) are handed to the store
+  thread together in the next pass (`tether.daemon.coalesce`): one wake of the thread, not one
+  per write. `flush()` waits until everything queued before it has been written (or has
+  failed, see below).
 - Reads go through the same queue (`call`), so a read sees every write queued before it.
 - A failure costs only the operation that failed. When any operation of a batch raises, or the
   commit fails (a full disk, a database made read-only, an I/O error), the batch is rolled back
@@ -36,6 +39,7 @@ from typing import TypeVar
 
 import trio
 
+from tether.daemon.coalesce import call_soon
 from tether.daemon.logs.log import get_logger
 from tether.daemon.sessions import rows
 from tether.daemon.sessions.rows import QueryRefused, SearchRow, SessionRow, SnapshotRow
@@ -95,7 +99,9 @@ class Store:
     def __init__(self, path: Path, *, on_write_error: WriteErrorHandler | None = None) -> None:
         self.path = path
         self.on_write_error = on_write_error
-        self._queue: queue.SimpleQueue[_Write | _Call | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Write] | _Call | None] = queue.SimpleQueue()
+        self._writes: list[_Write] = []
+        """Writes queued on the trio thread, handed to the store thread in the next pass."""
         self._thread: threading.Thread | None = None
         self._closed = False
         self._stopped = threading.Event()
@@ -121,6 +127,7 @@ class Store:
         if self._closed:
             return
         self._closed = True
+        self._hand_over()
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join()
@@ -153,13 +160,20 @@ class Store:
 
     def _serve(self, conn: sqlite3.Connection) -> None:
         while True:
-            batch = [self._queue.get()]
+            ops: list[_Write | _Call] = []
+            got = self._queue.get()
             while True:
+                if got is None:
+                    break
+                if isinstance(got, list):
+                    ops.extend(got)
+                else:
+                    ops.append(got)
                 try:
-                    batch.append(self._queue.get_nowait())
+                    got = self._queue.get_nowait()
                 except queue.Empty:
                     break
-            ops = self._inflight = [op for op in batch if op is not None]
+            self._inflight = ops
             if ops and not self._run_batch(conn, ops):
                 for op in ops:
                     self._run_alone(conn, op)
@@ -167,7 +181,7 @@ class Store:
             for op in ops:
                 if isinstance(op, _Call):
                     op.finish()
-            if len(ops) != len(batch):
+            if got is None:
                 return
 
     def _run_batch(self, conn: sqlite3.Connection, ops: list[_Write | _Call]) -> bool:
@@ -227,7 +241,15 @@ class Store:
     def _put(self, fn: _Op, what: str) -> None:
         if self._closed or self._stopped.is_set():
             raise StoreClosed(f"the store {self.path} is closed")
-        self._queue.put(_Write(fn, what))
+        self._writes.append(_Write(fn, what))
+        if len(self._writes) == 1 and not call_soon(self._hand_over):
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Queue the writes held so far for the store thread, in one piece."""
+        if self._writes:
+            writes, self._writes = self._writes, []
+            self._queue.put(writes)
 
     def create_session_nowait(self, row: SessionRow) -> None:
         self._put(lambda c: rows.insert_session(c, row), f"creating session {row.id}")
@@ -269,6 +291,7 @@ class Store:
         if self._closed or self._stopped.is_set():
             raise StoreClosed(f"the store {self.path} is closed")
         call = _Call(fn, trio.lowlevel.current_trio_token())
+        self._hand_over()  # the writes queued before it go first
         self._queue.put(call)
         if self._stopped.is_set():
             self._fail_pending()  # the thread ended between the check and the put

@@ -27,7 +27,16 @@ import hashlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import (
+    Any,
+    ClassVar,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeGuard,
+    TypeVar,
+    runtime_checkable,
+)
 
 import msgspec
 
@@ -267,6 +276,21 @@ class TrustGated(Protocol):
     async def trust_granted(self, params: ToolParams, by: str) -> None:
         """Remember that `by` said yes, so that the question is not asked again."""
         ...
+
+
+Shape = TypeVar("Shape")
+_shapes: dict[tuple[type, type], bool] = {}
+
+
+def implements(tool: object, protocol: type[Shape]) -> TypeGuard[Shape]:
+    """`isinstance(tool, protocol)` for the runtime-checkable protocols above, remembered for
+    the tool's class: a tool's methods are its class's, and such an isinstance looks up every
+    member of the protocol each time (several per call, on every step of a turn)."""
+    key = (type(tool), protocol)
+    found = _shapes.get(key)
+    if found is None:
+        found = _shapes[key] = isinstance(tool, protocol)
+    return found
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:

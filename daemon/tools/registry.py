@@ -33,6 +33,7 @@ from tether.daemon.tools.base import (
     ToolContext,
     ToolFailure,
     ToolParams,
+    implements,
 )
 from tether.daemon.tools.images import ToolImage
 from tether.daemon.truncate import cap_result
@@ -62,11 +63,11 @@ class ToolRegistry:
         self._decoders = {
             name: _decoder(tool.params)
             for name, tool in self._tools.items()
-            if not isinstance(tool, SchemaTool)
+            if not implements(tool, SchemaTool)
         }
         self._schemas = {
             name: msgspec.json.encode(tool.input_schema())
-            if isinstance(tool, SchemaTool)
+            if implements(tool, SchemaTool)
             else _inline_schema(tool.params)
             for name, tool in self._tools.items()
         }
@@ -100,7 +101,7 @@ class ToolRegistry:
         tool = self._tools.get(name)
         if tool is None:
             return False
-        return tool.kind == "read" or (isinstance(tool, ConcurrentTool) and tool.concurrent(params))
+        return tool.kind == "read" or (implements(tool, ConcurrentTool) and tool.concurrent(params))
 
     def subset(self, names: Iterable[str]) -> "ToolRegistry":
         """A registry of the tools named that this one has, in this one's order."""
@@ -114,7 +115,7 @@ class ToolRegistry:
         """The file a validated call of an edit tool changes, as the model named it; None for
         any other tool."""
         tool = self._tools.get(name)
-        return Path(tool.target_path(params)) if isinstance(tool, EditTool) else None
+        return Path(tool.target_path(params)) if implements(tool, EditTool) else None
 
     def infos(self) -> list[ToolInfo]:
         return [
@@ -130,7 +131,7 @@ class ToolRegistry:
     def validate(self, name: str, arguments: str) -> ToolParams | str:
         """The decoded params, or an error message for the model."""
         tool = self._tools.get(name)
-        if isinstance(tool, SchemaTool):
+        if implements(tool, SchemaTool):
             return tool.decode(arguments)
         decoder = self._decoders.get(name)
         if decoder is None:

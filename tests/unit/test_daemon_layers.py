@@ -17,6 +17,7 @@ LOWER = {
     "truncate": set[str](),
     "workspace": set[str](),
     "nursery": set[str](),
+    "coalesce": set[str](),
     "private_json": set[str](),
     "workspace_trust": {"private_json"},
     "logs": set[str](),
@@ -67,7 +68,7 @@ LOWER = {
     },
 }
 LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}
-LOWER["sessions"] = {"config", "hooks", "lsp", "mcp", "turn", *LOWER["turn"]}
+LOWER["sessions"] = {"coalesce", "config", "hooks", "lsp", "mcp", "turn", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
 LOWER["server"] = {"rpc", *LOWER["rpc"]}
 LOWER["__main__"] = {"server", "lean_imports", *LOWER["server"]}

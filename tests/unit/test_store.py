@@ -82,6 +82,53 @@ async def test_a_failed_write_is_rolled_back_alone_and_reported(store: Store) ->
     assert store.statistics().failed_writes == 1
 
 
+async def test_the_writes_of_one_pass_reach_the_store_thread_together(store: Store) -> None:
+    statements: list[str] = []
+    began = threading.Event()
+
+    def trace(statement: str) -> None:
+        statements.append(statement)
+        if statement == "BEGIN":
+            began.set()
+
+    await store.call(lambda conn: conn.set_trace_callback(trace))
+    began.clear()
+    store.create_session_nowait(row("s_a"))
+    # The trio thread blocks here, in the same pass: a store thread woken by the first write
+    # would start a transaction for it alone meanwhile (the wait ends as soon as it does).
+    assert not began.wait(0.1)
+    for seq in range(1, 6):
+        store.append_event_nowait("s_a", seq, b"{}")
+    assert await store.load_events("s_a") == [(seq, b"{}") for seq in range(1, 6)]
+    await store.call(lambda conn: conn.set_trace_callback(None))
+    transactions = "\n".join(statements).split("COMMIT")
+    assert sum("INSERT" in transaction for transaction in transactions) == 1
+
+
+async def test_a_read_sees_the_writes_queued_before_it_in_the_same_pass(store: Store) -> None:
+    store.create_session_nowait(row("s_a"))
+    store.append_event_nowait("s_a", 1, b"{}")
+    assert await store.load_events("s_a") == [(1, b"{}")]
+
+
+def test_closing_writes_what_was_queued_in_the_last_pass(tmp_path: Path) -> None:
+    path = tmp_path / "tether.sqlite3"
+
+    async def queue_and_close() -> None:
+        store = Store(path)
+        store.open()
+        store.create_session_nowait(row("s_a"))
+        store.close()  # before the pass that would have handed the write over
+
+    trio.run(queue_and_close)
+    store = Store(path)
+    store.open()
+    try:
+        assert [r.id for r in trio.run(store.list_sessions)] == ["s_a"]
+    finally:
+        store.close()
+
+
 async def test_a_failed_read_raises_in_the_callers_task_and_the_store_goes_on(
     store: Store,
 ) -> None:

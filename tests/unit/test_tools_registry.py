@@ -11,8 +11,22 @@ import msgspec
 import trio
 import trio.testing
 
-from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolParams
+from tether.daemon.tools.base import (
+    CommandTool,
+    ConcurrentTool,
+    EditTool,
+    ExternalTool,
+    SandboxedTool,
+    SchemaTool,
+    ToolContext,
+    ToolFailure,
+    ToolKind,
+    ToolParams,
+    TrustGated,
+    implements,
+)
 from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.todo_write import TodoBoard, TodoWrite
 from tether.daemon.truncate import cap_result, middle_truncate
@@ -330,3 +344,24 @@ async def test_task_without_a_subagent_runner_fails_saying_so(tmp_path: Path) ->
     result = await registry.run("task", params, ToolContext(tmp_path))
     assert result.status == "failed"
     assert "Subagents are not available here" in result.output
+
+
+def test_implements_answers_as_isinstance_for_every_tool_and_shape() -> None:
+    shapes = [
+        CommandTool,
+        ConcurrentTool,
+        EditTool,
+        ExternalTool,
+        FileSearch,
+        SandboxedTool,
+        SchemaTool,
+        TrustGated,
+    ]
+    for tool in [*default_tools(), None, object()]:
+        for shape in shapes:
+            expected = isinstance(tool, shape)
+            assert implements(tool, shape) is expected  # asked first: found, then remembered
+            assert implements(tool, shape) is expected
+    tools = default_tools()
+    edit_tools = [tools[i].name for i in range(len(tools)) if implements(tools[i], EditTool)]
+    assert sorted(edit_tools) == ["edit_file", "write_file"]
