@@ -65,6 +65,7 @@ TOOL_KINDS = {
     "hover": "search",
     "edit_file": "edit",
     "write_file": "edit",
+    "rename_symbol": "edit",
     "run_command": "execute",
     "command_output": "execute",
     "command_kill": "execute",
@@ -103,6 +104,8 @@ def tool_title(item: ToolCall) -> str:
         case "find_definition" | "find_references" | "hover":
             what = {"find_definition": "Definition of", "find_references": "Uses of"}
             return f"{what.get(item.tool, 'Hover')} `{arg('symbol')}` ({_line_of(args)})"
+        case "rename_symbol":
+            return f"Rename `{arg('symbol')}` to `{arg('new_name')}` ({_line_of(args)})"
         case "symbols":
             return f"Symbols `{arg('query')}`" if arg("query") else f"Outline of {arg('path')}"
         case "edit_file":

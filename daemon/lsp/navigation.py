@@ -269,3 +269,116 @@ def _hover_text(contents: object) -> str:
         if isinstance(value, str):
             return f"```{language}\n{value}\n```" if isinstance(language, str) else value
     return ""
+
+
+class TextEdit(msgspec.Struct, frozen=True, kw_only=True):
+    range: Range
+    newText: str
+
+
+class _DocumentId(msgspec.Struct, frozen=True, kw_only=True):
+    uri: str
+
+
+class _DocumentChange(msgspec.Struct, frozen=True, kw_only=True):
+    """A `TextDocumentEdit`, or a file operation (`kind`: create, rename, delete)."""
+
+    kind: str | None = None
+    textDocument: _DocumentId | None = None
+    edits: list[TextEdit] = []
+
+
+class _WorkspaceEdit(msgspec.Struct, frozen=True, kw_only=True):
+    changes: dict[str, list[TextEdit]] | None = None
+    documentChanges: list[_DocumentChange] | None = None
+
+
+_RENAME: msgspec.json.Decoder[_WorkspaceEdit | None] = msgspec.json.Decoder(_WorkspaceEdit | None)
+
+
+class RenameRefused(ValueError):
+    """The server's rename is one tether does not apply (it creates, renames or deletes
+    files, or names a document that is not a file)."""
+
+
+async def rename(lease: Lease, position: Position, new_name: str) -> dict[Path, list[TextEdit]]:
+    """The server's edits renaming the symbol at `position` to `new_name`, by file ({} when
+    it has none). Raises RenameRefused for edits that do more than change text in files."""
+    params = {**_document_position(lease, position), "newName": new_name}
+    raw = _RENAME.decode(await _ask(lease, "textDocument/rename", params))
+    by_uri: dict[str, list[TextEdit]] = {}
+    if raw is not None and raw.documentChanges is not None:
+        for change in raw.documentChanges:
+            if change.kind is not None or change.textDocument is None:
+                raise RenameRefused(f"the rename would {change.kind or 'change'} files")
+            by_uri.setdefault(change.textDocument.uri, []).extend(change.edits)
+    elif raw is not None and raw.changes is not None:
+        by_uri = raw.changes
+    out: dict[Path, list[TextEdit]] = {}
+    for uri, edits in by_uri.items():
+        path = uri_to_path(uri)
+        if path is None:
+            raise RenameRefused(f"the rename would change {uri}, which is not a file")
+        out.setdefault(path, []).extend(edits)
+    return out
+
+
+def apply_edits(text: str, edits: list[TextEdit], encoding: str = "utf-16") -> str:
+    """`text` with `edits` (non-overlapping, positions in `encoding` units) applied. Raises
+    ValueError for a position past the text's end or edits that overlap."""
+    out: list[str] = []
+    at = 0
+    for start, end, new in _spans(text, edits, encoding):
+        out += [text[at:start], new]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def replaced_texts(text: str, edits: list[TextEdit], encoding: str = "utf-16") -> list[str]:
+    """What each of `edits` would replace in `text`, in order. Raises as `apply_edits`."""
+    return [text[start:end] for start, end, _ in _spans(text, edits, encoding)]
+
+
+def _spans(text: str, edits: list[TextEdit], encoding: str) -> list[tuple[int, int, str]]:
+    """(start, end, new text) of each edit as indices in `text`, in order, checked."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(position: Position) -> int:
+        if position.line == len(lines) and position.character == 0:
+            return len(text)
+        if not 0 <= position.line < len(lines):
+            raise ValueError(f"line {position.line + 1} is past the end")
+        content = lines[position.line].rstrip("\r\n")
+        return starts[position.line] + _index_of(content, position.character, encoding)
+
+    spans = sorted((offset(e.range.start), offset(e.range.end), e.newText) for e in edits)
+    at = 0
+    for start, end, _ in spans:
+        if start < at or end < start:
+            raise ValueError("the edits overlap")
+        at = end
+    return spans
+
+
+def _index_of(line: str, units: int, encoding: str) -> int:
+    """The index in `line` of the character `units` code units in (its end when past it)."""
+    if encoding == "utf-32":
+        return min(units, len(line))
+    counted = 0
+    for index, char in enumerate(line):
+        if counted >= units:
+            return index
+        if encoding == "utf-8":
+            counted += len(char.encode("utf-8"))
+        else:
+            counted += 2 if ord(char) > 0xFFFF else 1
+    return len(line)
+
+
+def lease_encoding(lease: Lease) -> str:
+    """The unit the leased server counts columns in."""
+    return _encoding(lease)

@@ -60,7 +60,7 @@ EXPLORE_TOOLS = (
     "hover",
     "skill",
 )
-GENERAL_TOOLS = (*EXPLORE_TOOLS, "edit_file", "write_file", "run_command")
+GENERAL_TOOLS = (*EXPLORE_TOOLS, "edit_file", "write_file", "rename_symbol", "run_command")
 TOOLS: Mapping[SubagentKind, tuple[str, ...]] = {
     "explore": EXPLORE_TOOLS,
     "general": GENERAL_TOOLS,

@@ -16,6 +16,7 @@ from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.hover import Hover
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.read_file import ReadFile
+from tether.daemon.tools.rename_symbol import RenameSymbol
 from tether.daemon.tools.run_command import RunCommand
 from tether.daemon.tools.skill import SkillTool
 from tether.daemon.tools.symbols import Symbols
@@ -38,6 +39,7 @@ def default_tools(*, kill_grace: float = KILL_GRACE) -> list[Tool]:
         Hover(),
         EditFile(),
         WriteFile(),
+        RenameSymbol(),
         RunCommand(grace=kill_grace),
         CommandOutput(),
         CommandKill(),

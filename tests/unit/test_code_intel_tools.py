@@ -10,14 +10,22 @@ import trio
 from tests.unit.test_lsp_pool import serving
 from tether.clients.acp.updates import TOOL_KINDS, tool_title
 from tether.clients.cli.render.text import tool_line
-from tether.daemon.lsp.navigation import PositionError, position_of
+from tether.daemon.lsp.navigation import (
+    PositionError,
+    TextEdit,
+    apply_edits,
+    position_of,
+    replaced_texts,
+)
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.servers import LspServerConfig
+from tether.daemon.lsp.types import Position, Range
 from tether.daemon.tools.base import ToolContext, ToolFailure
 from tether.daemon.tools.code_intel import LSP_SERVICE, SymbolAtParams
 from tether.daemon.tools.find_definition import FindDefinition
 from tether.daemon.tools.find_references import FindReferences, FindReferencesParams
 from tether.daemon.tools.hover import Hover
+from tether.daemon.tools.rename_symbol import RenameSymbol, RenameSymbolParams, _plan_files
 from tether.daemon.tools.symbols import Symbols, SymbolsParams
 from tether.protocol.items import ToolCall
 
@@ -185,3 +193,69 @@ def test_clients_show_what_was_found() -> None:
     assert tool_line(call)[2] == " → billing.py:1"
     assert TOOL_KINDS["find_references"] == "search"
     assert tool_title(call) == "Definition of `compute_total` (app.py:5)"
+
+
+async def test_rename_changes_every_use_and_leaves_the_namesake_alone(project: Path) -> None:
+    pool = LspPool(project, builtin=["basedpyright"])
+    ctx = context(project, pool)
+    params = RenameSymbolParams(
+        path="app.py", line=5, symbol="compute_total", new_name="grand_total"
+    )
+    with trio.fail_after(90):
+        async with serving(pool):
+            preview = await answer_once_indexed(_Preview(), params, ctx)
+            assert (project / "app.py").read_text() == APP
+            done = await RenameSymbol().run(params, ctx)
+    assert "+++ b/billing.py" in preview
+    assert done.diff == preview
+    assert (
+        done.text
+        == "Renamed compute_total to grand_total in 2 files (app.py, billing.py): 4 places."
+    )
+    assert sorted(p.name for p in done.edited) == ["app.py", "billing.py"]
+    assert (project / "app.py").read_text() == APP.replace("compute_total", "grand_total")
+    assert (project / "billing.py").read_text() == BILLING.replace("compute_total", "grand_total")
+    assert (project / "inventory.py").read_text() == UNRELATED
+
+
+class _Preview:
+    async def run(self, params: RenameSymbolParams, ctx: ToolContext) -> str:
+        return await RenameSymbol().preview(params, ctx)
+
+
+def edit(line: int, start: int, end: int, new: str) -> TextEdit:
+    return TextEdit(range=Range(start=Position(line, start), end=Position(line, end)), newText=new)
+
+
+def test_edits_apply_in_utf16_units_and_say_what_they_replace() -> None:
+    text = 'a = "😀"; old(1)\nold()\n'
+    edits = [edit(1, 0, 3, "new"), edit(0, 10, 13, "new")]
+    assert replaced_texts(text, edits) == ["old", "old"]
+    assert apply_edits(text, edits) == 'a = "😀"; new(1)\nnew()\n'
+    with pytest.raises(ValueError, match="overlap"):
+        apply_edits(text, [edit(1, 0, 3, "x"), edit(1, 1, 2, "y")])
+
+
+@pytest.mark.parametrize(
+    ("name", "refusal"),
+    [
+        (".tether/skills/tool/helper.py", "skill folder"),
+        (".env.py", "credential"),
+        ("stale.py", "out of date"),
+    ],
+)
+def test_a_rename_touching_what_it_must_not_is_refused_whole(
+    tmp_path: Path, name: str, refusal: str
+) -> None:
+    root = tmp_path.resolve()
+    (root / "ok.py").write_text("old = 1\n")
+    target = root / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("other = old\n" if name == "stale.py" else "x = old\n")
+    edits = {root / "ok.py": [edit(0, 0, 3, "new")], target: [edit(0, 4, 7, "new")]}
+    with pytest.raises(ToolFailure, match=refusal):
+        _plan_files(root, edits, "old", "utf-16")
+    outside = {tmp_path.parent / "elsewhere.py": [edit(0, 0, 3, "new")]}
+    with pytest.raises(ToolFailure, match="outside the workspace"):
+        _plan_files(root, outside, "old", "utf-16")
+    assert (root / "ok.py").read_text() == "old = 1\n"

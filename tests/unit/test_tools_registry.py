@@ -66,6 +66,7 @@ def test_default_tools_in_order_with_kinds() -> None:
         "hover",
         "edit_file",
         "write_file",
+        "rename_symbol",
         "run_command",
         "command_output",
         "command_kill",
