@@ -128,7 +128,7 @@ def position_of(
     text: str, line: int, symbol: str, column: int | None, encoding: str = "utf-16"
 ) -> Position:
     """The LSP position of `symbol` on 1-based `line` of `text` (its first occurrence as a
-    whole word, else as part of one), or of 1-based `column` when given. Raises PositionError."""
+    whole word), or of 1-based `column` when given. Raises PositionError."""
     lines = text.splitlines()
     if not 1 <= line <= len(lines):
         raise PositionError(f"line {line} is past the end (the file has {len(lines)} lines)")
@@ -141,7 +141,7 @@ def position_of(
         if not symbol:
             raise PositionError("give the symbol's name (or a column)")
         match = re.search(rf"(?<!\w){re.escape(symbol)}(?!\w)", content)
-        index = match.start() if match else content.find(symbol)
+        index = match.start() if match else -1
         if index < 0:
             raise PositionError(f"{symbol!r} is not on line {line}: {content.strip()!r}")
     return Position(line=line - 1, character=_units(content[:index], encoding))

@@ -60,7 +60,7 @@ class FindReferences:
         if not found:
             return f"No uses of {name} were found by {lease.server}."
         files = Counter(display_path(ctx.workspace, loc.path) for loc in found)
-        out = [f"{len(found)} uses of {name} in {len(files)} files:"]
+        out = [f"{_count(len(found), 'use')} of {name} in {_count(len(files), 'file')}:"]
         current = ""
         for location in shown:
             file = display_path(ctx.workspace, location.path)
@@ -79,3 +79,7 @@ class FindReferences:
                 "(raise limit to see them)."
             )
         return "\n".join(out)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

@@ -104,7 +104,7 @@ async def test_the_four_tools_follow_the_import_not_the_name(project: Path) -> N
                 FindReferencesParams(path="billing.py", line=1, symbol="compute_total"), ctx
             )
             assert uses.splitlines() == [
-                "3 uses of compute_total in 1 files:",
+                "3 uses of compute_total in 1 file:",
                 "app.py",
                 "  1: from billing import compute_total",
                 "  5: return compute_total(prices)",
