@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from tests.unit.test_lsp_pool import serving
+from tether.clients.acp import diffs
 from tether.clients.acp.updates import TOOL_KINDS, tool_title
 from tether.clients.cli.render.text import tool_line
 from tether.daemon.lsp.navigation import (
@@ -216,6 +217,10 @@ async def test_rename_changes_every_use_and_leaves_the_namesake_alone(project: P
     assert (project / "app.py").read_text() == APP.replace("compute_total", "grand_total")
     assert (project / "billing.py").read_text() == BILLING.replace("compute_total", "grand_total")
     assert (project / "inventory.py").read_text() == UNRELATED
+    # ACP shows the one diff as a diff per file, each whole.
+    shown = {change.path.name: change for change in diffs.changes(done.diff, project)}
+    assert sorted(shown) == ["app.py", "billing.py"]
+    assert shown["billing.py"].new_text == (project / "billing.py").read_text()
 
 
 class _Preview:
