@@ -4,8 +4,9 @@ their position params, the lease of a language server, the errors told plainly, 
 
 A question no server can answer is a failed call that says why and what would answer it (a
 server to install, a server still indexing), never an empty success. Lines of source are
-shown for files inside the workspace only; a location outside it (the standard library's
-stubs, an installed package) is named, not read.
+shown for files inside the workspace only, read as read_file reads them (no symlink
+followed), credential-like files left out as grep leaves them out; a location elsewhere (the
+standard library's stubs, an installed package outside the workspace) is named, not read.
 """
 
 from collections.abc import AsyncGenerator, Sequence
@@ -20,10 +21,13 @@ from tether.daemon.lsp.errors import RequestTimeout, ResponseError, ServerGone, 
 from tether.daemon.lsp.navigation import Location, PositionError
 from tether.daemon.lsp.pool import Lease, LspPool
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolParams, resolve_in_workspace
+from tether.daemon.tools.beneath import read_beneath
+from tether.daemon.tools.credentials import is_credential_path
 from tether.daemon.workspace import display_path
 
 LSP_SERVICE = "lsp"
 MAX_LINE_CHARS = 200
+MAX_READ_BYTES = 10 * 1024 * 1024
 INDEXING = (
     "The {server} language server has just started and is still indexing the project; "
     "try again in a few seconds."
@@ -98,20 +102,26 @@ async def source_lines(
     ctx: ToolContext, locations: Sequence[Location], lease: Lease
 ) -> dict[Path, list[str]]:
     """The lines of each file inside the workspace named in `locations` (the leased file as
-    the server was sent it); unreadable files are left out."""
+    the server was sent it). Left out: files outside the workspace, credential-like ones (as
+    grep leaves them out), files reached through a symlink, unreadable ones."""
     root = ctx.workspace.resolve()
-    wanted = {loc.path for loc in locations if root in loc.path.parents}
+    wanted = {
+        loc.path
+        for loc in locations
+        if root in loc.path.parents and not is_credential_path(display_path(root, loc.path))
+    }
     texts = {lease.path: lease.text.splitlines()} if lease.path in wanted else {}
-    return texts | await trio.to_thread.run_sync(_read, wanted - texts.keys())
+    return texts | await trio.to_thread.run_sync(_read, root, wanted - texts.keys())
 
 
-def _read(paths: set[Path]) -> dict[Path, list[str]]:
+def _read(root: Path, paths: set[Path]) -> dict[Path, list[str]]:
     out: dict[Path, list[str]] = {}
     for path in paths:
         try:
-            out[path] = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+            data, _ = read_beneath(root, path, limit=MAX_READ_BYTES)
         except OSError:
             continue
+        out[path] = data.decode("utf-8", errors="replace").splitlines()
     return out
 
 

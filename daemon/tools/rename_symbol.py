@@ -8,8 +8,9 @@ diagnostics afterwards.
 
 What it refuses, before writing anything: a rename that creates, renames or deletes files;
 edits to files outside the workspace, to credential-like files or in skill folders (whose
-writes must each be asked about); and edits that do not replace the symbol's old name where
-the server says it is (the server's copy of a file is out of date: try again).
+writes must each be asked about), or in dependency folders (`.venv`, `node_modules`, …); and
+edits that do not replace the symbol's old name where the server says it is (the server's
+copy of a file is out of date: try again).
 """
 
 from pathlib import Path
@@ -33,6 +34,7 @@ from tether.daemon.tools.beneath import read_beneath
 from tether.daemon.tools.code_intel import SymbolAtParams, leased, still_indexing
 from tether.daemon.tools.credentials import is_credential_path
 from tether.daemon.tools.edits import decode, encode, unified_diff, write_guarded
+from tether.daemon.tools.filetree import DEPENDENCY_DIRS
 from tether.daemon.workspace import display_path
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -132,6 +134,11 @@ def _plan_files(
             raise ToolFailure(
                 f"Not renamed: the rename would change {shown}, which is edited only with "
                 "edit_file (a credential file or a skill folder)."
+            )
+        if DEPENDENCY_DIRS.intersection(Path(shown).parts[:-1]):
+            raise ToolFailure(
+                f"Not renamed: the rename would change {shown}, an installed dependency "
+                "(rename only what the project itself declares)."
             )
         try:
             before, _ = read_beneath(root, path, limit=MAX_FILE_BYTES)

@@ -11,18 +11,25 @@ from tests.unit.test_lsp_pool import serving
 from tether.clients.acp import diffs
 from tether.clients.acp.updates import TOOL_KINDS, tool_title
 from tether.clients.cli.render.text import tool_line
+from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.navigation import (
+    Location,
     PositionError,
     TextEdit,
     apply_edits,
     position_of,
     replaced_texts,
 )
-from tether.daemon.lsp.pool import LspPool
+from tether.daemon.lsp.pool import Lease, LspPool
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.daemon.lsp.types import Position, Range
 from tether.daemon.tools.base import ToolContext, ToolFailure
-from tether.daemon.tools.code_intel import LSP_SERVICE, SymbolAtParams
+from tether.daemon.tools.code_intel import (
+    LSP_SERVICE,
+    SymbolAtParams,
+    located_line,
+    source_lines,
+)
 from tether.daemon.tools.find_definition import FindDefinition
 from tether.daemon.tools.find_references import FindReferences, FindReferencesParams
 from tether.daemon.tools.hover import Hover
@@ -246,6 +253,7 @@ def test_edits_apply_in_utf16_units_and_say_what_they_replace() -> None:
     [
         (".tether/skills/tool/helper.py", "skill folder"),
         (".env.py", "credential"),
+        (".venv/lib/site.py", "installed dependency"),
         ("stale.py", "out of date"),
     ],
 )
@@ -264,3 +272,28 @@ def test_a_rename_touching_what_it_must_not_is_refused_whole(
     with pytest.raises(ToolFailure, match="outside the workspace"):
         _plan_files(root, outside, "old", "utf-16")
     assert (root / "ok.py").read_text() == "old = 1\n"
+
+
+async def test_source_lines_are_read_only_where_read_file_would_read(tmp_path: Path) -> None:
+    root = (tmp_path / "ws").resolve()
+    root.mkdir()
+    outside = tmp_path / "outside.py"
+    outside.write_text("SECRET_OUTSIDE = 1\n")
+    (root / "real.py").write_text("value = 1\n")
+    (root / ".env.py").write_text("TOKEN = 'hunter2'\n")
+    (root / "link.py").symlink_to(outside)
+    places = [
+        Location(path=root / name, line=1, end_line=1) for name in ("real.py", ".env.py", "link.py")
+    ] + [Location(path=outside, line=1, end_line=1)]
+    lease = Lease(
+        client=LspClient(["true"], root),
+        path=root / "real.py",
+        uri="",
+        text="value = 1\n",
+        server="fake",
+        just_started=False,
+    )
+    ctx = ToolContext(root)
+    lines = await source_lines(ctx, places, lease)
+    shown = [located_line(ctx, lines, place) for place in places]
+    assert shown == ["real.py:1: value = 1", ".env.py:1", "link.py:1", f"{outside}:1"]
