@@ -59,8 +59,13 @@ TOOL_KINDS = {
     "list_dir": "read",
     "grep": "search",
     "glob": "search",
+    "find_definition": "search",
+    "find_references": "search",
+    "symbols": "search",
+    "hover": "search",
     "edit_file": "edit",
     "write_file": "edit",
+    "rename_symbol": "edit",
     "run_command": "execute",
     "command_output": "execute",
     "command_kill": "execute",
@@ -96,6 +101,13 @@ def tool_title(item: ToolCall) -> str:
             return f"Search `{arg('pattern')}`{where}"
         case "glob":
             return f"Find `{arg('pattern')}`"
+        case "find_definition" | "find_references" | "hover":
+            what = {"find_definition": "Definition of", "find_references": "Uses of"}
+            return f"{what.get(item.tool, 'Hover')} `{arg('symbol')}` ({_line_of(args)})"
+        case "rename_symbol":
+            return f"Rename `{arg('symbol')}` to `{arg('new_name')}` ({_line_of(args)})"
+        case "symbols":
+            return f"Symbols `{arg('query')}`" if arg("query") else f"Outline of {arg('path')}"
         case "edit_file":
             return f"Edit {arg('path')}"
         case "write_file":
@@ -110,6 +122,11 @@ def tool_title(item: ToolCall) -> str:
             return "Update the plan"
         case _:
             return item.tool
+
+
+def _line_of(args: dict[str, Any]) -> str:
+    path, line = args.get("path"), args.get("line")
+    return f"{path}:{line}" if isinstance(path, str) and isinstance(line, int) else "?"
 
 
 def tool_status(item: ToolCall) -> str:

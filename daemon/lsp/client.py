@@ -115,6 +115,12 @@ CLIENT_CAPABILITIES: dict[str, object] = {
             "tagSupport": {"valueSet": [1, 2]},
         },
         "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": False},
+        "definition": {"linkSupport": True},
+        "typeDefinition": {"linkSupport": True},
+        "references": {},
+        "hover": {"contentFormat": ["plaintext", "markdown"]},
+        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
+        "rename": {"prepareSupport": False},
     },
     "workspace": {
         "configuration": True,
@@ -122,11 +128,16 @@ CLIENT_CAPABILITIES: dict[str, object] = {
         "didChangeConfiguration": {"dynamicRegistration": True},
         "didChangeWatchedFiles": {"dynamicRegistration": True, "relativePatternSupport": False},
         "diagnostics": {"refreshSupport": True},
+        "symbol": {},
+        "workspaceEdit": {"documentChanges": True},
     },
     "window": {"workDoneProgress": False, "showMessage": {}},
 }
 """What the client tells servers it supports: document sync with save, pushed and pulled
-diagnostics, configuration and watched-file registrations. No editing features."""
+diagnostics, configuration and watched-file registrations, and the questions the code tools
+ask (definitions, references, hover, symbols, rename: `navigation.py`). The server never
+applies an edit itself (`workspace/applyEdit` is refused): a rename's edit is applied by
+tether, as an edit the permission gate has seen."""
 
 
 class DiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -188,12 +188,14 @@ def sync_targets(
                 target.baseline = report.serial - 1
                 target.fresh = target.done = True
             keep = {t.uri for t in targets if t.slot is target.slot}
-            _touch_document(target, keep, max_open_documents)
+            touch_document(target, keep, max_open_documents)
         except ServerGone:
             target.done = True
 
 
-def _touch_document(target: Target, keep: set[str], max_open_documents: int) -> None:
+def touch_document(target: Target, keep: set[str], max_open_documents: int) -> None:
+    """Mark the target's document the most recently used of its server, and close the least
+    recently used beyond `max_open_documents` (never one in `keep`)."""
     recent = target.slot.recent
     recent.pop(target.uri, None)
     recent[target.uri] = None

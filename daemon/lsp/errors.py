@@ -4,9 +4,11 @@
     ├── FramingError          the server's output is not Content-Length framed JSON-RPC
     ├── ServerGone            the server exited, closed its output, or was stopped
     ├── RequestTimeout        a request got no answer in time (the request is cancelled)
-    └── ResponseError         the server answered a request with a JSON-RPC error
+    ├── ResponseError         the server answered a request with a JSON-RPC error
+    └── Unavailable           no server can answer about a file (not installed, not
+                              started, crashed); the message is written for the model
 
-The pool never lets these reach a turn: a server that fails is marked crashed, reported
+The pool never lets the others reach a turn: a server that fails is marked crashed, reported
 through the pool's `on_event`, and its diagnostics are simply missing from the report.
 """
 
@@ -35,3 +37,7 @@ class ResponseError(LspError):
         self.method = method
         self.code = code
         self.message = message
+
+
+class Unavailable(LspError):
+    """No server can answer a question about a file; the message says why and what would."""

@@ -49,7 +49,8 @@ text for the model.
 """
 
 import hashlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Literal
@@ -73,15 +74,17 @@ from tether.daemon.lsp.diagnostics import (
     coverage,
     read_files,
     sync_targets,
+    touch_document,
     wait_until_current,
 )
-from tether.daemon.lsp.errors import LspError
+from tether.daemon.lsp.errors import LspError, Unavailable
 from tether.daemon.lsp.servers import (
     RESTRICTED_NOTE,
     LspServerConfig,
     ServerSpec,
     available_servers,
     merge_specs,
+    missing_server_note,
     restricted_form,
     trusted_command,
 )
@@ -132,6 +135,19 @@ class DiagnosticsEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     paths: list[str]
     diagnostics: list[Diagnostic]
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """A server lent for questions about one file, open in it (see `LspPool.lease`)."""
+
+    client: LspClient
+    path: Path
+    uri: str
+    text: str
+    """The file's text, as sent to the server."""
+    server: str
+    just_started: bool
+    """The server was started for this call: it may still be indexing the project."""
 
 
 OnEvent = Callable[[EventKind, ServerEvent | DiagnosticsEvent], None]
@@ -224,11 +240,15 @@ class LspPool:
         specs = merge_specs(servers, builtin=builtin)
         available = available_servers(specs, path=search_path)
         self._specs: list[ServerSpec] = []
+        self._missing: list[ServerSpec] = []
+        """Specs in force whose program is not installed (what a user could install)."""
         self._commands: dict[str, list[str]] = {}
         for spec, found in zip(specs, available, strict=True):
             if found.command is not None:
                 self._specs.append(spec)
                 self._commands[spec.name] = found.command
+            else:
+                self._missing.append(spec)
         self._entries: dict[tuple[str, Path], _Entry] = {}
         self._lent = LentNursery()
         self._reports = ReportSignal()
@@ -298,6 +318,77 @@ class LspPool:
                     continue
                 entry.last_used = now
                 nursery.start_soon(self._ensure_running, entry, 0.0)
+
+    # --- questions about code ------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lease(self, path: Path, capability: str) -> AsyncGenerator["Lease"]:
+        """The first server of `path` (absolute, or relative to the workspace) whose
+        capabilities include `capability` (`definitionProvider`, …), started if need be, with
+        the file as it is on disk open in it. The server is not stopped for idleness while
+        leased.
+
+        Raises Unavailable, with a message for the model, when none can answer: the file is
+        outside the workspace or unreadable, no installed server covers its language, or the
+        servers that do are not running (crashed, backing off, not started in an untrusted
+        workspace). Starting a server takes at most `initialize_timeout`. Cancellation
+        propagates (a server being started for this call is stopped)."""
+        if self._lent.nursery is None:
+            raise Unavailable("Language servers are not running in this daemon.")
+        files, located = await self._locate([path])
+        if not files:
+            raise Unavailable(f"{path} is not a file inside the workspace.")
+        file = files[0]
+        if not located:
+            raise Unavailable(missing_server_note(file, self._missing))
+        reasons: list[str] = []
+        for entry in self._entries_for(located):
+            entry.users += 1
+            try:
+                was_running = self._current(entry)
+                await self._ensure_running(entry, self.backoff)
+                client = entry.client
+                if client is None or not client.alive:
+                    reasons.append(f"{entry.spec.name}: {entry.last_error or 'not running'}")
+                    continue
+                if getattr(client.capabilities, capability) in (None, False):
+                    reasons.append(f"{entry.spec.name} does not answer this")
+                    continue
+                texts, gone = await trio.to_thread.run_sync(read_files, [file], [file])
+                if file not in texts:
+                    why = "does not exist" if file in gone else "could not be read or is too large"
+                    raise Unavailable(f"{display_path(self.workspace, file)} {why}.")
+                target = Target(entry, file)
+                target.client = client
+                client.sync(target.uri, entry.spec.language_for(file), texts[file])
+                touch_document(target, {target.uri}, self.max_open_documents)
+                yield Lease(
+                    client=client,
+                    path=file,
+                    uri=target.uri,
+                    text=texts[file],
+                    server=entry.spec.name,
+                    just_started=not was_running,
+                )
+                return
+            finally:
+                entry.users -= 1
+                entry.last_used = trio.current_time()
+        raise Unavailable(
+            f"No language server could answer about {display_path(self.workspace, file)} ("
+            + "; ".join(reasons)
+            + ")."
+        )
+
+    def running(self, capability: str) -> list[tuple[str, LspClient]]:
+        """(name, client) of each running server whose capabilities include `capability`."""
+        return [
+            (entry.spec.name, entry.client)
+            for entry in self._entries.values()
+            if entry.client is not None
+            and self._current(entry)
+            and getattr(entry.client.capabilities, capability) not in (None, False)
+        ]
 
     # --- diagnostics --------------------------------------------------------------------------
 

@@ -418,3 +418,50 @@ def restricted_form(
             spec, initialization_options={**base, "disableAutomaticTypeAcquisition": True}
         )
     return spec
+
+
+INSTALL_HINTS: Mapping[str, str] = {
+    "basedpyright": "`uv tool install basedpyright` (or `pip install basedpyright`)",
+    "pyright": "`npm install -g pyright`",
+    "ruff": "`uv tool install ruff`",
+    "typescript": "`npm install -g typescript-language-server typescript`",
+    "clangd": "your system's clangd package (`apt install clangd`)",
+    "gopls": "`go install golang.org/x/tools/gopls@latest`",
+}
+"""How to install each built-in server, for a user told that none covers a file."""
+
+UNCONFIGURED_SERVERS: Mapping[str, tuple[str, str]] = {
+    ".rs": ("rust-analyzer", "`rustup component add rust-analyzer`"),
+    ".java": ("jdtls", "the Eclipse JDT language server (`jdtls`)"),
+    ".rb": ("ruby-lsp", "`gem install ruby-lsp`"),
+    ".lua": ("lua-language-server", "your system's lua-language-server package"),
+    ".zig": ("zls", "your system's zls package"),
+}
+"""Servers tether does not build in, by extension: (program, how to install it). They run
+once added to the config as an `[[lsp]]` table."""
+
+
+def missing_server_note(path: Path, specs: Sequence[ServerSpec]) -> str:
+    """Why no server covers `path`, and what would: a known server that is not installed
+    (`specs`: those in force but not found), else one to add to the config."""
+    for spec in specs:
+        if spec.handles(path):
+            hint = INSTALL_HINTS.get(spec.name, f"`{spec.commands[0][0]}`")
+            return (
+                f"No language server covers {path.suffix} files here: {spec.name} would, but "
+                f"it is not installed (install {hint}; the daemon finds it on PATH)."
+            )
+    suffix = path.suffix.lower()
+    known = UNCONFIGURED_SERVERS.get(suffix)
+    if known is not None:
+        program, hint = known
+        return (
+            f"No language server covers {suffix} files here: {program} would (install "
+            f'{hint}, then add it to the config: [[lsp]] name = "{program}", command = '
+            f'["{program}"], extensions = ["{suffix}"]).'
+        )
+    kind = f"{suffix} files" if suffix else "files without an extension"
+    return (
+        f"No language server covers {kind}. Add one to the config as an [[lsp]] table "
+        "(name, command, extensions), or use grep."
+    )

@@ -74,6 +74,13 @@ class ServerCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     textDocumentSync: object = None
     diagnosticProvider: object = None
     positionEncoding: str | None = None
+    definitionProvider: object = None
+    typeDefinitionProvider: object = None
+    referencesProvider: object = None
+    hoverProvider: object = None
+    documentSymbolProvider: object = None
+    workspaceSymbolProvider: object = None
+    renameProvider: object = None
 
 
 class ServerInfo(msgspec.Struct, frozen=True, kw_only=True):

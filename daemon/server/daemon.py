@@ -61,6 +61,7 @@ from tether.daemon.sessions.store import Store
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.tools.builtin import default_tools
+from tether.daemon.tools.code_intel import LSP_SERVICE
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.daemon.workspace_trust import TrustRecord, WorkspaceTrust
@@ -155,7 +156,7 @@ class Daemon:
             permissions=config.permissions,
             context_window=config.provider.context_window,
             max_output_tokens=config.provider.max_output_tokens,
-            services={PROCESSES_SERVICE: self.processes},
+            services={PROCESSES_SERVICE: self.processes, LSP_SERVICE: self.lsp},
             change_tracker=self._change_tracker,
             lsp=self.lsp,
             on_turn_end=self._touch,

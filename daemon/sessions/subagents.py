@@ -49,8 +49,18 @@ MAX_PER_TURN = 12
 MAX_STEPS = 40
 NO_REPORT = "(no report)"
 
-EXPLORE_TOOLS = ("read_file", "grep", "glob", "list_dir", "skill")
-GENERAL_TOOLS = (*EXPLORE_TOOLS, "edit_file", "write_file", "run_command")
+EXPLORE_TOOLS = (
+    "read_file",
+    "grep",
+    "glob",
+    "list_dir",
+    "find_definition",
+    "find_references",
+    "symbols",
+    "hover",
+    "skill",
+)
+GENERAL_TOOLS = (*EXPLORE_TOOLS, "edit_file", "write_file", "rename_symbol", "run_command")
 TOOLS: Mapping[SubagentKind, tuple[str, ...]] = {
     "explore": EXPLORE_TOOLS,
     "general": GENERAL_TOOLS,

@@ -75,6 +75,9 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     """The subagent a `task` call ran."""
     images: list[ToolImage] = []
     """Images for the model with the text (see `tether.daemon.tools.images`)."""
+    edited: list[Path] = []
+    """The files an edit changed besides its `target_path` (a rename's other files), so that
+    they get diagnostics too."""
 
 
 class FileVersion(msgspec.Struct, frozen=True, kw_only=True):

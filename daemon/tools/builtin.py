@@ -9,12 +9,17 @@ from tether.daemon.tools.base import Tool
 from tether.daemon.tools.command_kill import CommandKill
 from tether.daemon.tools.command_output import CommandOutput
 from tether.daemon.tools.edit_file import EditFile
+from tether.daemon.tools.find_definition import FindDefinition
+from tether.daemon.tools.find_references import FindReferences
 from tether.daemon.tools.glob import Glob
 from tether.daemon.tools.grep import Grep
+from tether.daemon.tools.hover import Hover
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.read_file import ReadFile
+from tether.daemon.tools.rename_symbol import RenameSymbol
 from tether.daemon.tools.run_command import RunCommand
 from tether.daemon.tools.skill import SkillTool
+from tether.daemon.tools.symbols import Symbols
 from tether.daemon.tools.task import Task
 from tether.daemon.tools.todo_write import TodoWrite
 from tether.daemon.tools.write_file import WriteFile
@@ -28,8 +33,13 @@ def default_tools(*, kill_grace: float = KILL_GRACE) -> list[Tool]:
         ListDir(),
         Glob(),
         Grep(),
+        FindDefinition(),
+        FindReferences(),
+        Symbols(),
+        Hover(),
         EditFile(),
         WriteFile(),
+        RenameSymbol(),
         RunCommand(grace=kill_grace),
         CommandOutput(),
         CommandKill(),

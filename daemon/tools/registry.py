@@ -55,6 +55,8 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """The subagent a `task` call ran (see `ToolOutput`)."""
     images: list[ToolImage] = []
     """Images for the model with `output` (see `ToolOutput`)."""
+    edited: list[Path] = []
+    """The files an edit changed besides its target (see `ToolOutput`)."""
 
 
 class ToolRegistry:
@@ -166,6 +168,7 @@ class ToolRegistry:
             diff=cap_result(output.diff, ctx.result_cap),
             subagent=output.subagent,
             images=output.images,
+            edited=output.edited,
         )
 
 

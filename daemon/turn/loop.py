@@ -456,7 +456,7 @@ class TurnLoop:
         if self.diagnose is None or path is None:
             return result
         if result.status == "completed":
-            self._changed.append(path)
+            self._changed += [path, *result.edited]
         if item.id != self._last_edit or not self._changed:
             return result
         report = await self.diagnose(item, self._changed)

@@ -31,6 +31,7 @@ LOWER = {
     "skills": {"logs", "pathglob", "private_json", "truncate", "workspace", "workspace_trust"},
     "tools": {
         "logs",
+        "lsp",
         "mcp",
         "nursery",
         "pathglob",

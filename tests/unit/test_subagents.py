@@ -269,14 +269,17 @@ async def test_each_type_is_offered_its_tools_and_explore_cannot_edit(rig: Rig) 
 
     explore = rig.requests_of("explore-one:")[0]
     general = rig.requests_of("general-one:")[0]
-    assert tool_names(explore) == ["read_file", "list_dir", "glob", "grep"]
+    looking = ["find_definition", "find_references", "symbols", "hover"]
+    assert tool_names(explore) == ["read_file", "list_dir", "glob", "grep", *looking]
     assert tool_names(general) == [
         "read_file",
         "list_dir",
         "glob",
         "grep",
+        *looking,
         "edit_file",
         "write_file",
+        "rename_symbol",
         "run_command",
     ]
     parent = rig.requests_of(PARENT)[0]

@@ -74,8 +74,13 @@ def test_default_tools_in_order_with_kinds() -> None:
         "list_dir",
         "glob",
         "grep",
+        "find_definition",
+        "find_references",
+        "symbols",
+        "hover",
         "edit_file",
         "write_file",
+        "rename_symbol",
         "run_command",
         "command_output",
         "command_kill",
@@ -83,7 +88,17 @@ def test_default_tools_in_order_with_kinds() -> None:
         "task",
     ]
     read_only = [name for name in registry.names if registry.is_read_only(name)]
-    assert read_only == ["read_file", "list_dir", "glob", "grep", "command_output"]
+    assert read_only == [
+        "read_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "find_definition",
+        "find_references",
+        "symbols",
+        "hover",
+        "command_output",
+    ]
     kinds = {tool.name: tool.kind for tool in default_tools()}
     assert kinds["edit_file"] == kinds["write_file"] == "edit"
     assert kinds["run_command"] == kinds["command_kill"] == "command"

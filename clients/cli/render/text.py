@@ -104,6 +104,10 @@ def outcome(item: ToolCall, elapsed: float | None = None) -> str:
         parts.append(f"failed: {visible(first[:200])}" if first else "failed")
     elif item.exit_code is not None:
         parts.append(exit_text(item.exit_code))
+    elif item.tool in CODE_TOOLS and item.status == "completed":
+        found = code_found(item.output)
+        if found:
+            parts.append(f"→ {found}")
     sub = item.subagent
     if sub is not None and sub.model_calls:
         parts.append(f"{sub.model_calls} model call{'s' if sub.model_calls != 1 else ''}")
@@ -112,6 +116,24 @@ def outcome(item: ToolCall, elapsed: float | None = None) -> str:
     if seconds and seconds >= 0.05:
         parts.append(f"{seconds:.1f} s")
     return " · ".join(parts)
+
+
+CODE_TOOLS = frozenset({"find_definition", "find_references", "symbols", "hover"})
+"""The code-intelligence tools, whose line shows what they found."""
+
+
+def code_found(output: str) -> str:
+    """What a code-intelligence call found, in one short line: a definition's `path:line`,
+    a search's count, a hover's signature (its first line that is not a code fence)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("```")]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.endswith(" is defined at:") and len(lines) > 1:
+        first = lines[1].split(": ", 1)[0]
+    first = first.removesuffix(":")
+    return visible(first if len(first) <= 80 else first[:79] + "…")
 
 
 def progress_text(report: ToolProgress) -> str:
