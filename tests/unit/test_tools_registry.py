@@ -379,4 +379,4 @@ def test_implements_answers_as_isinstance_for_every_tool_and_shape() -> None:
             assert implements(tool, shape) is expected
     tools = default_tools()
     edit_tools = [tools[i].name for i in range(len(tools)) if implements(tools[i], EditTool)]
-    assert sorted(edit_tools) == ["edit_file", "write_file"]
+    assert sorted(edit_tools) == ["edit_file", "rename_symbol", "write_file"]
