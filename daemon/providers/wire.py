@@ -4,6 +4,7 @@ the settings, the connection pool, the model list and the streamed POST of a req
 The errors they map are in `errors.py`, the reading of their streams in `stream.py`."""
 
 import copy
+import http.cookiejar
 import ssl
 from collections.abc import Callable, Mapping
 from typing import ClassVar, Self, TypedDict
@@ -26,6 +27,18 @@ from tether.daemon.providers.texttools import ToolMode
 log = get_logger(__name__)
 
 
+class NoCookies(http.cookiejar.CookieJar):
+    """A cookie jar that keeps and sends none. A model API sets no cookie tether needs, and
+    httpx otherwise parses every response's headers for cookies and every request's jar for
+    a header (some 30 µs a step, on the step's critical path)."""
+
+    def extract_cookies(self, response: object, request: object) -> None:
+        return None
+
+    def add_cookie_header(self, request: object) -> None:
+        return None
+
+
 def http_client(
     headers: Mapping[str, str],
     *,
@@ -39,12 +52,14 @@ def http_client(
     Only an `https` base URL gets the CA bundle: loading it costs more than the rest of the
     client, and a plain-HTTP server (a local model) never needs it. Any other URL gets a TLS
     context that verifies as strictly but trusts no certificate at all, so TLS to anything
-    else fails rather than go unverified (redirects are not followed)."""
+    else fails rather than go unverified (redirects are not followed). Cookies are neither
+    kept nor sent (`NoCookies`)."""
     verify: ssl.SSLContext | bool = True
     if not base_url.lower().startswith("https:"):
         verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return httpx.AsyncClient(
         headers=dict(headers),
+        cookies=NoCookies(),
         timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
         transport=transport,
         trust_env=False,

@@ -239,6 +239,17 @@ async def test_history_goes_out_in_chat_completions_form_encoded_once() -> None:
     ]
 
 
+async def test_a_cookie_the_server_sets_is_never_sent_back() -> None:
+    first = streamed(sse({"content": "ok"}))
+    first.headers["set-cookie"] = "session=abc; Path=/"
+    recorder = Recorder(first, streamed(sse({"content": "ok"})))
+    client = make_client(recorder)
+    await client.complete(simple_request(), Collect())
+    await client.complete(simple_request(), Collect())
+    await client.aclose()
+    assert [r.headers.get("cookie") for r in recorder.requests] == [None, None]
+
+
 def simple_request() -> ModelRequest:
     return ModelRequest(messages=conversation()[:2], tools=toolset())
 
