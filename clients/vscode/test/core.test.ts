@@ -139,6 +139,29 @@ describe("webview html", () => {
     assert.ok(!/[\u202e\u200b\x1b\r]/.test(html));
   });
 
+  test("the agent's text and reasoning show hidden characters as escapes, inside code too", () => {
+    const sneaky = "if ok\u202e {\x1b[2K\r\n```\nisAdmin\u2066 = 1\u200b\n```\nfamily 👨\u200d👩\u200d👧";
+    const html = renderSession(
+      stateWith({
+        turns: [
+          {
+            id: "t",
+            status: "completed",
+            error: null,
+            items: [
+              { kind: "agent", id: "a", text: sneaky, streaming: false },
+              { kind: "reasoning", id: "r", text: sneaky, streaming: false },
+            ],
+          },
+        ],
+      }),
+    );
+    assert.ok(!/[\u202e\u2066\u200b\x1b\r]/.test(html), html);
+    assert.equal(html.split("if ok\\u202e {\\x1b[2K").length, 3, "both the message and the reasoning");
+    assert.ok(html.includes("isAdmin\\u2066 = 1\\u200b"), "inside a code block");
+    assert.ok(html.includes("family 👨\u200d👩\u200d👧"), "an emoji sequence keeps its joiners");
+  });
+
   test("the page allows nothing remote and only its own script", () => {
     const html = webviewHtml({ cspSource: "vscode-resource:", scriptUri: "vscode-resource:/w.js", styleUri: "vscode-resource:/w.css", nonce: "abc" });
     const csp = /Content-Security-Policy" content="([^"]+)"/.exec(html)?.[1] ?? "";

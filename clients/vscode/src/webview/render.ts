@@ -75,12 +75,12 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
     case "agent":
       return (
         `<div class="message agent${item.streaming ? " streaming" : ""}" data-testid="message" data-kind="agent" data-item-id="${id}">` +
-        `${renderMarkdown(item.text)}</div>`
+        `${renderMarkdown(prose(item.text))}</div>`
       );
     case "reasoning":
       return (
         `<details class="reasoning" data-testid="message" data-kind="reasoning" data-item-id="${id}"${item.streaming ? " open" : ""}>` +
-        `<summary>Reasoning</summary><div>${esc(item.text)}</div></details>`
+        `<summary>Reasoning</summary><div>${esc(prose(item.text))}</div></details>`
       );
     case "tool": {
       const open = expanded.has(item.id) || item.status === "awaiting_approval";
@@ -110,15 +110,26 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
 
 // Control characters other than tab and newline, bidi controls, zero-width and other
 // format characters, and the line/paragraph separators: shown as escapes in what a person
-// approves, so that what they read is what would run.
+// approves, so that what they read is what would run, and in the agent's own text, so that
+// code it shows reads as it is (no reordered or hidden spans).
 const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
+// The zero-width joiner and non-joiner shape emoji sequences and some scripts' words: prose keeps them.
+const HIDDEN_BUT_JOINERS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
 
-/** `text` with every hidden character written as an escape (`\x1b`, `\u202e`). */
-export function visible(text: string): string {
-  return text.replace(HIDDEN, (c) => {
+/**
+ * `text` with every hidden character written as an escape (`\x1b`, `\u202e`); with
+ * `joiners`, U+200C and U+200D are kept (prose, not something to run).
+ */
+export function visible(text: string, options: { joiners?: boolean } = {}): string {
+  return text.replace(options.joiners ? HIDDEN_BUT_JOINERS : HIDDEN, (c) => {
     const code = c.charCodeAt(0);
     return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
   });
+}
+
+/** The agent's text as shown: line ends normalised, every other hidden character an escape. */
+function prose(text: string): string {
+  return visible(text.replace(/\r\n?/g, "\n"), { joiners: true });
 }
 
 function renderApproval(a: ApprovalState): string {
