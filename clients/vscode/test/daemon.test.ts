@@ -10,6 +10,7 @@ import { after, before, describe, test } from "node:test";
 
 import { buildEditorContext } from "../src/core/editorContext.js";
 import type { ItemState, ViewState } from "../src/core/viewState.js";
+import { renderSession } from "../src/webview/render.js";
 import { Home } from "./harness.js";
 
 const lastTurn = (s: ViewState) => s.turns.at(-1);
@@ -222,6 +223,30 @@ describe("the controller against the daemon", () => {
       assert.equal(lastTurn(state)?.status, "cancelled");
       assert.deepEqual(host.notices.filter((n) => n.level === "error"), []);
       assert.match(await controller.daemonLog(), /daemon-[0-9a-f]{16}\.log$/);
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("a queued message that a cancel drops is shown as not sent and goes back to the prompt", async () => {
+    await home.setScript({ steps: [{ text: "slow ".repeat(200), chunks: 200, hold_at_chunks: [5] }] });
+    const { controller, host } = home.controller();
+    try {
+      await controller.send("go slowly");
+      await host.waitForState((s) => s.runningTurnId !== null && kinds(s).includes("agent"));
+      await controller.send("and then <this>");
+      const queued = await host.waitForState((s) => s.queued.length === 1);
+      const turnId = queued.runningTurnId;
+      await controller.handle({ type: "cancel" });
+      const state = await host.waitForState((s) => ended(s) && s.dropped.length === 1);
+      assert.deepEqual(state.queued, []);
+      const [dropped] = state.dropped;
+      assert.equal(dropped!.text, "and then <this>");
+      assert.equal(dropped!.turnId, turnId);
+      assert.match(dropped!.reason, /cancelled/);
+      assert.deepEqual(host.restored, ["and then <this>"]);
+      const html = renderSession(state);
+      assert.match(html, /data-kind="dropped"[^>]*><div class="why">Not sent \(the turn ended \(cancelled\)[^<]*\):<\/div>and then &lt;this&gt;<\/div><\/section>/);
     } finally {
       controller.dispose();
     }

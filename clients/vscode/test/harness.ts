@@ -65,6 +65,8 @@ export class Home {
 /** A `Host` that records what it is asked and answers as told. */
 export class RecordingHost implements Host {
   readonly posted: ViewState[] = [];
+  /** Texts put back into the prompt box. */
+  readonly restored: string[] = [];
   readonly notices: Array<{ level: string; message: string }> = [];
   readonly diffs: Array<{ documents: DiffDocuments; title: string }> = [];
   readonly confirmations: string[] = [];
@@ -74,6 +76,10 @@ export class RecordingHost implements Host {
   #waiters: Array<{ check: (s: ViewState) => boolean; resolve: (s: ViewState) => void }> = [];
 
   post(message: ToWebview): void {
+    if (message.type === "restorePrompt") {
+      this.restored.push(message.text);
+      return;
+    }
     this.posted.push(message.state);
     this.#waiters = this.#waiters.filter((w) => {
       if (!w.check(message.state)) return true;

@@ -10,17 +10,19 @@
 //   streams (the last state is always posted).
 // - A failure of a call is shown (`state.error`, and a notification) and changes nothing
 //   else; a message from the webview that is not one is ignored.
+// - A queued message that its turn ended without is shown as not sent (whoever sent it);
+//   one this view sent goes back into the prompt box, as does a prompt that failed to send.
 
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 
-import type { AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
+import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
 
 import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
 import { diffDocuments, type DiffDocuments } from "./diff.js";
 import { parseFromWebview, type ToWebview } from "./messages.js";
 import { pickerEntries, type PickerEntry } from "./picker.js";
-import { deriveViewState, type Connection, type ViewState } from "./viewState.js";
+import { deriveViewState, type Connection, type DroppedInput, type ViewState } from "./viewState.js";
 
 export const POST_INTERVAL_MS = 30;
 
@@ -45,6 +47,11 @@ export class SessionController {
   #offSession: Array<() => void> = [];
   #connection: Connection = "connecting";
   #error: string | null = null;
+  /** Texts of the shown session's queued messages, kept past the event that drops them. */
+  #queuedTexts = new Map<string, string>();
+  /** Queued messages this view sent. */
+  #sentQueued = new Set<string>();
+  #dropped: DroppedInput[] = [];
   #timer: ReturnType<typeof setTimeout> | null = null;
   #disposed = false;
 
@@ -56,7 +63,7 @@ export class SessionController {
 
   /** What the webview shows now. */
   get state(): ViewState {
-    return deriveViewState(this.#session?.view ?? null, this.#connection, this.#error);
+    return deriveViewState(this.#session?.view ?? null, this.#connection, this.#error, this.#dropped);
   }
 
   get session(): AttachedSession | null {
@@ -119,6 +126,7 @@ export class SessionController {
     const session = this.#session ?? (await this.newSession());
     const editor = options.withEditor ? this.host.editorContext() : null;
     const result = await session.startTurn(text, editor ? { editor } : {});
+    if (result.queued && result.inputId) this.#sentQueued.add(result.inputId);
     for (const problem of result.problems ?? []) this.host.notify("warning", problem);
   }
 
@@ -256,7 +264,11 @@ export class SessionController {
     for (const off of this.#offSession) off();
     this.#session = session;
     this.#error = null;
+    this.#dropped = [];
+    this.#sentQueued.clear();
+    this.#queuedTexts = new Map([...session.view.queuedInputs.values()].map((q) => [q.inputId, q.text]));
     this.#offSession = [
+      session.on("event", ({ event }, known) => known && this.#onEvent(session, event as AnyEvent)),
       session.on("change", () => this.#schedule()),
       session.on("ended", () => {
         if (this.#session === session) {
@@ -266,6 +278,23 @@ export class SessionController {
       }),
     ];
     this.#post();
+  }
+
+  #onEvent(session: AttachedSession, event: AnyEvent): void {
+    if (event.type === "input_queued") {
+      this.#queuedTexts.set(event.inputId, event.text);
+      return;
+    }
+    if (event.type !== "input_dropped") return;
+    // Folded in already: the turn that drops them is the one still running.
+    const turnId = session.view.runningTurn?.id ?? session.view.turns.at(-1)?.id ?? null;
+    const reason = event.reason;
+    for (const inputId of event.inputIds) {
+      const text = this.#queuedTexts.get(inputId) ?? "";
+      this.#queuedTexts.delete(inputId);
+      this.#dropped.push({ inputId, text, reason, turnId });
+      if (this.#sentQueued.delete(inputId) && text !== "") this.host.post({ type: "restorePrompt", text });
+    }
   }
 
   #setConnection(connection: Connection): void {

@@ -14,7 +14,10 @@ export type FromWebview =
   | { type: "newSession" }
   | { type: "pickSession" };
 
-export type ToWebview = { type: "state"; state: ViewState };
+export type ToWebview =
+  | { type: "state"; state: ViewState }
+  /** Text the person wrote that did not reach the session: back into the prompt box. */
+  | { type: "restorePrompt"; text: string };
 
 /** `value` as a message from the webview, or null when it is not one (a webview is untrusted input). */
 export function parseFromWebview(value: unknown): FromWebview | null {

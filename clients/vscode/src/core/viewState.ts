@@ -19,12 +19,23 @@ export interface ViewState {
   approvals: ApprovalState[];
   todos: Array<{ content: string; status: string }>;
   queued: Array<{ inputId: string; text: string }>;
+  /** Queued messages a turn ended without taking (it was cancelled or failed), after that turn. */
+  dropped: DroppedInput[];
   /** Used and budget in tokens; `percent` of the budget, null when the budget is unknown. */
   context: { used: number; budget: number; percent: number | null } | null;
   runningTurnId: string | null;
   canUndo: boolean;
   /** The last thing that went wrong, in words (a failed call, a refused answer). */
   error: string | null;
+}
+
+export interface DroppedInput {
+  inputId: string;
+  text: string;
+  /** The daemon's words for why. */
+  reason: string;
+  /** The turn that ended without it. */
+  turnId: string | null;
 }
 
 export interface TurnState {
@@ -82,6 +93,7 @@ export function emptyState(connection: Connection = "connecting"): ViewState {
     approvals: [],
     todos: [],
     queued: [],
+    dropped: [],
     context: null,
     runningTurnId: null,
     canUndo: false,
@@ -90,10 +102,16 @@ export function emptyState(connection: Connection = "connecting"): ViewState {
 }
 
 /** The webview's state for `view` (null: no session attached). */
-export function deriveViewState(view: SessionView | null, connection: Connection, error: string | null = null): ViewState {
+export function deriveViewState(
+  view: SessionView | null,
+  connection: Connection,
+  error: string | null = null,
+  dropped: readonly DroppedInput[] = [],
+): ViewState {
   const state = emptyState(connection);
   state.error = error;
   if (view === null) return state;
+  state.dropped = [...dropped];
   const info = view.info;
   state.session = {
     id: info.id,

@@ -3,24 +3,18 @@
 // bearer token stays in the host); the prompt box is outside the re-rendered pane, so typing
 // survives every update.
 
-import type { FromWebview, ToWebview } from "../core/messages.js";
+import type { ToWebview } from "../core/messages.js";
 import type { ViewState } from "../core/viewState.js";
+import { vsCodeHost } from "./host.js";
 import { renderSession } from "./render.js";
 
-interface VsCodeApi {
-  postMessage(message: FromWebview): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
-
-const vscode = acquireVsCodeApi();
+const host = vsCodeHost();
 const pane = document.getElementById("pane")!;
 const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
 const withEditor = document.getElementById("with-editor") as HTMLInputElement;
 const cancel = document.getElementById("cancel") as HTMLButtonElement;
 const undo = document.getElementById("undo") as HTMLButtonElement;
-const saved = (vscode.getState() as { expanded?: string[] } | undefined) ?? {};
+const saved = (host.loadState() as { expanded?: string[] } | undefined) ?? {};
 const expanded = new Set<string>(saved.expanded ?? []);
 let state: ViewState | null = null;
 
@@ -36,14 +30,23 @@ function render(): void {
 function send(): void {
   const text = prompt.value;
   if (text.trim() === "") return;
-  vscode.postMessage({ type: "send", text, withEditor: withEditor.checked });
+  host.post({ type: "send", text, withEditor: withEditor.checked });
   prompt.value = "";
 }
 
+/** Put text that did not reach the session back in the prompt box, before what is typed there now. */
+function restorePrompt(text: string): void {
+  prompt.value = prompt.value.trim() === "" ? text : `${text}\n\n${prompt.value}`;
+  prompt.focus();
+}
+
 window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
-  if (event.data?.type === "state") {
-    state = event.data.state;
+  const message = event.data;
+  if (message?.type === "state") {
+    state = message.state;
     render();
+  } else if (message?.type === "restorePrompt") {
+    restorePrompt(message.text);
   }
 });
 
@@ -56,7 +59,7 @@ pane.addEventListener(
     if (target.dataset.testid !== "tool-call" || id === undefined) return;
     if (target.open) expanded.add(id);
     else expanded.delete(id);
-    vscode.setState({ expanded: [...expanded] });
+    host.saveState({ expanded: [...expanded] });
   },
   true,
 );
@@ -68,12 +71,12 @@ document.addEventListener("click", (event) => {
   switch (action) {
     case "approve":
       if (approvalId && (choice === "allow" || choice === "always" || choice === "deny")) {
-        vscode.postMessage({ type: "approve", approvalId, choice });
+        host.post({ type: "approve", approvalId, choice });
       }
       break;
     case "openDiff":
       event.preventDefault();
-      if (itemId) vscode.postMessage({ type: "openDiff", itemId });
+      if (itemId) host.post({ type: "openDiff", itemId });
       break;
     case "send":
       send();
@@ -82,7 +85,7 @@ document.addEventListener("click", (event) => {
     case "undo":
     case "newSession":
     case "pickSession":
-      vscode.postMessage({ type: action });
+      host.post({ type: action });
       break;
   }
 });
@@ -94,4 +97,4 @@ prompt.addEventListener("keydown", (event) => {
   }
 });
 
-vscode.postMessage({ type: "ready" });
+host.post({ type: "ready" });

@@ -7,7 +7,7 @@
 // approval-allow, approval-always, approval-deny, todos, context-meter, error.
 
 import { escapeHtml as esc, renderMarkdown } from "../core/markdown.js";
-import type { ApprovalState, ItemState, ViewState } from "../core/viewState.js";
+import type { ApprovalState, DroppedInput, ItemState, ViewState } from "../core/viewState.js";
 
 const STATUS_ICON: Record<string, string> = {
   running: "⏳",
@@ -34,8 +34,11 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
     messages.push(`<section class="turn" data-turn-id="${esc(turn.id)}" data-status="${esc(turn.status)}">`);
     for (const item of turn.items) messages.push(renderItem(item, expanded));
     if (turn.error) messages.push(`<div class="notice error">${esc(turn.error)}</div>`);
+    for (const d of state.dropped) if (d.turnId === turn.id) messages.push(renderDropped(d));
     messages.push(`</section>`);
   }
+  const turnIds = new Set(state.turns.map((t) => t.id));
+  for (const d of state.dropped) if (d.turnId === null || !turnIds.has(d.turnId)) messages.push(renderDropped(d));
   for (const q of state.queued) {
     messages.push(`<div class="message user queued" data-testid="message" data-kind="queued">${esc(q.text)}</div>`);
   }
@@ -50,6 +53,13 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
     parts.push(`<ul class="todos" data-testid="todos">${todos}</ul>`);
   }
   return parts.join("\n");
+}
+
+function renderDropped(d: DroppedInput): string {
+  return (
+    `<div class="message user dropped" data-testid="message" data-kind="dropped" data-input-id="${esc(d.inputId)}">` +
+    `<div class="why">Not sent${d.reason ? ` (${esc(d.reason)})` : ""}:</div>${esc(d.text)}</div>`
+  );
 }
 
 function renderContext(context: NonNullable<ViewState["context"]>): string {
