@@ -18,6 +18,7 @@ import { makeNonce, webviewHtml } from "./webview/html.js";
 
 const VIEW_ID = "tether.session";
 const DIFF_SCHEME = "tether-diff";
+const SHOWN_SESSION_KEY = "tether.shownSession";
 
 export function activate(context: vscode.ExtensionContext): void {
   const folder = vscode.workspace.workspaceFolders?.[0];
@@ -44,6 +45,10 @@ export function activate(context: vscode.ExtensionContext): void {
     },
     confirm: async (message, action) => (await vscode.window.showWarningMessage(message, { modal: true }, action)) === action,
     pickSession: (entries) => pickSession(entries),
+    memory: {
+      get: () => context.workspaceState.get<string>(SHOWN_SESSION_KEY),
+      set: (sessionId) => void context.workspaceState.update(SHOWN_SESSION_KEY, sessionId),
+    },
     changed: (state) => {
       const { text, tooltip } = statusBar(state);
       status.text = text;
@@ -135,7 +140,7 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
   );
 
-  void controller.client().catch((err: unknown) => controller.fail(err));
+  void controller.restore().catch((err: unknown) => controller.fail(err));
 }
 
 export function deactivate(): void {}

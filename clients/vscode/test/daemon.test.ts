@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { buildEditorContext } from "../src/core/editorContext.js";
 import type { ItemState, ViewState } from "../src/core/viewState.js";
 import { renderSession } from "../src/webview/render.js";
-import { Home } from "./harness.js";
+import { Home, RecordingHost } from "./harness.js";
 
 const lastTurn = (s: ViewState) => s.turns.at(-1);
 const ended = (s: ViewState) => s.runningTurnId === null && (lastTurn(s)?.status ?? "running") !== "running";
@@ -249,6 +249,49 @@ describe("the controller against the daemon", () => {
       assert.match(html, /data-kind="dropped"[^>]*><div class="why">Not sent \(the turn ended \(cancelled\)[^<]*\):<\/div>and then &lt;this&gt;<\/div><\/section>/);
     } finally {
       controller.dispose();
+    }
+  });
+
+  test("after a reload of the window the view shows the session it showed; a deleted one is forgotten", async () => {
+    await home.setScript({ steps: [{ text: "remembered" }] });
+    const first = home.controller();
+    let sessionId: string;
+    try {
+      await first.controller.send("hello");
+      sessionId = first.controller.session!.id;
+      await first.host.waitForState(ended);
+    } finally {
+      first.controller.dispose();
+    }
+    assert.equal(first.host.memory.value, sessionId);
+
+    // A new window: a new controller and webview, the workspace's memory kept.
+    const reloaded = new RecordingHost();
+    reloaded.memory.value = sessionId;
+    const second = home.controller(reloaded);
+    try {
+      await second.controller.handle({ type: "ready" });
+      const state = await reloaded.waitForState((s) => s.session !== null && ended(s));
+      assert.equal(state.session!.id, sessionId);
+      assert.equal(item(state, "agent").text, "remembered");
+    } finally {
+      second.controller.dispose();
+    }
+
+    const client = await home.client();
+    try {
+      await client.call("session/delete", { sessionId });
+    } finally {
+      client.close();
+    }
+    const third = home.controller(reloaded);
+    try {
+      await third.controller.handle({ type: "ready" });
+      assert.equal(reloaded.posted.at(-1)?.session, null);
+      assert.equal(reloaded.memory.value, undefined);
+      assert.deepEqual(reloaded.notices, []);
+    } finally {
+      third.controller.dispose();
     }
   });
 

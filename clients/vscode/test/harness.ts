@@ -8,7 +8,7 @@ import path from "node:path";
 import { connect, type EditorContext, type TetherClient } from "tether-client";
 import { Home as LibraryHome } from "tether-client/testing";
 
-import { SessionController, type Host } from "../src/core/controller.js";
+import { SessionController, type Host, type SessionMemory } from "../src/core/controller.js";
 import type { DiffDocuments } from "../src/core/diff.js";
 import type { ToWebview } from "../src/core/messages.js";
 import type { PickerEntry } from "../src/core/picker.js";
@@ -45,8 +45,7 @@ export class Home {
   }
 
   /** A controller as the extension makes it, with a recording host. */
-  controller(): { controller: SessionController; host: RecordingHost } {
-    const host = new RecordingHost();
+  controller(host = new RecordingHost()): { controller: SessionController; host: RecordingHost } {
     const controller = new SessionController(this.workspace, host, () => this.client("vscode"));
     return { controller, host };
   }
@@ -62,6 +61,18 @@ export class Home {
   }
 }
 
+export class StoredSession implements SessionMemory {
+  value: string | undefined;
+
+  get(): string | undefined {
+    return this.value;
+  }
+
+  set(sessionId: string | undefined): void {
+    this.value = sessionId;
+  }
+}
+
 /** A `Host` that records what it is asked and answers as told. */
 export class RecordingHost implements Host {
   readonly posted: ViewState[] = [];
@@ -71,6 +82,8 @@ export class RecordingHost implements Host {
   readonly diffs: Array<{ documents: DiffDocuments; title: string }> = [];
   readonly confirmations: string[] = [];
   editor: EditorContext | null = null;
+  /** The workspace's memory of the shown session (kept by VS Code across reloads). */
+  readonly memory = new StoredSession();
   confirmAnswer = false;
   pick: (entries: PickerEntry[]) => string | null = () => null;
   #waiters: Array<{ check: (s: ViewState) => boolean; resolve: (s: ViewState) => void }> = [];

@@ -12,6 +12,8 @@
 //   else; a message from the webview that is not one is ignored.
 // - A queued message that its turn ended without is shown as not sent (whoever sent it);
 //   one this view sent goes back into the prompt box, as does a prompt that failed to send.
+// - The shown session is remembered (`Host.memory`, the workspace's state in VS Code): after a
+//   reload of the window the view shows it again; one that is gone is forgotten quietly.
 
 import { readFile } from "node:fs/promises";
 import path from "node:path";
@@ -39,6 +41,13 @@ export interface Host {
   pickSession(entries: PickerEntry[]): Promise<string | null>;
   /** The state changed (the status bar follows it). */
   changed?(state: ViewState): void;
+  /** Where the shown session's id is kept across reloads of the window. */
+  memory?: SessionMemory;
+}
+
+export interface SessionMemory {
+  get(): string | undefined;
+  set(sessionId: string | undefined): void;
 }
 
 export class SessionController {
@@ -54,6 +63,7 @@ export class SessionController {
   #dropped: DroppedInput[] = [];
   #timer: ReturnType<typeof setTimeout> | null = null;
   #disposed = false;
+  #restoring: Promise<void> | null = null;
 
   constructor(
     readonly workspace: string,
@@ -87,6 +97,31 @@ export class SessionController {
     client.on("closed", () => this.#setConnection("closed"));
     this.#setConnection("connected");
     return client;
+  }
+
+  /**
+   * Connect, and show the session shown last (before a reload of the window), if it still
+   * exists. Once per controller; later calls wait for the first. Rejects when no daemon can
+   * be reached.
+   */
+  restore(): Promise<void> {
+    this.#restoring ??= this.#restore().catch((err: unknown) => {
+      this.#restoring = null; // the next try connects again
+      throw err;
+    });
+    return this.#restoring;
+  }
+
+  async #restore(): Promise<void> {
+    const client = await this.client();
+    const remembered = this.host.memory?.get();
+    if (remembered === undefined || this.#session !== null) return;
+    const { sessions } = await client.call("session/list", {});
+    if (!sessions.some((s) => s.id === remembered)) {
+      this.host.memory?.set(undefined);
+      return;
+    }
+    if (this.#session === null) await this.attach(remembered);
   }
 
   /** Start a session and show it. */
@@ -216,7 +251,7 @@ export class SessionController {
     try {
       switch (message.type) {
         case "ready":
-          if (this.#session === null && this.#client === null) await this.client();
+          if (this.#session === null) await this.restore();
           this.#post();
           return;
         case "send":
@@ -263,6 +298,7 @@ export class SessionController {
   #show(session: AttachedSession): void {
     for (const off of this.#offSession) off();
     this.#session = session;
+    this.host.memory?.set(session.id);
     this.#error = null;
     this.#dropped = [];
     this.#sentQueued.clear();

@@ -14,8 +14,11 @@ const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
 const withEditor = document.getElementById("with-editor") as HTMLInputElement;
 const cancel = document.getElementById("cancel") as HTMLButtonElement;
 const undo = document.getElementById("undo") as HTMLButtonElement;
-const saved = (host.loadState() as { expanded?: string[] } | undefined) ?? {};
+// Kept by the host across reloads of the page: the open tool outputs and the unsent prompt.
+const saved = (host.loadState() as { expanded?: string[]; draft?: string } | undefined) ?? {};
 const expanded = new Set<string>(saved.expanded ?? []);
+if (typeof saved.draft === "string") prompt.value = saved.draft;
+const save = (): void => host.saveState({ expanded: [...expanded], draft: prompt.value });
 let state: ViewState | null = null;
 
 function render(): void {
@@ -32,12 +35,14 @@ function send(): void {
   if (text.trim() === "") return;
   host.post({ type: "send", text, withEditor: withEditor.checked });
   prompt.value = "";
+  save();
 }
 
 /** Put text that did not reach the session back in the prompt box, before what is typed there now. */
 function restorePrompt(text: string): void {
   prompt.value = prompt.value.trim() === "" ? text : `${text}\n\n${prompt.value}`;
   prompt.focus();
+  save();
 }
 
 window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
@@ -59,7 +64,7 @@ pane.addEventListener(
     if (target.dataset.testid !== "tool-call" || id === undefined) return;
     if (target.open) expanded.add(id);
     else expanded.delete(id);
-    host.saveState({ expanded: [...expanded] });
+    save();
   },
   true,
 );
@@ -89,6 +94,8 @@ document.addEventListener("click", (event) => {
       break;
   }
 });
+
+prompt.addEventListener("input", save);
 
 prompt.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
