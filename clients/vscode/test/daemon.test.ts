@@ -4,7 +4,9 @@
 // started, diff inputs and undo, the editor context a turn carries, cancel, workspace trust.
 
 import assert from "node:assert/strict";
-import { readFile, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
@@ -292,6 +294,33 @@ describe("the controller against the daemon", () => {
       assert.deepEqual(reloaded.notices, []);
     } finally {
       third.controller.dispose();
+    }
+  });
+
+  test("a Python without tether: the setting is named, the header says it once, the prompt is kept", async () => {
+    const scratch = await mkdtemp(path.join(tmpdir(), "tether-vscode-"));
+    try {
+      const venv = path.join(scratch, "venv");
+      const made = spawnSync("python3", ["-m", "venv", "--without-pip", venv]);
+      assert.equal(made.status, 0, String(made.stderr));
+      const workspace = path.join(scratch, "project");
+      await mkdir(workspace);
+      const { controller, host } = home.controllerWithPython(path.join(venv, "bin", "python"), workspace);
+      try {
+        await controller.handle({ type: "ready" });
+        await controller.handle({ type: "send", text: "my carefully typed prompt" });
+        assert.deepEqual(host.restored, ["my carefully typed prompt"]);
+        const errors = host.notices.filter((n) => n.level === "error");
+        assert.equal(errors.length, 2, "once at start, once for the send");
+        assert.match(errors[1]!.message, /does not have tether installed .*Set "tether\.python" in your user settings/);
+        const state = await host.waitForState((s) => s.connection === "closed" && s.error !== null);
+        const header = /<header[^>]*>(.*?)<\/header>/.exec(renderSession(state))?.[1]?.replace(/<[^>]+>/g, "");
+        assert.equal(header, "No session not connected");
+      } finally {
+        controller.dispose();
+      }
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
     }
   });
 

@@ -50,6 +50,13 @@ export class Home {
     return { controller, host };
   }
 
+  /** A controller whose daemon is looked for with `python`, for `workspace` (one where no daemon runs). */
+  controllerWithPython(python: string, workspace: string): { controller: SessionController; host: RecordingHost } {
+    const host = new RecordingHost();
+    const options = { ...this.home.options(), workspace, python, clientName: "vscode" };
+    return { controller: new SessionController(workspace, host, () => connect(options)), host };
+  }
+
   /** The CLI (`python -P -m tether.clients.cli.main`) in this home, from the workspace. */
   cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return this.home.cli(...args);

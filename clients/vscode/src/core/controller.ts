@@ -24,6 +24,7 @@ import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./appro
 import { diffDocuments, type DiffDocuments } from "./diff.js";
 import { parseFromWebview, type ToWebview } from "./messages.js";
 import { pickerEntries, type PickerEntry } from "./picker.js";
+import { explainConnectFailure } from "./settings.js";
 import { deriveViewState, type Connection, type DroppedInput, type ViewState } from "./viewState.js";
 
 export const POST_INTERVAL_MS = 30;
@@ -89,7 +90,7 @@ export class SessionController {
       client = await this.connect();
     } catch (err) {
       this.#setConnection("closed");
-      throw err;
+      throw explainConnectFailure(err);
     }
     this.#client = client;
     client.on("connected", () => this.#setConnection("connected"));
@@ -255,7 +256,12 @@ export class SessionController {
           this.#post();
           return;
         case "send":
-          await this.send(message.text, { withEditor: message.withEditor ?? false });
+          try {
+            await this.send(message.text, { withEditor: message.withEditor ?? false });
+          } catch (err) {
+            this.host.post({ type: "restorePrompt", text: message.text });
+            throw err;
+          }
           return;
         case "approve":
           await this.answer(message.approvalId, message.choice);

@@ -17,14 +17,24 @@ const STATUS_ICON: Record<string, string> = {
   cancelled: "⊘",
 };
 
+const CONNECTION_WORDS: Record<ViewState["connection"], string> = {
+  connecting: "connecting",
+  connected: "connected",
+  reconnecting: "reconnecting",
+  closed: "not connected",
+};
+
 /** The pane for `state`; tool calls whose output is in `expanded` render open. */
 export function renderSession(state: ViewState, expanded: ReadonlySet<string> = new Set()): string {
   const parts: string[] = [];
   const session = state.session;
+  // Without a session the state shown is the connection's, said once.
   parts.push(
     `<header class="session"><span data-testid="session-title">${esc(session ? session.title || "(untitled)" : "No session")}</span>` +
-      ` <span class="state" data-testid="session-state">${esc(session ? session.state.replace("_", " ") : state.connection)}</span>` +
-      (state.connection !== "connected" ? ` <span class="connection" data-testid="connection">${esc(state.connection)}</span>` : "") +
+      ` <span class="state" data-testid="session-state">${esc(session ? session.state.replace("_", " ") : CONNECTION_WORDS[state.connection])}</span>` +
+      (session && state.connection !== "connected"
+        ? ` <span class="connection" data-testid="connection">${esc(CONNECTION_WORDS[state.connection])}</span>`
+        : "") +
       `</header>`,
   );
   if (state.error) parts.push(`<div class="error" data-testid="error">${esc(state.error)}</div>`);
