@@ -45,6 +45,14 @@ export function activate(context: vscode.ExtensionContext): void {
     },
     confirm: async (message, action) => (await vscode.window.showWarningMessage(message, { modal: true }, action)) === action,
     pickSession: (entries) => pickSession(entries),
+    copy: async (text) => vscode.env.clipboard.writeText(text),
+    insertAtCursor: async (text) => {
+      const editor = vscode.window.activeTextEditor;
+      if (editor === undefined) return false;
+      return editor.edit((edit) => {
+        for (const selection of editor.selections) edit.replace(selection, text);
+      });
+    },
     memory: {
       get: () => context.workspaceState.get<string>(SHOWN_SESSION_KEY),
       set: (sessionId) => void context.workspaceState.update(SHOWN_SESSION_KEY, sessionId),

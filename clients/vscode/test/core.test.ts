@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { renderMarkdown } from "../src/core/markdown.js";
+import { allowlisted, renderMarkdown } from "../src/core/markdown.js";
 import { diffDocuments, parseUnifiedDiff } from "../src/core/diff.js";
 import { SELECTION_CAP, buildEditorContext, capSelection } from "../src/core/editorContext.js";
 import { parseFromWebview } from "../src/core/messages.js";
@@ -12,25 +12,47 @@ import { pickerEntries } from "../src/core/picker.js";
 import { SessionView } from "tether-client";
 
 import { deriveViewState, emptyState, statusBar, toolTitle, type ViewState } from "../src/core/viewState.js";
+import { SessionController } from "../src/core/controller.js";
 import { webviewHtml } from "../src/webview/html.js";
+import { RecordingHost } from "./harness.js";
 import { renderSession, visible } from "../src/webview/render.js";
 
 const HOSTILE = `<img src=x onerror="alert(1)"><script>alert(2)</script>`;
 
 /** Tags in `html` other than the renderer's own, attribute-free ones (and its known ones). */
 function foreignTags(html: string): string[] {
-  return [...html.matchAll(/<\/?([a-zA-Z][\w-]*)/g)].map((m) => m[1]!).filter((t) => ["img", "script", "iframe", "a"].includes(t));
+  return [...html.matchAll(/<\/?([a-zA-Z][\w-]*)/g)].map((m) => m[1]!).filter((t) => ["img", "script", "iframe", "a", "style", "link"].includes(t));
 }
 
 describe("markdown", () => {
   test("renders blocks and inline markup", () => {
-    const html = renderMarkdown("# Title\n\nSome **bold** and *em* and `x < y`.\n\n- one\n- two\n\n1. first\n\n> quoted\n\n---");
+    const html = renderMarkdown("# Title\n\nSome **bold** and *em* and `x < y`.\n\n- one\n- two\n\n3. third\n\n> quoted\n\n---\n\n~~gone~~");
     assert.match(html, /<h1>Title<\/h1>/);
     assert.match(html, /<strong>bold<\/strong> and <em>em<\/em> and <code>x &lt; y<\/code>/);
-    assert.match(html, /<ul><li>one<\/li><li>two<\/li><\/ul>/);
-    assert.match(html, /<ol><li>first<\/li><\/ol>/);
-    assert.match(html, /<blockquote><p>quoted<\/p><\/blockquote>/);
+    assert.match(html, /<ul>\n<li>one<\/li>\n<li>two<\/li>\n<\/ul>/);
+    assert.match(html, /<ol start="3">\n<li>third<\/li>\n<\/ol>/);
+    assert.match(html, /<blockquote>\n<p>quoted<\/p>\n<\/blockquote>/);
     assert.match(html, /<hr>/);
+    assert.match(html, /<s>gone<\/s>/);
+  });
+
+  test("GFM tables, aligned by class, and nested emphasis", () => {
+    const table = renderMarkdown("| name | size |\n|:-----|-----:|\n| **a.py** | *12* |");
+    assert.match(table, /<table>\n<thead>\n<tr>\n<th class="align-left">name<\/th>\n<th class="align-right">size<\/th>/);
+    assert.match(table, /<td class="align-left"><strong>a\.py<\/strong><\/td>\n<td class="align-right"><em>12<\/em><\/td>/);
+    assert.doesNotMatch(table, /style=/, "the CSP allows no inline styles");
+    assert.equal(renderMarkdown("***both*** and **bold _em_ more**"), "<p><em><strong>both</strong></em> and <strong>bold <em>em</em> more</strong></p>");
+  });
+
+  test("a code block is highlighted, with Copy and Insert buttons", () => {
+    const html = renderMarkdown("```python\ndef f(x):\n    return x < 1\n```");
+    assert.match(html, /^<div class="code-block" data-testid="code-block"><div class="code-actions">/);
+    assert.match(html, /<button class="link" data-action="copyCode" data-testid="copy-code"[^>]*>Copy<\/button>/);
+    assert.match(html, /<button class="link" data-action="insertCode" data-testid="insert-code"[^>]*>Insert<\/button>/);
+    assert.match(html, /<pre data-lang="python"><code class="hljs"><span class="hljs-keyword">def<\/span> <span class="hljs-title function_">f<\/span>/);
+    assert.match(html, /<span class="hljs-keyword">return<\/span> x &lt; <span class="hljs-number">1<\/span><\/code><\/pre><\/div>$/);
+    const unknown = renderMarkdown("```nosuchlang\n<b>x</b>\n```");
+    assert.match(unknown, /<pre data-lang="nosuchlang"><code class="hljs">&lt;b&gt;x&lt;\/b&gt;<\/code><\/pre>/);
   });
 
   test("escapes everything from the text, in every construct", () => {
@@ -40,24 +62,40 @@ describe("markdown", () => {
       `- ${HOSTILE}`,
       `> ${HOSTILE}`,
       "```html\n" + HOSTILE + "\n```",
+      "```js\n" + HOSTILE + "\n```",
       `**${HOSTILE}**`,
+      `| ${HOSTILE} |\n|---|\n| ${HOSTILE} |`,
       `[${HOSTILE}](javascript:alert(1))`,
+      `[x](https://e.com "${HOSTILE}")`,
+      `![${HOSTILE}](https://e.com/i.png)`,
       "```\" onmouseover=\"x\n```",
+      '<a href="https://e.com">x</a>',
     ]) {
       const html = renderMarkdown(text);
       assert.deepEqual(foreignTags(html), [], html);
-      assert.doesNotMatch(html, /onerror="|onmouseover="/, html);
+      assert.doesNotMatch(html, /<[^>]*\s(on\w+|href|src|style)=/, html);
     }
   });
 
-  test("a link shows its address and is never followed", () => {
-    const html = renderMarkdown("see [the docs](https://example.com/a?b=1&c=2)");
-    assert.equal(html, '<p>see the docs <span class="link">(https://example.com/a?b=1&amp;c=2)</span></p>');
+  test("the allowlist escapes any other tag and drops any other attribute", () => {
+    assert.equal(
+      allowlisted('<span class="hljs-string" onclick="x()">s</span><img src="x"><a href="y">z</a><constructor><p style="color:red">p</p>'),
+      '<span class="hljs-string">s</span>&lt;img src=&quot;x&quot;&gt;&lt;a href=&quot;y&quot;&gt;z&lt;/a&gt;&lt;constructor&gt;<p>p</p>',
+    );
+  });
+
+  test("a link shows its address and is never followed; so does an image", () => {
+    assert.equal(
+      renderMarkdown("see [the docs](https://example.com/a?b=1&c=2)"),
+      '<p>see the docs <span class="link">(https://example.com/a?b=1&amp;c=2)</span></p>',
+    );
+    assert.equal(renderMarkdown("<https://e.com/x>"), "<p>https://e.com/x</p>");
+    assert.equal(renderMarkdown("![a chart](https://e.com/c.png)"), '<p>[image: a chart] <span class="link">(https://e.com/c.png)</span></p>');
   });
 
   test("an unclosed fence renders as code while the text streams", () => {
     const partial = renderMarkdown("Here:\n```py\nprint(1)\n# not a heading");
-    assert.match(partial, /<pre data-lang="py"><code>print\(1\)\n# not a heading<\/code><\/pre>/);
+    assert.match(partial, /<pre data-lang="py"><code class="hljs">.*print.*\n<span class="hljs-comment"># not a heading<\/span><\/code><\/pre><\/div>$/s);
     const whole = renderMarkdown("Here:\n```py\nprint(1)\n# not a heading\n```\nafter");
     assert.ok(whole.startsWith(partial), "the complete message extends the partial one");
     assert.match(whole, /<p>after<\/p>$/);
@@ -332,6 +370,22 @@ describe("picker and status", () => {
     assert.equal(toolTitle("run_command", '{"command": "ls  -la\\n"}'), "run_command ls -la");
     assert.equal(toolTitle("read_file", '{"path": "a.py"}'), "read_file a.py");
     assert.equal(toolTitle("weird", "{not json"), "weird {not json");
+  });
+});
+
+describe("code block buttons", () => {
+  test("Copy puts the code on the clipboard; Insert puts it at the cursor, or says to open a file", async () => {
+    const host = new RecordingHost();
+    const controller = new SessionController("/ws", host, () => Promise.reject(new Error("no daemon needed")));
+    await controller.handle({ type: "copyCode", text: "print(1)" });
+    await controller.handle({ type: "insertCode", text: "print(2)" });
+    host.inserted = [];
+    await controller.handle({ type: "insertCode", text: "print(3)" });
+    await controller.handle({ type: "copyCode" });
+    assert.deepEqual(host.copied, ["print(1)"]);
+    assert.deepEqual(host.inserted, ["print(3)"]);
+    assert.deepEqual(host.notices, [{ level: "info", message: "Open a file to insert the code into." }]);
+    controller.dispose();
   });
 });
 

@@ -108,6 +108,19 @@ export class RecordingHost implements Host {
     });
   }
 
+  readonly copied: string[] = [];
+  /** What was inserted at the cursor; null: no editor is active. */
+  inserted: string[] | null = null;
+
+  async copy(text: string): Promise<void> {
+    this.copied.push(text);
+  }
+
+  async insertAtCursor(text: string): Promise<boolean> {
+    this.inserted?.push(text);
+    return this.inserted !== null;
+  }
+
   editorContext(): EditorContext | null {
     return this.editor;
   }

@@ -40,6 +40,10 @@ export interface Host {
   confirm(message: string, action: string): Promise<boolean>;
   /** Let the person choose a session; resolves with its id, or null for none. */
   pickSession(entries: PickerEntry[]): Promise<string | null>;
+  /** Put `text` on the clipboard. */
+  copy(text: string): Promise<void>;
+  /** Insert `text` at the active editor's cursor (replacing its selection); false when no editor is active. */
+  insertAtCursor(text: string): Promise<boolean>;
   /** The state changed (the status bar follows it). */
   changed?(state: ViewState): void;
   /** Where the shown session's id is kept across reloads of the window. */
@@ -280,6 +284,12 @@ export class SessionController {
           return;
         case "pickSession":
           await this.pick();
+          return;
+        case "copyCode":
+          await this.host.copy(message.text);
+          return;
+        case "insertCode":
+          if (!(await this.host.insertAtCursor(message.text))) this.host.notify("info", "Open a file to insert the code into.");
           return;
       }
     } catch (err) {

@@ -12,7 +12,10 @@ export type FromWebview =
   | { type: "undo" }
   | { type: "openDiff"; itemId: string }
   | { type: "newSession" }
-  | { type: "pickSession" };
+  | { type: "pickSession" }
+  /** A code block's text, to the clipboard / into the active editor at its cursor. */
+  | { type: "copyCode"; text: string }
+  | { type: "insertCode"; text: string };
 
 export type ToWebview =
   | { type: "state"; state: ViewState }
@@ -39,6 +42,9 @@ export function parseFromWebview(value: unknown): FromWebview | null {
         : null;
     case "openDiff":
       return str("itemId") ? { type: "openDiff", itemId: m.itemId as string } : null;
+    case "copyCode":
+    case "insertCode":
+      return str("text") ? { type: m.type, text: m.text as string } : null;
     default:
       return null;
   }

@@ -83,6 +83,12 @@ document.addEventListener("click", (event) => {
       event.preventDefault();
       if (itemId) host.post({ type: "openDiff", itemId });
       break;
+    case "copyCode":
+    case "insertCode": {
+      const code = button.closest(".code-block")?.querySelector("code")?.textContent;
+      if (code) host.post({ type: action, text: code });
+      break;
+    }
     case "send":
       send();
       break;
