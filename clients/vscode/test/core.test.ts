@@ -15,7 +15,7 @@ import { deriveViewState, emptyState, statusBar, toolTitle, type ViewState } fro
 import { SessionController } from "../src/core/controller.js";
 import { webviewHtml } from "../src/webview/html.js";
 import { RecordingHost } from "./harness.js";
-import { renderSession, visible } from "../src/webview/render.js";
+import { renderSession, settingsChoices, visible } from "../src/webview/render.js";
 
 const HOSTILE = `<img src=x onerror="alert(1)"><script>alert(2)</script>`;
 
@@ -373,6 +373,26 @@ describe("picker and status", () => {
   });
 });
 
+describe("model and mode pickers", () => {
+  test("the daemon's model first, as the default; the current value is always offered", () => {
+    const { models, modes } = settingsChoices({ models: ["m1", "m2"], defaultModel: "m1", model: "", permissionMode: "" });
+    assert.deepEqual(models, [
+      { value: "", label: "m1 (default)" },
+      { value: "m2", label: "m2" },
+    ]);
+    assert.deepEqual(modes.map((m) => m.value), ["", "ask", "edits", "auto"]);
+    const chosen = settingsChoices({ models: [], defaultModel: "", model: "custom", permissionMode: "edits" });
+    assert.deepEqual(chosen.models.map((m) => m.value), ["", "custom"]);
+    assert.deepEqual(chosen.modes.map((m) => m.value), ["ask", "edits", "auto"], "a session has a mode: no default entry");
+  });
+
+  test("the page has both pickers", () => {
+    const html = webviewHtml({ cspSource: "c:", scriptUri: "c:/w.js", styleUri: "c:/w.css", nonce: "n" });
+    assert.match(html, /<select id="model" data-testid="model-select"/);
+    assert.match(html, /<select id="mode" data-testid="mode-select"/);
+  });
+});
+
 describe("code block buttons", () => {
   test("Copy puts the code on the clipboard; Insert puts it at the cursor, or says to open a file", async () => {
     const host = new RecordingHost();
@@ -393,6 +413,11 @@ describe("webview messages", () => {
   test("only well-formed messages get through", () => {
     assert.deepEqual(parseFromWebview({ type: "send", text: "hi", withEditor: true }), { type: "send", text: "hi", withEditor: true });
     assert.deepEqual(parseFromWebview({ type: "approve", approvalId: "a", choice: "always" }), { type: "approve", approvalId: "a", choice: "always" });
+    assert.deepEqual(parseFromWebview({ type: "configure", model: "" }), { type: "configure", model: "" });
+    assert.deepEqual(parseFromWebview({ type: "configure", permissionMode: "auto" }), { type: "configure", permissionMode: "auto" });
+    for (const bad of [{ type: "configure", permissionMode: "yolo" }, { type: "configure" }, { type: "configure", model: "m", permissionMode: "ask" }]) {
+      assert.equal(parseFromWebview(bad), null, JSON.stringify(bad));
+    }
     for (const bad of [null, "send", { type: "send" }, { type: "approve", approvalId: "a", choice: "yes" }, { type: "eval", code: "1" }]) {
       assert.equal(parseFromWebview(bad), null, JSON.stringify(bad));
     }

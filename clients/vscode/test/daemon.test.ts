@@ -324,6 +324,39 @@ describe("the controller against the daemon", () => {
     }
   });
 
+  test("the model and mode pickers: the next session's before it exists, then the session's own", async () => {
+    await home.setScript({ steps: [{ text: "one" }, { text: "two" }] });
+    const { controller, host } = home.controller();
+    try {
+      await controller.handle({ type: "ready" });
+      const ready = await host.waitForState((s) => s.settings.models.length > 0);
+      const { models, defaultModel } = ready.settings;
+      assert.ok(defaultModel !== "" && models.includes(defaultModel), JSON.stringify(ready.settings));
+      assert.deepEqual([ready.settings.model, ready.settings.permissionMode], ["", ""]);
+
+      await controller.handle({ type: "configure", permissionMode: "ask" });
+      await host.waitForState((s) => s.session === null && s.settings.permissionMode === "ask");
+      await controller.send("first");
+      const created = await host.waitForState((s) => s.session !== null && ended(s));
+      assert.equal(created.session!.permissionMode, "ask", "the session was created in the chosen mode");
+
+      const client = await home.client();
+      try {
+        await controller.handle({ type: "configure", permissionMode: "auto" });
+        await controller.handle({ type: "configure", model: "other-model" });
+        const configured = await host.waitForState((s) => s.settings.permissionMode === "auto" && s.settings.model === "other-model");
+        const { snapshot } = await client.call("session/read", { sessionId: configured.session!.id });
+        assert.equal(snapshot.session.permissionMode, "auto");
+        assert.equal(snapshot.session.model, "other-model");
+        assert.deepEqual(host.notices.filter((n) => n.level === "error"), []);
+      } finally {
+        client.close();
+      }
+    } finally {
+      controller.dispose();
+    }
+  });
+
   test("trusting the workspace asks first, and a second time withdraws it", async () => {
     const { controller, host } = home.controller();
     try {

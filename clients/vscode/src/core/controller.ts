@@ -12,6 +12,8 @@
 //   else; a message from the webview that is not one is ignored.
 // - A queued message that its turn ended without is shown as not sent (whoever sent it);
 //   one this view sent goes back into the prompt box, as does a prompt that failed to send.
+// - The model and mode pickers change the shown session (`session/configure`) and are kept
+//   for the next session this view creates; with no session shown, they apply to that next one.
 // - The shown session is remembered (`Host.memory`, the workspace's state in VS Code): after a
 //   reload of the window the view shows it again; one that is gone is forgotten quietly.
 
@@ -25,7 +27,7 @@ import { diffDocuments, type DiffDocuments } from "./diff.js";
 import { parseFromWebview, type ToWebview } from "./messages.js";
 import { pickerEntries, type PickerEntry } from "./picker.js";
 import { explainConnectFailure } from "./settings.js";
-import { deriveViewState, type Connection, type DroppedInput, type ViewState } from "./viewState.js";
+import { deriveViewState, type Connection, type DroppedInput, type PermissionMode, type ViewState } from "./viewState.js";
 
 export const POST_INTERVAL_MS = 30;
 
@@ -69,6 +71,9 @@ export class SessionController {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #disposed = false;
   #restoring: Promise<void> | null = null;
+  #models: { ids: string[]; current: string } | null = null;
+  /** The model and mode chosen in the pickers, for sessions this view creates. */
+  #chosen: { model?: string; permissionMode?: PermissionMode } = {};
 
   constructor(
     readonly workspace: string,
@@ -78,7 +83,14 @@ export class SessionController {
 
   /** What the webview shows now. */
   get state(): ViewState {
-    return deriveViewState(this.#session?.view ?? null, this.#connection, this.#error, this.#dropped);
+    const state = deriveViewState(this.#session?.view ?? null, this.#connection, this.#error, this.#dropped);
+    state.settings = {
+      models: this.#models?.ids ?? [],
+      defaultModel: this.#models?.current ?? "",
+      model: state.session ? state.session.model : (this.#chosen.model ?? ""),
+      permissionMode: state.session ? state.session.permissionMode : (this.#chosen.permissionMode ?? ""),
+    };
+    return state;
   }
 
   get session(): AttachedSession | null {
@@ -97,6 +109,7 @@ export class SessionController {
       throw explainConnectFailure(err);
     }
     this.#client = client;
+    void this.#loadModels(client);
     client.on("connected", () => this.#setConnection("connected"));
     client.on("disconnected", () => this.#setConnection("reconnecting"));
     client.on("closed", () => this.#setConnection("closed"));
@@ -132,8 +145,30 @@ export class SessionController {
   /** Start a session and show it. */
   async newSession(): Promise<AttachedSession> {
     const client = await this.client();
-    const { session } = await client.call("session/create", {});
+    const { session } = await client.call("session/create", { ...this.#chosen });
     return this.attach(session.id);
+  }
+
+  /** Change the shown session's model or permission mode (the next session's when none is shown). */
+  async configure(change: { model?: string; permissionMode?: PermissionMode }): Promise<void> {
+    this.#chosen = { ...this.#chosen, ...change };
+    const session = this.#session;
+    if (session === null) {
+      this.#schedule();
+      return;
+    }
+    const client = await this.client();
+    await client.call("session/configure", { sessionId: session.id, ...change });
+  }
+
+  async #loadModels(client: TetherClient): Promise<void> {
+    try {
+      const { models, current } = await client.call("models/list", {});
+      this.#models = { ids: models.map((m) => m.id), current };
+      this.#schedule();
+    } catch {
+      // The pickers then offer the daemon's model only; the connection's state says the rest.
+    }
   }
 
   /** Show session `sessionId`, joining a running turn where it is (its text so far, then live). */
@@ -284,6 +319,9 @@ export class SessionController {
           return;
         case "pickSession":
           await this.pick();
+          return;
+        case "configure":
+          await this.configure(message.model !== undefined ? { model: message.model } : { permissionMode: message.permissionMode! });
           return;
         case "copyCode":
           await this.host.copy(message.text);

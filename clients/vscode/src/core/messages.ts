@@ -2,7 +2,8 @@
 // never talks to the daemon: it shows the state the host posts and asks the host to act.
 
 import type { ApprovalChoice } from "./approvals.js";
-import type { ViewState } from "./viewState.js";
+import type { PermissionMode, ViewState } from "./viewState.js";
+import { PERMISSION_MODES } from "./viewState.js";
 
 export type FromWebview =
   | { type: "ready" }
@@ -13,6 +14,8 @@ export type FromWebview =
   | { type: "openDiff"; itemId: string }
   | { type: "newSession" }
   | { type: "pickSession" }
+  /** The shown session's model ("" : the daemon's) or permission mode; without a session, the next one's. */
+  | { type: "configure"; model?: string; permissionMode?: PermissionMode }
   /** A code block's text, to the clipboard / into the active editor at its cursor. */
   | { type: "copyCode"; text: string }
   | { type: "insertCode"; text: string };
@@ -42,6 +45,12 @@ export function parseFromWebview(value: unknown): FromWebview | null {
         : null;
     case "openDiff":
       return str("itemId") ? { type: "openDiff", itemId: m.itemId as string } : null;
+    case "configure": {
+      const mode = PERMISSION_MODES.find((p) => p === m.permissionMode);
+      const model = str("model") ? (m.model as string) : undefined;
+      if ((mode === undefined) === (model === undefined)) return null; // one setting at a time
+      return mode !== undefined ? { type: "configure", permissionMode: mode } : { type: "configure", model: model! };
+    }
     case "copyCode":
     case "insertCode":
       return str("text") ? { type: m.type, text: m.text as string } : null;

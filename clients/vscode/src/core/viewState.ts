@@ -12,6 +12,21 @@ import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, TurnVie
 
 export type Connection = "connecting" | "connected" | "reconnecting" | "closed";
 
+export const PERMISSION_MODES = ["ask", "edits", "auto"] as const;
+export type PermissionMode = (typeof PERMISSION_MODES)[number];
+
+/** What the model and mode pickers show. */
+export interface SettingsState {
+  /** The models the daemon offers (empty until it has said). */
+  models: string[];
+  /** The daemon's own model (what "" means). */
+  defaultModel: string;
+  /** The shown session's model, else the one the next session gets; "": the daemon's. */
+  model: string;
+  /** The shown session's mode, else the one the next session gets; "": the user's configured one. */
+  permissionMode: string;
+}
+
 export interface ViewState {
   connection: Connection;
   session: { id: string; title: string; state: string; model: string; permissionMode: string } | null;
@@ -27,6 +42,7 @@ export interface ViewState {
   canUndo: boolean;
   /** The last thing that went wrong, in words (a failed call, a refused answer). */
   error: string | null;
+  settings: SettingsState;
 }
 
 export interface DroppedInput {
@@ -98,6 +114,7 @@ export function emptyState(connection: Connection = "connecting"): ViewState {
     runningTurnId: null,
     canUndo: false,
     error: null,
+    settings: { models: [], defaultModel: "", model: "", permissionMode: "" },
   };
 }
 

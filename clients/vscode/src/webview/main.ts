@@ -6,7 +6,7 @@
 import type { ToWebview } from "../core/messages.js";
 import type { ViewState } from "../core/viewState.js";
 import { vsCodeHost } from "./host.js";
-import { renderSession } from "./render.js";
+import { renderSession, settingsChoices, type Choice } from "./render.js";
 
 const host = vsCodeHost();
 const pane = document.getElementById("pane")!;
@@ -14,6 +14,8 @@ const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
 const withEditor = document.getElementById("with-editor") as HTMLInputElement;
 const cancel = document.getElementById("cancel") as HTMLButtonElement;
 const undo = document.getElementById("undo") as HTMLButtonElement;
+const modelSelect = document.getElementById("model") as HTMLSelectElement;
+const modeSelect = document.getElementById("mode") as HTMLSelectElement;
 // Kept by the host across reloads of the page: the open tool outputs and the unsent prompt.
 const saved = (host.loadState() as { expanded?: string[]; draft?: string } | undefined) ?? {};
 const expanded = new Set<string>(saved.expanded ?? []);
@@ -26,9 +28,35 @@ function render(): void {
   const stick = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 40;
   pane.innerHTML = renderSession(state, expanded);
   if (stick) pane.scrollTop = pane.scrollHeight;
+  const { models, modes } = settingsChoices(state.settings);
+  fill(modelSelect, models, state.settings.model);
+  fill(modeSelect, modes, state.settings.permissionMode);
   cancel.disabled = state.runningTurnId === null;
   undo.disabled = !state.canUndo;
 }
+
+/** Give `select` these options (rebuilt only when they change, so an open list stays open) and this value. */
+function fill(select: HTMLSelectElement, choices: Choice[], value: string): void {
+  const key = JSON.stringify(choices);
+  if (select.dataset.choices !== key) {
+    select.replaceChildren(
+      ...choices.map((c) => {
+        const option = document.createElement("option");
+        option.value = c.value;
+        option.textContent = c.label;
+        return option;
+      }),
+    );
+    select.dataset.choices = key;
+  }
+  if (select.value !== value) select.value = value;
+}
+
+modelSelect.addEventListener("change", () => host.post({ type: "configure", model: modelSelect.value }));
+modeSelect.addEventListener("change", () => {
+  const mode = modeSelect.value;
+  if (mode === "ask" || mode === "edits" || mode === "auto") host.post({ type: "configure", permissionMode: mode });
+});
 
 function send(): void {
   const text = prompt.value;

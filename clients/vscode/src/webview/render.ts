@@ -7,7 +7,7 @@
 // approval-allow, approval-always, approval-deny, todos, context-meter, error.
 
 import { escapeHtml as esc, renderMarkdown } from "../core/markdown.js";
-import type { ApprovalState, DroppedInput, ItemState, ViewState } from "../core/viewState.js";
+import type { ApprovalState, DroppedInput, ItemState, SettingsState, ViewState } from "../core/viewState.js";
 
 const STATUS_ICON: Record<string, string> = {
   running: "⏳",
@@ -166,4 +166,26 @@ function renderApproval(a: ApprovalState): string {
     `<button data-testid="approval-deny" data-action="approve" data-choice="deny" data-approval-id="${id}">Deny</button>` +
     `</div></div>`
   );
+}
+
+export interface Choice {
+  value: string;
+  label: string;
+}
+
+const MODE_LABELS: Record<string, string> = {
+  ask: "ask: before edits and commands",
+  edits: "edits: edit without asking",
+  auto: "auto: ask for nothing",
+};
+
+/** The model and permission-mode pickers' options; the current value is always among them. */
+export function settingsChoices(settings: SettingsState): { models: Choice[]; modes: Choice[] } {
+  const models: Choice[] = [{ value: "", label: settings.defaultModel ? `${settings.defaultModel} (default)` : "default model" }];
+  for (const id of settings.models) if (id !== settings.defaultModel) models.push({ value: id, label: id });
+  if (settings.model !== "" && !models.some((m) => m.value === settings.model)) models.push({ value: settings.model, label: settings.model });
+  const modes: Choice[] = Object.entries(MODE_LABELS).map(([value, label]) => ({ value, label }));
+  if (settings.permissionMode === "") modes.unshift({ value: "", label: "default mode" });
+  else if (!(settings.permissionMode in MODE_LABELS)) modes.push({ value: settings.permissionMode, label: settings.permissionMode });
+  return { models, modes };
 }
