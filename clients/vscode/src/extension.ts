@@ -143,7 +143,11 @@ export function activate(context: vscode.ExtensionContext): void {
       "tether.showDaemonLog",
       run(async () => {
         const file = await controller.daemonLog();
-        await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
+        const editor = await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
+        // The newest lines are what a person opening the log looks for.
+        const end = editor.document.lineAt(editor.document.lineCount - 1).range.end;
+        editor.selection = new vscode.Selection(end, end);
+        editor.revealRange(new vscode.Range(end, end), vscode.TextEditorRevealType.Default);
       }),
     ),
   );

@@ -366,6 +366,31 @@ describe("picker and status", () => {
     assert.equal(deriveViewState(view, "connected").session?.state, "failed");
   });
 
+  test("a failed turn's error shows once, where its notice is", () => {
+    const message = "The model refused the request: quota exceeded.";
+    const failed = (items: object[], error: string) =>
+      new SessionView({
+        session: { id: "s", title: "", createdAt: 0, updatedAt: 0 },
+        epoch: "e",
+        seq: 1,
+        turns: [{ id: "t", status: "failed", startedAt: 0, error: { code: "model_error", message: error }, items: items as never }],
+      });
+    const notice = { type: "notice", id: "n", level: "error", code: "model_error", message };
+    const html = renderSession(deriveViewState(failed([notice], message), "connected"));
+    assert.equal(html.split("quota exceeded").length - 1, 1, html);
+    const other = renderSession(deriveViewState(failed([notice], "Something else broke."), "connected"));
+    assert.ok(other.includes("quota exceeded") && other.includes("Something else broke."), "a different error still shows");
+  });
+
+  test("an approval says what the tool wants to do to its subject", () => {
+    const approval = (tool: string, kind: string, subject: string) =>
+      renderSession(stateWith({ approvals: [{ id: "a", itemId: "i", tool, kind, reason: "", subject, preview: "", alwaysRule: "" }] }));
+    assert.match(approval("edit_file", "edit", "src/app.py"), /<strong>edit_file<\/strong> wants to edit: <code>src\/app\.py<\/code>/);
+    assert.match(approval("run_command", "command", "ls"), /wants to run: <code>ls<\/code>/);
+    assert.match(approval("read_file", "read", "/etc/passwd"), /wants to read: /);
+    assert.match(approval("mcp__x__y", "tool", "{}"), /wants to call: /);
+  });
+
   test("a tool call's title is its command or path", () => {
     assert.equal(toolTitle("run_command", '{"command": "ls  -la\\n"}'), "run_command ls -la");
     assert.equal(toolTitle("read_file", '{"path": "a.py"}'), "read_file a.py");

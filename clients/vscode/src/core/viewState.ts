@@ -7,6 +7,8 @@
 //   superseded message (its model call broke off and was retried) is left out.
 // - A command that exited non-zero is a completed call the person sees as failed (`failed`).
 // - `canUndo`: no turn runs and some ended turn changed files.
+// - A turn's error is left out when an error notice of the turn already says it (the daemon
+//   reports a failed model call both ways).
 
 import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, TurnView } from "tether-client";
 
@@ -181,7 +183,8 @@ function turnState(turn: TurnView, gated: Set<string>): TurnState {
     const shown = itemState(item, turn.status === "running" && turn.open.has(item.id), gated);
     if (shown !== null) items.push(shown);
   }
-  const error = turn.error ? turn.error.message || turn.error.code : null;
+  let error = turn.error ? turn.error.message || turn.error.code : null;
+  if (items.some((i) => i.kind === "notice" && i.level === "error" && i.message === error)) error = null;
   return { id: turn.id, status: turn.status, items, error };
 }
 

@@ -152,12 +152,15 @@ function prose(text: string): string {
   return visible(text.replace(/\r\n?/g, "\n"), { joiners: true });
 }
 
+/** What an approval's subject is to the tool, by the approval's kind. */
+const APPROVAL_VERBS: Record<string, string> = { command: "run", edit: "edit", read: "read", tool: "call" };
+
 function renderApproval(a: ApprovalState): string {
   const id = esc(a.id);
   const always = a.alwaysRule ? ` title="Always allow: ${esc(visible(a.alwaysRule))}"` : "";
   return (
     `<div class="approval" data-testid="approval" data-approval-id="${id}">` +
-    `<div class="what"><strong>${esc(a.tool)}</strong> wants to run: <code>${esc(visible(a.subject))}</code></div>` +
+    `<div class="what"><strong>${esc(a.tool)}</strong> wants to ${APPROVAL_VERBS[a.kind] ?? "call"}: <code>${esc(visible(a.subject))}</code></div>` +
     `<div class="why">${esc(a.reason)}</div>` +
     (a.preview ? `<pre class="preview">${esc(visible(a.preview))}</pre>` : "") +
     `<div class="buttons">` +
