@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { allowlisted, renderMarkdown } from "../src/core/markdown.js";
-import { diffDocuments, parseUnifiedDiff } from "../src/core/diff.js";
+import { diffDocuments, parseUnifiedDiff, proposedDocuments } from "../src/core/diff.js";
 import { SELECTION_CAP, buildEditorContext, capSelection } from "../src/core/editorContext.js";
 import { parseFromWebview } from "../src/core/messages.js";
 import { pickerEntries } from "../src/core/picker.js";
@@ -248,6 +248,15 @@ describe("diff inputs", () => {
     const created = "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n";
     assert.deepEqual(diffDocuments(created, "hello\nworld\n"), { path: "new.txt", before: "", after: "hello\nworld\n", whole: true });
     assert.equal(parseUnifiedDiff(created).created, true);
+  });
+
+  test("a proposed edit: the file as it is and as the edit would leave it", () => {
+    assert.deepEqual(proposedDocuments(EDIT, BEFORE), { path: "src/app.py", before: BEFORE, after: AFTER, whole: true });
+    const created = "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n";
+    assert.deepEqual(proposedDocuments(created, null), { path: "new.txt", before: "", after: "hello\nworld\n", whole: true });
+    const changed = proposedDocuments(EDIT, "something else entirely\n");
+    assert.equal(changed.whole, false, "the file no longer reads as the edit expects: the hunks alone");
+    assert.equal(changed.after, "⋯ from line 1\none\nTWO\nthree\n⋯ from line 7\nseven\neight\neight and a half");
   });
 
   test("text that is not a diff is refused", () => {

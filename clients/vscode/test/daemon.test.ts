@@ -357,6 +357,47 @@ describe("the controller against the daemon", () => {
     }
   });
 
+  test("a pending edit opens in the diff editor before it is made, and is answered from there", async () => {
+    const file = path.join(home.workspace, "README.md");
+    await writeFile(file, "# Demo project\nIt greets.\n");
+    await home.setScript({
+      steps: [
+        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+        { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
+        { text: "changed" },
+      ],
+    });
+    const { controller, host } = home.controller();
+    const client = await home.client("terminal");
+    try {
+      const { session } = await client.call("session/create", { permissionMode: "ask" });
+      await controller.attach(session.id);
+      await controller.send("change it");
+      const readAsked = await host.waitForState((s) => s.approvals.length === 1);
+      if (readAsked.approvals[0]!.kind === "read") await controller.answer(readAsked.approvals[0]!.id, "allow");
+      const waiting = await host.waitForState((s) => s.approvals.length === 1 && s.approvals[0]!.kind === "edit");
+      const approval = waiting.approvals[0]!;
+      assert.match(renderSession(waiting), new RegExp(`data-testid="approval-diff" data-action="openProposedDiff" data-approval-id="${approval.id}"`));
+
+      await controller.handle({ type: "openProposedDiff", approvalId: approval.id });
+      assert.deepEqual(host.diffs.at(-1), {
+        documents: { path: "README.md", before: "# Demo project\nIt greets.\n", after: "# Demo project\nIt waves.\n", whole: true },
+        title: "README.md (tether: proposed edit)",
+        pending: { approvalId: approval.id },
+      });
+      assert.equal(await readFile(file, "utf8"), "# Demo project\nIt greets.\n", "nothing is written before the answer");
+
+      assert.deepEqual(await controller.answer(approval.id, "allow"), { answered: true });
+      await host.waitForState(ended);
+      assert.equal(await readFile(file, "utf8"), "# Demo project\nIt waves.\n");
+      await controller.handle({ type: "openProposedDiff", approvalId: approval.id });
+      assert.match(host.notices.at(-1)?.message ?? "", /no longer pending/);
+    } finally {
+      client.close();
+      controller.dispose();
+    }
+  });
+
   test("trusting the workspace asks first, and a second time withdraws it", async () => {
     const { controller, host } = home.controller();
     try {

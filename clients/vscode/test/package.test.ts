@@ -63,7 +63,7 @@ test("the .vsix holds the manifest and the bundles, nothing else", { timeout: 24
     const manifest = JSON.parse(entries.get("extension/package.json")!.toString("utf8"));
     assert.equal(manifest.main, "./dist/extension.cjs");
     const commands = manifest.contributes.commands.map((c: { command: string }) => c.command);
-    for (const id of ["tether.newSession", "tether.attach", "tether.sendSelection", "tether.cancel", "tether.undoTurn", "tether.trustWorkspace", "tether.showDaemonLog"]) {
+    for (const id of ["tether.newSession", "tether.attach", "tether.sendSelection", "tether.acceptEdit", "tether.rejectEdit", "tether.cancel", "tether.undoTurn", "tether.trustWorkspace", "tether.showDaemonLog"]) {
       assert.ok(commands.includes(id), id);
     }
     const extension = entries.get("extension/dist/extension.cjs")!.toString("utf8");

@@ -23,7 +23,7 @@ import path from "node:path";
 import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
 
 import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
-import { diffDocuments, type DiffDocuments } from "./diff.js";
+import { diffDocuments, parseUnifiedDiff, proposedDocuments, type DiffDocuments } from "./diff.js";
 import { parseFromWebview, type ToWebview } from "./messages.js";
 import { pickerEntries, type PickerEntry } from "./picker.js";
 import { explainConnectFailure } from "./settings.js";
@@ -36,7 +36,8 @@ export interface Host {
   post(message: ToWebview): void;
   /** The editor's state now, for a turn that carries it. */
   editorContext(): EditorContext | null;
-  openDiff(documents: DiffDocuments, title: string): Promise<void>;
+  /** Show `documents` in the diff editor; `pending`: the edit waits for this approval, to be answered there. */
+  openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void>;
   notify(level: "info" | "warning" | "error", message: string): void;
   /** Ask before something that cannot be taken back; resolves true to go on. */
   confirm(message: string, action: string): Promise<boolean>;
@@ -257,6 +258,21 @@ export class SessionController {
     await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`);
   }
 
+  /** The diff editor's documents for the edit that pending approval `approvalId` of the shown session would make. */
+  async proposedDiffFor(approvalId: string): Promise<DiffDocuments> {
+    const approval = this.#session?.view.pendingApprovals.get(approvalId);
+    if (approval === undefined) throw new Error("that approval is no longer pending");
+    if (approval.kind !== "edit" || !approval.preview) throw new Error(`${approval.tool} proposes no edit to show`);
+    const file = approval.path || parseUnifiedDiff(approval.preview).path;
+    const current = await readFile(path.resolve(this.workspace, file), "utf8").catch(() => null);
+    return proposedDocuments(approval.preview, current);
+  }
+
+  async openProposedDiff(approvalId: string): Promise<void> {
+    const documents = await this.proposedDiffFor(approvalId);
+    await this.host.openDiff(documents, `${documents.path} (tether: proposed edit${documents.whole ? "" : ", changed lines"})`, { approvalId });
+  }
+
   /** Trust the workspace, or withdraw the trust, once the person confirms; the state after. */
   async toggleTrust(): Promise<WorkspaceTrustResult> {
     const client = await this.client();
@@ -313,6 +329,9 @@ export class SessionController {
           return;
         case "openDiff":
           await this.openDiff(message.itemId);
+          return;
+        case "openProposedDiff":
+          await this.openProposedDiff(message.approvalId);
           return;
         case "newSession":
           await this.newSession();

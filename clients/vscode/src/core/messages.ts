@@ -12,6 +12,8 @@ export type FromWebview =
   | { type: "cancel" }
   | { type: "undo" }
   | { type: "openDiff"; itemId: string }
+  /** A pending edit's approval, in the diff editor, to answer there. */
+  | { type: "openProposedDiff"; approvalId: string }
   | { type: "newSession" }
   | { type: "pickSession" }
   /** The shown session's model ("" : the daemon's) or permission mode; without a session, the next one's. */
@@ -45,6 +47,8 @@ export function parseFromWebview(value: unknown): FromWebview | null {
         : null;
     case "openDiff":
       return str("itemId") ? { type: "openDiff", itemId: m.itemId as string } : null;
+    case "openProposedDiff":
+      return str("approvalId") ? { type: "openProposedDiff", approvalId: m.approvalId as string } : null;
     case "configure": {
       const mode = PERMISSION_MODES.find((p) => p === m.permissionMode);
       const model = str("model") ? (m.model as string) : undefined;

@@ -111,6 +111,9 @@ document.addEventListener("click", (event) => {
       event.preventDefault();
       if (itemId) host.post({ type: "openDiff", itemId });
       break;
+    case "openProposedDiff":
+      if (approvalId) host.post({ type: "openProposedDiff", approvalId });
+      break;
     case "copyCode":
     case "insertCode": {
       const code = button.closest(".code-block")?.querySelector("code")?.textContent;

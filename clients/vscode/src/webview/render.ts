@@ -164,6 +164,9 @@ function renderApproval(a: ApprovalState): string {
     `<div class="why">${esc(a.reason)}</div>` +
     (a.preview ? `<pre class="preview">${esc(visible(a.preview))}</pre>` : "") +
     `<div class="buttons">` +
+    (a.kind === "edit" && a.preview
+      ? `<button class="link" data-testid="approval-diff" data-action="openProposedDiff" data-approval-id="${id}">Open diff</button>`
+      : "") +
     `<button data-testid="approval-allow" data-action="approve" data-choice="allow" data-approval-id="${id}">Allow</button>` +
     `<button data-testid="approval-always" data-action="approve" data-choice="always" data-approval-id="${id}"${always}>Always</button>` +
     `<button data-testid="approval-deny" data-action="approve" data-choice="deny" data-approval-id="${id}">Deny</button>` +
