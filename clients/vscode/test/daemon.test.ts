@@ -25,6 +25,20 @@ function item<K extends ItemState["kind"]>(s: ViewState, kind: K): Extract<ItemS
   return found as Extract<ItemState, { kind: K }>;
 }
 
+/** README.md reads "It greets." and the model's script reads it, then edits it to "It waves."; its path. */
+async function scriptReadmeEdit(home: Home): Promise<string> {
+  const file = path.join(home.workspace, "README.md");
+  await writeFile(file, "# Demo project\nIt greets.\n");
+  await home.setScript({
+    steps: [
+      { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+      { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
+      { text: "changed" },
+    ],
+  });
+  return file;
+}
+
 describe("the controller against the daemon", () => {
   let home: Home;
   before(async () => {
@@ -143,15 +157,7 @@ describe("the controller against the daemon", () => {
   });
 
   test("an edit opens as before/after documents, and undo turn restores the file (asking when it changed since)", async () => {
-    const file = path.join(home.workspace, "README.md");
-    await writeFile(file, "# Demo project\nIt greets.\n");
-    await home.setScript({
-      steps: [
-        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
-        { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
-        { text: "changed" },
-      ],
-    });
+    const file = await scriptReadmeEdit(home);
     const { controller, host } = home.controller();
     try {
       await controller.send("change it");
@@ -358,15 +364,7 @@ describe("the controller against the daemon", () => {
   });
 
   test("a pending edit opens in the diff editor before it is made, and is answered from there", async () => {
-    const file = path.join(home.workspace, "README.md");
-    await writeFile(file, "# Demo project\nIt greets.\n");
-    await home.setScript({
-      steps: [
-        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
-        { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
-        { text: "changed" },
-      ],
-    });
+    const file = await scriptReadmeEdit(home);
     const { controller, host } = home.controller();
     const client = await home.client("terminal");
     try {
