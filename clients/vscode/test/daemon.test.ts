@@ -371,8 +371,6 @@ describe("the controller against the daemon", () => {
       const { session } = await client.call("session/create", { permissionMode: "ask" });
       await controller.attach(session.id);
       await controller.send("change it");
-      const readAsked = await host.waitForState((s) => s.approvals.length === 1);
-      if (readAsked.approvals[0]!.kind === "read") await controller.answer(readAsked.approvals[0]!.id, "allow");
       const waiting = await host.waitForState((s) => s.approvals.length === 1 && s.approvals[0]!.kind === "edit");
       const approval = waiting.approvals[0]!;
       assert.match(renderSession(waiting), new RegExp(`data-testid="approval-diff" data-action="openProposedDiff" data-approval-id="${approval.id}"`));
