@@ -168,6 +168,34 @@ def test_the_view_attaches_mid_turn_to_a_session_started_in_the_terminal(scene: 
     expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
 
 
+NARROWEST_SIDE_BAR_PX = 170
+"""VS Code's minimum width for the side bar."""
+
+OVERFLOWING = """body => {
+    const limit = body.getBoundingClientRect().right + 0.5;
+    return [...body.querySelectorAll("*")]
+        .filter(el => !el.closest("pre, table, option"))
+        .filter(el => el.getBoundingClientRect().right > limit)
+        .map(el => `${el.tagName} ${el.className} ${el.dataset.testid ?? ""}`.trim());
+}"""
+"""The elements of the page that reach past its right edge (code blocks and tables scroll
+within themselves and are left out)."""
+
+
+def test_the_view_fits_the_narrowest_side_bar(scene: Scene) -> None:
+    """With the last test's unbroken 240-character answer shown, the page laid out at the
+    side bar's minimum width: nothing reaches past its edge (toolbar, header, messages,
+    pickers and send row wrap or shrink)."""
+    expect(agent_messages(scene.view).last).to_contain_text("<0039>", timeout=UI_TIMEOUT_MS)
+    body = scene.view.locator("body")
+    body.evaluate(f"body => {{ body.style.width = '{NARROWEST_SIDE_BAR_PX}px'; }}")
+    try:
+        overflowing = body.evaluate(OVERFLOWING)
+    finally:
+        body.evaluate("body => { body.style.width = ''; }")
+    assert overflowing == []
+
+
 def test_a_pending_edit_is_accepted_in_the_diff_editor(scene: Scene) -> None:
     """A new session in mode ask (the view's mode picker): the edit waits; its diff opens in
     the diff editor before it is made, and the title bar's Accept answers the approval."""
