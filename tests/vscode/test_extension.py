@@ -196,6 +196,31 @@ def test_the_view_fits_the_narrowest_side_bar(scene: Scene) -> None:
     assert overflowing == []
 
 
+def test_a_code_block_is_highlighted_and_inserted_at_the_cursor(scene: Scene) -> None:
+    scene.model_server.set_script(
+        {"steps": [{"text": "Here:\n\n```python\ndef inserted_here():\n    pass\n```\n"}]}
+    )
+    page = scene.workbench.page
+    page.locator(".monaco-workbench").focus()
+    page.keyboard.press("Control+P")
+    quick_open = page.locator(".quick-input-widget input")
+    expect(quick_open).to_be_visible(timeout=UI_TIMEOUT_MS)
+    quick_open.fill("src/app.py")
+    page.locator(".quick-input-widget").get_by_role("option").first.click()
+    expect(page.locator(".tab.active")).to_contain_text("app.py", timeout=UI_TIMEOUT_MS)
+
+    scene.view.get_by_test_id("prompt-input").fill("show me code")
+    scene.workbench.click(scene.view, "send-button")
+    block = scene.view.get_by_test_id("code-block").last
+    expect(block.locator(".hljs-keyword")).to_have_text(["def", "pass"], timeout=UI_TIMEOUT_MS)
+    block.get_by_test_id("insert-code").click()
+    editor = page.locator(".editor-instance .view-lines").first
+    expect(editor).to_contain_text("def inserted_here():", timeout=UI_TIMEOUT_MS)
+    scene.workbench.run_command("File: Revert File")
+    expect(editor).not_to_contain_text("inserted_here", timeout=UI_TIMEOUT_MS)
+    scene.workbench.run_command("View: Close Editor")
+
+
 def test_a_pending_edit_is_accepted_in_the_diff_editor(scene: Scene) -> None:
     """A new session in mode ask (the view's mode picker): the edit waits; its diff opens in
     the diff editor before it is made, and the title bar's Accept answers the approval."""
