@@ -95,7 +95,7 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
     case "agent":
       return (
         `<div class="message agent${item.streaming ? " streaming" : ""}" data-testid="message" data-kind="agent" data-item-id="${id}">` +
-        `${renderMarkdown(prose(item.text))}</div>`
+        `${item.streaming ? renderMarkdown(prose(item.text)) : finishedMarkdown(prose(item.text))}</div>`
       );
     case "reasoning":
       return (
@@ -145,6 +145,21 @@ export function visible(text: string, options: { joiners?: boolean } = {}): stri
     const code = c.charCodeAt(0);
     return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
   });
+}
+
+// The page renders the whole session on every update while text streams: finished messages
+// come from here, and only the one still growing is parsed and highlighted again.
+const finished = new Map<string, string>();
+const FINISHED_KEPT = 300;
+
+function finishedMarkdown(text: string): string {
+  let html = finished.get(text);
+  if (html === undefined) {
+    html = renderMarkdown(text);
+    if (finished.size >= FINISHED_KEPT) finished.delete(finished.keys().next().value!);
+    finished.set(text, html);
+  }
+  return html;
 }
 
 /** The agent's text as shown: line ends normalised, every other hidden character an escape. */
