@@ -168,6 +168,135 @@ def test_the_view_attaches_mid_turn_to_a_session_started_in_the_terminal(scene: 
     expect(scene.view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
 
 
+NARROWEST_SIDE_BAR_PX = 170
+"""VS Code's minimum width for the side bar."""
+
+OVERFLOWING = """body => {
+    const limit = body.getBoundingClientRect().right + 0.5;
+    return [...body.querySelectorAll("*")]
+        .filter(el => !el.closest("pre, table, option"))
+        .filter(el => el.getBoundingClientRect().right > limit)
+        .map(el => `${el.tagName} ${el.className} ${el.dataset.testid ?? ""}`.trim());
+}"""
+"""The elements of the page that reach past its right edge (code blocks and tables scroll
+within themselves and are left out)."""
+
+
+def test_the_view_fits_the_narrowest_side_bar(scene: Scene) -> None:
+    """With the last test's unbroken 240-character answer shown, the page laid out at the
+    side bar's minimum width: nothing reaches past its edge (toolbar, header, messages,
+    pickers and send row wrap or shrink)."""
+    expect(agent_messages(scene.view).last).to_contain_text("<0039>", timeout=UI_TIMEOUT_MS)
+    body = scene.view.locator("body")
+    body.evaluate(f"body => {{ body.style.width = '{NARROWEST_SIDE_BAR_PX}px'; }}")
+    try:
+        overflowing = body.evaluate(OVERFLOWING)
+    finally:
+        body.evaluate("body => { body.style.width = ''; }")
+    assert overflowing == []
+
+
+def test_a_code_block_is_highlighted_and_inserted_at_the_cursor(scene: Scene) -> None:
+    scene.model_server.set_script(
+        {"steps": [{"text": "Here:\n\n```python\ndef inserted_here():\n    pass\n```\n"}]}
+    )
+    page = scene.workbench.page
+    page.locator(".monaco-workbench").focus()
+    page.keyboard.press("Control+P")
+    quick_open = page.locator(".quick-input-widget input")
+    expect(quick_open).to_be_visible(timeout=UI_TIMEOUT_MS)
+    quick_open.fill("src/app.py")
+    page.locator(".quick-input-widget").get_by_role("option").first.click()
+    expect(page.locator(".tab.active")).to_contain_text("app.py", timeout=UI_TIMEOUT_MS)
+
+    scene.view.get_by_test_id("prompt-input").fill("show me code")
+    scene.workbench.click(scene.view, "send-button")
+    block = scene.view.get_by_test_id("code-block").last
+    expect(block.locator(".hljs-keyword")).to_have_text(["def", "pass"], timeout=UI_TIMEOUT_MS)
+    block.get_by_test_id("insert-code").click()
+    editor = page.locator(".editor-instance .view-lines").first
+    expect(editor).to_contain_text("def inserted_here():", timeout=UI_TIMEOUT_MS)
+    scene.workbench.run_command("File: Revert File")
+    expect(editor).not_to_contain_text("inserted_here", timeout=UI_TIMEOUT_MS)
+    scene.workbench.run_command("View: Close Editor")
+
+
+def test_a_pending_edit_is_accepted_in_the_diff_editor(scene: Scene) -> None:
+    """A new session in mode ask (the view's mode picker): the edit waits; its diff opens in
+    the diff editor before it is made, and the title bar's Accept answers the approval."""
+    notes = scene.workspace / "notes.txt"
+    notes.write_text("one\n")
+    scene.model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "edit_file",
+                            "arguments": {
+                                "path": "notes.txt",
+                                "old_string": "one",
+                                "new_string": "two",
+                            },
+                        }
+                    ]
+                },
+                {"text": "Edited."},
+            ]
+        }
+    )
+    scene.workbench.click(scene.view, "new-session")
+    expect(scene.view.get_by_test_id("session-title")).to_have_text(
+        "(untitled)", timeout=UI_TIMEOUT_MS
+    )
+    mode = scene.view.get_by_test_id("mode-select")
+    mode.select_option("ask")
+    expect(mode).to_have_value("ask", timeout=UI_TIMEOUT_MS)
+    scene.view.get_by_test_id("prompt-input").fill("edit the notes")
+    scene.workbench.click(scene.view, "send-button")
+
+    approval = scene.view.get_by_test_id("approval")
+    expect(approval).to_contain_text("edit_file wants to edit: notes.txt", timeout=UI_TIMEOUT_MS)
+    scene.workbench.click(scene.view, "approval-diff")
+    page = scene.workbench.page
+    expect(page.locator(".tab.active")).to_contain_text("proposed edit", timeout=UI_TIMEOUT_MS)
+    modified = page.locator(".editor .modified .view-lines:not(.line-delete)")
+    expect(modified).to_contain_text("two", timeout=UI_TIMEOUT_MS)
+    assert notes.read_text() == "one\n", "nothing is written before the answer"
+
+    page.locator(".editor-actions").get_by_role(
+        "button", name=re.compile("Accept Proposed Edit")
+    ).click()
+    expect(approval).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    expect(agent_messages(scene.view).last).to_have_text("Edited.", timeout=UI_TIMEOUT_MS)
+    assert notes.read_text() == "two\n"
+    expect(page.locator(".tab", has_text="proposed edit")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+    mode.select_option("edits")
+    expect(mode).to_have_value("edits", timeout=UI_TIMEOUT_MS)
+
+
+def test_the_daemon_log_opens_at_its_last_line(scene: Scene) -> None:
+    scene.workbench.run_command("tether: Show Daemon Log")
+    page = scene.workbench.page
+    expect(page.locator(".tab.active")).to_contain_text(".log", timeout=UI_TIMEOUT_MS)
+    # Opened at its oldest line, the cursor would stay on line 1; the daemon has logged more.
+    cursor = page.locator("#status\\.editor\\.selection")
+    expect(cursor).to_have_text(re.compile(r"^Ln (?!1,)\d+, Col \d+"), timeout=UI_TIMEOUT_MS)
+    scene.workbench.run_command("View: Close Editor")
+
+
+def test_after_reload_window_the_view_shows_its_session_again(scene: Scene) -> None:
+    before = agent_messages(scene.view).last.inner_text()
+    with scene.workbench.page.expect_event("load", timeout=UI_TIMEOUT_MS):
+        scene.workbench.run_command("Developer: Reload Window")
+    scene.workbench.wait_ready()
+    view = scene.workbench.webview(extension_id(EXTENSION))
+    expect(agent_messages(view).last).to_have_text(before, timeout=UI_TIMEOUT_MS)
+    expect(view.get_by_test_id("session-state")).to_have_text("idle", timeout=UI_TIMEOUT_MS)
+    scene.view = view
+
+
 def test_the_harness_round_trips_a_webview_button(scene: Scene) -> None:
     """The harness on the fixture extension: a command opens its webview view, a click goes to
     the extension host and its answer comes back into the page — twice, so "pressed 2" has

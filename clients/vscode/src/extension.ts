@@ -18,6 +18,7 @@ import { makeNonce, webviewHtml } from "./webview/html.js";
 
 const VIEW_ID = "tether.session";
 const DIFF_SCHEME = "tether-diff";
+const SHOWN_SESSION_KEY = "tether.shownSession";
 
 export function activate(context: vscode.ExtensionContext): void {
   const folder = vscode.workspace.workspaceFolders?.[0];
@@ -32,7 +33,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const host: Host = {
     post: (message: ToWebview) => void webview?.postMessage(message),
     editorContext: () => editorContext(workspace),
-    openDiff: (docs, title) => openDiff(documents, workspace, docs, title),
+    openDiff: (docs, title, pending) => openDiff(documents, workspace, docs, title, pending),
     notify: (level, message) => {
       const show =
         level === "error"
@@ -44,6 +45,18 @@ export function activate(context: vscode.ExtensionContext): void {
     },
     confirm: async (message, action) => (await vscode.window.showWarningMessage(message, { modal: true }, action)) === action,
     pickSession: (entries) => pickSession(entries),
+    copy: async (text) => vscode.env.clipboard.writeText(text),
+    insertAtCursor: async (text) => {
+      const editor = vscode.window.activeTextEditor;
+      if (editor === undefined) return false;
+      return editor.edit((edit) => {
+        for (const selection of editor.selections) edit.replace(selection, text);
+      });
+    },
+    memory: {
+      get: () => context.workspaceState.get<string>(SHOWN_SESSION_KEY),
+      set: (sessionId) => void context.workspaceState.update(SHOWN_SESSION_KEY, sessionId),
+    },
     changed: (state) => {
       const { text, tooltip } = statusBar(state);
       status.text = text;
@@ -59,10 +72,10 @@ export function activate(context: vscode.ExtensionContext): void {
   status.show();
 
   const run =
-    (action: () => Promise<unknown>) =>
-    async (): Promise<void> => {
+    (action: (...args: unknown[]) => Promise<unknown>) =>
+    async (...args: unknown[]): Promise<void> => {
       try {
-        await action();
+        await action(...args);
       } catch (err) {
         controller.fail(err);
       }
@@ -123,6 +136,18 @@ export function activate(context: vscode.ExtensionContext): void {
         await controller.send(text, { withEditor: true });
       }),
     ),
+    ...(["allow", "deny"] as const).map((choice) =>
+      vscode.commands.registerCommand(
+        choice === "allow" ? "tether.acceptEdit" : "tether.rejectEdit",
+        run(async (uri?: unknown) => {
+          const shown = uri instanceof vscode.Uri ? uri : vscode.window.activeTextEditor?.document.uri;
+          const approvalId = documents.approvalFor(shown);
+          if (approvalId === undefined) throw new Error("this editor shows no edit waiting for an answer");
+          const outcome = await controller.answer(approvalId, choice);
+          if (outcome.answered) await vscode.commands.executeCommand("workbench.action.closeActiveEditor");
+        }),
+      ),
+    ),
     vscode.commands.registerCommand("tether.cancel", run(() => controller.cancel())),
     vscode.commands.registerCommand("tether.undoTurn", run(() => controller.undo())),
     vscode.commands.registerCommand("tether.trustWorkspace", run(() => controller.toggleTrust())),
@@ -130,12 +155,16 @@ export function activate(context: vscode.ExtensionContext): void {
       "tether.showDaemonLog",
       run(async () => {
         const file = await controller.daemonLog();
-        await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
+        const editor = await vscode.window.showTextDocument(vscode.Uri.file(file), { preview: true });
+        // The newest lines are what a person opening the log looks for.
+        const end = editor.document.lineAt(editor.document.lineCount - 1).range.end;
+        editor.selection = new vscode.Selection(end, end);
+        editor.revealRange(new vscode.Range(end, end), vscode.TextEditorRevealType.Default);
       }),
     ),
   );
 
-  void controller.client().catch((err: unknown) => controller.fail(err));
+  void controller.restore().catch((err: unknown) => controller.fail(err));
 }
 
 export function deactivate(): void {}
@@ -172,16 +201,27 @@ async function pickSession(entries: PickerEntry[]): Promise<string | null> {
   return chosen?.sessionId ?? null;
 }
 
-/** Before/after documents of one diff each, served under `tether-diff:`. */
+/**
+ * Before/after documents of one diff each, served under `tether-diff:`. A proposed edit's
+ * new side (`/N/proposed/FILE`) names the approval it waits for: the diff editor's Accept and
+ * Reject answer it.
+ */
 class DiffContent implements vscode.TextDocumentContentProvider {
   readonly #texts = new Map<string, string>();
+  readonly #approvals = new Map<string, string>();
   #next = 0;
 
-  put(side: "before" | "after", file: string, text: string): vscode.Uri {
+  put(side: "before" | "after" | "proposed", file: string, text: string, approvalId?: string): vscode.Uri {
     this.#next += 1;
     const uri = vscode.Uri.from({ scheme: DIFF_SCHEME, path: `/${this.#next}/${side}/${file}` });
     this.#texts.set(uri.toString(), text);
+    if (approvalId !== undefined) this.#approvals.set(uri.toString(), approvalId);
     return uri;
+  }
+
+  /** The approval that the proposed edit shown as `uri` waits for. */
+  approvalFor(uri: vscode.Uri | undefined): string | undefined {
+    return uri === undefined ? undefined : this.#approvals.get(uri.toString());
   }
 
   provideTextDocumentContent(uri: vscode.Uri): string {
@@ -189,9 +229,20 @@ class DiffContent implements vscode.TextDocumentContentProvider {
   }
 }
 
-async function openDiff(documents: DiffContent, workspace: string, docs: DiffDocuments, title: string): Promise<void> {
+async function openDiff(
+  documents: DiffContent,
+  workspace: string,
+  docs: DiffDocuments,
+  title: string,
+  pending?: { approvalId: string },
+): Promise<void> {
   const left = documents.put("before", docs.path, docs.before);
-  // The whole file as it is now: the real file, so the person can edit it in place.
-  const right = docs.whole ? vscode.Uri.file(path.resolve(workspace, docs.path)) : documents.put("after", docs.path, docs.after);
+  // A made edit's whole file as it is now is the real file, so the person can edit it in
+  // place; a proposed edit's new side exists only here.
+  const right = pending
+    ? documents.put("proposed", docs.path, docs.after, pending.approvalId)
+    : docs.whole
+      ? vscode.Uri.file(path.resolve(workspace, docs.path))
+      : documents.put("after", docs.path, docs.after);
   await vscode.commands.executeCommand("vscode.diff", left, right, title);
 }

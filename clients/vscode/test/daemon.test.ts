@@ -4,13 +4,16 @@
 // started, diff inputs and undo, the editor context a turn carries, cancel, workspace trust.
 
 import assert from "node:assert/strict";
-import { readFile, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { buildEditorContext } from "../src/core/editorContext.js";
 import type { ItemState, ViewState } from "../src/core/viewState.js";
-import { Home } from "./harness.js";
+import { renderSession } from "../src/webview/render.js";
+import { Home, RecordingHost } from "./harness.js";
 
 const lastTurn = (s: ViewState) => s.turns.at(-1);
 const ended = (s: ViewState) => s.runningTurnId === null && (lastTurn(s)?.status ?? "running") !== "running";
@@ -20,6 +23,20 @@ function item<K extends ItemState["kind"]>(s: ViewState, kind: K): Extract<ItemS
   const found = lastTurn(s)?.items.find((i) => i.kind === kind);
   assert.ok(found, `no ${kind} item in ${JSON.stringify(kinds(s))}`);
   return found as Extract<ItemState, { kind: K }>;
+}
+
+/** README.md reads "It greets." and the model's script reads it, then edits it to "It waves."; its path. */
+async function scriptReadmeEdit(home: Home): Promise<string> {
+  const file = path.join(home.workspace, "README.md");
+  await writeFile(file, "# Demo project\nIt greets.\n");
+  await home.setScript({
+    steps: [
+      { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+      { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
+      { text: "changed" },
+    ],
+  });
+  return file;
 }
 
 describe("the controller against the daemon", () => {
@@ -140,15 +157,7 @@ describe("the controller against the daemon", () => {
   });
 
   test("an edit opens as before/after documents, and undo turn restores the file (asking when it changed since)", async () => {
-    const file = path.join(home.workspace, "README.md");
-    await writeFile(file, "# Demo project\nIt greets.\n");
-    await home.setScript({
-      steps: [
-        { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
-        { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
-        { text: "changed" },
-      ],
-    });
+    const file = await scriptReadmeEdit(home);
     const { controller, host } = home.controller();
     try {
       await controller.send("change it");
@@ -223,6 +232,164 @@ describe("the controller against the daemon", () => {
       assert.deepEqual(host.notices.filter((n) => n.level === "error"), []);
       assert.match(await controller.daemonLog(), /daemon-[0-9a-f]{16}\.log$/);
     } finally {
+      controller.dispose();
+    }
+  });
+
+  test("a queued message that a cancel drops is shown as not sent and goes back to the prompt", async () => {
+    await home.setScript({ steps: [{ text: "slow ".repeat(200), chunks: 200, hold_at_chunks: [5] }] });
+    const { controller, host } = home.controller();
+    try {
+      await controller.send("go slowly");
+      await host.waitForState((s) => s.runningTurnId !== null && kinds(s).includes("agent"));
+      await controller.send("and then <this>");
+      const queued = await host.waitForState((s) => s.queued.length === 1);
+      const turnId = queued.runningTurnId;
+      await controller.handle({ type: "cancel" });
+      const state = await host.waitForState((s) => ended(s) && s.dropped.length === 1);
+      assert.deepEqual(state.queued, []);
+      const [dropped] = state.dropped;
+      assert.equal(dropped!.text, "and then <this>");
+      assert.equal(dropped!.turnId, turnId);
+      assert.match(dropped!.reason, /cancelled/);
+      assert.deepEqual(host.restored, ["and then <this>"]);
+      const html = renderSession(state);
+      assert.match(html, /data-kind="dropped"[^>]*><div class="why">Not sent \(the turn ended \(cancelled\)[^<]*\):<\/div>and then &lt;this&gt;<\/div><\/section>/);
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("after a reload of the window the view shows the session it showed; a deleted one is forgotten", async () => {
+    await home.setScript({ steps: [{ text: "remembered" }] });
+    const first = home.controller();
+    let sessionId: string;
+    try {
+      await first.controller.send("hello");
+      sessionId = first.controller.session!.id;
+      await first.host.waitForState(ended);
+    } finally {
+      first.controller.dispose();
+    }
+    assert.equal(first.host.memory.value, sessionId);
+
+    // A new window: a new controller and webview, the workspace's memory kept.
+    const reloaded = new RecordingHost();
+    reloaded.memory.value = sessionId;
+    const second = home.controller(reloaded);
+    try {
+      await second.controller.handle({ type: "ready" });
+      const state = await reloaded.waitForState((s) => s.session !== null && ended(s));
+      assert.equal(state.session!.id, sessionId);
+      assert.equal(item(state, "agent").text, "remembered");
+    } finally {
+      second.controller.dispose();
+    }
+
+    const client = await home.client();
+    try {
+      await client.call("session/delete", { sessionId });
+    } finally {
+      client.close();
+    }
+    const third = home.controller(reloaded);
+    try {
+      await third.controller.handle({ type: "ready" });
+      assert.equal(reloaded.posted.at(-1)?.session, null);
+      assert.equal(reloaded.memory.value, undefined);
+      assert.deepEqual(reloaded.notices, []);
+    } finally {
+      third.controller.dispose();
+    }
+  });
+
+  test("a Python without tether: the setting is named, the header says it once, the prompt is kept", async () => {
+    const scratch = await mkdtemp(path.join(tmpdir(), "tether-vscode-"));
+    try {
+      const venv = path.join(scratch, "venv");
+      const made = spawnSync("python3", ["-m", "venv", "--without-pip", venv]);
+      assert.equal(made.status, 0, String(made.stderr));
+      const workspace = path.join(scratch, "project");
+      await mkdir(workspace);
+      const { controller, host } = home.controllerWithPython(path.join(venv, "bin", "python"), workspace);
+      try {
+        await controller.handle({ type: "ready" });
+        await controller.handle({ type: "send", text: "my carefully typed prompt" });
+        assert.deepEqual(host.restored, ["my carefully typed prompt"]);
+        const errors = host.notices.filter((n) => n.level === "error");
+        assert.equal(errors.length, 2, "once at start, once for the send");
+        assert.match(errors[1]!.message, /does not have tether installed .*Set "tether\.python" in your user settings/);
+        const state = await host.waitForState((s) => s.connection === "closed" && s.error !== null);
+        const header = /<header[^>]*>(.*?)<\/header>/.exec(renderSession(state))?.[1]?.replace(/<[^>]+>/g, "");
+        assert.equal(header, "No session not connected");
+      } finally {
+        controller.dispose();
+      }
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+  });
+
+  test("the model and mode pickers: the next session's before it exists, then the session's own", async () => {
+    await home.setScript({ steps: [{ text: "one" }, { text: "two" }] });
+    const { controller, host } = home.controller();
+    try {
+      await controller.handle({ type: "ready" });
+      const ready = await host.waitForState((s) => s.settings.models.length > 0);
+      const { models, defaultModel } = ready.settings;
+      assert.ok(defaultModel !== "" && models.includes(defaultModel), JSON.stringify(ready.settings));
+      assert.deepEqual([ready.settings.model, ready.settings.permissionMode], ["", ""]);
+
+      await controller.handle({ type: "configure", permissionMode: "ask" });
+      await host.waitForState((s) => s.session === null && s.settings.permissionMode === "ask");
+      await controller.send("first");
+      const created = await host.waitForState((s) => s.session !== null && ended(s));
+      assert.equal(created.session!.permissionMode, "ask", "the session was created in the chosen mode");
+
+      const client = await home.client();
+      try {
+        await controller.handle({ type: "configure", permissionMode: "auto" });
+        await controller.handle({ type: "configure", model: "other-model" });
+        const configured = await host.waitForState((s) => s.settings.permissionMode === "auto" && s.settings.model === "other-model");
+        const { snapshot } = await client.call("session/read", { sessionId: configured.session!.id });
+        assert.equal(snapshot.session.permissionMode, "auto");
+        assert.equal(snapshot.session.model, "other-model");
+        assert.deepEqual(host.notices.filter((n) => n.level === "error"), []);
+      } finally {
+        client.close();
+      }
+    } finally {
+      controller.dispose();
+    }
+  });
+
+  test("a pending edit opens in the diff editor before it is made, and is answered from there", async () => {
+    const file = await scriptReadmeEdit(home);
+    const { controller, host } = home.controller();
+    const client = await home.client("terminal");
+    try {
+      const { session } = await client.call("session/create", { permissionMode: "ask" });
+      await controller.attach(session.id);
+      await controller.send("change it");
+      const waiting = await host.waitForState((s) => s.approvals.length === 1 && s.approvals[0]!.kind === "edit");
+      const approval = waiting.approvals[0]!;
+      assert.match(renderSession(waiting), new RegExp(`data-testid="approval-diff" data-action="openProposedDiff" data-approval-id="${approval.id}"`));
+
+      await controller.handle({ type: "openProposedDiff", approvalId: approval.id });
+      assert.deepEqual(host.diffs.at(-1), {
+        documents: { path: "README.md", before: "# Demo project\nIt greets.\n", after: "# Demo project\nIt waves.\n", whole: true },
+        title: "README.md (tether: proposed edit)",
+        pending: { approvalId: approval.id },
+      });
+      assert.equal(await readFile(file, "utf8"), "# Demo project\nIt greets.\n", "nothing is written before the answer");
+
+      assert.deepEqual(await controller.answer(approval.id, "allow"), { answered: true });
+      await host.waitForState(ended);
+      assert.equal(await readFile(file, "utf8"), "# Demo project\nIt waves.\n");
+      await controller.handle({ type: "openProposedDiff", approvalId: approval.id });
+      assert.match(host.notices.at(-1)?.message ?? "", /no longer pending/);
+    } finally {
+      client.close();
       controller.dispose();
     }
   });

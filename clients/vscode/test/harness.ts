@@ -8,7 +8,7 @@ import path from "node:path";
 import { connect, type EditorContext, type TetherClient } from "tether-client";
 import { Home as LibraryHome } from "tether-client/testing";
 
-import { SessionController, type Host } from "../src/core/controller.js";
+import { SessionController, type Host, type SessionMemory } from "../src/core/controller.js";
 import type { DiffDocuments } from "../src/core/diff.js";
 import type { ToWebview } from "../src/core/messages.js";
 import type { PickerEntry } from "../src/core/picker.js";
@@ -45,10 +45,16 @@ export class Home {
   }
 
   /** A controller as the extension makes it, with a recording host. */
-  controller(): { controller: SessionController; host: RecordingHost } {
-    const host = new RecordingHost();
+  controller(host = new RecordingHost()): { controller: SessionController; host: RecordingHost } {
     const controller = new SessionController(this.workspace, host, () => this.client("vscode"));
     return { controller, host };
+  }
+
+  /** A controller whose daemon is looked for with `python`, for `workspace` (one where no daemon runs). */
+  controllerWithPython(python: string, workspace: string): { controller: SessionController; host: RecordingHost } {
+    const host = new RecordingHost();
+    const options = { ...this.home.options(), workspace, python, clientName: "vscode" };
+    return { controller: new SessionController(workspace, host, () => connect(options)), host };
   }
 
   /** The CLI (`python -P -m tether.clients.cli.main`) in this home, from the workspace. */
@@ -62,18 +68,38 @@ export class Home {
   }
 }
 
+export class StoredSession implements SessionMemory {
+  value: string | undefined;
+
+  get(): string | undefined {
+    return this.value;
+  }
+
+  set(sessionId: string | undefined): void {
+    this.value = sessionId;
+  }
+}
+
 /** A `Host` that records what it is asked and answers as told. */
 export class RecordingHost implements Host {
   readonly posted: ViewState[] = [];
+  /** Texts put back into the prompt box. */
+  readonly restored: string[] = [];
   readonly notices: Array<{ level: string; message: string }> = [];
-  readonly diffs: Array<{ documents: DiffDocuments; title: string }> = [];
+  readonly diffs: Array<{ documents: DiffDocuments; title: string; pending?: { approvalId: string } }> = [];
   readonly confirmations: string[] = [];
   editor: EditorContext | null = null;
+  /** The workspace's memory of the shown session (kept by VS Code across reloads). */
+  readonly memory = new StoredSession();
   confirmAnswer = false;
   pick: (entries: PickerEntry[]) => string | null = () => null;
   #waiters: Array<{ check: (s: ViewState) => boolean; resolve: (s: ViewState) => void }> = [];
 
   post(message: ToWebview): void {
+    if (message.type === "restorePrompt") {
+      this.restored.push(message.text);
+      return;
+    }
     this.posted.push(message.state);
     this.#waiters = this.#waiters.filter((w) => {
       if (!w.check(message.state)) return true;
@@ -82,12 +108,25 @@ export class RecordingHost implements Host {
     });
   }
 
+  readonly copied: string[] = [];
+  /** What was inserted at the cursor; null: no editor is active. */
+  inserted: string[] | null = null;
+
+  async copy(text: string): Promise<void> {
+    this.copied.push(text);
+  }
+
+  async insertAtCursor(text: string): Promise<boolean> {
+    this.inserted?.push(text);
+    return this.inserted !== null;
+  }
+
   editorContext(): EditorContext | null {
     return this.editor;
   }
 
-  async openDiff(documents: DiffDocuments, title: string): Promise<void> {
-    this.diffs.push({ documents, title });
+  async openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void> {
+    this.diffs.push(pending ? { documents, title, pending } : { documents, title });
   }
 
   notify(level: "info" | "warning" | "error", message: string): void {

@@ -51,6 +51,7 @@ test("the .vsix holds the manifest and the bundles, nothing else", { timeout: 24
       names.filter((n) => n.startsWith("extension/")),
       [
         "extension/dist/extension.cjs",
+        "extension/dist/third-party-notices.txt",
         "extension/dist/webview.js",
         "extension/media/tether.svg",
         "extension/media/webview.css",
@@ -63,13 +64,17 @@ test("the .vsix holds the manifest and the bundles, nothing else", { timeout: 24
     const manifest = JSON.parse(entries.get("extension/package.json")!.toString("utf8"));
     assert.equal(manifest.main, "./dist/extension.cjs");
     const commands = manifest.contributes.commands.map((c: { command: string }) => c.command);
-    for (const id of ["tether.newSession", "tether.attach", "tether.sendSelection", "tether.cancel", "tether.undoTurn", "tether.trustWorkspace", "tether.showDaemonLog"]) {
+    for (const id of ["tether.newSession", "tether.attach", "tether.sendSelection", "tether.acceptEdit", "tether.rejectEdit", "tether.cancel", "tether.undoTurn", "tether.trustWorkspace", "tether.showDaemonLog"]) {
       assert.ok(commands.includes(id), id);
     }
     const extension = entries.get("extension/dist/extension.cjs")!.toString("utf8");
     assert.match(extension, /require\("vscode"\)/, "vscode is left to the host");
     assert.doesNotMatch(extension, /sourceMappingURL/);
     assert.match(extension, /session\/attach/, "the client library is bundled in");
+    const notices = entries.get("extension/dist/third-party-notices.txt")!.toString("utf8");
+    for (const bundled of ["markdown-it", "highlight.js", "ws"]) {
+      assert.match(notices, new RegExp(`^${bundled.replace(".", "\\.")} \\S+ \\(`, "m"), `${bundled}'s licence ships`);
+    }
     assert.doesNotMatch(entries.get("extension/dist/webview.js")!.toString("utf8"), /sourceMappingURL|require\(/);
   } finally {
     await rm(dir, { recursive: true, force: true });

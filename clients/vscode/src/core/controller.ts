@@ -10,17 +10,24 @@
 //   streams (the last state is always posted).
 // - A failure of a call is shown (`state.error`, and a notification) and changes nothing
 //   else; a message from the webview that is not one is ignored.
+// - A queued message that its turn ended without is shown as not sent (whoever sent it);
+//   one this view sent goes back into the prompt box, as does a prompt that failed to send.
+// - The model and mode pickers change the shown session (`session/configure`) and are kept
+//   for the next session this view creates; with no session shown, they apply to that next one.
+// - The shown session is remembered (`Host.memory`, the workspace's state in VS Code): after a
+//   reload of the window the view shows it again; one that is gone is forgotten quietly.
 
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 
-import type { AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
+import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
 
 import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
-import { diffDocuments, type DiffDocuments } from "./diff.js";
+import { diffDocuments, parseUnifiedDiff, proposedDocuments, type DiffDocuments } from "./diff.js";
 import { parseFromWebview, type ToWebview } from "./messages.js";
 import { pickerEntries, type PickerEntry } from "./picker.js";
-import { deriveViewState, type Connection, type ViewState } from "./viewState.js";
+import { explainConnectFailure } from "./settings.js";
+import { deriveViewState, type Connection, type DroppedInput, type PermissionMode, type ViewState } from "./viewState.js";
 
 export const POST_INTERVAL_MS = 30;
 
@@ -29,14 +36,26 @@ export interface Host {
   post(message: ToWebview): void;
   /** The editor's state now, for a turn that carries it. */
   editorContext(): EditorContext | null;
-  openDiff(documents: DiffDocuments, title: string): Promise<void>;
+  /** Show `documents` in the diff editor; `pending`: the edit waits for this approval, to be answered there. */
+  openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void>;
   notify(level: "info" | "warning" | "error", message: string): void;
   /** Ask before something that cannot be taken back; resolves true to go on. */
   confirm(message: string, action: string): Promise<boolean>;
   /** Let the person choose a session; resolves with its id, or null for none. */
   pickSession(entries: PickerEntry[]): Promise<string | null>;
+  /** Put `text` on the clipboard. */
+  copy(text: string): Promise<void>;
+  /** Insert `text` at the active editor's cursor (replacing its selection); false when no editor is active. */
+  insertAtCursor(text: string): Promise<boolean>;
   /** The state changed (the status bar follows it). */
   changed?(state: ViewState): void;
+  /** Where the shown session's id is kept across reloads of the window. */
+  memory?: SessionMemory;
+}
+
+export interface SessionMemory {
+  get(): string | undefined;
+  set(sessionId: string | undefined): void;
 }
 
 export class SessionController {
@@ -45,8 +64,17 @@ export class SessionController {
   #offSession: Array<() => void> = [];
   #connection: Connection = "connecting";
   #error: string | null = null;
+  /** Texts of the shown session's queued messages, kept past the event that drops them. */
+  #queuedTexts = new Map<string, string>();
+  /** Queued messages this view sent. */
+  #sentQueued = new Set<string>();
+  #dropped: DroppedInput[] = [];
   #timer: ReturnType<typeof setTimeout> | null = null;
   #disposed = false;
+  #restoring: Promise<void> | null = null;
+  #models: { ids: string[]; current: string } | null = null;
+  /** The model and mode chosen in the pickers, for sessions this view creates. */
+  #chosen: { model?: string; permissionMode?: PermissionMode } = {};
 
   constructor(
     readonly workspace: string,
@@ -56,7 +84,14 @@ export class SessionController {
 
   /** What the webview shows now. */
   get state(): ViewState {
-    return deriveViewState(this.#session?.view ?? null, this.#connection, this.#error);
+    const state = deriveViewState(this.#session?.view ?? null, this.#connection, this.#error, this.#dropped);
+    state.settings = {
+      models: this.#models?.ids ?? [],
+      defaultModel: this.#models?.current ?? "",
+      model: state.session ? state.session.model : (this.#chosen.model ?? ""),
+      permissionMode: state.session ? state.session.permissionMode : (this.#chosen.permissionMode ?? ""),
+    };
+    return state;
   }
 
   get session(): AttachedSession | null {
@@ -72,9 +107,10 @@ export class SessionController {
       client = await this.connect();
     } catch (err) {
       this.#setConnection("closed");
-      throw err;
+      throw explainConnectFailure(err);
     }
     this.#client = client;
+    void this.#loadModels(client);
     client.on("connected", () => this.#setConnection("connected"));
     client.on("disconnected", () => this.#setConnection("reconnecting"));
     client.on("closed", () => this.#setConnection("closed"));
@@ -82,11 +118,58 @@ export class SessionController {
     return client;
   }
 
+  /**
+   * Connect, and show the session shown last (before a reload of the window), if it still
+   * exists. Once per controller; later calls wait for the first. Rejects when no daemon can
+   * be reached.
+   */
+  restore(): Promise<void> {
+    this.#restoring ??= this.#restore().catch((err: unknown) => {
+      this.#restoring = null; // the next try connects again
+      throw err;
+    });
+    return this.#restoring;
+  }
+
+  async #restore(): Promise<void> {
+    const client = await this.client();
+    const remembered = this.host.memory?.get();
+    if (remembered === undefined || this.#session !== null) return;
+    const { sessions } = await client.call("session/list", {});
+    if (!sessions.some((s) => s.id === remembered)) {
+      this.host.memory?.set(undefined);
+      return;
+    }
+    if (this.#session === null) await this.attach(remembered);
+  }
+
   /** Start a session and show it. */
   async newSession(): Promise<AttachedSession> {
     const client = await this.client();
-    const { session } = await client.call("session/create", {});
+    const { session } = await client.call("session/create", { ...this.#chosen });
     return this.attach(session.id);
+  }
+
+  /** Change the shown session's model or permission mode (the next session's when none is shown). */
+  async configure(change: { model?: string; permissionMode?: PermissionMode }): Promise<void> {
+    this.#chosen = { ...this.#chosen, ...change };
+    const session = this.#session;
+    if (session === null) {
+      this.#schedule();
+      return;
+    }
+    const client = await this.client();
+    await client.call("session/configure", { sessionId: session.id, ...change });
+  }
+
+  async #loadModels(client: TetherClient): Promise<void> {
+    try {
+      const { models, current } = await client.call("models/list", {});
+      this.#models = { ids: models.map((m) => m.id), current };
+      this.#schedule();
+    } catch {
+      // The pickers then offer the daemon's model only; the connection's state says the rest.
+    }
   }
 
   /** Show session `sessionId`, joining a running turn where it is (its text so far, then live). */
@@ -119,6 +202,7 @@ export class SessionController {
     const session = this.#session ?? (await this.newSession());
     const editor = options.withEditor ? this.host.editorContext() : null;
     const result = await session.startTurn(text, editor ? { editor } : {});
+    if (result.queued && result.inputId) this.#sentQueued.add(result.inputId);
     for (const problem of result.problems ?? []) this.host.notify("warning", problem);
   }
 
@@ -174,6 +258,21 @@ export class SessionController {
     await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`);
   }
 
+  /** The diff editor's documents for the edit that pending approval `approvalId` of the shown session would make. */
+  async proposedDiffFor(approvalId: string): Promise<DiffDocuments> {
+    const approval = this.#session?.view.pendingApprovals.get(approvalId);
+    if (approval === undefined) throw new Error("that approval is no longer pending");
+    if (approval.kind !== "edit" || !approval.preview) throw new Error(`${approval.tool} proposes no edit to show`);
+    const file = approval.path || parseUnifiedDiff(approval.preview).path;
+    const current = await readFile(path.resolve(this.workspace, file), "utf8").catch(() => null);
+    return proposedDocuments(approval.preview, current);
+  }
+
+  async openProposedDiff(approvalId: string): Promise<void> {
+    const documents = await this.proposedDiffFor(approvalId);
+    await this.host.openDiff(documents, `${documents.path} (tether: proposed edit${documents.whole ? "" : ", changed lines"})`, { approvalId });
+  }
+
   /** Trust the workspace, or withdraw the trust, once the person confirms; the state after. */
   async toggleTrust(): Promise<WorkspaceTrustResult> {
     const client = await this.client();
@@ -208,11 +307,16 @@ export class SessionController {
     try {
       switch (message.type) {
         case "ready":
-          if (this.#session === null && this.#client === null) await this.client();
+          if (this.#session === null) await this.restore();
           this.#post();
           return;
         case "send":
-          await this.send(message.text, { withEditor: message.withEditor ?? false });
+          try {
+            await this.send(message.text, { withEditor: message.withEditor ?? false });
+          } catch (err) {
+            this.host.post({ type: "restorePrompt", text: message.text });
+            throw err;
+          }
           return;
         case "approve":
           await this.answer(message.approvalId, message.choice);
@@ -226,11 +330,23 @@ export class SessionController {
         case "openDiff":
           await this.openDiff(message.itemId);
           return;
+        case "openProposedDiff":
+          await this.openProposedDiff(message.approvalId);
+          return;
         case "newSession":
           await this.newSession();
           return;
         case "pickSession":
           await this.pick();
+          return;
+        case "configure":
+          await this.configure(message.model !== undefined ? { model: message.model } : { permissionMode: message.permissionMode! });
+          return;
+        case "copyCode":
+          await this.host.copy(message.text);
+          return;
+        case "insertCode":
+          if (!(await this.host.insertAtCursor(message.text))) this.host.notify("info", "Open a file to insert the code into.");
           return;
       }
     } catch (err) {
@@ -255,8 +371,13 @@ export class SessionController {
   #show(session: AttachedSession): void {
     for (const off of this.#offSession) off();
     this.#session = session;
+    this.host.memory?.set(session.id);
     this.#error = null;
+    this.#dropped = [];
+    this.#sentQueued.clear();
+    this.#queuedTexts = new Map([...session.view.queuedInputs.values()].map((q) => [q.inputId, q.text]));
     this.#offSession = [
+      session.on("event", ({ event }, known) => known && this.#onEvent(session, event as AnyEvent)),
       session.on("change", () => this.#schedule()),
       session.on("ended", () => {
         if (this.#session === session) {
@@ -266,6 +387,23 @@ export class SessionController {
       }),
     ];
     this.#post();
+  }
+
+  #onEvent(session: AttachedSession, event: AnyEvent): void {
+    if (event.type === "input_queued") {
+      this.#queuedTexts.set(event.inputId, event.text);
+      return;
+    }
+    if (event.type !== "input_dropped") return;
+    // Folded in already: the turn that drops them is the one still running.
+    const turnId = session.view.runningTurn?.id ?? session.view.turns.at(-1)?.id ?? null;
+    const reason = event.reason;
+    for (const inputId of event.inputIds) {
+      const text = this.#queuedTexts.get(inputId) ?? "";
+      this.#queuedTexts.delete(inputId);
+      this.#dropped.push({ inputId, text, reason, turnId });
+      if (this.#sentQueued.delete(inputId) && text !== "") this.host.post({ type: "restorePrompt", text });
+    }
   }
 
   #setConnection(connection: Connection): void {

@@ -6,6 +6,10 @@
 // file, the old side the file with each hunk put back (`whole: true`). Otherwise (the file
 // changed since, or is gone) the diff editor shows the hunks alone, one after the other,
 // separated by a line that says which lines follow.
+//
+// An edit still waiting for approval is the other way round: the file on disk should read as
+// the diff's old side, and the new side is the file with each hunk applied
+// (`proposedDocuments`).
 
 export interface Hunk {
   oldStart: number;
@@ -85,9 +89,29 @@ function stripPrefix(path: string, prefix: string): string {
 export function diffDocuments(diff: string, current: string | null): DiffDocuments {
   const parsed = parseUnifiedDiff(diff);
   if (current !== null && !parsed.deleted) {
-    const before = putBack(parsed.hunks, current);
+    const before = replaceHunks(parsed.hunks, current, "new");
     if (before !== null) return { path: parsed.path, before: parsed.created ? "" : before, after: current, whole: true };
   }
+  return hunksAlone(parsed);
+}
+
+/**
+ * The documents for an edit not made yet (a pending approval's `preview`): the file as it is
+ * (`current`, null when it cannot be read or does not exist) and as the edit would leave it.
+ */
+export function proposedDocuments(diff: string, current: string | null): DiffDocuments {
+  const parsed = parseUnifiedDiff(diff);
+  if (parsed.created && (current === null || current === "")) {
+    return { path: parsed.path, before: "", after: parsed.hunks.flatMap((h) => h.newLines).join("\n") + "\n", whole: true };
+  }
+  if (current !== null) {
+    const after = parsed.deleted ? "" : replaceHunks(parsed.hunks, current, "old");
+    if (after !== null) return { path: parsed.path, before: current, after, whole: true };
+  }
+  return hunksAlone(parsed);
+}
+
+function hunksAlone(parsed: ParsedDiff): DiffDocuments {
   const side = (lines: (h: Hunk) => string[], start: (h: Hunk) => number): string =>
     parsed.hunks.map((h) => [`⋯ from line ${start(h)}`, ...lines(h)].join("\n")).join("\n");
   return {
@@ -98,20 +122,25 @@ export function diffDocuments(diff: string, current: string | null): DiffDocumen
   };
 }
 
-/** `current` with each hunk's new side replaced by its old side, or null when a hunk's new side is not there. */
-function putBack(hunks: Hunk[], current: string): string | null {
+/**
+ * `current` with each hunk's `found` side replaced by its other side, or null when a hunk's
+ * `found` side is not there.
+ */
+function replaceHunks(hunks: Hunk[], current: string, found: "old" | "new"): string | null {
   const lines = current.split("\n");
   const out: string[] = [];
   let at = 0; // index in `lines` of the next line not yet copied
   for (const hunk of hunks) {
-    // A hunk that adds to an empty range starts after line newStart, not at it.
-    const start = hunk.newLines.length === 0 ? hunk.newStart : hunk.newStart - 1;
+    const [have, want, haveStart] =
+      found === "new" ? [hunk.newLines, hunk.oldLines, hunk.newStart] : [hunk.oldLines, hunk.newLines, hunk.oldStart];
+    // A hunk whose side is an empty range starts after that line number, not at it.
+    const start = have.length === 0 ? haveStart : haveStart - 1;
     if (start < at) return null;
-    for (let k = 0; k < hunk.newLines.length; k += 1) {
-      if (lines[start + k] !== hunk.newLines[k]) return null;
+    for (let k = 0; k < have.length; k += 1) {
+      if (lines[start + k] !== have[k]) return null;
     }
-    out.push(...lines.slice(at, start), ...hunk.oldLines);
-    at = start + hunk.newLines.length;
+    out.push(...lines.slice(at, start), ...want);
+    at = start + have.length;
   }
   out.push(...lines.slice(at));
   return out.join("\n");

@@ -2,7 +2,8 @@
 // never talks to the daemon: it shows the state the host posts and asks the host to act.
 
 import type { ApprovalChoice } from "./approvals.js";
-import type { ViewState } from "./viewState.js";
+import type { PermissionMode, ViewState } from "./viewState.js";
+import { PERMISSION_MODES } from "./viewState.js";
 
 export type FromWebview =
   | { type: "ready" }
@@ -11,10 +12,20 @@ export type FromWebview =
   | { type: "cancel" }
   | { type: "undo" }
   | { type: "openDiff"; itemId: string }
+  /** A pending edit's approval, in the diff editor, to answer there. */
+  | { type: "openProposedDiff"; approvalId: string }
   | { type: "newSession" }
-  | { type: "pickSession" };
+  | { type: "pickSession" }
+  /** The shown session's model ("" : the daemon's) or permission mode; without a session, the next one's. */
+  | { type: "configure"; model?: string; permissionMode?: PermissionMode }
+  /** A code block's text, to the clipboard / into the active editor at its cursor. */
+  | { type: "copyCode"; text: string }
+  | { type: "insertCode"; text: string };
 
-export type ToWebview = { type: "state"; state: ViewState };
+export type ToWebview =
+  | { type: "state"; state: ViewState }
+  /** Text the person wrote that did not reach the session: back into the prompt box. */
+  | { type: "restorePrompt"; text: string };
 
 /** `value` as a message from the webview, or null when it is not one (a webview is untrusted input). */
 export function parseFromWebview(value: unknown): FromWebview | null {
@@ -36,6 +47,17 @@ export function parseFromWebview(value: unknown): FromWebview | null {
         : null;
     case "openDiff":
       return str("itemId") ? { type: "openDiff", itemId: m.itemId as string } : null;
+    case "openProposedDiff":
+      return str("approvalId") ? { type: "openProposedDiff", approvalId: m.approvalId as string } : null;
+    case "configure": {
+      const mode = PERMISSION_MODES.find((p) => p === m.permissionMode);
+      const model = str("model") ? (m.model as string) : undefined;
+      if ((mode === undefined) === (model === undefined)) return null; // one setting at a time
+      return mode !== undefined ? { type: "configure", permissionMode: mode } : { type: "configure", model: model! };
+    }
+    case "copyCode":
+    case "insertCode":
+      return str("text") ? { type: m.type, text: m.text as string } : null;
     default:
       return null;
   }

@@ -7,10 +7,27 @@
 //   superseded message (its model call broke off and was retried) is left out.
 // - A command that exited non-zero is a completed call the person sees as failed (`failed`).
 // - `canUndo`: no turn runs and some ended turn changed files.
+// - A turn's error is left out when an error notice of the turn already says it (the daemon
+//   reports a failed model call both ways).
 
 import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, ToolProgress, TurnView } from "tether-client";
 
 export type Connection = "connecting" | "connected" | "reconnecting" | "closed";
+
+export const PERMISSION_MODES = ["ask", "edits", "auto"] as const;
+export type PermissionMode = (typeof PERMISSION_MODES)[number];
+
+/** What the model and mode pickers show. */
+export interface SettingsState {
+  /** The models the daemon offers (empty until it has said). */
+  models: string[];
+  /** The daemon's own model (what "" means). */
+  defaultModel: string;
+  /** The shown session's model, else the one the next session gets; "": the daemon's. */
+  model: string;
+  /** The shown session's mode, else the one the next session gets; "": the user's configured one. */
+  permissionMode: string;
+}
 
 export interface ViewState {
   connection: Connection;
@@ -19,12 +36,24 @@ export interface ViewState {
   approvals: ApprovalState[];
   todos: Array<{ content: string; status: string }>;
   queued: Array<{ inputId: string; text: string }>;
+  /** Queued messages a turn ended without taking (it was cancelled or failed), after that turn. */
+  dropped: DroppedInput[];
   /** Used and budget in tokens; `percent` of the budget, null when the budget is unknown. */
   context: { used: number; budget: number; percent: number | null } | null;
   runningTurnId: string | null;
   canUndo: boolean;
   /** The last thing that went wrong, in words (a failed call, a refused answer). */
   error: string | null;
+  settings: SettingsState;
+}
+
+export interface DroppedInput {
+  inputId: string;
+  text: string;
+  /** The daemon's words for why. */
+  reason: string;
+  /** The turn that ended without it. */
+  turnId: string | null;
 }
 
 export interface TurnState {
@@ -84,18 +113,26 @@ export function emptyState(connection: Connection = "connecting"): ViewState {
     approvals: [],
     todos: [],
     queued: [],
+    dropped: [],
     context: null,
     runningTurnId: null,
     canUndo: false,
     error: null,
+    settings: { models: [], defaultModel: "", model: "", permissionMode: "" },
   };
 }
 
 /** The webview's state for `view` (null: no session attached). */
-export function deriveViewState(view: SessionView | null, connection: Connection, error: string | null = null): ViewState {
+export function deriveViewState(
+  view: SessionView | null,
+  connection: Connection,
+  error: string | null = null,
+  dropped: readonly DroppedInput[] = [],
+): ViewState {
   const state = emptyState(connection);
   state.error = error;
   if (view === null) return state;
+  state.dropped = [...dropped];
   const info = view.info;
   state.session = {
     id: info.id,
@@ -148,7 +185,8 @@ function turnState(turn: TurnView, gated: Set<string>): TurnState {
     const shown = itemState(item, turn.status === "running" && turn.open.has(item.id), gated, turn.progress.get(item.id));
     if (shown !== null) items.push(shown);
   }
-  const error = turn.error ? turn.error.message || turn.error.code : null;
+  let error = turn.error ? turn.error.message || turn.error.code : null;
+  if (items.some((i) => i.kind === "notice" && i.level === "error" && i.message === error)) error = null;
   return { id: turn.id, status: turn.status, items, error };
 }
 

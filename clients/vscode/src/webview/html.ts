@@ -30,6 +30,10 @@ export function webviewHtml(options: { cspSource: string; scriptUri: string; sty
 <main id="pane" data-testid="session"></main>
 <footer>
   <textarea id="prompt" data-testid="prompt-input" rows="3" placeholder="Ask tether… (Enter sends, Shift+Enter: new line)"></textarea>
+  <div class="settings-row">
+    <select id="model" data-testid="model-select" title="The model the session's turns call"></select>
+    <select id="mode" data-testid="mode-select" title="Permission mode: what tether asks before doing"></select>
+  </div>
   <div class="send-row">
     <label><input type="checkbox" id="with-editor" data-testid="with-editor" checked> with editor context</label>
     <button data-testid="send-button" data-action="send">Send</button>

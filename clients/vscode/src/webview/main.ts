@@ -3,25 +3,24 @@
 // bearer token stays in the host); the prompt box is outside the re-rendered pane, so typing
 // survives every update.
 
-import type { FromWebview, ToWebview } from "../core/messages.js";
+import type { ToWebview } from "../core/messages.js";
 import type { ViewState } from "../core/viewState.js";
-import { renderSession } from "./render.js";
+import { vsCodeHost } from "./host.js";
+import { renderSession, settingsChoices, type Choice } from "./render.js";
 
-interface VsCodeApi {
-  postMessage(message: FromWebview): void;
-  getState(): unknown;
-  setState(state: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
-
-const vscode = acquireVsCodeApi();
+const host = vsCodeHost();
 const pane = document.getElementById("pane")!;
 const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
 const withEditor = document.getElementById("with-editor") as HTMLInputElement;
 const cancel = document.getElementById("cancel") as HTMLButtonElement;
 const undo = document.getElementById("undo") as HTMLButtonElement;
-const saved = (vscode.getState() as { expanded?: string[] } | undefined) ?? {};
+const modelSelect = document.getElementById("model") as HTMLSelectElement;
+const modeSelect = document.getElementById("mode") as HTMLSelectElement;
+// Kept by the host across reloads of the page: the open tool outputs and the unsent prompt.
+const saved = (host.loadState() as { expanded?: string[]; draft?: string } | undefined) ?? {};
 const expanded = new Set<string>(saved.expanded ?? []);
+if (typeof saved.draft === "string") prompt.value = saved.draft;
+const save = (): void => host.saveState({ expanded: [...expanded], draft: prompt.value });
 let state: ViewState | null = null;
 
 function render(): void {
@@ -29,21 +28,58 @@ function render(): void {
   const stick = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 40;
   pane.innerHTML = renderSession(state, expanded);
   if (stick) pane.scrollTop = pane.scrollHeight;
+  const { models, modes } = settingsChoices(state.settings);
+  fill(modelSelect, models, state.settings.model);
+  fill(modeSelect, modes, state.settings.permissionMode);
   cancel.disabled = state.runningTurnId === null;
   undo.disabled = !state.canUndo;
 }
 
+/** Give `select` these options (rebuilt only when they change, so an open list stays open) and this value. */
+function fill(select: HTMLSelectElement, choices: Choice[], value: string): void {
+  const key = JSON.stringify(choices);
+  if (select.dataset.choices !== key) {
+    select.replaceChildren(
+      ...choices.map((c) => {
+        const option = document.createElement("option");
+        option.value = c.value;
+        option.textContent = c.label;
+        return option;
+      }),
+    );
+    select.dataset.choices = key;
+  }
+  if (select.value !== value) select.value = value;
+}
+
+modelSelect.addEventListener("change", () => host.post({ type: "configure", model: modelSelect.value }));
+modeSelect.addEventListener("change", () => {
+  const mode = modeSelect.value;
+  if (mode === "ask" || mode === "edits" || mode === "auto") host.post({ type: "configure", permissionMode: mode });
+});
+
 function send(): void {
   const text = prompt.value;
   if (text.trim() === "") return;
-  vscode.postMessage({ type: "send", text, withEditor: withEditor.checked });
+  host.post({ type: "send", text, withEditor: withEditor.checked });
   prompt.value = "";
+  save();
+}
+
+/** Put text that did not reach the session back in the prompt box, before what is typed there now. */
+function restorePrompt(text: string): void {
+  prompt.value = prompt.value.trim() === "" ? text : `${text}\n\n${prompt.value}`;
+  prompt.focus();
+  save();
 }
 
 window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
-  if (event.data?.type === "state") {
-    state = event.data.state;
+  const message = event.data;
+  if (message?.type === "state") {
+    state = message.state;
     render();
+  } else if (message?.type === "restorePrompt") {
+    restorePrompt(message.text);
   }
 });
 
@@ -56,7 +92,7 @@ pane.addEventListener(
     if (target.dataset.testid !== "tool-call" || id === undefined) return;
     if (target.open) expanded.add(id);
     else expanded.delete(id);
-    vscode.setState({ expanded: [...expanded] });
+    save();
   },
   true,
 );
@@ -68,13 +104,22 @@ document.addEventListener("click", (event) => {
   switch (action) {
     case "approve":
       if (approvalId && (choice === "allow" || choice === "always" || choice === "deny")) {
-        vscode.postMessage({ type: "approve", approvalId, choice });
+        host.post({ type: "approve", approvalId, choice });
       }
       break;
     case "openDiff":
       event.preventDefault();
-      if (itemId) vscode.postMessage({ type: "openDiff", itemId });
+      if (itemId) host.post({ type: "openDiff", itemId });
       break;
+    case "openProposedDiff":
+      if (approvalId) host.post({ type: "openProposedDiff", approvalId });
+      break;
+    case "copyCode":
+    case "insertCode": {
+      const code = button.closest(".code-block")?.querySelector("code")?.textContent;
+      if (code) host.post({ type: action, text: code });
+      break;
+    }
     case "send":
       send();
       break;
@@ -82,10 +127,12 @@ document.addEventListener("click", (event) => {
     case "undo":
     case "newSession":
     case "pickSession":
-      vscode.postMessage({ type: action });
+      host.post({ type: action });
       break;
   }
 });
+
+prompt.addEventListener("input", save);
 
 prompt.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -94,4 +141,4 @@ prompt.addEventListener("keydown", (event) => {
   }
 });
 
-vscode.postMessage({ type: "ready" });
+host.post({ type: "ready" });

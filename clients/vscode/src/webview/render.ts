@@ -7,7 +7,7 @@
 // approval-allow, approval-always, approval-deny, todos, context-meter, error.
 
 import { escapeHtml as esc, renderMarkdown } from "../core/markdown.js";
-import type { ApprovalState, ItemState, ViewState } from "../core/viewState.js";
+import type { ApprovalState, DroppedInput, ItemState, SettingsState, ViewState } from "../core/viewState.js";
 
 const STATUS_ICON: Record<string, string> = {
   running: "⏳",
@@ -17,14 +17,24 @@ const STATUS_ICON: Record<string, string> = {
   cancelled: "⊘",
 };
 
+const CONNECTION_WORDS: Record<ViewState["connection"], string> = {
+  connecting: "connecting",
+  connected: "connected",
+  reconnecting: "reconnecting",
+  closed: "not connected",
+};
+
 /** The pane for `state`; tool calls whose output is in `expanded` render open. */
 export function renderSession(state: ViewState, expanded: ReadonlySet<string> = new Set()): string {
   const parts: string[] = [];
   const session = state.session;
+  // Without a session the state shown is the connection's, said once.
   parts.push(
     `<header class="session"><span data-testid="session-title">${esc(session ? session.title || "(untitled)" : "No session")}</span>` +
-      ` <span class="state" data-testid="session-state">${esc(session ? session.state.replace("_", " ") : state.connection)}</span>` +
-      (state.connection !== "connected" ? ` <span class="connection" data-testid="connection">${esc(state.connection)}</span>` : "") +
+      ` <span class="state" data-testid="session-state">${esc(session ? session.state.replace("_", " ") : CONNECTION_WORDS[state.connection])}</span>` +
+      (session && state.connection !== "connected"
+        ? ` <span class="connection" data-testid="connection">${esc(CONNECTION_WORDS[state.connection])}</span>`
+        : "") +
       `</header>`,
   );
   if (state.error) parts.push(`<div class="error" data-testid="error">${esc(state.error)}</div>`);
@@ -34,8 +44,11 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
     messages.push(`<section class="turn" data-turn-id="${esc(turn.id)}" data-status="${esc(turn.status)}">`);
     for (const item of turn.items) messages.push(renderItem(item, expanded));
     if (turn.error) messages.push(`<div class="notice error">${esc(turn.error)}</div>`);
+    for (const d of state.dropped) if (d.turnId === turn.id) messages.push(renderDropped(d));
     messages.push(`</section>`);
   }
+  const turnIds = new Set(state.turns.map((t) => t.id));
+  for (const d of state.dropped) if (d.turnId === null || !turnIds.has(d.turnId)) messages.push(renderDropped(d));
   for (const q of state.queued) {
     messages.push(`<div class="message user queued" data-testid="message" data-kind="queued">${esc(q.text)}</div>`);
   }
@@ -50,6 +63,13 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
     parts.push(`<ul class="todos" data-testid="todos">${todos}</ul>`);
   }
   return parts.join("\n");
+}
+
+function renderDropped(d: DroppedInput): string {
+  return (
+    `<div class="message user dropped" data-testid="message" data-kind="dropped" data-input-id="${esc(d.inputId)}">` +
+    `<div class="why">Not sent${d.reason ? ` (${esc(d.reason)})` : ""}:</div>${esc(d.text)}</div>`
+  );
 }
 
 function renderContext(context: NonNullable<ViewState["context"]>): string {
@@ -75,12 +95,12 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
     case "agent":
       return (
         `<div class="message agent${item.streaming ? " streaming" : ""}" data-testid="message" data-kind="agent" data-item-id="${id}">` +
-        `${renderMarkdown(item.text)}</div>`
+        `${item.streaming ? renderMarkdown(prose(item.text)) : finishedMarkdown(prose(item.text))}</div>`
       );
     case "reasoning":
       return (
         `<details class="reasoning" data-testid="message" data-kind="reasoning" data-item-id="${id}"${item.streaming ? " open" : ""}>` +
-        `<summary>Reasoning</summary><div>${esc(item.text)}</div></details>`
+        `<summary>Reasoning</summary><div>${esc(prose(item.text))}</div></details>`
       );
     case "tool": {
       const open = expanded.has(item.id) || item.status === "awaiting_approval";
@@ -111,29 +131,83 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
 
 // Control characters other than tab and newline, bidi controls, zero-width and other
 // format characters, and the line/paragraph separators: shown as escapes in what a person
-// approves, so that what they read is what would run.
+// approves, so that what they read is what would run, and in the agent's own text, so that
+// code it shows reads as it is (no reordered or hidden spans).
 const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
+// The zero-width joiner and non-joiner shape emoji sequences and some scripts' words: prose keeps them.
+const HIDDEN_BUT_JOINERS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/g;
 
-/** `text` with every hidden character written as an escape (`\x1b`, `\u202e`). */
-export function visible(text: string): string {
-  return text.replace(HIDDEN, (c) => {
+/**
+ * `text` with every hidden character written as an escape (`\x1b`, `\u202e`); with
+ * `joiners`, U+200C and U+200D are kept (prose, not something to run).
+ */
+export function visible(text: string, options: { joiners?: boolean } = {}): string {
+  return text.replace(options.joiners ? HIDDEN_BUT_JOINERS : HIDDEN, (c) => {
     const code = c.charCodeAt(0);
     return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
   });
 }
+
+// The page renders the whole session on every update while text streams: finished messages
+// come from here, and only the one still growing is parsed and highlighted again.
+const finished = new Map<string, string>();
+const FINISHED_KEPT = 300;
+
+function finishedMarkdown(text: string): string {
+  let html = finished.get(text);
+  if (html === undefined) {
+    html = renderMarkdown(text);
+    if (finished.size >= FINISHED_KEPT) finished.delete(finished.keys().next().value!);
+    finished.set(text, html);
+  }
+  return html;
+}
+
+/** The agent's text as shown: line ends normalised, every other hidden character an escape. */
+function prose(text: string): string {
+  return visible(text.replace(/\r\n?/g, "\n"), { joiners: true });
+}
+
+/** What an approval's subject is to the tool, by the approval's kind. */
+const APPROVAL_VERBS: Record<string, string> = { command: "run", edit: "edit", read: "read", tool: "call" };
 
 function renderApproval(a: ApprovalState): string {
   const id = esc(a.id);
   const always = a.alwaysRule ? ` title="Always allow: ${esc(visible(a.alwaysRule))}"` : "";
   return (
     `<div class="approval" data-testid="approval" data-approval-id="${id}">` +
-    `<div class="what"><strong>${esc(a.tool)}</strong> wants to run: <code>${esc(visible(a.subject))}</code></div>` +
+    `<div class="what"><strong>${esc(a.tool)}</strong> wants to ${APPROVAL_VERBS[a.kind] ?? "call"}: <code>${esc(visible(a.subject))}</code></div>` +
     `<div class="why">${esc(a.reason)}</div>` +
     (a.preview ? `<pre class="preview">${esc(visible(a.preview))}</pre>` : "") +
     `<div class="buttons">` +
+    (a.kind === "edit" && a.preview
+      ? `<button class="link" data-testid="approval-diff" data-action="openProposedDiff" data-approval-id="${id}">Open diff</button>`
+      : "") +
     `<button data-testid="approval-allow" data-action="approve" data-choice="allow" data-approval-id="${id}">Allow</button>` +
     `<button data-testid="approval-always" data-action="approve" data-choice="always" data-approval-id="${id}"${always}>Always</button>` +
     `<button data-testid="approval-deny" data-action="approve" data-choice="deny" data-approval-id="${id}">Deny</button>` +
     `</div></div>`
   );
+}
+
+export interface Choice {
+  value: string;
+  label: string;
+}
+
+const MODE_LABELS: Record<string, string> = {
+  ask: "ask: before edits and commands",
+  edits: "edits: edit without asking",
+  auto: "auto: ask for nothing",
+};
+
+/** The model and permission-mode pickers' options; the current value is always among them. */
+export function settingsChoices(settings: SettingsState): { models: Choice[]; modes: Choice[] } {
+  const models: Choice[] = [{ value: "", label: settings.defaultModel ? `${settings.defaultModel} (default)` : "default model" }];
+  for (const id of settings.models) if (id !== settings.defaultModel) models.push({ value: id, label: id });
+  if (settings.model !== "" && !models.some((m) => m.value === settings.model)) models.push({ value: settings.model, label: settings.model });
+  const modes: Choice[] = Object.entries(MODE_LABELS).map(([value, label]) => ({ value, label }));
+  if (settings.permissionMode === "") modes.unshift({ value: "", label: "default mode" });
+  else if (!(settings.permissionMode in MODE_LABELS)) modes.push({ value: settings.permissionMode, label: settings.permissionMode });
+  return { models, modes };
 }
