@@ -307,7 +307,7 @@ describe("the controller against the daemon", () => {
     const scratch = await mkdtemp(path.join(tmpdir(), "tether-vscode-"));
     try {
       const venv = path.join(scratch, "venv");
-      const made = spawnSync("python3", ["-m", "venv", "--without-pip", venv]);
+      const made = spawnSync("python3", ["-I", "-m", "venv", "--without-pip", venv]);
       assert.equal(made.status, 0, String(made.stderr));
       const workspace = path.join(scratch, "project");
       await mkdir(workspace);
