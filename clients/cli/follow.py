@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Literal
 
-from tether.clients.cli.approvals import ApprovalAnswerer, answer_commands
+from tether.clients.cli.approvals import ApprovalAnswerer, TerminalPrompt, answer_commands
 from tether.clients.cli.keep_output import output_kept_on_interrupt
 from tether.clients.cli.render import Renderer, visible
 from tether.clients.rpc import CallError, Client
@@ -96,6 +96,8 @@ class Follower:
             interactive=interactive,
             enabled=answer_approvals,
             wait_seconds=approval_timeout,
+            prompt=TerminalPrompt(show=renderer.question) if interactive else None,
+            say=renderer.note,
         )
         self._attached: SessionAttachResult | None = None
         """The last attach's result, until `follow` has taken what it needs from it."""
@@ -115,15 +117,18 @@ class Follower:
         person leaves it running (`on_interrupt="detach"`), KeyboardInterrupt on a second
         Ctrl-C after a cancel."""
         with output_kept_on_interrupt():
-            while True:
-                # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
-                try:
-                    status = self._step(turn_id)
-                except KeyboardInterrupt:
-                    self._interrupted(turn_id, on_interrupt)
-                    continue
-                if status is not None:
-                    return status
+            try:
+                while True:
+                    # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
+                    try:
+                        status = self._step(turn_id)
+                    except KeyboardInterrupt:
+                        self._interrupted(turn_id, on_interrupt)
+                        continue
+                    if status is not None:
+                        return status
+            finally:
+                self.approvals.close()
 
     def _step(self, turn_id: str) -> TurnStatus | None:
         """Take one notification (or the answer to a question): the turn's status once it
@@ -178,11 +183,14 @@ class Follower:
         for approval_id in self.approvals.outstanding() - {a.id for a in pending}:
             self.approvals.resolved(approval_id)
         for approval in pending:
-            self.approvals.requested(approval, describe=not self.renderer.json_mode)
+            # Described by the renderer, which hides what it draws live while it is asked.
+            self.renderer.pending_approval(approval)
+            self.approvals.requested(approval)
         return None
 
     def _interrupted(self, turn_id: str, on_interrupt: OnInterrupt) -> None:
         """Ctrl-C: cancel the turn, or detach (raising `Detached`), as `follow` says."""
+        self.renderer.end_question()
         if self._cancelling:
             raise KeyboardInterrupt
         if on_interrupt == "detach":

@@ -139,22 +139,31 @@ def test_a_failing_command_an_edit_and_markdown_reach_the_scrollback_rendered(
     assert (workspace / "chat-shown.txt").read_text() == "hello\n"
 
 
-def test_an_approval_is_asked_inline_and_answered(
+@pytest.mark.parametrize(
+    ("key", "answer", "result"),
+    [("y", "allowed by", "approved-run"), (ENTER, "denied by", "denied at the terminal")],
+    ids=["y", "enter-is-the-default-no"],
+)
+def test_an_approval_is_asked_inline_and_answered_with_one_key(
     daemon: DaemonProcess,
     home: Home,
     workspace: Path,
     model_server: ModelServer,
     terminals: list[Terminal],
+    key: str,
+    answer: str,
+    result: str,
 ) -> None:
     model_server.set_script({"steps": [command_step("echo approved-run"), {"text": "done"}]})
     terminal = open_chat(home, workspace, terminals)
     terminal.send(f"run it{ENTER}")
     terminal.expect("approval needed")
     terminal.expect("allow? [y]es / [a]lways run_command(")
-    terminal.send("y")
-    terminal.expect("allowed by")
+    terminal.expect("(Enter = no)")
+    terminal.send(key)
+    terminal.expect(answer)
     terminal.expect("done")
-    assert "approved-run" in model_server.requests[1]["messages"][-1]["content"]
+    assert result in model_server.requests[1]["messages"][-1]["content"]
 
 
 def test_a_pending_approval_is_asked_at_once_on_attach(

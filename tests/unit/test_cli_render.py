@@ -59,11 +59,11 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 def screen(output: str, columns: int) -> list[str]:
     """What a terminal `columns` wide shows after `output`: printable text with auto-wrap,
-    CR, LF, cursor up (ESC [ n A), erase to the end of the screen (ESC [ J); colours are
-    dropped."""
+    CR, LF, cursor up (ESC [ n A), erase to the end of the screen (ESC [ J) and of the line
+    (ESC [ K); colours are dropped."""
     rows: list[list[str]] = [[]]
     row = col = 0
-    for token in re.findall(r"\x1b\[\d*[AJ]|.", _SGR.sub("", output), re.S):
+    for token in re.findall(r"\x1b\[\d*[AJK]|.", _SGR.sub("", output), re.S):
         if token == "\r":
             col = 0
         elif token == "\n":
@@ -73,6 +73,8 @@ def screen(output: str, columns: int) -> list[str]:
         elif token == "\x1b[J":
             del rows[row][col:]
             del rows[row + 1 :]
+        elif token == "\x1b[K":
+            del rows[row][col:]
         else:
             if col == columns:
                 row, col = row + 1, 0

@@ -1,7 +1,8 @@
 """What the keys do at the interactive prompt: Enter sends (or takes the completion shown),
 Alt-Enter and Ctrl-J insert a newline, Esc closes the completions or cancels the running
 turn, Ctrl-C clears the draft and twice in a row leaves, and while an approval is asked only
-y, a and n (and Ctrl-D, which leaves) do anything."""
+y, a, n and Enter (the default the question shows: no), and Ctrl-D, which leaves, do
+anything."""
 
 from collections.abc import Coroutine
 from typing import Any, Protocol
@@ -44,6 +45,10 @@ def key_bindings(chat: KeyHost) -> KeyBindings:
         @kb.add(key, filter=asking)
         def _(event: KeyPressEvent, key: str = key) -> None:
             chat.answer_question(key.lower())
+
+    @kb.add("enter", filter=asking)
+    def _(event: KeyPressEvent) -> None:
+        chat.answer_question("")
 
     @kb.add("enter", filter=~asking)
     def _(event: KeyPressEvent) -> None:

@@ -30,7 +30,9 @@ The live region is redrawn by `event` and by `tick`, which the caller calls abou
 second while it waits (the renderer never starts a thread and never reads the terminal).
 While an approval is pending the region is hidden, so the question stays the last thing on
 the screen; after it is answered the region comes back at the next `tick`, below whatever
-the prompt printed.
+the prompt printed. The question itself is the renderer's to show (`question`): a line printed
+while it is on the terminal (another call completing, a notice) is printed above it, and the
+question drawn again below, so that nothing ever overdraws it.
 
 A reply whose model call broke off and is retried completes as `superseded`. On a terminal its
 text is erased (when it is still on screen and nothing was printed after it; else a line on
@@ -194,6 +196,8 @@ class Renderer:
         """The streamed message whose text is all that was printed since it started."""
         self._said: set[str] = set()
         """Error notices printed, so that a turn's error repeating one is not printed twice."""
+        self._question: str | None = None
+        """The approval question on `err`'s line, waiting for its one-key answer."""
 
     # --- the caller's side ----------------------------------------------------------------
 
@@ -224,7 +228,7 @@ class Renderer:
     def wants_ticks(self) -> bool:
         """Whether something on screen moves with time, or waits for the next tick to be
         drawn (the caller should `tick`)."""
-        moving = self._under.moving and not self._hidden
+        moving = self._under.moving and not self._hidden and self._question is None
         return bool(self.region and self.styled_err and (self._hold or moving))
 
     def activity(self, now: float | None = None) -> str | None:
@@ -238,6 +242,40 @@ class Renderer:
         if self._hidden or self.json_mode:
             return None
         return self._under.activity(now, replying=bool(self._messages))
+
+    def pending_approval(self, approval: ApprovalRequest) -> None:
+        """`approval` was pending when the client attached: describe it (once) and hide the
+        live region, as when it is requested while followed."""
+        if self.json_mode or approval.id in self._under.approvals:
+            return
+        self._approval(approval)
+        self._refresh()
+
+    def question(self, text: str | None) -> None:
+        """Put the approval question `text` on `err` (no newline: the answer ends the line), or
+        with None, say it is off the line (answered: the line was ended). While it is on, the
+        live region stays hidden and lines printed go above it."""
+        if self.json_mode:
+            return
+        if text is not None:
+            self._clear_region()
+            self._newline()
+            self.err.write(text)
+            self.err.flush()
+        self._question = text
+
+    def end_question(self) -> None:
+        """Leave the question where it is (Ctrl-C came): end its line, draw it no more."""
+        if self._question is not None:
+            self._question = None
+            self.err.write("\n")
+            self.err.flush()
+
+    def note(self, text: str) -> None:
+        """Print `text` (one or more lines, escaped already) on stderr as given, above the
+        live region and any question."""
+        self._emit(self.err, text.split("\n"))
+        self._refresh()
 
     def say(self, line: str, level: str = "info") -> None:
         """Print one line of tether's own on stderr (prefixed `tether: `), above the live
@@ -259,16 +297,32 @@ class Renderer:
         self._region = []
 
     def _emit(self, stream: TextIO, lines: list[str]) -> None:
-        """Print whole lines for good, above the live region."""
+        """Print whole lines for good, above the live region and the question."""
         if not lines:
             return
         if self._on_screen(stream):
             self._clear_region()
         elif stream is self.err:
             self._newline()
+        question = self._question if stream is self.err or self.live else None
+        if question is not None:
+            self._take_question_off(question)
         self._erasable = None
         stream.write("".join(f"{line}\n" for line in lines))
         stream.flush()
+        if question is not None:
+            self.err.write(question)
+            self.err.flush()
+
+    def _take_question_off(self, question: str) -> None:
+        """Before a line is printed: erase the question when it fits on its line, else end
+        that line (the question is drawn again below what is printed)."""
+        columns, _ = self._size()
+        if self.styled_err and len(question) < columns:
+            self.err.write("\r\x1b[K")
+        else:
+            self.err.write("\n")
+        self.err.flush()
 
     def _newline(self) -> None:
         if self._mid_line:
@@ -280,7 +334,8 @@ class Renderer:
         if self._region_stream is None or self._hold:
             self.err.flush()
             return
-        lines = [] if self._hidden else self._region_lines()
+        hidden = self._hidden or self._question is not None
+        lines = [] if hidden else self._region_lines()
         if lines != self._region:
             self._clear_region()
             self._region_stream.write("".join(f"{line}\n" for line in lines))
@@ -494,6 +549,8 @@ class Renderer:
         self._under.approvals.add(approval.id)
         self._hidden = True
         self._clear_region()
+        if self._question is not None:
+            return  # asked after the one on the terminal, and described then
         head, preview, after = approval_parts(approval)
         painter = self._err_painter()
         if preview and painter is not None:
