@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from tether.protocol.version import __version__
 
@@ -41,6 +42,25 @@ class _Formatter(argparse.HelpFormatter):
 class _Parser(argparse.ArgumentParser):
     def _get_formatter(self) -> argparse.HelpFormatter:
         return _Formatter(self.prog)
+
+
+class _TopParser(_Parser):
+    """`tether`'s own parser: an option it does not know, given before any command, is named
+    as the error (argparse would only say that a command is missing)."""
+
+    given: Sequence[str] = ()
+    """The arguments it is about to parse, when known."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("required: command"):
+            known = self._option_string_actions
+            unknown = [w for w in self.given if w.startswith("-") and w.split("=")[0] not in known]
+            if unknown:
+                message = (
+                    f"unrecognized option {unknown[0]!r} before a command; a command's own"
+                    " options go after it (`tether COMMAND --help` lists them)"
+                )
+        super().error(message)
 
 
 def _seconds(text: str) -> float:
@@ -84,9 +104,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="project folder (default: the git root above the current one)",
     )
-    parser = _Parser(
+    parser = _TopParser(
         prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
     )
+    parser.given = sys.argv[1:] if argv is None else argv
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     parser.add_argument(
         "--remote",

@@ -133,6 +133,18 @@ def test_without_a_known_command_every_subcommand_is_built(argv: list[str]) -> N
     assert {"run", "models", "demo", "dev"} <= _subcommands(build_parser(argv)).keys()
 
 
+@pytest.mark.parametrize("argv", [["--frobnicate"], ["-w", ".", "--frobnicate=1"]])
+def test_an_unknown_option_before_any_command_is_named(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser(argv).parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized option '--frobnicate" in err
+    assert "required" not in err
+
+
 def test_an_unknown_command_is_refused_with_every_command_listed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
