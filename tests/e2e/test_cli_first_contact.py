@@ -162,6 +162,7 @@ def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
         (["approve", session_id], f"no pending approval in session {session_id}"),
         (["deny", session_id, "a_x"], "matching 'a_x'"),
         (["undo", session_id], f"no turn of {session_id} changed files"),
+        (["undo", session_id, "--turn", "t_nope"], f"session {session_id} has no turn 't_nope'"),
         (["attach", "s_no_such"], "no session matches 's_no_such'"),
     ):
         result = cli(home, *command, "-w", str(workspace))
