@@ -9,9 +9,12 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
 from tether.protocol.version import __version__
+
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def _terminal_columns() -> int:
@@ -51,7 +54,7 @@ class _TopParser(_Parser):
     given: Sequence[str] = ()
     """The arguments it is about to parse, when known."""
 
-    def error(self, message: str) -> NoReturn:
+    def error(self, message: str) -> "NoReturn":
         if message.endswith("required: command"):
             known = self._option_string_actions
             unknown = [w for w in self.given if w.startswith("-") and w.split("=")[0] not in known]
