@@ -260,3 +260,23 @@ def test_the_images_a_tool_returned_are_a_line_each_under_its_call(live: bool) -
     assert (
         "  [image shot.png 1280\N{MULTIPLICATION SIGN}720, 210 KB]" in err.getvalue().splitlines()
     )
+
+
+def test_a_long_denial_is_cut_between_words_with_an_ellipsis() -> None:
+    from tether.clients.cli.render.text import first_line, outcome
+
+    why = ": " + "the staging database is shared with the other team " * 3
+    denial = (
+        f"The user denied this call{why}. Do not retry it; choose another way to reach the"
+        " goal, or ask the user how to proceed."
+    )
+    call = ToolCall(
+        id="c", call_id="c", tool="run_command", arguments="{}", status="failed", output=denial
+    )
+    said = outcome(call)
+    assert said.startswith("failed: The user denied this call")
+    assert said.endswith("…")
+    assert said.removesuffix("…").split()[-1] in denial.split()  # a whole word
+    assert len(said) <= len("failed: ") + 200
+    line = first_line("word " * 40, limit=30)
+    assert line == "word word word word word word…"

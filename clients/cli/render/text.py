@@ -24,6 +24,20 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 TIMES = "\N{MULTIPLICATION SIGN}"
+FAILURE_SHOWN = 200
+"""Characters of a failed call's first output line shown on its line."""
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` when it fits in `limit` characters, else cut to fit with "…": at the last space
+    when one is in its second half (so that no word is cut), else in the middle of a word."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if not text[limit - 1].isspace() and space >= limit // 2:
+        head = head[:space]
+    return head.rstrip() + "…"
 
 
 def describe_image(image: ImageRef) -> str:
@@ -71,10 +85,7 @@ def describe_call(item: ToolCall) -> str:
             shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
         else:
             shown = repr(args)
-    shown = visible(shown)
-    if len(shown) > MAX_ARGS_SHOWN:
-        shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
-    return f"{visible(item.tool)}({shown})"
+    return f"{visible(item.tool)}({shorten(visible(shown), MAX_ARGS_SHOWN)})"
 
 
 def exit_text(code: int) -> str:
@@ -101,7 +112,7 @@ def outcome(item: ToolCall, elapsed: float | None = None) -> str:
         parts.append("cancelled")
     elif item.status == "failed":
         first = next((line for line in item.output.splitlines() if line.strip()), "")
-        parts.append(f"failed: {visible(first[:200])}" if first else "failed")
+        parts.append(f"failed: {shorten(visible(first), FAILURE_SHOWN)}" if first else "failed")
     elif item.exit_code is not None:
         parts.append(exit_text(item.exit_code))
     sub = item.subagent
@@ -207,6 +218,5 @@ def first_line(text: str, limit: int = MAX_ARGS_SHOWN) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
-    line = visible(lines[0].strip())
-    more = len(lines) > 1 or len(line) > limit
-    return (line[: limit - 1] if len(line) > limit else line) + ("…" if more else "")
+    line = shorten(visible(lines[0].strip()), limit)
+    return line if len(lines) == 1 or line.endswith("…") else f"{line}…"
