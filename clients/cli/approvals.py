@@ -30,6 +30,7 @@ except ImportError:  # no terminals: answers come as lines
     termios = None
 
 from tether.clients.cli.render import describe_approval, visible
+from tether.clients.cli.render.text import answerer_name
 from tether.clients.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest, Decision, DecisionScope
@@ -278,6 +279,8 @@ class ApprovalAnswerer:
         """Approvals left for another client, with when to look again."""
         self._told_attached: set[str] = set()
         self._write = say or _to_stderr
+        self.answered: set[str] = set()
+        """The approvals this answerer answered (denied without a terminal included)."""
 
     def close(self) -> None:
         """The follow is over: put the terminal back as the question found it."""
@@ -342,9 +345,9 @@ class ApprovalAnswerer:
             return
         self._respond(approval, "deny", "once", NO_TERMINAL)
 
-    def resolved(self, approval_id: str) -> None:
-        """The approval was answered (here or elsewhere): forget it, and when it is the one on
-        the terminal, withdraw the question and ask the next."""
+    def resolved(self, approval_id: str, by: str = "") -> None:
+        """The approval was answered (here or elsewhere, by the client named `by`): forget it,
+        and when it is the one on the terminal, withdraw the question and ask the next."""
         self._resolved.add(approval_id)
         self._queue = [a for a in self._queue if a.id != approval_id]
         self._deadlines.pop(approval_id, None)
@@ -352,7 +355,8 @@ class ApprovalAnswerer:
             return
         self._asking = None
         if self._prompt is not None:
-            self._prompt.withdraw("(answered elsewhere)")
+            elsewhere = f"by {answerer_name(by)}" if by else "elsewhere"
+            self._prompt.withdraw(f"(answered {visible(elsewhere)})")
         self._ask_next()
 
     def poll(self) -> None:
@@ -424,6 +428,7 @@ class ApprovalAnswerer:
     def _respond(
         self, approval: ApprovalRequest, decision: Decision, scope: DecisionScope, message: str = ""
     ) -> None:
+        self.answered.add(approval.id)
         try:
             self.client.call(
                 APPROVAL_RESPOND,

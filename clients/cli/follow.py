@@ -99,6 +99,7 @@ class Follower:
             prompt=TerminalPrompt(show=renderer.question) if interactive else None,
             say=renderer.note,
         )
+        renderer.answered_here = self.approvals.answered
         self._attached: SessionAttachResult | None = None
         """The last attach's result, until `follow` has taken what it needs from it."""
         self._cancelling = False
@@ -161,8 +162,8 @@ class Follower:
         match params.event:
             case ApprovalRequested(approval=approval) if approval.turn_id == turn_id:
                 self.approvals.requested(approval)
-            case ApprovalResolved(approval_id=approval_id):
-                self.approvals.resolved(approval_id)
+            case ApprovalResolved(approval_id=approval_id, by=by):
+                self.approvals.resolved(approval_id, by)
             case TurnCompleted(status=status):
                 return status
             case _:

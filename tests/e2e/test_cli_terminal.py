@@ -49,7 +49,7 @@ def test_attach_asks_at_once_for_an_approval_already_pending_and_enter_means_no(
         assert f"always would allow: {rule}" in shown
         assert f"allow? [y]es / [a]lways {rule} / {QUESTION_END}" in shown
         cli.send("\n")
-        cli.expect("denied by tether-cli: denied at the terminal")
+        cli.expect("tether:   denied: denied at the terminal")
         assert cli.wait() == 0
     assert "denied at the terminal" in model_saw(model_server, 1)
 
@@ -64,11 +64,12 @@ def test_attach_draws_nothing_over_a_pending_approvals_question(
         assert "always would allow: run_command(echo asked)" in shown
         cli.send("y")
         # Up to the answer, nothing was drawn after the question (no spinner, no erasing).
-        answered = cli.expect("allowed by")
+        answered = cli.expect("tether:   allowed")
         assert answered.startswith("y\n"), answered
         assert not re.search(r"\x1b\[\d*[AJK]", answered), answered
         cli.expect("done")
         assert cli.wait() == 0
+    assert "allowed by" not in cli.shown  # answered here, not by a client's name
     after = cli.shown.split(QUESTION_END)[0]
     assert f"approval needed [{approval.id}]" in after
 
@@ -81,11 +82,11 @@ def test_one_key_answers_in_run_and_enter_is_the_default_shown(
     )
     with TerminalCli(home, "run", "-w", str(workspace), "go") as cli:
         cli.expect(QUESTION_END)
-        cli.send("y")  # no Enter: the key alone answers
-        cli.expect("allowed by")
+        cli.send("a")  # no Enter: the key alone answers
+        cli.expect("tether:   allowed (from now on, the session allows run_command(echo one))")
         cli.expect(QUESTION_END)
         cli.send("\r")  # Enter: the default, no
-        cli.expect("denied by")
+        cli.expect("tether:   denied: denied at the terminal")
         cli.expect("done")
         assert cli.wait() == 0
     assert "exit code 0" in model_saw(model_server, 1)
@@ -110,7 +111,7 @@ def test_the_question_escapes_control_characters_and_offers_always_only_with_a_r
         with daemon.client() as client:
             assert read_snapshot(client, session_id).pending_approvals
         cli.send("y")
-        cli.expect("allowed by tether-cli")
+        cli.expect("tether:   allowed")
         assert cli.wait() == 0
     assert "exit code 0" in model_saw(model_server, 1)
 
@@ -165,7 +166,7 @@ def test_two_approvals_at_once_are_asked_one_after_the_other(
         # Asked only now, so described again right above its question.
         (later,) = set(paths) - set(asked)
         assert "approval needed [" in second
-        assert f"read_file: {later}\n" in second.split("allowed by tether-cli")[-1]
+        assert f"read_file: {later}\n" in second.split("tether:   allowed")[-1]
         cli.send("n")
         cli.expect("done")
         assert cli.wait() == 0

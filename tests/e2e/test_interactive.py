@@ -141,7 +141,7 @@ def test_a_failing_command_an_edit_and_markdown_reach_the_scrollback_rendered(
 
 @pytest.mark.parametrize(
     ("key", "answer", "result"),
-    [("y", "allowed by", "approved-run"), (ENTER, "denied by", "denied at the terminal")],
+    [("y", "allowed", "approved-run"), (ENTER, "denied: denied at", "denied at the terminal")],
     ids=["y", "enter-is-the-default-no"],
 )
 def test_an_approval_is_asked_inline_and_answered_with_one_key(

@@ -240,9 +240,9 @@ class Chat:
         match event:
             case ApprovalRequested(approval=approval):
                 self._ask(approval)
-            case ApprovalResolved(approval_id=approval_id):
+            case ApprovalResolved(approval_id=approval_id, by=by):
                 if self.answerer is not None:
-                    self.answerer.resolved(approval_id)
+                    self.answerer.resolved(approval_id, by)
             case _:
                 pass
         self.invalidate()
@@ -287,6 +287,7 @@ class Chat:
                 self.answerer = ApprovalAnswerer(
                     self.client, session_id, interactive=True, prompt=self.question, say=self.note
                 )
+                self.renderer.answered_here = self.answerer.answered
                 for approval in snapshot.pending_approvals:
                     self._ask(approval, describe=True)
         finally:

@@ -47,7 +47,7 @@ Everything the daemon relays passes through `visible` before it reaches the term
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING, TextIO
 
 import msgspec
@@ -61,6 +61,7 @@ from tether.clients.cli.render.text import (
     failed,
     failure_tail,
     first_line,
+    resolution,
     tool_line,
     visible,
 )
@@ -198,6 +199,11 @@ class Renderer:
         """Error notices printed, so that a turn's error repeating one is not printed twice."""
         self._question: str | None = None
         """The approval question on `err`'s line, waiting for its one-key answer."""
+        self._rules: dict[str, str] = {}
+        """The rule "always" would add, by approval id, for the approvals asked."""
+        self.answered_here: Container[str] = ()
+        """The approvals this client answered (its answerer's record): said as answered here,
+        not by the client's name."""
 
     # --- the caller's side ----------------------------------------------------------------
 
@@ -414,14 +420,14 @@ class Renderer:
             case ApprovalRequested(approval=approval):
                 self._approval(approval)
             case ApprovalResolved(
-                approval_id=approval_id, decision=decision, by=by, message=message
+                approval_id=approval_id, decision=decision, scope=scope, by=by, message=message
             ):
                 self._under.approvals.discard(approval_id)
                 self._hidden = bool(self._under.approvals)
                 self._hold = True  # the prompt may still print its line
-                verb = "allowed" if decision == "allow" else "denied"
-                why = f": {message}" if message else ""
-                self._say(visible(f"  {verb} by {by}{why}"))
+                here = approval_id in self.answered_here
+                rule = self._rules.pop(approval_id, "") if scope == "always" else ""
+                self._say(resolution(decision, by, message, here=here, rule=rule))
             case InputQueued(text=text, by=by):
                 who = f" from {by}" if by else ""
                 self._say(visible(f"(queued{who}, joins at the next step) {text}"))
@@ -547,6 +553,7 @@ class Renderer:
 
     def _approval(self, approval: ApprovalRequest) -> None:
         self._under.approvals.add(approval.id)
+        self._rules[approval.id] = approval.always_rule
         self._hidden = True
         self._clear_region()
         if self._question is not None:

@@ -189,6 +189,26 @@ def describe_approval(approval: ApprovalRequest) -> str:
     return "\n".join([*head, *([preview] if preview else []), *after]) + "\n"
 
 
+def answerer_name(by: str) -> str:
+    """Who answered an approval elsewhere, in a person's words: `daemon` is tether itself,
+    `tether-cli` another terminal; an editor's or a library's own name is kept."""
+    if by == "daemon":
+        return "tether"
+    if by == "tether-cli":
+        return "another tether terminal"
+    return by
+
+
+def resolution(decision: str, by: str, message: str, *, here: bool, rule: str = "") -> str:
+    """The line saying how an approval was answered (escaped): `allowed`, `denied: why` when
+    answered here, `allowed by vscode` elsewhere; an "always" answer names the rule it added."""
+    verb = "allowed" if decision == "allow" else "denied"
+    who = "" if here else f" by {answerer_name(by)}"
+    added = f" (from now on, the session allows {rule})" if rule else ""
+    why = f": {message}" if message else ""
+    return visible(f"  {verb}{who}{added}{why}")
+
+
 def describe_summary(summary: TurnSummary) -> str:
     approx = "~" if summary.tokens_estimated else ""
     parts = [
