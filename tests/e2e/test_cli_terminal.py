@@ -116,7 +116,7 @@ def test_the_question_escapes_control_characters_and_offers_always_only_with_a_r
     assert "exit code 0" in model_saw(model_server, 1)
 
 
-def test_attach_shows_the_diff_of_a_pending_edit(
+def test_attach_shows_the_diff_of_a_pending_edit_once(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     content = "step one\nstep two\n"
@@ -141,6 +141,9 @@ def test_attach_shows_the_diff_of_a_pending_edit(
         cli.send("y")
         cli.expect("written")
         assert cli.wait() == 0
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", cli.shown)
+    assert plain.count("+step one\n") == 1, plain  # the diff allowed is not printed again
+    assert "✓ write_file(path='notes/plan.txt'" in plain
     assert (workspace / "notes" / "plan.txt").read_text() == content
 
 

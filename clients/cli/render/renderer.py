@@ -13,7 +13,7 @@ How, for each stream:
   time and the last lines of a command's output, reasoning as it streams (dimmed), a
   "thinking… 3 s" line until a model call's first token, and a retry's countdown. A finished
   call becomes one line, `✓`, or `✗` with a command's exit code, then an edit's coloured
-  diff, and a failed command's output tail. Finished reasoning becomes one dim line.
+  diff (unless its approval showed that same diff), and a failed command's output tail. Finished reasoning becomes one dim line.
 - Anything else: plain text, no escape sequences at all. A finished call is one line (its
   diff and a failed command's tail below it); `out` streams text as it arrives when `live`
   (a terminal with NO_COLOR), else each reply is written whole when it completes.
@@ -201,6 +201,9 @@ class Renderer:
         """The approval question on `err`'s line, waiting for its one-key answer."""
         self._rules: dict[str, str] = {}
         """The rule "always" would add, by approval id, for the approvals asked."""
+        self._previewed: dict[str, str] = {}
+        """The diffs shown with approvals, by tool call id: not printed again when the call
+        completes with that same diff."""
         self.answered_here: Container[str] = ()
         """The approvals this client answered (its answerer's record): said as answered here,
         not by the client's name."""
@@ -554,6 +557,8 @@ class Renderer:
     def _approval(self, approval: ApprovalRequest) -> None:
         self._under.approvals.add(approval.id)
         self._rules[approval.id] = approval.always_rule
+        if approval.preview:
+            self._previewed[approval.item_id] = approval.preview
         self._hidden = True
         self._clear_region()
         if self._question is not None:
@@ -588,7 +593,9 @@ class Renderer:
         mark, call, rest = tool_line(item, None if started is None else self._now - started)
         prefix = self._under.nesting(item)
         mark = f"{prefix}{mark}"
-        diff = diff_lines(item.diff)
+        shown_before = self._previewed.pop(item.id, None)
+        same = shown_before is not None and shown_before.strip() == item.diff.strip()
+        diff = [] if same else diff_lines(item.diff)
         tail = [f"  │ {line}" for line in failure_tail(item, streamed)] if failed(item) else []
         tail += [f"{prefix}  {describe_image(image)}" for image in item.images]
         painter = self._err_painter()
