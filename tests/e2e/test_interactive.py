@@ -216,7 +216,8 @@ def test_esc_cancels_the_running_turn(
     terminal = waiting_turn(home, workspace, terminals, model_server, "wait", {"text": "never"})
     session_id = running_session(daemon)
     terminal.send(ESC)
-    terminal.expect("cancelled")
+    terminal.expect("cancelling the turn")
+    terminal.expect("cancelled in")  # the turn's end, said after
     wait_until(lambda: last_turn_status(daemon, session_id) == "cancelled", "turn cancelled")
     assert len(model_server.requests) == 1
 

@@ -362,12 +362,12 @@ class Chat:
         if session_id is None or self.state.running_turn is None:
             self.note("tether: no turn is running")
             return
+        # Said first: the answer comes once the turn has ended, after its last lines.
+        self.note("tether: cancelling the turn")
         try:
             await self.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
         except CallError as exc:
             self.note(f"tether: {visible(exc.message)}")
-            return
-        self.note("tether: cancelling the turn")
 
     def leave(self) -> None:
         self._leaving = True
