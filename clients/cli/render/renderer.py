@@ -13,7 +13,8 @@ How, for each stream:
   time and the last lines of a command's output, reasoning as it streams (dimmed), a
   "thinking… 3 s" line until a model call's first token, and a retry's countdown. A finished
   call becomes one line, `✓`, or `✗` with a command's exit code, then an edit's coloured
-  diff (unless its approval showed that same diff), and a failed command's output tail. Finished reasoning becomes one dim line.
+  diff (unless its approval showed that same diff), and a failed command's output tail.
+  Finished reasoning becomes one dim line.
 - Anything else: plain text, no escape sequences at all. A finished call is one line (its
   diff and a failed command's tail below it); `out` streams text as it arrives when `live`
   (a terminal with NO_COLOR), else each reply is written whole when it completes.
