@@ -53,3 +53,15 @@ def resolve_session(client: "Client", ref: str | None) -> "SessionInfo":
     if len(matches) > 1:
         raise CliError(f"{ref!r} matches several sessions", EXIT_USAGE)
     return matches[0]
+
+
+def configured_model(client: "Client") -> str:
+    """The model a session without one of its own uses (the settings in effect for this
+    client); "" when the daemon cannot say."""
+    from tether.clients.rpc import CallError
+    from tether.protocol.methods import DAEMON_STATUS
+
+    try:
+        return client.call(DAEMON_STATUS).model
+    except CallError:
+        return ""

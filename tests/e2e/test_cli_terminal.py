@@ -233,3 +233,17 @@ def test_ctrl_c_in_run_on_a_terminal_cancels_the_turn(
         shown = cli.expect("continue`")
         assert "turn cancelled (session" in shown
         assert cli.wait() == 3
+
+
+def test_sessions_on_a_terminal_has_a_header_over_its_columns(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    with daemon.client() as client:
+        session_id = create_session(client)
+    with TerminalCli(home, "sessions", "-w", str(workspace)) as cli:
+        header = cli.expect("TITLE")
+        assert header.startswith("SESSION"), header
+        assert "STATE" in header
+        assert "MODEL" in header
+        cli.expect(session_id)
+        assert cli.wait() == 0

@@ -403,7 +403,8 @@ class Chat:
         from tether.clients.cli.commands.sessions import describe_session
 
         now = time.time()
-        options = [(s.id, describe_session(s, now)) for s in self.sessions]
+        model = self.state.default_model
+        options = [(s.id, describe_session(s, now, model)) for s in self.sessions]
         current = self.state.session_id
         return await pick(options, current=current)
 
