@@ -155,3 +155,31 @@ def test_an_unknown_command_is_refused_with_every_command_listed(
     assert "invalid choice: 'bogus'" in err
     for name in ("'run'", "'models'", "'demo'"):
         assert name in err
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = ""
+) -> Iterator[tuple[str, "argparse.ArgumentParser"]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            children = cast("dict[str, argparse.ArgumentParser]", action.choices)
+            for name, child in children.items():
+                yield f"{path} {name}".strip(), child
+                yield from _parsers(child, f"{path} {name}".strip())
+
+
+def test_every_subcommand_has_a_description_and_every_option_a_help() -> None:
+    for path, parser in _parsers(build_parser()):
+        assert parser.description, f"`tether {path} --help` has no description"
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help, (
+                f"`tether {path}`: {action.option_strings or action.dest} has no help"
+            )
+
+
+def test_run_help_says_where_the_model_server_is_set() -> None:
+    text = build_parser(["run"])._subparsers._group_actions[0].choices["run"].format_help()  # type: ignore[union-attr]
+    for setting in ("TETHER_BASE_URL", "TETHER_MODEL", "TETHER_API_KEY", "config.toml"):
+        assert setting in text, setting
