@@ -160,6 +160,7 @@ Arguments = Callable[[argparse.ArgumentParser], None]
 
 SESSION_OR_LATEST = "session id or prefix (default: latest)"
 JSON_HELP = "print the result as JSON on one line, for programs"
+VERBOSE_HELP = "keep all of a command's output on screen (default: its last lines)"
 MODES_HELP = "ask: edits and commands ask; edits: commands ask; auto: nothing asks"
 
 
@@ -217,6 +218,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
+    run.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
     run.add_argument(
         "--permission-mode",
         choices=["ask", "edits", "auto"],
@@ -328,10 +330,17 @@ _approve, _deny = (
     )
     for verb in ("approve", "deny")
 )
+
+
+def _attach_arguments(attach: argparse.ArgumentParser) -> None:
+    attach.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
+
+
 _attach = _command(
     "attach",
     "turns.cmd_attach",
     "catch up with a session, follow it",
+    _attach_arguments,
     session=SESSION_OR_LATEST,
     json=True,
 )

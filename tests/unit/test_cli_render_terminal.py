@@ -154,10 +154,11 @@ def test_a_running_command_has_one_line_with_a_spinner_time_and_its_output_tail(
     assert shown[1:] == [f"  │ line {n}" for n in range(4, 9)]  # the last five lines
     term.tick(1.0)
     assert term.shown()[0].endswith("· 3.3 s")
-    # On success the tail collapses into the call's one line.
+    # On success the call's one line keeps the last three lines below it.
     term.feed(done(running, exit_code=0, duration_seconds=3.3, output="exit code 0 · 3.3 s\nok"))
-    first, waiting = term.shown()
+    first, *tail, waiting = term.shown()
     assert first == "✓ run_command(command='pytest') exit 0 · 3.3 s"
+    assert tail == [f"  │ line {n}" for n in range(6, 9)]
     assert re.fullmatch(r". thinking… 0 s", waiting)  # the next model call
 
 
@@ -244,7 +245,8 @@ def test_the_question_stays_last_whatever_else_is_printed_or_live() -> None:
     term.renderer.note("a line of the answerer's")
     shown = term.shown()
     assert shown[-1] == "allow? [y]es / [N]o (Enter = no):"
-    assert shown[-3].startswith("✓ run_command(command='make')")
+    assert shown[-4].startswith("✓ run_command(command='make')")
+    assert shown[-3] == "  │ building"
     assert shown[-2] == "a line of the answerer's"
     assert sum("allow?" in line for line in shown) == 1  # taken off, drawn again below
     assert not any("pytest" in line and "·" in line for line in shown)  # no spinner drawn
@@ -318,3 +320,25 @@ def test_plain_rendering_does_not_import_rich() -> None:
         timeout=60,
     )
     assert result.stdout.decode().strip() == "[]"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_command_that_succeeded_keeps_its_last_lines_and_all_with_verbose(
+    verbose: bool,
+) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out=out, err=err, live=False, status_live=False, verbose=verbose)
+    running = call()
+    streamed = "".join(f"line {n}\n" for n in range(1, 11))
+    for seq, event in enumerate(
+        [
+            START,
+            ItemStarted(turn_id="t", item=running),
+            ItemDelta(turn_id="t", item_id="c", delta=streamed),
+            done(running, exit_code=0, duration_seconds=1.0, output="exit code 0\n" + streamed),
+        ]
+    ):
+        renderer.event(SessionEventParams(session_id="s", epoch="e", seq=seq, event=event))
+    shown = [line for line in err.getvalue().splitlines() if "│" in line]
+    kept = range(1, 11) if verbose else range(8, 11)
+    assert shown == [f"  │ line {n}" for n in kept]

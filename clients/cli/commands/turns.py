@@ -144,7 +144,7 @@ def _follow_run(
     from tether.protocol.methods import TURN_START, Attachment, ImageInput, TurnStartParams
     from tether.protocol.session import Cursor
 
-    renderer = Renderer(json_mode=args.json)
+    renderer = Renderer(json_mode=args.json, verbose=args.verbose)
     follower = Follower(
         client,
         session_id,
@@ -217,7 +217,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     with connect(args) as client:
         session = resolve_session(client, args.session)
-        renderer = Renderer(json_mode=args.json)
+        renderer = Renderer(json_mode=args.json, verbose=args.verbose)
         tty = sys.stdin.isatty() and not args.json
         follower = Follower(client, session.id, renderer, interactive=tty, answer_approvals=tty)
         result = follower.attach()

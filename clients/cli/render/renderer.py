@@ -13,10 +13,11 @@ How, for each stream:
   time and the last lines of a command's output, reasoning as it streams (dimmed), a
   "thinking… 3 s" line until a model call's first token, and a retry's countdown. A finished
   call becomes one line, `✓`, or `✗` with a command's exit code, then an edit's coloured
-  diff (unless its approval showed that same diff), and a failed command's output tail.
+  diff (unless its approval showed that same diff), and a command's last lines of output
+  (five when it failed, three when it succeeded; all of them with `verbose`).
   Finished reasoning becomes one dim line.
 - Anything else: plain text, no escape sequences at all. A finished call is one line (its
-  diff and a failed command's tail below it); `out` streams text as it arrives when `live`
+  diff and a command's tail below it); `out` streams text as it arrives when `live`
   (a terminal with NO_COLOR), else each reply is written whole when it completes.
 
 A host that owns the bottom of the screen itself (the interactive mode's prompt) builds the
@@ -55,6 +56,7 @@ import msgspec
 
 from tether.clients.cli.render.blocks import open_block_start
 from tether.clients.cli.render.text import (
+    SUCCESS_TAIL_LINES,
     approval_parts,
     describe_image,
     describe_summary,
@@ -66,7 +68,7 @@ from tether.clients.cli.render.text import (
     tool_line,
     visible,
 )
-from tether.clients.cli.render.under_way import UnderWay, task_description
+from tether.clients.cli.render.under_way import OUTPUT_KEPT, UnderWay, task_description
 from tether.protocol.events import (
     AnyEvent,
     ApprovalRequest,
@@ -147,6 +149,7 @@ class Renderer:
         color: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
         region: bool = True,
+        verbose: bool = False,
     ) -> None:
         """`live`: `out` is a terminal (default: when it is a tty): stream text as it
         arrives, else write each reply when it completes. `status_live`: the same for `err`
@@ -155,7 +158,9 @@ class Renderer:
         gives (columns, lines) of the terminal; `clock` the time events arrive at (the
         timebase of `tick` and `activity`). `region`: keep a live region at the bottom of the
         terminal; False for a host that draws the bottom itself (see the module's rules):
-        whole lines only, no cursor movement, and `activity` for what moves."""
+        whole lines only, no cursor movement, and `activity` for what moves. `verbose`: a
+        command that succeeded keeps all its output on screen, not its last lines."""
+        self.verbose = verbose
         self.json_mode = json_mode
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -597,7 +602,12 @@ class Renderer:
         shown_before = self._previewed.pop(item.id, None)
         same = shown_before is not None and shown_before.strip() == item.diff.strip()
         diff = [] if same else diff_lines(item.diff)
-        tail = [f"  │ {line}" for line in failure_tail(item, streamed)] if failed(item) else []
+        if failed(item):
+            shown = failure_tail(item, streamed)
+        else:
+            most = OUTPUT_KEPT if self.verbose else SUCCESS_TAIL_LINES
+            shown = failure_tail(item, streamed, most)
+        tail = [f"  │ {line}" for line in shown]
         tail += [f"{prefix}  {describe_image(image)}" for image in item.images]
         painter = self._err_painter()
         if painter is not None:

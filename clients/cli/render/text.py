@@ -18,6 +18,8 @@ from tether.protocol.items import ImageRef, ToolCall, TurnSummary
 MAX_ARGS_SHOWN = 120
 TAIL_LINES = 5
 """Lines of a command's output shown while it runs, and when it fails."""
+SUCCESS_TAIL_LINES = 3
+"""Lines of a command's output kept on screen when it succeeds (`--verbose`: all)."""
 DIFF_LINES = 80
 """Lines of an edit's diff shown; the rest is counted."""
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -139,15 +141,16 @@ def output_tail(text: str, lines: int = TAIL_LINES) -> list[str]:
     return [visible(line) for line in kept[-lines:] if text.strip()]
 
 
-def failure_tail(item: ToolCall, streamed: str) -> list[str]:
-    """The output lines shown under a command that failed: the tail of what it streamed, or
-    of its result (without the result's `exit code` header) when nothing streamed."""
+def failure_tail(item: ToolCall, streamed: str, lines: int = TAIL_LINES) -> list[str]:
+    """The output lines shown under a finished command (one that failed, and one that
+    succeeded as well): the last `lines` of what it streamed, or of its result (without the
+    result's `exit code` header) when nothing streamed."""
     if item.exit_code is None or item.status != "completed":
         return []
     if streamed.strip():
-        return output_tail(streamed)
+        return output_tail(streamed, lines)
     _, _, body = item.output.partition("\n")
-    return output_tail(body)
+    return output_tail(body, lines)
 
 
 def diff_lines(diff: str, limit: int = DIFF_LINES) -> list[str]:
