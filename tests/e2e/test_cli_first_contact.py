@@ -184,3 +184,23 @@ def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, worksp
             cli(home, "daemon", "stop", "-w", str(workspace))
     # No second daemon lost a race for the lock (it would have said so on its stderr).
     assert "another daemon already serves" not in home.stderr_path(workspace).read_text()
+
+
+def test_the_home_folder_found_as_workspace_is_said_once_with_what_to_do(home: Home) -> None:
+    folder = Path(home.env["HOME"]).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    first = run_cli(home, "sessions", cwd=folder)
+    try:
+        assert first.returncode == 0, first.stderr
+        assert f"the workspace is {folder}, your home folder" in first.stderr
+        assert "Start tether in your project's folder, or give -w PROJECT." in first.stderr
+        again = run_cli(home, "sessions", cwd=folder)  # its daemon runs now
+        assert again.returncode == 0, again.stderr
+        assert "home folder" not in again.stderr
+        given = run_cli(home, "sessions", "-w", str(folder))  # chosen, not found
+        assert "home folder" not in given.stderr
+    finally:
+        info = home.read_discovery(folder)
+        cli(home, "daemon", "stop", "-w", str(folder))
+    assert info is not None
+    wait_until(lambda: not alive(info.pid), "the daemon stopped")
