@@ -292,6 +292,25 @@ def test_slash_commands_complete(
     terminal.expect("Ctrl-D leaves")
 
 
+def test_tab_takes_a_unique_path_and_the_first_enter_sends(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    (workspace / "unique_notes_file.txt").write_text("notes\n")
+    model_server.set_script({"steps": [{"text": "read it"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send("look at @unique_notes_f")
+    terminal.expect("unique_notes_file.txt")  # the menu, with its one entry
+    terminal.send(TAB)
+    terminal.send(ENTER)
+    terminal.expect("» look at @unique_notes_file.txt")
+    terminal.expect("read it")
+    assert "unique_notes_file.txt" in str(model_server.wait_for_requests(1)[0]["messages"])
+
+
 def test_alt_enter_adds_a_line_and_ctrl_c_twice_leaves(
     daemon: DaemonProcess,
     home: Home,
