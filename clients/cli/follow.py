@@ -31,6 +31,7 @@ from tether.protocol.events import (
     ApprovalRequested,
     ApprovalResolved,
     TurnCompleted,
+    TurnError,
     TurnStatus,
 )
 from tether.protocol.methods import (
@@ -100,6 +101,8 @@ class Follower:
             say=renderer.note,
         )
         renderer.answered_here = self.approvals.answered
+        self.error: TurnError | None = None
+        """Why the followed turn failed, once it has."""
         self._attached: SessionAttachResult | None = None
         """The last attach's result, until `follow` has taken what it needs from it."""
         self._cancelling = False
@@ -164,7 +167,8 @@ class Follower:
                 self.approvals.requested(approval)
             case ApprovalResolved(approval_id=approval_id, by=by):
                 self.approvals.resolved(approval_id, by)
-            case TurnCompleted(status=status):
+            case TurnCompleted(status=status, error=error):
+                self.error = error
                 return status
             case _:
                 pass
@@ -179,6 +183,7 @@ class Follower:
         snapshot = result.snapshot
         for turn in snapshot.turns:
             if turn.id == turn_id and turn.status != "running":
+                self.error = turn.error
                 return turn.status
         pending = [a for a in snapshot.pending_approvals if a.turn_id == turn_id]
         for approval_id in self.approvals.outstanding() - {a.id for a in pending}:

@@ -204,3 +204,23 @@ def test_the_home_folder_found_as_workspace_is_said_once_with_what_to_do(home: H
         cli(home, "daemon", "stop", "-w", str(folder))
     assert info is not None
     wait_until(lambda: not alive(info.pid), "the daemon stopped")
+
+
+def test_a_broken_config_says_what_to_fix_and_keeps_no_session(home: Home, workspace: Path) -> None:
+    assert run_cli(home, "sessions", "-w", str(workspace)).returncode == 0  # its daemon runs
+    config = Path(home.env["XDG_CONFIG_HOME"]) / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[provider\n")  # broken while it runs: its turns fail until fixed
+    try:
+        done = run_cli(home, "run", "-w", str(workspace), "hello")
+        assert done.returncode != 0
+        assert "fix the config file as said above (`tether doctor` checks it)" in done.stderr
+        assert "no session was kept" in done.stderr
+        assert "continue`" not in done.stderr  # going on cannot help until it is fixed
+        listed = run_cli(home, "sessions", "-w", str(workspace))
+        assert listed.stdout == "no sessions yet\n", listed.stdout
+    finally:
+        info = home.read_discovery(workspace)
+        cli(home, "daemon", "stop", "-w", str(workspace))
+    assert info is not None
+    wait_until(lambda: not alive(info.pid), "the daemon stopped")
