@@ -2114,6 +2114,7 @@ export const METHOD_INFO = {
     "errors": [
       -32013,
       -32010,
+      -32011,
       -32022
     ],
     "controllerOnly": true
