@@ -834,7 +834,7 @@ SESSION_UNDO = _declare(
     SessionUndoResult,
     "Restore the files a turn changed.",
     needs_controller=True,
-    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.NOTHING_TO_UNDO),
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.TURN_NOT_FOUND, ErrorCode.NOTHING_TO_UNDO),
 )
 SESSION_COMPACT = _declare(
     "session/compact",

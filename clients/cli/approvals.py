@@ -2,9 +2,10 @@
 
 On a terminal each is asked, one at a time, in the order they came (one that waited behind
 another is described again when its turn comes). The question says what "always" would
-allow, offers it only when the daemon gave a rule for it, and says that Enter means no; an
-answer that is none of y, a and n is asked again, and end of input is a no. A line typed
-while no question was on the terminal answers nothing.
+allow, offers it only when the daemon gave a rule for it, and says that Enter means no. One
+key answers it, as in the interactive mode: y, a, n, or Enter for the default; any other key
+asks again, and end of input is a no. A key typed before the question was shown answers
+nothing.
 
 Without a terminal each is denied at once, or, given a wait (`tether run --approval-timeout`),
 left for another client: the commands that answer it are printed, and once the wait is over
@@ -13,14 +14,23 @@ it is denied unless another controller is attached to the session, which may sti
 Another client may answer first; its answer wins and the question is withdrawn.
 """
 
+import os
 import queue
+import select
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol, TextIO
+from contextlib import suppress
+from typing import Any, Protocol, TextIO
+
+try:
+    import termios
+except ImportError:  # no terminals: answers come as lines
+    termios = None
 
 from tether.clients.cli.render import describe_approval, visible
+from tether.clients.cli.render.text import answerer_name
 from tether.clients.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest, Decision, DecisionScope
@@ -68,13 +78,27 @@ class AnswerPrompt(Protocol):
 
 
 class TerminalPrompt:
-    """Reads answer lines from the terminal on a thread, so that events keep flowing (and
-    another client's answer can win) while the person decides. Each line answers the question
-    that was on the terminal when it was completed, and only that one."""
+    """Asks on the terminal; one key answers (`Enter` is the default the question shows).
 
-    def __init__(self, stdin: TextIO | None = None, stderr: TextIO | None = None) -> None:
+    While a question is on, the terminal is in cbreak mode (keys come one by one and are not
+    echoed; Ctrl-C still interrupts) and keys typed before it was shown are thrown away, so
+    that only a key pressed for this question answers it. The key is looked for without
+    blocking, so events keep flowing (and another client's answer can win) while the person
+    decides. When stdin is no terminal, a line answers instead (read on a thread).
+    """
+
+    def __init__(
+        self,
+        stdin: TextIO | None = None,
+        stderr: TextIO | None = None,
+        show: Callable[[str | None], None] | None = None,
+    ) -> None:
+        """`show`: puts a question on the terminal, or with None says it is off (see
+        `Renderer.question`); default: written to `stderr`."""
         self._stdin = stdin or sys.stdin
         self._stderr = stderr or sys.stderr
+        self._show = show or self._write_question
+        self._keys = KeyReader.of(self._stdin)
         self._lines: queue.SimpleQueue[tuple[int, str]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._asked = 0
@@ -83,22 +107,37 @@ class TerminalPrompt:
         self._reader: threading.Thread | None = None
         self._ended = False
 
+    def _write_question(self, text: str | None) -> None:
+        if text is not None:
+            self._stderr.write(text)
+            self._stderr.flush()
+
     def ask(self, prompt: str) -> None:
         with self._lock:
             self._asked += 1
             self._open = self._asked
-        self._stderr.write(prompt)
-        self._stderr.flush()
-        if self._reader is None:
+        if self._keys is not None:
+            self._keys.start()
+        self._show(prompt)
+        if self._keys is None and self._reader is None:
             self._reader = threading.Thread(target=self._read, daemon=True)
             self._reader.start()
 
     def withdraw(self, note: str) -> None:
-        """Take the question off the terminal: a line typed for it answers nothing."""
+        """Take the question off the terminal: a key or line typed for it answers nothing."""
         with self._lock:
             self._open = 0
+        if self._keys is not None:
+            self._keys.stop()
+        self._stderr.write("\n")
+        self._show(None)
         self._stderr.write(f"{note}\n")
         self._stderr.flush()
+
+    def close(self) -> None:
+        """Put the terminal back as it was (the follow is over)."""
+        if self._keys is not None:
+            self._keys.stop()
 
     def _read(self) -> None:
         while True:
@@ -109,8 +148,10 @@ class TerminalPrompt:
                 return
 
     def answer(self) -> str | None:
-        """The line typed for the question on the terminal ("" at end of input), or None
-        while there is none."""
+        """The key (or line) typed for the question on the terminal ("" for Enter and at end
+        of input), or None while there is none."""
+        if self._keys is not None:
+            return self._answer_key(self._keys)
         while True:
             with self._lock:
                 current = self._open
@@ -127,6 +168,81 @@ class TerminalPrompt:
                 if current and asked == current:
                     self._open = 0
                     return line
+
+    def _answer_key(self, keys: "KeyReader") -> str | None:
+        if not self._open:
+            return None
+        key = keys.key()
+        if key is None:
+            return None
+        self._open = 0
+        keys.stop()
+        answer = "" if key in ("\r", "\n", "\x04", "") else key
+        shown = answer if answer.isprintable() else ""
+        self._stderr.write(f"{shown}\n")
+        self._stderr.flush()
+        self._show(None)
+        return answer
+
+
+class KeyReader:
+    """One key at a time from a terminal, without waiting: `start` puts it in cbreak mode
+    (and throws typed-ahead input away), `stop` puts it back."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._saved: list[Any] | None = None
+
+    @staticmethod
+    def of(stream: TextIO) -> "KeyReader | None":
+        """A reader for `stream` when it is a terminal, else None."""
+        if termios is None:
+            return None
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError):  # in memory, or closed
+            return None
+        return KeyReader(fd) if os.isatty(fd) else None
+
+    def start(self) -> None:
+        assert termios is not None
+        try:
+            if self._saved is None:
+                self._saved = termios.tcgetattr(self._fd)
+                mode = termios.tcgetattr(self._fd)
+                mode[3] &= ~(termios.ICANON | termios.ECHO)
+                mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
+                termios.tcsetattr(self._fd, termios.TCSANOW, mode)
+            termios.tcflush(self._fd, termios.TCIFLUSH)
+        except termios.error:  # the terminal went away: end of input answers
+            pass
+
+    def stop(self) -> None:
+        assert termios is not None
+        saved, self._saved = self._saved, None
+        if saved is not None:
+            with suppress(termios.error):
+                # Only the modes `start` changed: NOFLSH may have been set meanwhile.
+                mode = termios.tcgetattr(self._fd)
+                keep = termios.ICANON | termios.ECHO
+                mode[3] = (mode[3] & ~keep) | (saved[3] & keep)
+                mode[6][termios.VMIN], mode[6][termios.VTIME] = (
+                    saved[6][termios.VMIN],
+                    saved[6][termios.VTIME],
+                )
+                termios.tcsetattr(self._fd, termios.TCSANOW, mode)
+
+    def key(self) -> str | None:
+        """The next key pressed ("" at end of input), None while none was."""
+        try:
+            ready, _, _ = select.select([self._fd], [], [], 0)
+            if not ready:
+                return None
+            data = os.read(self._fd, 64)
+        except OSError:
+            return ""
+        # An escape sequence or a multi-byte character is one key; only its first counts.
+        return data.decode("utf-8", "replace")[:1]
 
 
 class ApprovalAnswerer:
@@ -163,6 +279,13 @@ class ApprovalAnswerer:
         """Approvals left for another client, with when to look again."""
         self._told_attached: set[str] = set()
         self._write = say or _to_stderr
+        self.answered: set[str] = set()
+        """The approvals this answerer answered (denied without a terminal included)."""
+
+    def close(self) -> None:
+        """The follow is over: put the terminal back as the question found it."""
+        if isinstance(self._prompt, TerminalPrompt):
+            self._prompt.close()
 
     @property
     def asking(self) -> ApprovalRequest | None:
@@ -222,9 +345,9 @@ class ApprovalAnswerer:
             return
         self._respond(approval, "deny", "once", NO_TERMINAL)
 
-    def resolved(self, approval_id: str) -> None:
-        """The approval was answered (here or elsewhere): forget it, and when it is the one on
-        the terminal, withdraw the question and ask the next."""
+    def resolved(self, approval_id: str, by: str = "") -> None:
+        """The approval was answered (here or elsewhere, by the client named `by`): forget it,
+        and when it is the one on the terminal, withdraw the question and ask the next."""
         self._resolved.add(approval_id)
         self._queue = [a for a in self._queue if a.id != approval_id]
         self._deadlines.pop(approval_id, None)
@@ -232,7 +355,8 @@ class ApprovalAnswerer:
             return
         self._asking = None
         if self._prompt is not None:
-            self._prompt.withdraw("(answered elsewhere)")
+            elsewhere = f"by {answerer_name(by)}" if by else "elsewhere"
+            self._prompt.withdraw(f"(answered {visible(elsewhere)})")
         self._ask_next()
 
     def poll(self) -> None:
@@ -304,6 +428,7 @@ class ApprovalAnswerer:
     def _respond(
         self, approval: ApprovalRequest, decision: Decision, scope: DecisionScope, message: str = ""
     ) -> None:
+        self.answered.add(approval.id)
         try:
             self.client.call(
                 APPROVAL_RESPOND,

@@ -12,6 +12,10 @@ from collections.abc import Callable, Sequence
 
 from tether.protocol.version import __version__
 
+TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 
 def _terminal_columns() -> int:
     """The width help is laid out for, by `shutil.get_terminal_size`'s rule: `$COLUMNS`, else
@@ -38,9 +42,35 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, width=_terminal_columns() - 2)
 
 
+class _EpilogFormatter(_Formatter, argparse.RawDescriptionHelpFormatter):
+    """Keeps the line breaks of a description and an epilog (a table of settings)."""
+
+
 class _Parser(argparse.ArgumentParser):
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return _Formatter(self.prog)
+        chosen = self.formatter_class
+        return (
+            chosen if isinstance(chosen, type) and issubclass(chosen, _Formatter) else _Formatter
+        )(self.prog)
+
+
+class _TopParser(_Parser):
+    """`tether`'s own parser: an option it does not know, given before any command, is named
+    as the error (argparse would only say that a command is missing)."""
+
+    given: Sequence[str] = ()
+    """The arguments it is about to parse, when known."""
+
+    def error(self, message: str) -> "NoReturn":
+        if message.endswith("required: command"):
+            known = self._option_string_actions
+            unknown = [w for w in self.given if w.startswith("-") and w.split("=")[0] not in known]
+            if unknown:
+                message = (
+                    f"unrecognized option {unknown[0]!r} before a command; a command's own"
+                    " options go after it (`tether COMMAND --help` lists them)"
+                )
+        super().error(message)
 
 
 def _seconds(text: str) -> float:
@@ -94,9 +124,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="project folder (default: the git root above the current one)",
     )
-    parser = _Parser(
+    parser = _TopParser(
         prog="tether", description="A coding agent in a per-workspace daemon.", parents=[common]
     )
+    parser.given = sys.argv[1:] if argv is None else argv
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     parser.add_argument(
         "--remote",
@@ -138,6 +169,9 @@ Arguments = Callable[[argparse.ArgumentParser], None]
 """Adds a subcommand's own arguments to its parser."""
 
 SESSION_OR_LATEST = "session id or prefix (default: latest)"
+JSON_HELP = "print the result as JSON on one line, for programs"
+VERBOSE_HELP = "keep all of a command's output on screen (default: its last lines)"
+MODES_HELP = "ask: edits and commands ask; edits: commands ask; auto: nothing asks"
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,23 +188,28 @@ def _command(
     session: str | None = None,
     json: bool = False,
     common: bool = True,
+    epilog: str | None = None,
 ) -> Adder:
     """The subcommand `name`, run by `handler`: the `common` options (unless false), the
     optional positional `session` (its help, when given), then its own `arguments`, then
-    `--json` (when true; a command that places it elsewhere adds it itself)."""
+    `--json` (when true; a command that places it elsewhere adds it itself). Its description
+    is `description`, else `help_text` as a sentence; `epilog` follows the options, its lines
+    kept as written."""
 
     def add(add_parser: AddParser, common_options: argparse.ArgumentParser) -> None:
         parser = add_parser(
             name,
             parents=[common_options] if common else [],
             help=help_text,
-            description=description,
+            description=description or f"{help_text[:1].upper()}{help_text[1:]}.",
+            epilog=epilog,
+            formatter_class=_EpilogFormatter if epilog else _Formatter,
         )
         if session is not None:
             parser.add_argument("session", nargs="?", help=session)
         arguments(parser)
         if json:
-            parser.add_argument("--json", action="store_true")
+            parser.add_argument("--json", action="store_true", help=JSON_HELP)
         parser.set_defaults(handler=handler)
 
     return add
@@ -189,6 +228,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
+    run.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
     run.add_argument(
         "--verbose",
         "-v",
@@ -199,7 +239,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
         "--permission-mode",
         choices=["ask", "edits", "auto"],
         default=None,
-        help="ask: edits and commands ask; edits: commands ask; auto: nothing asks",
+        help=MODES_HELP,
     )
     run.add_argument(
         "--approval-timeout",
@@ -236,14 +276,24 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+MODEL_SETTINGS = """\
+the model server, from this shell's environment (sent with each command) or the config file:
+  TETHER_BASE_URL   an OpenAI-compatible server's URL (http://127.0.0.1:8000/v1)
+  TETHER_MODEL      the model to call (--model chooses one for the session)
+  TETHER_API_KEY    its key (OPENAI_API_KEY when unset; ANTHROPIC_API_KEY for Anthropic)
+  TETHER_PROVIDER   openai (default) or anthropic
+  ~/.config/tether/config.toml   the same under [provider], and permissions, hooks, …
+`tether doctor` checks them; `tether daemon status` shows the ones in effect."""
+
 _run = _command(
     "run",
     "turns.cmd_run",
     "run the agent on a prompt",
     _run_arguments,
-    description="Run the agent on a prompt. Without a prompt argument, the prompt is read"
-    " from stdin when stdin is not a terminal; with one, piped stdin is attached to the"
-    " message as context (`cat build.log | tether run 'why does this fail?'`).",
+    description="Run the agent on a prompt. Without a prompt argument, the prompt is read\n"
+    "from stdin when stdin is not a terminal; with one, piped stdin is attached to the\n"
+    "message as context (`cat build.log | tether run 'why does this fail?'`).",
+    epilog=MODEL_SETTINGS,
 )
 _approvals = _command(
     "approvals", "approvals.cmd_approvals", "list the workspace's pending approvals", json=True
@@ -268,7 +318,9 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     which.add_argument(
         "--continue", "-c", dest="resume", action="store_true", help="the latest session"
     )
-    chat.add_argument("--permission-mode", choices=["ask", "edits", "auto"], default=None)
+    chat.add_argument(
+        "--permission-mode", choices=["ask", "edits", "auto"], default=None, help=MODES_HELP
+    )
 
 
 _chat = _command(
@@ -303,17 +355,24 @@ _approve, _deny = (
     )
     for verb in ("approve", "deny")
 )
+
+
+def _attach_arguments(attach: argparse.ArgumentParser) -> None:
+    attach.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
+
+
 _attach = _command(
     "attach",
     "turns.cmd_attach",
     "catch up with a session, follow it",
+    _attach_arguments,
     session=SESSION_OR_LATEST,
     json=True,
 )
 
 
 def _sessions_arguments(sessions: argparse.ArgumentParser) -> None:
-    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument("--json", action="store_true", help=JSON_HELP)
     sessions.add_argument(
         "--delete",
         metavar="ID",
@@ -464,7 +523,12 @@ _cancel = _command(
 
 
 def _daemon_arguments(daemon: argparse.ArgumentParser) -> None:
-    daemon.add_argument("action", choices=["start", "stop", "restart", "status", "ensure", "logs"])
+    daemon.add_argument(
+        "action",
+        choices=["start", "stop", "restart", "status", "ensure", "logs"],
+        help="status: what it serves and the settings in effect; ensure: start one unless"
+        " one runs; logs: its log (-f follows it)",
+    )
     daemon.add_argument(
         "--json", action="store_true", help="JSON output (logs: the lines as written)"
     )
@@ -519,7 +583,9 @@ _bridge = _command(
 
 
 def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
-    dev = add_parser("dev", help="tools for plugin authors")
+    dev = add_parser(
+        "dev", help="tools for plugin authors", description="Tools for plugin authors."
+    )
     dev_sub = dev.add_subparsers(dest="dev_command", required=True, parser_class=_Parser)
     model_server = dev_sub.add_parser(
         "model-server",

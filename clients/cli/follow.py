@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Literal
 
-from tether.clients.cli.approvals import ApprovalAnswerer, answer_commands
+from tether.clients.cli.approvals import ApprovalAnswerer, TerminalPrompt, answer_commands
 from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.keep_output import output_kept_on_interrupt
 from tether.clients.cli.render import Renderer, visible
@@ -32,6 +32,7 @@ from tether.protocol.events import (
     ApprovalRequested,
     ApprovalResolved,
     TurnCompleted,
+    TurnError,
     TurnStatus,
 )
 from tether.protocol.methods import (
@@ -97,7 +98,12 @@ class Follower:
             interactive=interactive,
             enabled=answer_approvals,
             wait_seconds=approval_timeout,
+            prompt=TerminalPrompt(show=renderer.question) if interactive else None,
+            say=renderer.note,
         )
+        renderer.answered_here = self.approvals.answered
+        self.error: TurnError | None = None
+        """Why the followed turn failed, once it has."""
         self._attached: SessionAttachResult | None = None
         """The last attach's result, until `follow` has taken what it needs from it."""
         self._cancelling = False
@@ -118,19 +124,22 @@ class Follower:
         person leaves it running (`on_interrupt="detach"`), KeyboardInterrupt on a second
         Ctrl-C after a cancel. A Ctrl-C `held` until now counts as one pressed at once."""
         with output_kept_on_interrupt():
-            while True:
-                # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
-                try:
-                    if held is not None and held.release():
+            try:
+                while True:
+                    # Ctrl-C may come anywhere in a step, not only while waiting for the daemon.
+                    try:
+                        if held is not None and held.release():
+                            held = None
+                            raise KeyboardInterrupt
                         held = None
-                        raise KeyboardInterrupt
-                    held = None
-                    status = self._step(turn_id)
-                except KeyboardInterrupt:
-                    self._interrupted(turn_id, on_interrupt)
-                    continue
-                if status is not None:
-                    return status
+                        status = self._step(turn_id)
+                    except KeyboardInterrupt:
+                        self._interrupted(turn_id, on_interrupt)
+                        continue
+                    if status is not None:
+                        return status
+            finally:
+                self.approvals.close()
 
     def _step(self, turn_id: str) -> TurnStatus | None:
         """Take one notification (or the answer to a question): the turn's status once it
@@ -163,9 +172,10 @@ class Follower:
         match params.event:
             case ApprovalRequested(approval=approval) if approval.turn_id == turn_id:
                 self.approvals.requested(approval)
-            case ApprovalResolved(approval_id=approval_id):
-                self.approvals.resolved(approval_id)
-            case TurnCompleted(status=status):
+            case ApprovalResolved(approval_id=approval_id, by=by):
+                self.approvals.resolved(approval_id, by)
+            case TurnCompleted(status=status, error=error):
+                self.error = error
                 return status
             case _:
                 pass
@@ -180,16 +190,20 @@ class Follower:
         snapshot = result.snapshot
         for turn in snapshot.turns:
             if turn.id == turn_id and turn.status != "running":
+                self.error = turn.error
                 return turn.status
         pending = [a for a in snapshot.pending_approvals if a.turn_id == turn_id]
         for approval_id in self.approvals.outstanding() - {a.id for a in pending}:
             self.approvals.resolved(approval_id)
         for approval in pending:
-            self.approvals.requested(approval, describe=not self.renderer.json_mode)
+            # Described by the renderer, which hides what it draws live while it is asked.
+            self.renderer.pending_approval(approval)
+            self.approvals.requested(approval)
         return None
 
     def _interrupted(self, turn_id: str, on_interrupt: OnInterrupt) -> None:
         """Ctrl-C: cancel the turn, or detach (raising `Detached`), as `follow` says."""
+        self.renderer.end_question()
         if self._cancelling:
             raise KeyboardInterrupt
         if on_interrupt == "detach":

@@ -1,6 +1,7 @@
 """The workspace and the session a command acts on, from its arguments."""
 
 import argparse
+import sys
 from pathlib import Path
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
@@ -24,7 +25,32 @@ def workspace(args: argparse.Namespace) -> Path:
         if not path.is_dir():
             raise CliError(f"{path} is not a directory", EXIT_USAGE)
         return path
-    return find_workspace()
+    found = find_workspace()
+    _say_if_too_wide(found)
+    return found
+
+
+_told: set[Path] = set()
+
+
+def _say_if_too_wide(found: Path) -> None:
+    """Found (not given) a workspace that is the home folder or `/`: say so, once per start of
+    its daemon (when none serves it yet), with what to do instead. The agent reads and
+    writes within its workspace: everything under it."""
+    import os
+
+    from tether.clients.discovery import held_workspace_record
+
+    home = os.environ.get("HOME")
+    wide = found == Path(found.anchor) or (home is not None and found == Path(home).resolve())
+    if not wide or found in _told or held_workspace_record(found) is not None:
+        return
+    _told.add(found)
+    what = "the root folder" if found == Path(found.anchor) else "your home folder"
+    sys.stderr.write(
+        f"tether: the workspace is {found}, {what}: the agent may read and change anything"
+        " under it. Start tether in your project's folder, or give -w PROJECT.\n"
+    )
 
 
 def connect(args: argparse.Namespace) -> "Client":
@@ -53,3 +79,15 @@ def resolve_session(client: "Client", ref: str | None) -> "SessionInfo":
     if len(matches) > 1:
         raise CliError(f"{ref!r} matches several sessions", EXIT_USAGE)
     return matches[0]
+
+
+def configured_model(client: "Client") -> str:
+    """The model a session without one of its own uses (the settings in effect for this
+    client); "" when the daemon cannot say."""
+    from tether.clients.rpc import CallError
+    from tether.protocol.methods import DAEMON_STATUS
+
+    try:
+        return client.call(DAEMON_STATUS).model
+    except CallError:
+        return ""

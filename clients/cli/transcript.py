@@ -42,15 +42,21 @@ OUTPUT_CHARS = 2000
 _TAIL_CHARS = 500
 
 
-def transcript(snapshot: SessionSnapshot) -> str:
-    """The whole session of `snapshot` as Markdown."""
+def transcript(snapshot: SessionSnapshot, configured_model: str = "") -> str:
+    """The whole session of `snapshot` as Markdown; `configured_model`: the model a session
+    without one of its own uses now."""
     info = snapshot.session
     lines = [f"# {_one_line(info.title) or 'Untitled session'}", ""]
     lines.append(f"- Session: `{info.id}`")
     lines.append(f"- Created: {_when(info.created_at)}")
     lines.append(f"- Last used: {_when(info.updated_at)}")
     lines.append(f"- Turns: {info.turn_count}")
-    lines.append(f"- Model: {_one_line(info.model) or 'the configured model'}")
+    if info.model:
+        lines.append(f"- Model: {_one_line(info.model)}")
+    elif configured_model:
+        lines.append(f"- Model: {_one_line(configured_model)} (the configured model, as of now)")
+    else:
+        lines.append("- Model: the configured model (the daemon did not say which)")
     lines.append(f"- Permission mode: {info.permission_mode}")
     if info.forked_from is not None:
         origin = info.forked_from

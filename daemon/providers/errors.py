@@ -33,6 +33,17 @@ from tether.daemon.providers.base import (
 from tether.daemon.providers.texttools import ToolMode, says_tools_unsupported
 
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
+TRANSIENT_TROUBLE = {
+    408: "timed the request out",
+    425: "asked for the request to be sent again later",
+    429: "is rate-limiting requests",
+    500: "failed with an internal error",
+    502: "(or a proxy in front of it) got no valid answer upstream",
+    503: "is unavailable or busy",
+    504: "(or a proxy in front of it) timed out upstream",
+    529: "is overloaded",
+}
+"""What a retryable status says happened, in words (a 500 is no sign of a busy server)."""
 EXCERPT_CHARS = 120
 """How much of a body or line an error message quotes."""
 
@@ -142,7 +153,7 @@ def status_error(
 ) -> ModelHTTPError:
     """The error for an HTTP error status, in the dialect's words: `server` names who answered
     ("The model server at …"), `key_fix` says what to set when it refuses the key, and
-    `not_found` words a 404 from the server's detail. Retryable when the server is busy (never
+    `not_found` words a 404 from the server's detail. Retryable for a transient trouble (never
     when it refuses tools, which a retry cannot change), with the server's Retry-After."""
     status = response.status_code
     detail = error_detail(response)
@@ -158,7 +169,7 @@ def status_error(
             f" [provider] in {config_hint}, or use a model with tool support."
         )
     elif status in RETRYABLE_STATUS:
-        message = f"{server} is busy (HTTP {status}: {detail})."
+        message = f"{server} {TRANSIENT_TROUBLE[status]} (HTTP {status}: {detail})."
     else:
         message = f"{server} answered HTTP {status}: {detail}"
     return ModelHTTPError(

@@ -542,7 +542,11 @@ class Handlers:
         if turn_id is None:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"no turn of {session.id} changed files")
         # Looked up again after the await: an idle session may have been reloaded meanwhile.
-        if (await self.sessions.get(session.id)).running_turn_id == turn_id:
+        current = await self.sessions.get(session.id)
+        if not any(turn.id == turn_id for turn in current.turns):
+            no_turn = f"session {session.id} has no turn {turn_id!r}"
+            raise RpcError(ErrorCode.TURN_NOT_FOUND, no_turn)
+        if current.running_turn_id == turn_id:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"turn {turn_id} is still running")
         try:
             return await undo_turn(store, self.daemon.workspace, session.id, turn_id, p.force)

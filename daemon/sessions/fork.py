@@ -18,6 +18,7 @@ Rules:
   agent reads a file again before editing it): none of them is part of the event log.
 """
 
+import re
 import time
 
 import trio
@@ -34,6 +35,20 @@ FILES_NOT_COPIED = (
     "Files were not copied: the fork works on the workspace as it is now, and the turns it"
     " copied cannot be undone from it."
 )
+
+
+_FORK_MARK = re.compile(r" \(fork(?: (\d+))?\)$")
+
+
+def fork_title(title: str) -> str:
+    """The title of a fork of a session titled `title`: `T (fork)`, and a fork of that
+    `T (fork 2)`, not `T (fork) (fork)`; "" for an untitled session."""
+    if not title:
+        return ""
+    mark = _FORK_MARK.search(title)
+    if mark is None:
+        return f"{title} (fork)"
+    return f"{title[: mark.start()]} (fork {int(mark.group(1) or 1) + 1})"
 
 
 async def fork_session(
@@ -64,7 +79,7 @@ async def fork_session(
         kept = turns[: index + 1]
         left_out = turns[index + 1].id if index + 1 < len(turns) else None
     if not name:
-        name = f"{source.title} (fork)" if source.title else ""
+        name = fork_title(source.title)
     now = time.time()
     row = SessionRow(
         id=new_id("s"),

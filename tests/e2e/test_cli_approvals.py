@@ -115,7 +115,7 @@ def test_run_without_a_terminal_waits_for_another_client_to_answer(
         run.close()
     assert code == 0, err
     assert "ok" in out
-    assert "allowed by tether-cli" in err
+    assert "allowed by another tether terminal" in err
     assert "answered-elsewhere" in tool_result(model_server)
 
 
@@ -314,8 +314,8 @@ def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
         answerer.requested(second)  # described by the renderer; waits behind the first
         assert said == [describe_approval(first).rstrip("\n")]
         assert len(prompt.asked) == 1
-        answerer.resolved(first.id)  # answered elsewhere: the second is asked, described again
+        answerer.resolved(first.id, "vscode")  # the second is asked, described again
     assert said == [describe_approval(first).rstrip("\n"), describe_approval(second).rstrip("\n")]
-    assert prompt.withdrawn == ["(answered elsewhere)"]
+    assert prompt.withdrawn == ["(answered by vscode)"]
     assert len(prompt.asked) == 2
     assert capfd.readouterr().err == ""

@@ -162,6 +162,7 @@ def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
         (["approve", session_id], f"no pending approval in session {session_id}"),
         (["deny", session_id, "a_x"], "matching 'a_x'"),
         (["undo", session_id], f"no turn of {session_id} changed files"),
+        (["undo", session_id, "--turn", "t_nope"], f"session {session_id} has no turn 't_nope'"),
         (["attach", "s_no_such"], "no session matches 's_no_such'"),
     ):
         result = cli(home, *command, "-w", str(workspace))
@@ -183,3 +184,43 @@ def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, worksp
             cli(home, "daemon", "stop", "-w", str(workspace))
     # No second daemon lost a race for the lock (it would have said so on its stderr).
     assert "another daemon already serves" not in home.stderr_path(workspace).read_text()
+
+
+def test_the_home_folder_found_as_workspace_is_said_once_with_what_to_do(home: Home) -> None:
+    folder = Path(home.env["HOME"]).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    first = run_cli(home, "sessions", cwd=folder)
+    try:
+        assert first.returncode == 0, first.stderr
+        assert f"the workspace is {folder}, your home folder" in first.stderr
+        assert "Start tether in your project's folder, or give -w PROJECT." in first.stderr
+        again = run_cli(home, "sessions", cwd=folder)  # its daemon runs now
+        assert again.returncode == 0, again.stderr
+        assert "home folder" not in again.stderr
+        given = run_cli(home, "sessions", "-w", str(folder))  # chosen, not found
+        assert "home folder" not in given.stderr
+    finally:
+        info = home.read_discovery(folder)
+        cli(home, "daemon", "stop", "-w", str(folder))
+    assert info is not None
+    wait_until(lambda: not alive(info.pid), "the daemon stopped")
+
+
+def test_a_broken_config_says_what_to_fix_and_keeps_no_session(home: Home, workspace: Path) -> None:
+    assert run_cli(home, "sessions", "-w", str(workspace)).returncode == 0  # its daemon runs
+    config = Path(home.env["XDG_CONFIG_HOME"]) / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[provider\n")  # broken while it runs: its turns fail until fixed
+    try:
+        done = run_cli(home, "run", "-w", str(workspace), "hello")
+        assert done.returncode != 0
+        assert "fix the config file as said above (`tether doctor` checks it)" in done.stderr
+        assert "no session was kept" in done.stderr
+        assert "continue`" not in done.stderr  # going on cannot help until it is fixed
+        listed = run_cli(home, "sessions", "-w", str(workspace))
+        assert listed.stdout == "no sessions yet\n", listed.stdout
+    finally:
+        info = home.read_discovery(workspace)
+        cli(home, "daemon", "stop", "-w", str(workspace))
+    assert info is not None
+    wait_until(lambda: not alive(info.pid), "the daemon stopped")

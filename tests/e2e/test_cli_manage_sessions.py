@@ -23,6 +23,7 @@ from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ItemCompleted, SessionRenamed, TurnStarted
 from tether.protocol.items import AgentMessage, ToolCall
 from tether.protocol.methods import (
+    DAEMON_STATUS,
     SESSION_EVENTS,
     SESSION_FORK,
     SESSION_LIST,
@@ -126,6 +127,17 @@ def test_a_session_is_renamed_searched_forked_and_exported(
     assert listed[fork_id].title == "Zanzibar notes (fork)"
     done = cli(home, "sessions", *ws)
     assert f"Zanzibar notes (fork)  (fork of {session.id})" in done.stdout
+    with daemon.client() as client:
+        configured = client.call(DAEMON_STATUS).model
+    assert configured
+    assert f"  {configured:<16}  Zanzibar notes\n" in done.stdout  # the model it uses
+    assert not done.stdout.startswith("SESSION")  # a header on a terminal only
+    # A fork of the fork is numbered; a bare fork, just after a fork, forks what was forked.
+    done = cli(home, "fork", fork_id, *ws)
+    assert sessions(home, workspace)[done.stdout.strip()].title == "Zanzibar notes (fork 2)"
+    done = cli(home, "fork", *ws)
+    assert done.returncode == 0, done.stderr
+    assert f"forked {session.id} after turn" in done.stderr
     done = cli(home, "fork", session.id, "--json", *ws)
     forked = msgspec.json.decode(done.stdout, type=SessionForkResult)
     assert forked.session.turn_count == 2
@@ -146,6 +158,7 @@ def test_a_session_is_renamed_searched_forked_and_exported(
         in md
     )
     assert "\n```fenced``` out\n````\n" in md  # a longer fence than the output's own
+    assert f"- Model: {configured} (the configured model, as of now)\n" in md
     done = cli(home, "export", fork_id, *ws)
     assert f"- Forked from: `{session.id}` after turn `{first_turn}`" in done.stdout
 

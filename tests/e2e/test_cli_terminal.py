@@ -2,6 +2,7 @@
 one at a time, what the question offers, and what Ctrl-C does in `attach` and in `run`."""
 
 import os
+import re
 import termios
 from pathlib import Path
 
@@ -57,9 +58,48 @@ def test_attach_asks_at_once_for_an_approval_already_pending_and_enter_means_no(
         assert f"always would allow: {rule}" in shown
         assert f"allow? [y]es / [a]lways {rule} / {QUESTION_END}" in shown
         cli.send("\n")
-        cli.expect("denied by tether-cli: denied at the terminal")
+        cli.expect("tether:   denied: denied at the terminal")
         assert cli.wait() == 0
     assert "denied at the terminal" in model_saw(model_server, 1)
+
+
+def test_attach_draws_nothing_over_a_pending_approvals_question(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [command_step("echo asked"), {"text": "done"}]})
+    session_id, approval = waiting_session(daemon)
+    with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
+        shown = cli.expect(QUESTION_END)
+        assert "always would allow: run_command(echo asked)" in shown
+        cli.send("y")
+        # Up to the answer, nothing was drawn after the question (no spinner, no erasing).
+        answered = cli.expect("tether:   allowed")
+        assert answered.startswith("y\n"), answered
+        assert not re.search(r"\x1b\[\d*[AJK]", answered), answered
+        cli.expect("done")
+        assert cli.wait() == 0
+    assert "allowed by" not in cli.shown  # answered here, not by a client's name
+    after = cli.shown.split(QUESTION_END)[0]
+    assert f"approval needed [{approval.id}]" in after
+
+
+def test_one_key_answers_in_run_and_enter_is_the_default_shown(
+    daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script(
+        {"steps": [command_step("echo one"), command_step("echo two"), {"text": "done"}]}
+    )
+    with TerminalCli(home, "run", "-w", str(workspace), "go") as cli:
+        cli.expect(QUESTION_END)
+        cli.send("a")  # no Enter: the key alone answers
+        cli.expect("tether:   allowed (from now on, the session allows run_command(echo one))")
+        cli.expect(QUESTION_END)
+        cli.send("\r")  # Enter: the default, no
+        cli.expect("tether:   denied: denied at the terminal")
+        cli.expect("done")
+        assert cli.wait() == 0
+    assert "exit code 0" in model_saw(model_server, 1)
+    assert "denied at the terminal" in model_saw(model_server, 2)
 
 
 def test_the_question_escapes_control_characters_and_offers_always_only_with_a_rule(
@@ -75,17 +115,17 @@ def test_the_question_escapes_control_characters_and_offers_always_only_with_a_r
         assert "echo harmless\\x1b[2K\\rrm -rf ~/gone" in shown
         assert "\x1b[2K" not in shown
         assert f"allow? [y]es / {QUESTION_END}" in shown
-        cli.send("a\n")  # no rule to allow always: asked again, nothing sent
+        cli.send("a")  # no rule to allow always: asked again, nothing sent
         cli.expect("answer y or n (Enter = no): ")
         with daemon.client() as client:
             assert read_snapshot(client, session_id).pending_approvals
-        cli.send("y\n")
-        cli.expect("allowed by tether-cli")
+        cli.send("y")
+        cli.expect("tether:   allowed")
         assert cli.wait() == 0
     assert "exit code 0" in model_saw(model_server, 1)
 
 
-def test_attach_shows_the_diff_of_a_pending_edit(
+def test_attach_shows_the_diff_of_a_pending_edit_once(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     content = "step one\nstep two\n"
@@ -106,10 +146,13 @@ def test_attach_shows_the_diff_of_a_pending_edit(
     with TerminalCli(home, "attach", "-w", str(workspace), session_id) as cli:
         shown = cli.expect(QUESTION_END)
         assert "write_file: notes/plan.txt" in shown
-        assert "+step one\n+step two\n" in shown
-        cli.send("y\n")
+        assert "+step one\n+step two\n" in re.sub(r"\x1b\[[0-9;]*m", "", shown)
+        cli.send("y")
         cli.expect("written")
         assert cli.wait() == 0
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", cli.shown)
+    assert plain.count("+step one\n") == 1, plain  # the diff allowed is not printed again
+    assert "✓ write_file(path='notes/plan.txt'" in plain
     assert (workspace / "notes" / "plan.txt").read_text() == content
 
 
@@ -130,13 +173,13 @@ def test_two_approvals_at_once_are_asked_one_after_the_other(
         first = cli.expect(QUESTION_END)
         asked = [p for p in paths if f"read_file: {p}\n" in first]
         assert len(asked) == 1, first  # the second waits behind the first
-        cli.send("y\n")
+        cli.send("y")
         second = cli.expect(QUESTION_END)
         # Asked only now, so described again right above its question.
         (later,) = set(paths) - set(asked)
         assert "approval needed [" in second
-        assert f"read_file: {later}\n" in second.split("allowed by tether-cli")[-1]
-        cli.send("n\n")
+        assert f"read_file: {later}\n" in second.split("tether:   allowed")[-1]
+        cli.send("n")
         cli.expect("done")
         assert cli.wait() == 0
     results = [m["content"] for m in model_server.requests[1]["messages"] if m["role"] == "tool"]
@@ -281,3 +324,17 @@ def test_ctrl_c_while_run_starts_the_daemon_leaves_no_empty_session(
         assert (listed.returncode, listed.stdout.strip()) == (0, "[]")
     finally:
         cli(home, "daemon", "stop", "-w", str(workspace))
+
+
+def test_sessions_on_a_terminal_has_a_header_over_its_columns(
+    daemon: DaemonProcess, home: Home, workspace: Path
+) -> None:
+    with daemon.client() as client:
+        session_id = create_session(client)
+    with TerminalCli(home, "sessions", "-w", str(workspace)) as cli:
+        header = cli.expect("TITLE")
+        assert header.startswith("SESSION"), header
+        assert "STATE" in header
+        assert "MODEL" in header
+        cli.expect(session_id)
+        assert cli.wait() == 0

@@ -139,22 +139,31 @@ def test_a_failing_command_an_edit_and_markdown_reach_the_scrollback_rendered(
     assert (workspace / "chat-shown.txt").read_text() == "hello\n"
 
 
-def test_an_approval_is_asked_inline_and_answered(
+@pytest.mark.parametrize(
+    ("key", "answer", "result"),
+    [("y", "allowed", "approved-run"), (ENTER, "denied: denied at", "denied at the terminal")],
+    ids=["y", "enter-is-the-default-no"],
+)
+def test_an_approval_is_asked_inline_and_answered_with_one_key(
     daemon: DaemonProcess,
     home: Home,
     workspace: Path,
     model_server: ModelServer,
     terminals: list[Terminal],
+    key: str,
+    answer: str,
+    result: str,
 ) -> None:
     model_server.set_script({"steps": [command_step("echo approved-run"), {"text": "done"}]})
     terminal = open_chat(home, workspace, terminals)
     terminal.send(f"run it{ENTER}")
     terminal.expect("approval needed")
     terminal.expect("allow? [y]es / [a]lways run_command(")
-    terminal.send("y")
-    terminal.expect("allowed by")
+    terminal.expect("(Enter = no)")
+    terminal.send(key)
+    terminal.expect(answer)
     terminal.expect("done")
-    assert "approved-run" in model_server.requests[1]["messages"][-1]["content"]
+    assert result in model_server.requests[1]["messages"][-1]["content"]
 
 
 def test_a_pending_approval_is_asked_at_once_on_attach(
@@ -207,7 +216,8 @@ def test_esc_cancels_the_running_turn(
     terminal = waiting_turn(home, workspace, terminals, model_server, "wait", {"text": "never"})
     session_id = running_session(daemon)
     terminal.send(ESC)
-    terminal.expect("cancelled")
+    terminal.expect("cancelling the turn")
+    terminal.expect("cancelled in")  # the turn's end, said after
     wait_until(lambda: last_turn_status(daemon, session_id) == "cancelled", "turn cancelled")
     assert len(model_server.requests) == 1
 
@@ -280,6 +290,25 @@ def test_slash_commands_complete(
     terminal.send(ENTER)
     terminal.expect("/processes")  # the help it printed
     terminal.expect("Ctrl-D leaves")
+
+
+def test_tab_takes_a_unique_path_and_the_first_enter_sends(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+) -> None:
+    (workspace / "unique_notes_file.txt").write_text("notes\n")
+    model_server.set_script({"steps": [{"text": "read it"}]})
+    terminal = open_chat(home, workspace, terminals)
+    terminal.send("look at @unique_notes_f")
+    terminal.expect("unique_notes_file.txt")  # the menu, with its one entry
+    terminal.send(TAB)
+    terminal.send(ENTER)
+    terminal.expect("» look at @unique_notes_file.txt")
+    terminal.expect("read it")
+    assert "unique_notes_file.txt" in str(model_server.wait_for_requests(1)[0]["messages"])
 
 
 def test_alt_enter_adds_a_line_and_ctrl_c_twice_leaves(

@@ -84,7 +84,7 @@ def test_a_retry_reaches_the_client_as_a_model_retry_event(
         events = collect_until_turn_end(client, session_id)
     retries = [e.event for e in events if isinstance(e.event, ModelRetry)]
     assert [(r.attempt, r.max_attempts, r.delay_seconds) for r in retries] == [(1, 3, 0.0)]
-    assert "busy" in retries[0].reason
+    assert "rate-limiting requests (HTTP 429" in retries[0].reason
     texts = [i.text for i in completed_items(events) if isinstance(i, AgentMessage)]
     assert texts == ["made it"]
     assert len(model_server.requests) == 2

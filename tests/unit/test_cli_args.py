@@ -133,6 +133,18 @@ def test_without_a_known_command_every_subcommand_is_built(argv: list[str]) -> N
     assert {"run", "models", "demo", "dev"} <= _subcommands(build_parser(argv)).keys()
 
 
+@pytest.mark.parametrize("argv", [["--frobnicate"], ["-w", ".", "--frobnicate=1"]])
+def test_an_unknown_option_before_any_command_is_named(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser(argv).parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized option '--frobnicate" in err
+    assert "required" not in err
+
+
 def test_an_unknown_command_is_refused_with_every_command_listed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -143,3 +155,31 @@ def test_an_unknown_command_is_refused_with_every_command_listed(
     assert "invalid choice: 'bogus'" in err
     for name in ("'run'", "'models'", "'demo'"):
         assert name in err
+
+
+def _parsers(
+    parser: argparse.ArgumentParser, path: str = ""
+) -> Iterator[tuple[str, "argparse.ArgumentParser"]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            children = cast("dict[str, argparse.ArgumentParser]", action.choices)
+            for name, child in children.items():
+                yield f"{path} {name}".strip(), child
+                yield from _parsers(child, f"{path} {name}".strip())
+
+
+def test_every_subcommand_has_a_description_and_every_option_a_help() -> None:
+    for path, parser in _parsers(build_parser()):
+        assert parser.description, f"`tether {path} --help` has no description"
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            assert action.help, (
+                f"`tether {path}`: {action.option_strings or action.dest} has no help"
+            )
+
+
+def test_run_help_says_where_the_model_server_is_set() -> None:
+    text = build_parser(["run"])._subparsers._group_actions[0].choices["run"].format_help()  # type: ignore[union-attr]
+    for setting in ("TETHER_BASE_URL", "TETHER_MODEL", "TETHER_API_KEY", "config.toml"):
+        assert setting in text, setting

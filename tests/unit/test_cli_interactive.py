@@ -12,7 +12,7 @@ from tether.clients.cli.interactive.picker import window_start
 from tether.clients.cli.interactive.slash import COMMANDS, parse
 from tether.clients.cli.interactive.state import ChatState
 from tether.clients.cli.main import _interactive
-from tether.protocol.events import ContextMeter, ContextUpdated, TurnCompleted, Usage
+from tether.protocol.events import ContextMeter, ContextUpdated, TurnCompleted, TurnStarted, Usage
 from tether.protocol.session import SessionInfo
 
 
@@ -61,6 +61,15 @@ def test_the_status_line_shows_model_mode_context_tokens_session_and_other_clien
     line = state.status_line()
     for part in ("m1", "mode auto", "context 25%", "12k in / 0 out", "s_1", "2 other clients"):
         assert part in line, (part, line)
+    state.apply(TurnStarted(turn_id="t2", started_at=0), 0.0)
+    assert "12k in / 0 out before this turn" in state.status_line()
+
+
+def test_the_status_line_says_nothing_of_a_mode_or_tokens_not_known_yet() -> None:
+    state = ChatState()
+    assert state.status_line() == "default model · context - · new session"
+    state.apply(TurnStarted(turn_id="t", started_at=0), 0.0)
+    assert " in / " not in state.status_line()  # counted when the turn ends
 
 
 def test_slash_commands_parse_from_the_one_table() -> None:

@@ -59,11 +59,11 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 def screen(output: str, columns: int) -> list[str]:
     """What a terminal `columns` wide shows after `output`: printable text with auto-wrap,
-    CR, LF, cursor up (ESC [ n A), erase to the end of the screen (ESC [ J); colours are
-    dropped."""
+    CR, LF, cursor up (ESC [ n A), erase to the end of the screen (ESC [ J) and of the line
+    (ESC [ K); colours are dropped."""
     rows: list[list[str]] = [[]]
     row = col = 0
-    for token in re.findall(r"\x1b\[\d*[AJ]|.", _SGR.sub("", output), re.S):
+    for token in re.findall(r"\x1b\[\d*[AJK]|.", _SGR.sub("", output), re.S):
         if token == "\r":
             col = 0
         elif token == "\n":
@@ -73,6 +73,8 @@ def screen(output: str, columns: int) -> list[str]:
         elif token == "\x1b[J":
             del rows[row][col:]
             del rows[row + 1 :]
+        elif token == "\x1b[K":
+            del rows[row][col:]
         else:
             if col == columns:
                 row, col = row + 1, 0
@@ -258,3 +260,23 @@ def test_the_images_a_tool_returned_are_a_line_each_under_its_call(live: bool) -
     assert (
         "  [image shot.png 1280\N{MULTIPLICATION SIGN}720, 210 KB]" in err.getvalue().splitlines()
     )
+
+
+def test_a_long_denial_is_cut_between_words_with_an_ellipsis() -> None:
+    from tether.clients.cli.render.text import first_line, outcome
+
+    why = ": " + "the staging database is shared with the other team " * 3
+    denial = (
+        f"The user denied this call{why}. Do not retry it; choose another way to reach the"
+        " goal, or ask the user how to proceed."
+    )
+    call = ToolCall(
+        id="c", call_id="c", tool="run_command", arguments="{}", status="failed", output=denial
+    )
+    said = outcome(call)
+    assert said.startswith("failed: The user denied this call")
+    assert said.endswith("…")
+    assert said.removesuffix("…").split()[-1] in denial.split()  # a whole word
+    assert len(said) <= len("failed: ") + 200
+    line = first_line("word " * 40, limit=30)
+    assert line == "word word word word word word…"

@@ -98,6 +98,16 @@ def message(item_id: str, *pieces: str) -> list[AnyEvent]:
     ]
 
 
+PYTEST_APPROVAL = ApprovalRequest(
+    id="a1",
+    turn_id="t",
+    item_id="c",
+    tool="run_command",
+    arguments=PYTEST,
+    kind="command",
+    reason="commands ask first",
+    command="pytest",
+)
 START = TurnStarted(turn_id="t", started_at=0.0)
 END = TurnCompleted(turn_id="t", status="completed", ended_at=1.0)
 
@@ -144,10 +154,11 @@ def test_a_running_command_has_one_line_with_a_spinner_time_and_its_output_tail(
     assert shown[1:] == [f"  │ line {n}" for n in range(4, 9)]  # the last five lines
     term.tick(1.0)
     assert term.shown()[0].endswith("· 3.3 s")
-    # On success the tail collapses into the call's one line.
+    # On success the call's one line keeps the last three lines below it.
     term.feed(done(running, exit_code=0, duration_seconds=3.3, output="exit code 0 · 3.3 s\nok"))
-    first, waiting = term.shown()
+    first, *tail, waiting = term.shown()
     assert first == "✓ run_command(command='pytest') exit 0 · 3.3 s"
+    assert tail == [f"  │ line {n}" for n in range(6, 9)]
     assert re.fullmatch(r". thinking… 0 s", waiting)  # the next model call
 
 
@@ -207,16 +218,7 @@ def test_reasoning_is_dimmed_while_it_streams_and_collapses_to_a_line() -> None:
 def test_an_approval_hides_the_live_region_until_the_next_tick() -> None:
     term = Term()
     running = call()
-    approval = ApprovalRequest(
-        id="a1",
-        turn_id="t",
-        item_id="c",
-        tool="run_command",
-        arguments=PYTEST,
-        kind="command",
-        reason="commands ask first",
-        command="pytest",
-    )
+    approval = PYTEST_APPROVAL
     term.feed(START, ItemStarted(turn_id="t", item=running), ApprovalRequested(approval=approval))
     term.tick(5.0)
     assert term.shown()[-1] == "  why: commands ask first"  # the question stays last
@@ -226,6 +228,28 @@ def test_an_approval_hides_the_live_region_until_the_next_tick() -> None:
     term.tick(0.5)
     assert term.shown()[-3:-1] == ["tether:   allowed by cli", "(the prompt's own line)"]
     assert term.shown()[-1].startswith(("⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"))
+
+
+def test_the_question_stays_last_whatever_else_is_printed_or_live() -> None:
+    term = Term()
+    asked, other = call(), call("d", arguments='{"command": "make"}')
+    approval = PYTEST_APPROVAL
+    term.feed(START, ItemStarted(turn_id="t", item=other), ItemStarted(turn_id="t", item=asked))
+    term.renderer.pending_approval(approval)  # pending when the client attached
+    term.renderer.question("allow? [y]es / [N]o (Enter = no): ")
+    term.tick(1.0)
+    term.feed(ItemDelta(turn_id="t", item_id="d", delta="building\n"))
+    term.tick(1.0)
+    assert term.shown()[-2:] == ["  why: commands ask first", "allow? [y]es / [N]o (Enter = no):"]
+    term.feed(done(other, exit_code=0, duration_seconds=2.0))
+    term.renderer.note("a line of the answerer's")
+    shown = term.shown()
+    assert shown[-1] == "allow? [y]es / [N]o (Enter = no):"
+    assert shown[-4].startswith("✓ run_command(command='make')")
+    assert shown[-3] == "  │ building"
+    assert shown[-2] == "a line of the answerer's"
+    assert sum("allow?" in line for line in shown) == 1  # taken off, drawn again below
+    assert not any("pytest" in line and "·" in line for line in shown)  # no spinner drawn
 
 
 def plain_events() -> list[AnyEvent]:
@@ -296,3 +320,25 @@ def test_plain_rendering_does_not_import_rich() -> None:
         timeout=60,
     )
     assert result.stdout.decode().strip() == "[]"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_command_that_succeeded_keeps_its_last_lines_and_all_with_verbose(
+    verbose: bool,
+) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out=out, err=err, live=False, status_live=False, verbose=verbose)
+    running = call()
+    streamed = "".join(f"line {n}\n" for n in range(1, 11))
+    for seq, event in enumerate(
+        [
+            START,
+            ItemStarted(turn_id="t", item=running),
+            ItemDelta(turn_id="t", item_id="c", delta=streamed),
+            done(running, exit_code=0, duration_seconds=1.0, output="exit code 0\n" + streamed),
+        ]
+    ):
+        renderer.event(SessionEventParams(session_id="s", epoch="e", seq=seq, event=event))
+    shown = [line for line in err.getvalue().splitlines() if "│" in line]
+    kept = range(1, 11) if verbose else range(8, 11)
+    assert shown == [f"  │ line {n}" for n in kept]

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
-from tether.clients.cli.targets import connect, resolve_session
+from tether.clients.cli.targets import configured_model, connect, resolve_session
 from tether.clients.rpc import Client
 from tether.protocol.methods import (
     SESSION_EVENTS,
@@ -29,7 +29,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             from tether.clients.cli.transcript import transcript
 
             snapshot = client.call(SESSION_READ, SessionRef(session_id=session.id)).snapshot
-            _write(args.output, iter([transcript(snapshot)]))
+            _write(args.output, iter([transcript(snapshot, configured_model(client))]))
         else:
             _write(args.output, event_lines(client, session.id))
     if args.output:

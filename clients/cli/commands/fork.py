@@ -7,12 +7,38 @@ from tether.clients.cli.commands.output import print_json
 from tether.clients.cli.exit_codes import EXIT_OK
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect, resolve_session
-from tether.protocol.methods import SESSION_FORK, SessionForkParams
+from tether.clients.rpc import Client
+from tether.protocol.methods import (
+    SESSION_FORK,
+    SESSION_LIST,
+    SESSION_READ,
+    SessionForkParams,
+    SessionRef,
+)
+from tether.protocol.session import SessionInfo
+
+
+def latest_worked_in(client: Client) -> SessionInfo:
+    """The session a bare `tether fork` forks: the newest one, passing over forks no turn was
+    run in since they were made (the fork just made is the newest session, and forking again
+    means the conversation forked from)."""
+    newest = resolve_session(client, None)
+    for info in client.call(SESSION_LIST).sessions:
+        origin = info.forked_from
+        if origin is None:
+            return info
+        turns = client.call(SESSION_READ, SessionRef(session_id=info.id)).snapshot.turns
+        if (turns[-1].id if turns else "") != origin.turn_id:
+            return info  # worked in since it was forked
+    return newest
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
     with connect(args) as client:
-        source = resolve_session(client, args.session)
+        if args.session is None:
+            source = latest_worked_in(client)
+        else:
+            source = resolve_session(client, args.session)
         result = client.call(
             SESSION_FORK,
             SessionForkParams(session_id=source.id, turn_id=args.turn, title=args.title or ""),

@@ -8,7 +8,7 @@ import time
 from tether.clients.cli.commands.output import print_json, print_listing
 from tether.clients.cli.exit_codes import EXIT_OK, CliError
 from tether.clients.cli.render import visible
-from tether.clients.cli.targets import connect, resolve_session
+from tether.clients.cli.targets import configured_model, connect, resolve_session
 from tether.protocol.methods import (
     SESSION_COMPACT,
     SESSION_DELETE,
@@ -34,25 +34,31 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return EXIT_OK
     with connect(args) as client:
         sessions = client.call(SESSION_LIST).sessions
+        configured = "" if args.json or not sessions else configured_model(client)
     now = time.time()
+    if sessions and not args.json and sys.stdout.isatty():
+        # On a terminal only: a script reading the lines (`| head -1`) gets sessions alone.
+        print(f"{'SESSION':<{len(sessions[0].id)}}  {HEADER}")
     return print_listing(
         sessions,
         as_json=args.json,
         empty="no sessions yet",
-        line=lambda s: f"{s.id}  {describe_session(s, now)}",
+        line=lambda s: f"{s.id}  {describe_session(s, now, configured)}",
     )
 
 
 STATE_LABELS = {"awaiting_approval": "needs approval"}
-"""How `tether sessions` words a session's state where the wire's name is not plain English
-(`-` in the model column: the configured model)."""
+"""How `tether sessions` words a session's state where the wire's name is not plain English."""
+
+HEADER = f"{'STATE':<16}  {'TURNS':>9}  {'USED':>8}  {'MODEL':<16}  TITLE"
 
 
-def describe_session(s: SessionInfo, now: float) -> str:
-    """A session's state, turns, age, model and title on one line (its id not included)."""
+def describe_session(s: SessionInfo, now: float, configured: str = "") -> str:
+    """A session's state, turns, age, model and title on one line (its id not included). A
+    session without a model of its own shows `configured` (the model it uses), else `-`."""
     when = age(now - s.updated_at)
     state = STATE_LABELS.get(s.state, s.state)
-    model = visible(s.model) if s.model else "-"
+    model = visible(s.model or configured) or "-"
     fork = f"  (fork of {s.forked_from.session_id})" if s.forked_from is not None else ""
     return f"{state:<16}  {s.turn_count:>3} turns  {when:>8}  {model:<16}  {visible(s.title)}{fork}"
 

@@ -257,7 +257,19 @@ def _follow_run(
         print(session_id)
         return EXIT_OK
     status = follower.follow(started.turn_id, held=ctrl_c)
-    if not args.json and status != "completed":
+    error = follower.error
+    if status == "failed" and error is not None and error.code in NOT_REACHED:
+        # Going on cannot help before the cause is fixed; a session made for this prompt
+        # alone holds nothing the model saw.
+        made_here = not (args.session or args.continue_latest)
+        if made_here:
+            from tether.protocol.methods import SESSION_DELETE, SessionRef
+
+            client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+        if not args.json:
+            kept = "no session was kept" if made_here else f"{session_id} keeps the failed turn"
+            print(f"tether: {NOT_REACHED[error.code]}, then run it again ({kept})", file=sys.stderr)
+    elif not args.json and status != "completed":
         _say_go_on(f"turn {status} (session {session_id}){_why(status)}", session_id)
     return STATUS_EXIT[status]
 
@@ -283,6 +295,15 @@ def _start_turn(client: "Client", session_id: str, request: RunRequest) -> "Turn
     )
 
 
+NOT_REACHED = {
+    "config_invalid": "the model was not asked: fix the config file as said above"
+    " (`tether doctor` checks it)",
+    "model_unreachable": "the model server was not reached: start it, or set TETHER_BASE_URL"
+    " (or the config's base_url) to where it runs (`tether doctor` checks it)",
+}
+"""Turn errors that mean the model never saw the prompt, with what to fix."""
+
+
 _WHY: "dict[TurnStatus, str]" = {
     "interrupted": ": the daemon stopped while it ran",
     "paused": ": it reached its step budget",
@@ -306,7 +327,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     with connect(args) as client:
         session = resolve_session(client, args.session)
-        renderer = Renderer(json_mode=args.json)
+        renderer = Renderer(json_mode=args.json, verbose=args.verbose)
         tty = sys.stdin.isatty() and not args.json
         follower = Follower(client, session.id, renderer, interactive=tty, answer_approvals=tty)
         result = follower.attach()

@@ -242,9 +242,9 @@ class Chat:
         match event:
             case ApprovalRequested(approval=approval):
                 self._ask(approval)
-            case ApprovalResolved(approval_id=approval_id):
+            case ApprovalResolved(approval_id=approval_id, by=by):
                 if self.answerer is not None:
-                    self.answerer.resolved(approval_id)
+                    self.answerer.resolved(approval_id, by)
             case _:
                 pass
         self.invalidate()
@@ -289,6 +289,7 @@ class Chat:
                 self.answerer = ApprovalAnswerer(
                     self.client, session_id, interactive=True, prompt=self.question, say=self.note
                 )
+                self.renderer.answered_here = self.answerer.answered
                 for approval in snapshot.pending_approvals:
                     self._ask(approval, describe=True)
         finally:
@@ -364,12 +365,12 @@ class Chat:
         if session_id is None or self.state.running_turn is None:
             self.note("tether: no turn is running")
             return
+        # Said first: the answer comes once the turn has ended, after its last lines.
+        self.note("tether: cancelling the turn")
         try:
             await self.call(TURN_CANCEL, TurnCancelParams(session_id=session_id))
         except CallError as exc:
             self.note(f"tether: {visible(exc.message)}")
-            return
-        self.note("tether: cancelling the turn")
 
     def leave(self) -> None:
         self._leaving = True
@@ -405,7 +406,8 @@ class Chat:
         from tether.clients.cli.commands.sessions import describe_session
 
         now = time.time()
-        options = [(s.id, describe_session(s, now)) for s in self.sessions]
+        model = self.state.default_model
+        options = [(s.id, describe_session(s, now, model)) for s in self.sessions]
         current = self.state.session_id
         return await pick(options, current=current)
 

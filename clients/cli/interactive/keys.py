@@ -1,11 +1,14 @@
 """What the keys do at the interactive prompt: Enter sends (or takes the completion shown),
+Tab takes a completion (the only one offered at once, closing the menu),
 Alt-Enter and Ctrl-J insert a newline, Esc closes the completions or cancels the running
 turn, Ctrl-C clears the draft and twice in a row leaves, and while an approval is asked only
-y, a and n (and Ctrl-D, which leaves) do anything."""
+y, a, n and Enter (the default the question shows: no), and Ctrl-D, which leaves, do
+anything."""
 
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
@@ -45,6 +48,10 @@ def key_bindings(chat: KeyHost) -> KeyBindings:
         def _(event: KeyPressEvent, key: str = key) -> None:
             chat.answer_question(key.lower())
 
+    @kb.add("enter", filter=asking)
+    def _(event: KeyPressEvent) -> None:
+        chat.answer_question("")
+
     @kb.add("enter", filter=~asking)
     def _(event: KeyPressEvent) -> None:
         buffer = event.current_buffer
@@ -57,6 +64,22 @@ def key_bindings(chat: KeyHost) -> KeyBindings:
                     buffer.insert_text(" ")
                 return
         buffer.validate_and_handle()
+
+    def unique() -> bool:
+        state = get_app().current_buffer.complete_state
+        return state is not None and len(state.completions) == 1
+
+    @kb.add("tab", filter=~asking & Condition(unique))
+    def _(event: KeyPressEvent) -> None:
+        """The one completion offered is taken, and the menu closed: the next Enter sends. A
+        file's path is followed by a space (nothing more to complete), a folder's is not."""
+        buffer = event.current_buffer
+        state = buffer.complete_state
+        assert state is not None
+        completion = state.completions[0]
+        buffer.apply_completion(completion)
+        if completion.text.startswith("@") and not completion.text.rstrip('"').endswith("/"):
+            buffer.insert_text(" ")
 
     @kb.add("escape", "enter")
     @kb.add("c-j")

@@ -99,12 +99,18 @@ class ChatState:
         return round(100 * self.context.used / self.context.budget)
 
     def status_line(self) -> str:
-        """model · mode · context % · tokens · session · other clients."""
-        parts = [self.model_shown, f"mode {self.permission_mode or 'default'}"]
+        """model · mode · context % · tokens · session · other clients. What is not known yet
+        is left out: the mode until a session exists (the daemon's configured one applies),
+        the tokens until a turn has ended (they are counted at its end)."""
+        parts = [self.model_shown]
+        if self.permission_mode is not None:
+            parts.append(f"mode {self.permission_mode}")
         percent = self.context_percent()
         parts.append(f"context {percent}%" if percent is not None else "context -")
         tokens = self.tokens
-        parts.append(f"{_short(tokens.input_tokens)} in / {_short(tokens.output_tokens)} out")
+        if tokens.input_tokens or tokens.output_tokens:
+            used = f"{_short(tokens.input_tokens)} in / {_short(tokens.output_tokens)} out"
+            parts.append(f"{used} before this turn" if self.running_turn else used)
         parts.append(self.session_id or "new session")
         others = self.clients - 1
         if others > 0:

@@ -13,9 +13,11 @@ How, for each stream:
   time and the last lines of a command's output, reasoning as it streams (dimmed), a
   "thinking… 3 s" line until a model call's first token, and a retry's countdown. A finished
   call becomes one line, `✓`, or `✗` with a command's exit code, then an edit's coloured
-  diff, and a failed command's output tail. Finished reasoning becomes one dim line.
+  diff (unless its approval showed that same diff), and a command's last lines of output
+  (five when it failed, three when it succeeded; all of them with `verbose`).
+  Finished reasoning becomes one dim line.
 - Anything else: plain text, no escape sequences at all. A finished call is one line (its
-  diff and a failed command's tail below it); `out` streams text as it arrives when `live`
+  diff and a command's tail below it); `out` streams text as it arrives when `live`
   (a terminal with NO_COLOR), else each reply is written whole when it completes.
 
 A host that owns the bottom of the screen itself (the interactive mode's prompt) builds the
@@ -30,7 +32,9 @@ The live region is redrawn by `event` and by `tick`, which the caller calls abou
 second while it waits (the renderer never starts a thread and never reads the terminal).
 While an approval is pending the region is hidden, so the question stays the last thing on
 the screen; after it is answered the region comes back at the next `tick`, below whatever
-the prompt printed.
+the prompt printed. The question itself is the renderer's to show (`question`): a line printed
+while it is on the terminal (another call completing, a notice) is printed above it, and the
+question drawn again below, so that nothing ever overdraws it.
 
 A reply whose model call broke off and is retried completes as `superseded`. On a terminal its
 text is erased (when it is still on screen and nothing was printed after it; else a line on
@@ -45,13 +49,14 @@ Everything the daemon relays passes through `visible` before it reaches the term
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
 from tether.clients.cli.render.blocks import open_block_start
 from tether.clients.cli.render.text import (
+    SUCCESS_TAIL_LINES,
     approval_parts,
     describe_image,
     describe_summary,
@@ -59,10 +64,11 @@ from tether.clients.cli.render.text import (
     failed,
     failure_tail,
     first_line,
+    resolution,
     tool_line,
     visible,
 )
-from tether.clients.cli.render.under_way import UnderWay, task_description
+from tether.clients.cli.render.under_way import OUTPUT_KEPT, UnderWay, task_description
 from tether.protocol.events import (
     AnyEvent,
     ApprovalRequest,
@@ -154,7 +160,8 @@ class Renderer:
         timebase of `tick` and `activity`). `region`: keep a live region at the bottom of the
         terminal; False for a host that draws the bottom itself (see the module's rules):
         whole lines only, no cursor movement, and `activity` for what moves. `verbose`: say
-        at a turn's start which environment its commands run in."""
+        at a turn's start which environment its commands run in, and keep all the output of a
+        command that succeeded on screen, not its last lines."""
         self.json_mode = json_mode
         self.verbose = verbose
         self.out = out or sys.stdout
@@ -198,6 +205,16 @@ class Renderer:
         """The streamed message whose text is all that was printed since it started."""
         self._said: set[str] = set()
         """Error notices printed, so that a turn's error repeating one is not printed twice."""
+        self._question: str | None = None
+        """The approval question on `err`'s line, waiting for its one-key answer."""
+        self._rules: dict[str, str] = {}
+        """The rule "always" would add, by approval id, for the approvals asked."""
+        self._previewed: dict[str, str] = {}
+        """The diffs shown with approvals, by tool call id: not printed again when the call
+        completes with that same diff."""
+        self.answered_here: Container[str] = ()
+        """The approvals this client answered (its answerer's record): said as answered here,
+        not by the client's name."""
 
     # --- the caller's side ----------------------------------------------------------------
 
@@ -228,7 +245,7 @@ class Renderer:
     def wants_ticks(self) -> bool:
         """Whether something on screen moves with time, or waits for the next tick to be
         drawn (the caller should `tick`)."""
-        moving = self._under.moving and not self._hidden
+        moving = self._under.moving and not self._hidden and self._question is None
         return bool(self.region and self.styled_err and (self._hold or moving))
 
     def activity(self, now: float | None = None) -> str | None:
@@ -242,6 +259,40 @@ class Renderer:
         if self._hidden or self.json_mode:
             return None
         return self._under.activity(now, replying=bool(self._messages))
+
+    def pending_approval(self, approval: ApprovalRequest) -> None:
+        """`approval` was pending when the client attached: describe it (once) and hide the
+        live region, as when it is requested while followed."""
+        if self.json_mode or approval.id in self._under.approvals:
+            return
+        self._approval(approval)
+        self._refresh()
+
+    def question(self, text: str | None) -> None:
+        """Put the approval question `text` on `err` (no newline: the answer ends the line), or
+        with None, say it is off the line (answered: the line was ended). While it is on, the
+        live region stays hidden and lines printed go above it."""
+        if self.json_mode:
+            return
+        if text is not None:
+            self._clear_region()
+            self._newline()
+            self.err.write(text)
+            self.err.flush()
+        self._question = text
+
+    def end_question(self) -> None:
+        """Leave the question where it is (Ctrl-C came): end its line, draw it no more."""
+        if self._question is not None:
+            self._question = None
+            self.err.write("\n")
+            self.err.flush()
+
+    def note(self, text: str) -> None:
+        """Print `text` (one or more lines, escaped already) on stderr as given, above the
+        live region and any question."""
+        self._emit(self.err, text.split("\n"))
+        self._refresh()
 
     def say(self, line: str, level: str = "info") -> None:
         """Print one line of tether's own on stderr (prefixed `tether: `), above the live
@@ -263,16 +314,32 @@ class Renderer:
         self._region = []
 
     def _emit(self, stream: TextIO, lines: list[str]) -> None:
-        """Print whole lines for good, above the live region."""
+        """Print whole lines for good, above the live region and the question."""
         if not lines:
             return
         if self._on_screen(stream):
             self._clear_region()
         elif stream is self.err:
             self._newline()
+        question = self._question if stream is self.err or self.live else None
+        if question is not None:
+            self._take_question_off(question)
         self._erasable = None
         stream.write("".join(f"{line}\n" for line in lines))
         stream.flush()
+        if question is not None:
+            self.err.write(question)
+            self.err.flush()
+
+    def _take_question_off(self, question: str) -> None:
+        """Before a line is printed: erase the question when it fits on its line, else end
+        that line (the question is drawn again below what is printed)."""
+        columns, _ = self._size()
+        if self.styled_err and len(question) < columns:
+            self.err.write("\r\x1b[K")
+        else:
+            self.err.write("\n")
+        self.err.flush()
 
     def _newline(self) -> None:
         if self._mid_line:
@@ -284,7 +351,8 @@ class Renderer:
         if self._region_stream is None or self._hold:
             self.err.flush()
             return
-        lines = [] if self._hidden else self._region_lines()
+        hidden = self._hidden or self._question is not None
+        lines = [] if hidden else self._region_lines()
         if lines != self._region:
             self._clear_region()
             self._region_stream.write("".join(f"{line}\n" for line in lines))
@@ -371,14 +439,14 @@ class Renderer:
             case ApprovalRequested(approval=approval):
                 self._approval(approval)
             case ApprovalResolved(
-                approval_id=approval_id, decision=decision, by=by, message=message
+                approval_id=approval_id, decision=decision, scope=scope, by=by, message=message
             ):
                 self._under.approvals.discard(approval_id)
                 self._hidden = bool(self._under.approvals)
                 self._hold = True  # the prompt may still print its line
-                verb = "allowed" if decision == "allow" else "denied"
-                why = f": {message}" if message else ""
-                self._say(visible(f"  {verb} by {by}{why}"))
+                here = approval_id in self.answered_here
+                rule = self._rules.pop(approval_id, "") if scope == "always" else ""
+                self._say(resolution(decision, by, message, here=here, rule=rule))
             case InputQueued(text=text, by=by):
                 who = f" from {by}" if by else ""
                 self._say(visible(f"(queued{who}, joins at the next step) {text}"))
@@ -504,8 +572,13 @@ class Renderer:
 
     def _approval(self, approval: ApprovalRequest) -> None:
         self._under.approvals.add(approval.id)
+        self._rules[approval.id] = approval.always_rule
+        if approval.preview:
+            self._previewed[approval.item_id] = approval.preview
         self._hidden = True
         self._clear_region()
+        if self._question is not None:
+            return  # asked after the one on the terminal, and described then
         head, preview, after = approval_parts(approval)
         painter = self._err_painter()
         if preview and painter is not None:
@@ -536,8 +609,15 @@ class Renderer:
         mark, call, rest = tool_line(item, None if started is None else self._now - started)
         prefix = self._under.nesting(item)
         mark = f"{prefix}{mark}"
-        diff = diff_lines(item.diff)
-        tail = [f"  │ {line}" for line in failure_tail(item, streamed)] if failed(item) else []
+        shown_before = self._previewed.pop(item.id, None)
+        same = shown_before is not None and shown_before.strip() == item.diff.strip()
+        diff = [] if same else diff_lines(item.diff)
+        if failed(item):
+            shown = failure_tail(item, streamed)
+        else:
+            most = OUTPUT_KEPT if self.verbose else SUCCESS_TAIL_LINES
+            shown = failure_tail(item, streamed, most)
+        tail = [f"  │ {line}" for line in shown]
         tail += [f"{prefix}  {describe_image(image)}" for image in item.images]
         painter = self._err_painter()
         if painter is not None:

@@ -18,12 +18,28 @@ from tether.protocol.items import ImageRef, ToolCall, TurnSummary
 MAX_ARGS_SHOWN = 120
 TAIL_LINES = 5
 """Lines of a command's output shown while it runs, and when it fails."""
+SUCCESS_TAIL_LINES = 3
+"""Lines of a command's output kept on screen when it succeeds (`--verbose`: all)."""
 DIFF_LINES = 80
 """Lines of an edit's diff shown; the rest is counted."""
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 TIMES = "\N{MULTIPLICATION SIGN}"
+FAILURE_SHOWN = 200
+"""Characters of a failed call's first output line shown on its line."""
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` when it fits in `limit` characters, else cut to fit with "…": at the last space
+    when one is in its second half (so that no word is cut), else in the middle of a word."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if not text[limit - 1].isspace() and space >= limit // 2:
+        head = head[:space]
+    return head.rstrip() + "…"
 
 
 def describe_image(image: ImageRef) -> str:
@@ -71,10 +87,7 @@ def describe_call(item: ToolCall) -> str:
             shown = ", ".join(f"{k}={v!r}" for k, v in args.items())  # type: ignore[union-attr]
         else:
             shown = repr(args)
-    shown = visible(shown)
-    if len(shown) > MAX_ARGS_SHOWN:
-        shown = shown[: MAX_ARGS_SHOWN - 1] + "…"
-    return f"{visible(item.tool)}({shown})"
+    return f"{visible(item.tool)}({shorten(visible(shown), MAX_ARGS_SHOWN)})"
 
 
 def exit_text(code: int) -> str:
@@ -101,7 +114,7 @@ def outcome(item: ToolCall, elapsed: float | None = None) -> str:
         parts.append("cancelled")
     elif item.status == "failed":
         first = next((line for line in item.output.splitlines() if line.strip()), "")
-        parts.append(f"failed: {visible(first[:200])}" if first else "failed")
+        parts.append(f"failed: {shorten(visible(first), FAILURE_SHOWN)}" if first else "failed")
     elif item.exit_code is not None:
         parts.append(exit_text(item.exit_code))
     elif item.tool in CODE_TOOLS and item.status == "completed":
@@ -160,15 +173,16 @@ def output_tail(text: str, lines: int = TAIL_LINES) -> list[str]:
     return [visible(line) for line in kept[-lines:] if text.strip()]
 
 
-def failure_tail(item: ToolCall, streamed: str) -> list[str]:
-    """The output lines shown under a command that failed: the tail of what it streamed, or
-    of its result (without the result's `exit code` header) when nothing streamed."""
+def failure_tail(item: ToolCall, streamed: str, lines: int = TAIL_LINES) -> list[str]:
+    """The output lines shown under a finished command (one that failed, and one that
+    succeeded as well): the last `lines` of what it streamed, or of its result (without the
+    result's `exit code` header) when nothing streamed."""
     if item.exit_code is None or item.status != "completed":
         return []
     if streamed.strip():
-        return output_tail(streamed)
+        return output_tail(streamed, lines)
     _, _, body = item.output.partition("\n")
-    return output_tail(body)
+    return output_tail(body, lines)
 
 
 def diff_lines(diff: str, limit: int = DIFF_LINES) -> list[str]:
@@ -210,6 +224,26 @@ def describe_approval(approval: ApprovalRequest) -> str:
     return "\n".join([*head, *([preview] if preview else []), *after]) + "\n"
 
 
+def answerer_name(by: str) -> str:
+    """Who answered an approval elsewhere, in a person's words: `daemon` is tether itself,
+    `tether-cli` another terminal; an editor's or a library's own name is kept."""
+    if by == "daemon":
+        return "tether"
+    if by == "tether-cli":
+        return "another tether terminal"
+    return by
+
+
+def resolution(decision: str, by: str, message: str, *, here: bool, rule: str = "") -> str:
+    """The line saying how an approval was answered (escaped): `allowed`, `denied: why` when
+    answered here, `allowed by vscode` elsewhere; an "always" answer names the rule it added."""
+    verb = "allowed" if decision == "allow" else "denied"
+    who = "" if here else f" by {answerer_name(by)}"
+    added = f" (from now on, the session allows {rule})" if rule else ""
+    why = f": {message}" if message else ""
+    return visible(f"  {verb}{who}{added}{why}")
+
+
 def describe_summary(summary: TurnSummary) -> str:
     approx = "~" if summary.tokens_estimated else ""
     parts = [
@@ -239,6 +273,5 @@ def first_line(text: str, limit: int = MAX_ARGS_SHOWN) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return ""
-    line = visible(lines[0].strip())
-    more = len(lines) > 1 or len(line) > limit
-    return (line[: limit - 1] if len(line) > limit else line) + ("…" if more else "")
+    line = shorten(visible(lines[0].strip()), limit)
+    return line if len(lines) == 1 or line.endswith("…") else f"{line}…"

@@ -2202,6 +2202,7 @@ export const METHOD_INFO = {
     "errors": [
       -32013,
       -32010,
+      -32011,
       -32022
     ],
     "controllerOnly": true
