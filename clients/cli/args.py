@@ -228,12 +228,11 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
-    run.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
     run.add_argument(
         "--verbose",
         "-v",
         action="store_true",
-        help="say which environment the turn's commands run in when it starts",
+        help=VERBOSE_HELP + "; say which environment the turn's commands run in",
     )
     run.add_argument(
         "--permission-mode",
