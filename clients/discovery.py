@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from tether.clients.places import (
+from tether.protocol.places import (
     discovery_path,
     former_lock_path,
     lock_path,

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from tether.clients.discovery import DaemonUnavailable, NotRunning, locate
-from tether.clients.places import discovery_path
+from tether.protocol.places import discovery_path
 
 EXIT_NOT_RUNNING = 2
 EXIT_UNAVAILABLE = 1

@@ -25,7 +25,6 @@ from pathlib import Path
 from tether.clients.cli.args import VALUED_OPTIONS, command_word
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
 from tether.clients.discovery import forget_remote, reach_remotely
-from tether.clients.places import config_dir
 from tether.clients.remote import (
     RemoteDaemon,
     RemoteTarget,
@@ -41,6 +40,7 @@ from tether.clients.ssh import (
     last_line,
     ssh_command_from,
 )
+from tether.protocol.places import config_dir
 
 RUN_THERE = frozenset({"daemon"})
 """Command modules whose commands run on the remote machine as a whole."""

@@ -22,7 +22,6 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer, 
 from tether.clients.call_error import CallError
 from tether.clients.cli.commands.turns import RunRequest
 from tether.clients.cli.images import ImageFile
-from tether.clients.places import discovery_path, lock_path
 from tether.clients.prelude import Prelude, initialize_params, serving_daemon
 from tether.clients.rpc import provider_environment
 from tether.clients.websocket import WebSocket
@@ -33,6 +32,7 @@ from tether.protocol.methods import (
     SessionEventParams,
     TurnStartParams,
 )
+from tether.protocol.places import discovery_path, lock_path
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 T = TypeVar("T")
