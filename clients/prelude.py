@@ -23,8 +23,8 @@ from pathlib import Path
 
 from tether.clients.call_error import CallError
 from tether.clients.discovery import discovery_file, held_workspace_record, remote_locator
+from tether.clients.initialize import initialize_params
 from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
-from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
@@ -32,27 +32,6 @@ if TYPE_CHECKING:
     from tether.clients.rpc import Client
 
 JsonObject = dict[str, object]
-
-PROVIDER_VARIABLES = (
-    ("provider", "TETHER_PROVIDER"),
-    ("baseUrl", "TETHER_BASE_URL"),
-    ("model", "TETHER_MODEL"),
-    ("apiKey", "TETHER_API_KEY"),
-    ("openaiApiKey", "OPENAI_API_KEY"),
-    ("anthropicApiKey", "ANTHROPIC_API_KEY"),
-)
-"""`ProviderEnvironment`'s wire fields and the variables they carry."""
-
-
-def initialize_params(client_name: str, env: Mapping[str, str]) -> JsonObject:
-    """`initialize`'s params, sending `env`'s provider variables (see `ProviderEnvironment`)."""
-    provider_env = {field: env[name] for field, name in PROVIDER_VARIABLES if env.get(name)}
-    return {
-        "clientName": client_name,
-        "clientVersion": __version__,
-        "protocolVersion": PROTOCOL_VERSION,
-        "providerEnv": provider_env,
-    }
 
 
 def serving_daemon(workspace: Path) -> bytes | None:

@@ -15,7 +15,7 @@ import msgspec
 
 from tether.clients.call_error import CallError
 from tether.clients.discovery import DaemonUnavailable, NotRunning, connect
-from tether.clients.prelude import initialize_params
+from tether.clients.initialize import initialize_params
 from tether.clients.websocket import WebSocket
 from tether.protocol import codec
 from tether.protocol.base import Wire

@@ -22,7 +22,8 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer, 
 from tether.clients.call_error import CallError
 from tether.clients.cli.commands.turns import RunRequest
 from tether.clients.cli.images import ImageFile
-from tether.clients.prelude import Prelude, initialize_params, serving_daemon
+from tether.clients.initialize import initialize_params
+from tether.clients.prelude import Prelude, serving_daemon
 from tether.clients.rpc import provider_environment
 from tether.clients.websocket import WebSocket
 from tether.protocol.methods import (
