@@ -6,6 +6,8 @@ mapping (`clients/jupyter/` is `tether.jupyter`, `daemon/testing/` is `tether.te
 
 import ast
 import tomllib
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +48,8 @@ def _imported(name: str, path: Path, modules: set[str]) -> set[str]:
     return (found & modules) - {name}
 
 
-def _cycles(imports: dict[str, set[str]]) -> list[str]:
+def import_cycles(imports: Mapping[str, AbstractSet[str]]) -> list[str]:
+    """Each circle in `imports` (module -> the modules it imports), as `a -> b -> a`."""
     cycles: list[str] = []
     done: set[str] = set()
 
@@ -82,10 +85,10 @@ def test_the_finder_sees_a_circle_closed_inside_a_function(tmp_path: Path) -> No
         "pkg.first": _imported("pkg.first", first, modules),
         "pkg.second": _imported("pkg.second", second, modules),
     }
-    assert _cycles(imports) == ["pkg.first -> pkg.second -> pkg.first"]
+    assert import_cycles(imports) == ["pkg.first -> pkg.second -> pkg.first"]
 
 
 def test_no_module_of_tether_imports_itself_through_others() -> None:
     modules = _modules()
     imports = {name: _imported(name, path, set(modules)) for name, path in modules.items()}
-    assert _cycles(imports) == []
+    assert import_cycles(imports) == []
