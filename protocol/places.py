@@ -7,7 +7,8 @@ The lock is what makes a daemon the workspace's one daemon, so it lives beside t
 guards, in a folder every shell of the user computes alike. The runtime dir is not: whether
 `XDG_RUNTIME_DIR` is set (`sudo -E`, `env -u`, cron, an editor started from a desktop entry)
 or `/run/user/UID` exists changes it. A daemon records its discovery file's path in the lock,
-so a client whose runtime dir differs still finds the running daemon (`tether.clients.discovery`).
+so a client whose runtime dir differs still finds the running daemon
+(`tether.clients.core.discovery`).
 Which runtime dir is usable is decided by one rule, `runtime_dir`, for the daemon and its
 clients alike; neither ever creates or repairs `/run/user/UID` or a folder above it.
 

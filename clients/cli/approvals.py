@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Protocol, TextIO
 
 from tether.clients.cli.render import describe_approval, visible
-from tether.clients.rpc import CallError, Client
+from tether.clients.core.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest, Decision, DecisionScope
 from tether.protocol.methods import APPROVAL_LIST, APPROVAL_RESPOND, ApprovalRespondParams

@@ -4,12 +4,12 @@ import argparse
 from pathlib import Path
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
-from tether.clients.discovery import find_workspace
+from tether.clients.core.discovery import find_workspace
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:  # `main` resolves the workspace before the client's imports are needed
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
     from tether.protocol.session import SessionInfo
 
 
@@ -31,7 +31,7 @@ def connect(args: argparse.Namespace) -> "Client":
     """A client of the daemon of the command's workspace, starting one when none runs (every
     command that talks to the daemon does, as the README says). Every command calls the
     daemon first thing, so its first request goes out behind `initialize`, unanswered yet."""
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
 
     return Client.connect(workspace(args), wait_initialized=False)
 

@@ -70,7 +70,7 @@ def import_cycles(imports: Mapping[str, AbstractSet[str]]) -> list[str]:
 
 def test_the_modules_are_found_by_their_installed_names() -> None:
     modules = _modules()
-    assert modules["tether.clients.rpc"] == ROOT / "clients" / "rpc.py"
+    assert modules["tether.clients.core.rpc"] == ROOT / "clients" / "core" / "rpc.py"
     assert modules["tether.jupyter"] == ROOT / "clients" / "jupyter" / "__init__.py"
     assert modules["tether.testing.server"] == ROOT / "daemon" / "testing" / "server.py"
     assert "tether.clients.jupyter" not in modules

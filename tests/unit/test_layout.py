@@ -91,7 +91,7 @@ def test_the_cli_decides_to_spawn_a_daemon_before_its_heavy_imports(tmp_path: Pa
         "from tether.clients.cli.args import build_parser\n"
         "from tether.clients.cli.main import _start_daemon_early\n"
         "from tether.clients.cli.targets import workspace\n"
-        "from tether.clients.discovery import probe_workspace\n"
+        "from tether.clients.core.discovery import probe_workspace\n"
         "args = build_parser().parse_args(['run', 'go'])\n"
         "assert probe_workspace(workspace(args)) is None\n"
         "print(sorted(m for m in sys.modules"

@@ -41,8 +41,8 @@ from tether.clients.cli.interactive.question import InlineQuestion
 from tether.clients.cli.interactive.state import ChatState
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.render import Renderer, visible
-from tether.clients.rpc import CallError
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.rpc import CallError
+from tether.clients.core.websocket import WebSocketError
 from tether.protocol.base import Wire
 from tether.protocol.environment import without_secrets
 from tether.protocol.events import (

@@ -21,15 +21,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tether.clients.call_error import CallError
-from tether.clients.discovery import discovery_file, held_workspace_record, remote_locator
-from tether.clients.initialize import initialize_params
-from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
+from tether.clients.core.call_error import CallError
+from tether.clients.core.discovery import discovery_file, held_workspace_record, remote_locator
+from tether.clients.core.initialize import initialize_params
+from tether.clients.core.websocket import HandshakeClosed, HandshakeRejected, WebSocket
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
 
 JsonObject = dict[str, object]
 
@@ -151,7 +151,7 @@ class Prelude:
     def handover(self) -> "Client":
         """The typed client of this connection, holding the notifications read so far. The
         prelude is not used afterwards."""
-        from tether.clients.rpc import Client
+        from tether.clients.core.rpc import Client
 
         assert not self._pending, "every request sent is answered before the handover"
         return Client.adopt(self.ws, self.discovery, self._next_id, self.frames)

@@ -1,5 +1,5 @@
-"""`initialize`'s params as plain JSON: the untyped first requests (`tether.clients.prelude`)
-and the typed `Client` (`tether.clients.rpc`) send the same. Standard library only."""
+"""`initialize`'s params as plain JSON: the untyped first requests (`tether.clients.core.prelude`)
+and the typed `Client` (`tether.clients.core.rpc`) send the same. Standard library only."""
 
 from collections.abc import Mapping
 
