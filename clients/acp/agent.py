@@ -30,8 +30,8 @@ from tether.clients.acp.peer import (
 )
 from tether.clients.acp.session import LOST, AcpSession, Link, log
 from tether.clients.acp.updates import JSON
-from tether.clients.cli.interactive.channel import SharedClient
 from tether.clients.core.call_error import CallError
+from tether.clients.core.channel import SharedClient
 from tether.clients.core.discovery import DaemonUnavailable, find_workspace
 from tether.clients.core.websocket import WebSocketError
 from tether.protocol.errors import ErrorCode

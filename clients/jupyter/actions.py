@@ -19,9 +19,9 @@ from typing import Protocol
 
 import msgspec
 
-from tether.clients.cli.render.text import visible
 from tether.clients.core.discovery import DaemonUnavailable, find_workspace
 from tether.clients.core.rpc import CallError, Client
+from tether.clients.core.text import visible
 from tether.clients.core.websocket import WebSocketError
 from tether.jupyter import follow as following
 from tether.jupyter.follow import Outcome, Screen

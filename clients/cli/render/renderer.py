@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, TextIO
 import msgspec
 
 from tether.clients.cli.render.blocks import open_block_start
-from tether.clients.cli.render.text import (
+from tether.clients.cli.render.under_way import UnderWay, task_description
+from tether.clients.core.text import (
     approval_parts,
     describe_image,
     describe_summary,
@@ -62,7 +63,6 @@ from tether.clients.cli.render.text import (
     tool_line,
     visible,
 )
-from tether.clients.cli.render.under_way import UnderWay, task_description
 from tether.protocol.events import (
     AnyEvent,
     ApprovalRequest,
