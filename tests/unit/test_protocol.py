@@ -91,6 +91,43 @@ def test_the_daemon_imports_nothing_of_the_clients() -> None:
     assert tether == {"tether.protocol.workspace_files"}
 
 
+def _tether_imports() -> dict[str, set[str]]:
+    return {
+        module: names
+        for folder in ("protocol", "daemon", "clients")
+        for module, names in _imports(ROOT / folder).items()
+    }
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_nothing_outside_the_terminal_client_imports_it() -> None:
+    # The ACP agent, the notebook client and the bridge stand on the client core, beside the
+    # terminal client, not on it.
+    imports = _tether_imports()
+    assert any(module.startswith("clients/cli/") for module in imports)
+    for module, names in imports.items():
+        if module.startswith("clients/cli/"):
+            continue
+        bad = [n for n in names if _within(n, "tether.clients.cli")]
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_the_client_core_imports_only_itself_and_the_protocol() -> None:
+    core = {m: n for m, n in _tether_imports().items() if m.startswith("clients/core/")}
+    assert "clients/core/rpc.py" in core
+    for module, names in core.items():
+        tether = {n for n in names if _within(n, "tether")}
+        bad = [
+            n
+            for n in tether
+            if not _within(n, "tether.clients.core") and not _within(n, "tether.protocol")
+        ]
+        assert not bad, f"{module} imports {bad}"
+
+
 def test_envelope_errors_are_classified() -> None:
     with pytest.raises(FrameError) as parse:
         decode_envelope(b"{nope")
