@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tether.clients.websocket import WebSocket
+from tether.clients.core.websocket import WebSocket
 from tether.testing import ModelServer
 
 # The isolated home and the daemon subprocess are the test suite's own (tests/support.py); the

@@ -7,7 +7,7 @@ except one text delta.
 (a) Replay, same epoch: a fresh connection attaches with `after={seq: 0}`; the daemon replays
     every event from its in-memory ring. Timed from sending `session/attach` to receiving the
     event with the session's last seq. Measured with a raw websocket that only reads each
-    frame's `seq` (the wire plus the daemon), and with the typed `tether.clients.rpc.Client`
+    frame's `seq` (the wire plus the daemon), and with the typed `tether.clients.core.rpc.Client`
     that decodes every event into protocol structs (what a Python client pays in addition).
 (b) Snapshot, new epoch: the daemon is restarted (SIGTERM, start again), then a connection
     attaches without a cursor and gets a snapshot. Timed from sending `session/attach` to
@@ -45,7 +45,7 @@ from _harness import (
     start_daemon,
     verdict,
 )
-from tether.clients.websocket import WebSocket
+from tether.clients.core.websocket import WebSocket
 from tether.protocol import codec
 from tether.protocol.events import TurnCompleted
 from tether.protocol.jsonrpc import request_frame

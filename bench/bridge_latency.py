@@ -32,7 +32,7 @@ from _harness import (
     row,
     running_daemon,
 )
-from tether.clients.websocket import WebSocket
+from tether.clients.core.websocket import WebSocket
 
 TARGET_MS = 1.0
 DELTAS = 2000

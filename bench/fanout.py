@@ -46,7 +46,7 @@ from _harness import (
     row,
     running_daemon,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.jsonrpc import request_frame
 from tether.protocol.methods import (
     SESSION_ATTACH,

@@ -29,7 +29,7 @@ from _harness import (
     verdict,
 )
 from tests.support import attach, collect_until_turn_end, create_session, start_turn
-from tether.clients.websocket import ConnectionClosed
+from tether.clients.core.websocket import ConnectionClosed
 from tether.protocol.events import ItemCompleted
 from tether.protocol.items import ToolCall
 from tether.protocol.methods import DAEMON_STATUS, Empty

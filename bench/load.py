@@ -84,8 +84,8 @@ from _harness import (
     running_daemon,
     verdict,
 )
-from tether.clients.rpc import Client
-from tether.clients.websocket import WebSocket
+from tether.clients.core.rpc import Client
+from tether.clients.core.websocket import WebSocket
 from tether.daemon.sessions.emit_log import VARIABLE as EMIT_LOG_VARIABLE
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.jsonrpc import request_frame

@@ -29,7 +29,7 @@ from _harness import (
     running_daemon,
     verdict,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.events import TurnCompleted
 from tether.protocol.methods import (
     DAEMON_STATUS,

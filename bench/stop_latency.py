@@ -36,7 +36,7 @@ from tests.support import (
     read_events,
     start_turn,
 )
-from tether.clients.websocket import ConnectionClosed
+from tether.clients.core.websocket import ConnectionClosed
 from tether.protocol.methods import TURN_CANCEL, TurnCancelParams
 
 STREAM = {"steps": [{"text": numbered(400), "chunks": 400, "chunk_delay_ms": 10}], "loop": True}

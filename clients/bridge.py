@@ -42,8 +42,8 @@ from typing import BinaryIO, Final
 
 import msgspec
 
-from tether.clients.discovery import DaemonUnavailable, connect
-from tether.clients.websocket import ConnectionClosed, WebSocket
+from tether.clients.core.discovery import DaemonUnavailable, connect
+from tether.clients.core.websocket import ConnectionClosed, WebSocket
 from tether.protocol.errors import ErrorCode
 from tether.protocol.transport import CLOSE_CODES, MAX_MESSAGE_BYTES
 

@@ -8,7 +8,8 @@ what a `tether` command imports (bench/startup.py).
 
 `hide_typing_extensions_from_msgspec` arranges that msgspec's first import, whenever and by
 whichever module it happens, runs with typing_extensions hidden, so that a command keeps
-importing msgspec as late as it does (`tether run` sends its turn before: tether.clients.prelude).
+importing msgspec as late as it does (`tether run` sends its turn before:
+tether.clients.core.prelude).
 Whoever imports typing_extensions afterwards gets it as usual; a process that already has it
 keeps msgspec as msgspec would be without this module.
 """

@@ -8,7 +8,7 @@ leave the same gap)."""
 import sys
 
 from tether.clients.cli.main import main
-from tether.clients.websocket import WebSocket
+from tether.clients.core.websocket import WebSocket
 
 
 def pause_after(method: str, fifo: str) -> None:

@@ -24,8 +24,8 @@ from typing import Any
 
 import msgspec
 
-from tether.clients.rpc import CallError, Client
-from tether.clients.websocket import ConnectionClosed, WebSocket
+from tether.clients.core.rpc import CallError, Client
+from tether.clients.core.websocket import ConnectionClosed, WebSocket
 from tether.protocol.discovery import LOCK_NAME, DiscoveryInfo, discovery_name, workspace_key
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, TurnCompleted
@@ -356,6 +356,8 @@ SHADOWED_MODULES = (
     "tether/daemon/__main__.py",
     "tether/clients/__init__.py",
     "tether/clients/locate.py",
+    "tether/clients/core/__init__.py",
+    "tether/clients/core/locate.py",
     "tether/clients/cli/__init__.py",
     "tether/clients/cli/main.py",
 )
@@ -469,8 +471,8 @@ def cli(
     captured. For tests whose subject is what a command says and does, not its process: it
     saves a Python start per command. A daemon it starts is this process's child (reaped once
     it exits, so that it never looks alive)."""
-    from tether.clients import discovery
     from tether.clients.cli.main import main
+    from tether.clients.core import discovery
 
     out, err = io.StringIO(), io.StringIO()
     with ExitStack() as stack:

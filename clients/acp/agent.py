@@ -30,10 +30,10 @@ from tether.clients.acp.peer import (
 )
 from tether.clients.acp.session import LOST, AcpSession, Link, log
 from tether.clients.acp.updates import JSON
-from tether.clients.call_error import CallError
-from tether.clients.cli.interactive.channel import SharedClient
-from tether.clients.discovery import DaemonUnavailable, find_workspace
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.call_error import CallError
+from tether.clients.core.channel import SharedClient
+from tether.clients.core.discovery import DaemonUnavailable, find_workspace
+from tether.clients.core.websocket import WebSocketError
 from tether.protocol.errors import ErrorCode
 from tether.protocol.methods import (
     SESSION_CONFIGURE,

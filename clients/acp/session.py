@@ -23,9 +23,9 @@ from tether.clients.acp import params as p
 from tether.clients.acp.peer import INTERNAL_ERROR, Abandoned, AcpError, Peer, Pending
 from tether.clients.acp.prompt import turn_params
 from tether.clients.acp.updates import JSON, Translator, permission_tool_call
-from tether.clients.call_error import CallError
-from tether.clients.cli.interactive.channel import SharedClient
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.call_error import CallError
+from tether.clients.core.channel import SharedClient
+from tether.clients.core.websocket import WebSocketError
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,

@@ -30,8 +30,8 @@ except ImportError:  # no terminals: answers come as lines
     termios = None
 
 from tether.clients.cli.render import describe_approval, visible
-from tether.clients.cli.render.text import answerer_name
-from tether.clients.rpc import CallError, Client
+from tether.clients.core.rpc import CallError, Client
+from tether.clients.core.text import answerer_name
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ApprovalRequest, Decision, DecisionScope
 from tether.protocol.methods import APPROVAL_LIST, APPROVAL_RESPOND, ApprovalRespondParams

@@ -27,8 +27,8 @@ from pathlib import Path
 from tether.clients.cli.exit_codes import STATUS_EXIT
 from tether.clients.cli.follow import Follower
 from tether.clients.cli.render import Renderer
-from tether.clients.discovery import locate, probe_workspace, wait_until_stopped
-from tether.clients.rpc import Client
+from tether.clients.core.discovery import locate, probe_workspace, wait_until_stopped
+from tether.clients.core.rpc import Client
 from tether.protocol.events import ApprovalRequest, ApprovalRequested, TurnStatus
 from tether.protocol.methods import (
     APPROVAL_RESPOND,

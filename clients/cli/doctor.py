@@ -11,8 +11,8 @@ import stat
 from pathlib import Path
 from urllib.parse import quote
 
-from tether.clients.places import data_dir
 from tether.protocol.discovery import workspace_key
+from tether.protocol.places import data_dir
 
 SCHEMA_VERSION = 3
 """The newest schema this tether reads; the daemon's `schema.SCHEMA_VERSION`."""

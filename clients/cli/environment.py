@@ -1,6 +1,6 @@
 """The environment a turn's commands run in, in words (`tether daemon status`, `run -v`)."""
 
-from tether.clients.cli.render.text import visible
+from tether.clients.core.text import visible
 from tether.protocol.events import TurnEnvironment
 
 

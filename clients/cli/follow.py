@@ -26,7 +26,7 @@ from tether.clients.cli.approvals import ApprovalAnswerer, TerminalPrompt, answe
 from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.keep_output import output_kept_on_interrupt
 from tether.clients.cli.render import Renderer, visible
-from tether.clients.rpc import CallError, Client
+from tether.clients.core.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import (
     ApprovalRequested,

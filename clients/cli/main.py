@@ -26,7 +26,7 @@ from tether.clients.cli.exit_codes import (
     CliError,
     call_error_exit,
 )
-from tether.clients.discovery import DaemonUnavailable, start_early
+from tether.clients.core.discovery import DaemonUnavailable, start_early
 from tether.protocol.msgspec_import import hide_typing_extensions_from_msgspec
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
@@ -122,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, OSError) and _reader_left():
             return EXIT_OK
         # A command that got this far has imported the client; `main` itself does not.
-        from tether.clients.call_error import CallError
-        from tether.clients.websocket import WebSocketError
+        from tether.clients.core.call_error import CallError
+        from tether.clients.core.websocket import WebSocketError
 
         if isinstance(exc, CallError):
             _die(exc.message, call_error_exit(exc.code))

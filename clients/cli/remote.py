@@ -1,6 +1,6 @@
 """`tether --remote [user@]host[:path] COMMAND ...`: a command on a workspace of another machine.
 
-Most commands run here, against the remote daemon brought here by `tether.clients.remote`
+Most commands run here, against the remote daemon brought here by `tether.clients.core.remote`
 (one ssh master, a port forward): rendering, the terminal, piped stdin and Ctrl-C are this
 machine's, exactly as with a local daemon. `daemon ...` and `doctor` act on the remote
 machine's own files (its lock, its database), so they run there as a whole, over one ssh.
@@ -24,16 +24,15 @@ from pathlib import Path
 
 from tether.clients.cli.args import VALUED_OPTIONS, command_word
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
-from tether.clients.discovery import forget_remote, reach_remotely
-from tether.clients.places import config_dir
-from tether.clients.remote import (
+from tether.clients.core.discovery import forget_remote, reach_remotely
+from tether.clients.core.remote import (
     RemoteDaemon,
     RemoteTarget,
     RemoteUnavailable,
     explain,
     parse_target,
 )
-from tether.clients.ssh import (
+from tether.clients.core.ssh import (
     ONE_SESSION,
     RemoteFailed,
     SshError,
@@ -41,6 +40,7 @@ from tether.clients.ssh import (
     last_line,
     ssh_command_from,
 )
+from tether.protocol.places import config_dir
 
 RUN_THERE = frozenset({"daemon"})
 """Command modules whose commands run on the remote machine as a whole."""

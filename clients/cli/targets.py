@@ -5,12 +5,12 @@ import sys
 from pathlib import Path
 
 from tether.clients.cli.exit_codes import EXIT_USAGE, CliError
-from tether.clients.discovery import find_workspace
+from tether.clients.core.discovery import find_workspace
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:  # `main` resolves the workspace before the client's imports are needed
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
     from tether.protocol.session import SessionInfo
 
 
@@ -39,7 +39,7 @@ def _say_if_too_wide(found: Path) -> None:
     writes within its workspace: everything under it."""
     import os
 
-    from tether.clients.discovery import held_workspace_record
+    from tether.clients.core.discovery import held_workspace_record
 
     home = os.environ.get("HOME")
     wide = found == Path(found.anchor) or (home is not None and found == Path(home).resolve())
@@ -57,7 +57,7 @@ def connect(args: argparse.Namespace) -> "Client":
     """A client of the daemon of the command's workspace, starting one when none runs (every
     command that talks to the daemon does, as the README says). Every command calls the
     daemon first thing, so its first request goes out behind `initialize`, unanswered yet."""
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
 
     return Client.connect(workspace(args), wait_initialized=False)
 
@@ -84,7 +84,7 @@ def resolve_session(client: "Client", ref: str | None) -> "SessionInfo":
 def configured_model(client: "Client") -> str:
     """The model a session without one of its own uses (the settings in effect for this
     client); "" when the daemon cannot say."""
-    from tether.clients.rpc import CallError
+    from tether.clients.core.rpc import CallError
     from tether.protocol.methods import DAEMON_STATUS
 
     try:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from tether.clients.cli.render.text import (
+from tether.clients.core.text import (
     describe_call,
     describe_image,
     describe_summary,

@@ -1,7 +1,7 @@
 """tether in a notebook: `%load_ext tether.jupyter`, then `%%tether` above a question.
 
 The extension is a thin client of the workspace's daemon (the git root above the kernel's
-current directory), on the blocking client (`tether.clients.rpc`): it brings no async
+current directory), on the blocking client (`tether.clients.core.rpc`): it brings no async
 framework into the kernel. See docs/jupyter.md for the magics and `actions`, `follow` for
 what they do.
 """

@@ -19,10 +19,10 @@ from typing import Protocol
 
 import msgspec
 
-from tether.clients.cli.render.text import visible
-from tether.clients.discovery import DaemonUnavailable, find_workspace
-from tether.clients.rpc import CallError, Client
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.discovery import DaemonUnavailable, find_workspace
+from tether.clients.core.rpc import CallError, Client
+from tether.clients.core.text import visible
+from tether.clients.core.websocket import WebSocketError
 from tether.jupyter import follow as following
 from tether.jupyter.follow import Outcome, Screen
 from tether.jupyter.render import Bundle, answered_bundle, message_bundle, sessions_bundle

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from tether.clients.rpc import Client
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.rpc import Client
+from tether.clients.core.websocket import WebSocketError
 from tether.jupyter.view import TurnView
 from tether.protocol.events import ItemDelta
 from tether.protocol.methods import (

@@ -20,8 +20,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import DisplayHandle
 
-from tether.clients.rpc import CallError
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.rpc import CallError
+from tether.clients.core.websocket import WebSocketError
 from tether.jupyter.actions import Notebook, Problem
 from tether.jupyter.commands import USAGE, parse_cell, parse_line
 from tether.jupyter.follow import Outcome, Screen

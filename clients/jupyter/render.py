@@ -1,7 +1,7 @@
 """A turn as a cell output: one MIME bundle, `text/html` for notebooks, `text/plain` for the
 rest (a terminal IPython, a diff of the saved notebook).
 
-The pieces are the CLI's plain ones (`tether.clients.cli.render.text`): the same tool lines,
+The pieces are the plain ones the CLI shows too (`tether.clients.core.text`): the same tool lines,
 diff cuts, approval prompts and summaries, so a notebook and a terminal say the same things.
 
 Everything the daemon relays is model-made and is escaped before it is shown: first `visible`
@@ -17,7 +17,7 @@ from functools import cache
 import msgspec
 from markdown_it import MarkdownIt
 
-from tether.clients.cli.render.text import (
+from tether.clients.core.text import (
     SPINNER,
     approval_parts,
     describe_call,

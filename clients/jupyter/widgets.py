@@ -11,7 +11,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from tether.clients.cli.render.text import visible
+from tether.clients.core.text import visible
 from tether.jupyter.actions import Notebook, Problem
 from tether.jupyter.follow import Screen
 from tether.jupyter.outputs import publish, publish_object

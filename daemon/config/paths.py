@@ -1,4 +1,4 @@
-"""Where the daemon keeps things. Every path comes from `tether.clients.places` (the XDG base
+"""Where the daemon keeps things. Every path comes from `tether.protocol.places` (the XDG base
 directories on Linux, platformdirs elsewhere), so `HOME` and `XDG_*` relocate all of it (the
 end-to-end tests give each daemon its own home this way).
 
@@ -11,10 +11,12 @@ import contextlib
 import stat
 from pathlib import Path
 
+from tether.protocol.discovery import workspace_key
+
 # What clients must find (the runtime dir, discovery and lock files, the log, the database
 # `tether doctor` checks, the config file `--remote` reads) is computed in one place both
 # sides import.
-from tether.clients.places import (
+from tether.protocol.places import (
     config_dir,
     data_dir,
     discovery_path,
@@ -26,7 +28,6 @@ from tether.clients.places import (
     state_dir,
     workspace_data_dir,
 )
-from tether.protocol.discovery import workspace_key
 
 __all__ = [
     "config_dir",

@@ -10,7 +10,7 @@ doing and where it listens.
 
 The discovery file is written atomically with owner-only permissions (it holds the token) once
 the daemon accepts connections, put back if it goes missing while the daemon serves, and
-removed on exit. It goes into the runtime dir that `tether.clients.places.runtime_dir` picks,
+removed on exit. It goes into the runtime dir that `tether.protocol.places.runtime_dir` picks,
 asked again at each rewrite: when the folder it was in has gone (`/run/user/UID` removed at
 logout), the file moves where the same rule now points, and the lock's record follows it. The
 daemon creates only its own `tether` folder there, never the runtime dir itself.

@@ -22,7 +22,7 @@ from tests.support import (
     tool_calls,
     wait_until,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.events import (
     ApprovalRequest,
     ApprovalRequested,

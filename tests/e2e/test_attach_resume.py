@@ -26,7 +26,7 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.events import ItemCompleted, ItemDelta, ItemStarted, TurnCompleted
 from tether.protocol.items import AgentMessage, AnyItem, ToolCall
 from tether.protocol.methods import (

@@ -31,7 +31,7 @@ from tests.support import (
     tool_calls_answered,
     wait_until,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.events import (
     ItemCompleted,
     ItemDelta,

@@ -171,7 +171,7 @@ def test_with_nothing_to_act_on_a_command_says_so_and_exits_2(
 
 
 def test_a_daemon_started_early_is_the_one_locate_connects_to(home: Home, workspace: Path) -> None:
-    from tether.clients import discovery
+    from tether.clients.core import discovery
 
     with home.activated():
         discovery.start_early(workspace)

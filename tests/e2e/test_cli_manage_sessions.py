@@ -18,7 +18,7 @@ from tests.support import (
     read_events,
     read_snapshot,
 )
-from tether.clients.rpc import CallError
+from tether.clients.core.rpc import CallError
 from tether.protocol.errors import ErrorCode
 from tether.protocol.events import ItemCompleted, SessionRenamed, TurnStarted
 from tether.protocol.items import AgentMessage, ToolCall

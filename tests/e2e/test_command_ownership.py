@@ -28,7 +28,7 @@ from tests.support import (
     tool_calls_answered,
     wait_until,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.daemon.procs.ownership import GroupRecord, OwnedGroups, RecordLine, boot_id, start_time
 from tether.protocol.discovery import workspace_key
 from tether.protocol.events import AnyEvent, ItemCompleted, ItemDelta, ItemStarted, TurnCompleted

@@ -38,9 +38,9 @@ from tests.support import (
     start_turn,
     wait_until,
 )
-from tether.clients.discovery import probe_lock
-from tether.clients.rpc import Client
-from tether.clients.websocket import ConnectionClosed, WebSocket
+from tether.clients.core.discovery import probe_lock
+from tether.clients.core.rpc import Client
+from tether.clients.core.websocket import ConnectionClosed, WebSocket
 from tether.protocol.discovery import workspace_key
 from tether.protocol.events import TurnCompleted
 from tether.protocol.jsonrpc import request_frame
@@ -589,7 +589,7 @@ def test_killed_client_process_is_dropped_and_its_turn_survives(
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from tether.clients.rpc import Client\n"
+        "from tether.clients.core.rpc import Client\n"
         "from tether.protocol.methods import SESSION_CREATE, TURN_START,"
         " SessionCreateParams, TurnStartParams\n"
         "client = Client.connect(Path(sys.argv[1]), autostart=False)\n"

@@ -15,7 +15,7 @@ from tests.support import (
     create_session,
     start_daemon,
 )
-from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.clients.core.websocket import HandshakeRejected, WebSocket
 from tether.protocol.methods import TURN_START, TurnStartParams
 from tether.testing import ModelServer
 

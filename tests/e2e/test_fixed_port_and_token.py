@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import Home, free_port, start_daemon
-from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.clients.core.websocket import HandshakeRejected, WebSocket
 from tether.daemon.__main__ import TOKEN_MIN_LENGTH, read_token
 
 TOKEN = "f0" * 32

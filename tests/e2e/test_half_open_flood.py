@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support import DaemonProcess
-from tether.clients.rpc import Client
-from tether.clients.websocket import WebSocket
+from tether.clients.core.rpc import Client
+from tether.clients.core.websocket import WebSocket
 from tether.protocol.methods import DAEMON_STATUS, INITIALIZE, Empty, InitializeParams
 
 OPEN_FILES = 256

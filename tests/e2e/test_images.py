@@ -23,7 +23,7 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.clients.rpc import CallError, Client
+from tether.clients.core.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.items import UserMessage
 from tether.protocol.jsonrpc import request_frame

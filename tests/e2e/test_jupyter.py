@@ -42,8 +42,8 @@ from tests.support import (
     read_snapshot,
     wait_until,
 )
-from tether.clients.cli.render.text import SPINNER
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
+from tether.clients.core.text import SPINNER
 from tether.jupyter.actions import Notebook
 from tether.jupyter.follow import Screen
 from tether.jupyter.render import Bundle, turn_bundle

@@ -31,7 +31,7 @@ from tests.support import (
     wait_until,
 )
 from tests.unit.test_mcp_pool import TINY
-from tether.clients.rpc import CallError, Client
+from tether.clients.core.rpc import CallError, Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.items import Notice, ToolCall
 from tether.protocol.methods import (

@@ -22,8 +22,8 @@ from tests.support import (
     raw_call,
     raw_request,
 )
-from tether.clients.rpc import CallError
-from tether.clients.websocket import HandshakeRejected, WebSocket
+from tether.clients.core.rpc import CallError
+from tether.clients.core.websocket import HandshakeRejected, WebSocket
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import RequestId, request_frame
 from tether.protocol.methods import (

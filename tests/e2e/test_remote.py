@@ -26,7 +26,7 @@ from tests.remote_support import Sshd, remote_command
 from tests.screen import CTRL_D, ENTER, Terminal
 from tests.support import Home, cli, command_step, free_port, run_cli, wait_until
 from tests.terminal import TerminalCli
-from tether.clients import discovery
+from tether.clients.core import discovery
 from tether.testing import ModelServer
 
 

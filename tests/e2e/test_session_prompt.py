@@ -13,7 +13,7 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.testing import ModelServer
 
 

@@ -22,7 +22,7 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.clients.rpc import CallError, Client
+from tether.clients.core.rpc import CallError, Client
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.schema import SCHEMA_VERSION
 from tether.daemon.sessions.store import Store

@@ -263,7 +263,7 @@ def test_the_images_a_tool_returned_are_a_line_each_under_its_call(live: bool) -
 
 
 def test_a_long_denial_is_cut_between_words_with_an_ellipsis() -> None:
-    from tether.clients.cli.render.text import first_line, outcome
+    from tether.clients.core.text import first_line, outcome
 
     why = ": " + "the staging database is shared with the other team " * 3
     denial = (

@@ -10,7 +10,7 @@ import trio
 from tests.unit.test_lsp_pool import serving
 from tether.clients.acp import diffs
 from tether.clients.acp.updates import TOOL_KINDS, tool_title
-from tether.clients.cli.render.text import tool_line
+from tether.clients.core.text import tool_line
 from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.navigation import (
     Location,

@@ -10,6 +10,8 @@ import functools
 import sys
 from pathlib import Path
 
+from tests.unit.test_import_cycles import import_cycles
+
 DAEMON = Path(__file__).resolve().parents[2] / "daemon"
 TESTING = DAEMON / "testing"
 
@@ -143,22 +145,7 @@ def _module_name(path: Path) -> str:
 def test_no_module_of_the_daemon_imports_itself_through_others() -> None:
     paths = {_module_name(path): path for path in _modules()}
     imports = {name: (_imported_names(path) & set(paths)) - {name} for name, path in paths.items()}
-    cycles: list[str] = []
-    done: set[str] = set()
-
-    def visit(name: str, chain: list[str]) -> None:
-        if name in chain:
-            cycles.append(" -> ".join([*chain[chain.index(name) :], name]))
-            return
-        if name in done:
-            return
-        for other in sorted(imports[name]):
-            visit(other, [*chain, name])
-        done.add(name)
-
-    for name in sorted(imports):
-        visit(name, [])
-    assert cycles == []
+    assert import_cycles(imports) == []
 
 
 def test_the_model_server_imports_only_the_standard_library_and_itself() -> None:

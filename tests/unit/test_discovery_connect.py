@@ -13,14 +13,14 @@ import msgspec
 import pytest
 
 from tests.support import DaemonProcess
-from tether.clients.discovery import (
+from tether.clients.core.discovery import (
     DaemonUnavailable,
     Located,
     connect,
     forget_remote,
     reach_remotely,
 )
-from tether.clients.prelude import Prelude
+from tether.clients.core.prelude import Prelude
 from tether.protocol.discovery import DiscoveryInfo
 
 pytestmark = pytest.mark.shared_daemon

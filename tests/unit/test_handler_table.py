@@ -18,7 +18,7 @@ import trio
 from trio_websocket import WebSocketConnection, open_websocket
 from wsproto.events import Request
 
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.rpc.connection import Connection, Reply, on

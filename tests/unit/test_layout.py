@@ -59,14 +59,14 @@ def test_the_model_server_imports_from_any_folder(tmp_path: Path) -> None:
 def test_cli_import_stays_thin() -> None:
     """The CLI's hot path must not pull in the daemon, trio, httpx or an HTTP parser (they
     cost ~0.25 s), nor subprocess, which only starting a daemon needs, nor rich, which only a
-    terminal's renderer loads; nor platformdirs (tether.clients.places resolves the folders),
+    terminal's renderer loads; nor platformdirs (tether.protocol.places resolves the folders),
     hashlib (OpenSSL, for one SHA-256) or shutil (which argparse's help width would load,
     with bz2 and lzma). Up to `tether run`'s first request (the renderer comes after it), not
     typing either: msgspec brings it once the turn's events are read."""
     code = (
         "import sys, tether.clients.cli.main, tether.clients.cli.commands.turns\n"
         "from tether.clients.cli.args import build_parser\n"
-        "from tether.clients.places import discovery_path\n"
+        "from tether.protocol.places import discovery_path\n"
         "build_parser(['run', 'go']).parse_args(['run', 'go']); discovery_path('/w')\n"
         "early = sorted(m for m in sys.modules if m.split('.')[0] == 'typing')\n"
         "import tether.clients.cli.render\n"
@@ -91,7 +91,7 @@ def test_the_cli_decides_to_spawn_a_daemon_before_its_heavy_imports(tmp_path: Pa
         "from tether.clients.cli.args import build_parser\n"
         "from tether.clients.cli.main import _start_daemon_early\n"
         "from tether.clients.cli.targets import workspace\n"
-        "from tether.clients.discovery import probe_workspace\n"
+        "from tether.clients.core.discovery import probe_workspace\n"
         "args = build_parser().parse_args(['run', 'go'])\n"
         "assert probe_workspace(workspace(args)) is None\n"
         "print(sorted(m for m in sys.modules"

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 import trio
 
-from tether.clients.discovery import REWRITE_GRACE, START_TIMEOUT, Held, assess, probe_lock
+from tether.clients.core.discovery import REWRITE_GRACE, START_TIMEOUT, Held, assess, probe_lock
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock, keep_discovery
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL, DiscoveryInfo, LockRecord
 

@@ -1,4 +1,4 @@
-"""Where daemon and clients meet on disk (tether.clients.places): the XDG folders computed
+"""Where daemon and clients meet on disk (tether.protocol.places): the XDG folders computed
 without platformdirs on Linux must be the ones platformdirs gives, so an upgrade moves no
 user's sessions, and the runtime dir must never be one another user could read or swap."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from tether.clients import places
+from tether.protocol import places
 from tether.protocol.workspace_files import workspace_key
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG rules")

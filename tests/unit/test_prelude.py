@@ -1,4 +1,4 @@
-"""`tether.clients.prelude`: a thin client's first requests in the standard library's JSON.
+"""`tether.clients.core.prelude`: a thin client's first requests in the standard library's JSON.
 
 Its frames must be the ones the typed client sends; it must take only the usual way (a serving
 daemon its discovery file names) and leave every other case to `Client.connect`; and it must
@@ -19,13 +19,13 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer, serve_websocket
 
-from tether.clients.call_error import CallError
 from tether.clients.cli.commands.turns import RunRequest
 from tether.clients.cli.images import ImageFile
-from tether.clients.places import discovery_path, lock_path
-from tether.clients.prelude import Prelude, initialize_params, serving_daemon
-from tether.clients.rpc import provider_environment
-from tether.clients.websocket import WebSocket
+from tether.clients.core.call_error import CallError
+from tether.clients.core.initialize import initialize_params
+from tether.clients.core.prelude import Prelude, serving_daemon
+from tether.clients.core.rpc import provider_environment
+from tether.clients.core.websocket import WebSocket
 from tether.protocol.methods import (
     Attachment,
     ImageInput,
@@ -33,6 +33,7 @@ from tether.protocol.methods import (
     SessionEventParams,
     TurnStartParams,
 )
+from tether.protocol.places import discovery_path, lock_path
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
 T = TypeVar("T")

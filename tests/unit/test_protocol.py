@@ -58,7 +58,20 @@ def test_protocol_imports_only_stdlib_and_msgspec() -> None:
         for name in names:
             top = name.split(".")[0]
             allowed = top in STDLIB or top == "msgspec" or name.startswith("tether.protocol")
+            # Off Linux the shared places are platformdirs' answers; Linux never imports it.
+            allowed = allowed or (module == "protocol/places.py" and name == "platformdirs")
             assert allowed, f"{module} imports {name}"
+
+
+def test_the_shared_places_import_platformdirs_only_inside_a_function() -> None:
+    tree = ast.parse((ROOT / "protocol" / "places.py").read_text())
+    top_level = {
+        alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names
+    }
+    top_level |= {
+        node.module for node in tree.body if isinstance(node, ast.ImportFrom) if node.module
+    }
+    assert "platformdirs" not in top_level
 
 
 def test_clients_never_import_the_daemon() -> None:
@@ -67,16 +80,52 @@ def test_clients_never_import_the_daemon() -> None:
         assert not bad, f"{module} imports {bad}"
 
 
-def test_the_daemon_takes_of_the_clients_only_the_shared_places() -> None:
-    # Where the discovery and lock files live is computed once, in tether.clients.places, so
-    # daemon and clients cannot disagree; nothing else of the clients belongs in the daemon,
-    # and places itself may need nothing of either side.
+def test_the_daemon_imports_nothing_of_the_clients() -> None:
+    # Where the discovery and lock files live is computed once, in tether.protocol.places, so
+    # daemon and clients cannot disagree; the places need nothing of either side.
     for module, names in _imports(ROOT / "daemon").items():
-        bad = [n for n in names if n.startswith("tether.clients") and n != "tether.clients.places"]
+        bad = [n for n in names if n == "tether.clients" or n.startswith("tether.clients.")]
         assert not bad, f"{module} imports {bad}"
-    places = _imports(ROOT / "clients")["clients/places.py"]
+    places = _imports(ROOT / "protocol")["protocol/places.py"]
     tether = {n for n in places if n.startswith("tether.")}
     assert tether == {"tether.protocol.workspace_files"}
+
+
+def _tether_imports() -> dict[str, set[str]]:
+    return {
+        module: names
+        for folder in ("protocol", "daemon", "clients")
+        for module, names in _imports(ROOT / folder).items()
+    }
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_nothing_outside_the_terminal_client_imports_it() -> None:
+    # The ACP agent, the notebook client and the bridge stand on the client core, beside the
+    # terminal client, not on it.
+    imports = _tether_imports()
+    assert any(module.startswith("clients/cli/") for module in imports)
+    for module, names in imports.items():
+        if module.startswith("clients/cli/"):
+            continue
+        bad = [n for n in names if _within(n, "tether.clients.cli")]
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_the_client_core_imports_only_itself_and_the_protocol() -> None:
+    core = {m: n for m, n in _tether_imports().items() if m.startswith("clients/core/")}
+    assert "clients/core/rpc.py" in core
+    for module, names in core.items():
+        tether = {n for n in names if _within(n, "tether")}
+        bad = [
+            n
+            for n in tether
+            if not _within(n, "tether.clients.core") and not _within(n, "tether.protocol")
+        ]
+        assert not bad, f"{module} imports {bad}"
 
 
 def test_envelope_errors_are_classified() -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from tests.support import Home, cli
-from tether.clients import discovery
 from tether.clients.cli.args import command_word
 from tether.clients.cli.exit_codes import CliError
 from tether.clients.cli.main import _interactive  # pyright: ignore[reportPrivateUsage]
 from tether.clients.cli.remote import remote_command_of, subcommand_words
-from tether.clients.remote import RemoteTarget, explain, parse_target
-from tether.clients.ssh import RemoteFailed, SshUnreachable
+from tether.clients.core import discovery
+from tether.clients.core.remote import RemoteTarget, explain, parse_target
+from tether.clients.core.ssh import RemoteFailed, SshUnreachable
 from tether.daemon.config.settings import load_config
 
 

@@ -1,4 +1,4 @@
-"""The CLI's blocking JSON-RPC client (`tether.clients.rpc.Client`) against a trio-websocket
+"""The CLI's blocking JSON-RPC client (`tether.clients.core.rpc.Client`) against a trio-websocket
 server on 127.0.0.1 that plays the daemon: what goes on the wire, and in which order.
 
 The client blocks, so it runs in a worker thread while the server runs in the test's trio loop.
@@ -13,8 +13,8 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, WebSocketServer, serve_websocket
 
-from tether.clients.rpc import CallError, Client
-from tether.clients.websocket import WebSocket
+from tether.clients.core.rpc import CallError, Client
+from tether.clients.core.websocket import WebSocket
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.errors import ErrorCode
 from tether.protocol.jsonrpc import decode_envelope, error_frame, result_frame

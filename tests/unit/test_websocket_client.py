@@ -36,8 +36,8 @@ from wsproto.events import (
     TextMessage,
 )
 
-from tether.clients.rpc import Client
-from tether.clients.websocket import (
+from tether.clients.core.rpc import Client
+from tether.clients.core.websocket import (
     ConnectionClosed,
     HandshakeRejected,
     WebSocket,

@@ -14,7 +14,7 @@ from tether.clients.cli.commands.output import print_json
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import describe_subject, visible
 from tether.clients.cli.targets import connect, resolve_session
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.events import Decision
 from tether.protocol.methods import (
     APPROVAL_LIST,

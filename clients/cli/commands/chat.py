@@ -14,8 +14,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
             "the interactive mode needs a terminal; for a script use `tether run PROMPT`",
             EXIT_USAGE,
         )
-    from tether.clients.cli.interactive.channel import SharedClient
     from tether.clients.cli.interactive.run import run_chat
+    from tether.clients.core.channel import SharedClient
 
     root = workspace(args)
     client = SharedClient.connect(root)

@@ -19,7 +19,7 @@ from tether.clients.cli.environment import environment_words
 from tether.clients.cli.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import workspace as target_workspace
-from tether.clients.discovery import (
+from tether.clients.core.discovery import (
     DaemonUnavailable,
     NotRunning,
     locate,
@@ -27,10 +27,10 @@ from tether.clients.discovery import (
     terminate_holder,
     wait_until_stopped,
 )
-from tether.clients.places import discovery_path
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.discovery import DiscoveryInfo
 from tether.protocol.methods import DAEMON_SHUTDOWN, DAEMON_STATUS, DaemonStatusResult
+from tether.protocol.places import discovery_path
 
 LOG_OPTIONS = {"follow": "-f", "level": "--level", "session": "--session", "lines": "-n"}
 """The options only `tether daemon logs` takes, by their argparse names."""

@@ -13,7 +13,7 @@ import msgspec
 
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.targets import configured_model, connect, resolve_session
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.methods import (
     SESSION_EVENTS,
     SESSION_READ,

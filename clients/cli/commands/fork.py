@@ -7,7 +7,7 @@ from tether.clients.cli.commands.output import print_json
 from tether.clients.cli.exit_codes import EXIT_OK
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect, resolve_session
-from tether.clients.rpc import Client
+from tether.clients.core.rpc import Client
 from tether.protocol.methods import (
     SESSION_FORK,
     SESSION_LIST,

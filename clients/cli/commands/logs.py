@@ -27,7 +27,7 @@ import msgspec
 from tether.clients.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.reader import reader_gone, silence_stdout
 from tether.clients.cli.targets import workspace as target_workspace
-from tether.clients.places import log_path, stderr_path
+from tether.protocol.places import log_path, stderr_path
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 KEPT_FILES = 3

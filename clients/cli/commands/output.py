@@ -37,3 +37,11 @@ def print_listing(
         for item in items:
             print(line(item))
     return EXIT_OK
+
+
+def age(seconds: float) -> str:
+    """How long ago, in the largest whole unit: `3h ago`, `just now`."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"

@@ -7,8 +7,7 @@ import re
 import sys
 import time
 
-from tether.clients.cli.commands.output import print_json
-from tether.clients.cli.commands.sessions import age
+from tether.clients.cli.commands.output import age, print_json
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect

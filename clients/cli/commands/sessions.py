@@ -5,7 +5,7 @@ import argparse
 import sys
 import time
 
-from tether.clients.cli.commands.output import print_json, print_listing
+from tether.clients.cli.commands.output import age, print_json, print_listing
 from tether.clients.cli.exit_codes import EXIT_OK, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import configured_model, connect, resolve_session
@@ -61,14 +61,6 @@ def describe_session(s: SessionInfo, now: float, configured: str = "") -> str:
     model = visible(s.model or configured) or "-"
     fork = f"  (fork of {s.forked_from.session_id})" if s.forked_from is not None else ""
     return f"{state:<16}  {s.turn_count:>3} turns  {when:>8}  {model:<16}  {visible(s.title)}{fork}"
-
-
-def age(seconds: float) -> str:
-    """How long ago, in the largest whole unit: `3h ago`, `just now`."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return "just now"
 
 
 def cmd_undo(args: argparse.Namespace) -> int:

@@ -10,7 +10,6 @@ import argparse
 import os
 import sys
 
-from tether.clients.call_error import CallError
 from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
@@ -22,7 +21,8 @@ from tether.clients.cli.exit_codes import (
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.piped import read_piped, stdin_may_hold_text
 from tether.clients.cli.targets import connect, resolve_session, workspace
-from tether.clients.prelude import JsonObject, Prelude, as_object
+from tether.clients.core.call_error import CallError
+from tether.clients.core.prelude import JsonObject, Prelude, as_object
 from tether.protocol.environment import without_secrets
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from tether.clients.cli.images import ImageFile
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
     from tether.protocol.events import PermissionMode, TurnStatus
     from tether.protocol.methods import TurnStartResult
 

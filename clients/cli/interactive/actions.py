@@ -10,7 +10,7 @@ from tether.clients.cli.interactive.slash import help_text, parse
 from tether.clients.cli.interactive.state import describe_context, describe_todos
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import resolve_session
-from tether.clients.rpc import CallError
+from tether.clients.core.rpc import CallError
 from tether.protocol.events import PermissionMode
 from tether.protocol.images import describe_size
 from tether.protocol.methods import (

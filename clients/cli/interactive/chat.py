@@ -32,7 +32,6 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from tether.clients.cli.approvals import ApprovalAnswerer
 from tether.clients.cli.images import ImageFile
-from tether.clients.cli.interactive.channel import SharedClient
 from tether.clients.cli.interactive.leaving import SecondCtrlC
 from tether.clients.cli.interactive.output import TerminalLines
 from tether.clients.cli.interactive.picker import pick
@@ -41,8 +40,9 @@ from tether.clients.cli.interactive.question import InlineQuestion
 from tether.clients.cli.interactive.state import ChatState
 from tether.clients.cli.mentions import parse_cli_mentions
 from tether.clients.cli.render import Renderer, visible
-from tether.clients.rpc import CallError
-from tether.clients.websocket import WebSocketError
+from tether.clients.core.channel import SharedClient
+from tether.clients.core.rpc import CallError
+from tether.clients.core.websocket import WebSocketError
 from tether.protocol.base import Wire
 from tether.protocol.environment import without_secrets
 from tether.protocol.events import (

@@ -16,7 +16,7 @@ from tether.clients.cli.interactive.completion import ChatCompleter, WorkspaceFi
 from tether.clients.cli.interactive.keys import KeyHost, key_bindings
 from tether.clients.cli.interactive.output import TerminalLines
 from tether.clients.cli.render import Renderer, visible
-from tether.clients.places import history_path
+from tether.clients.core.places import history_path
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 DIM, BOLD, RESET = "\x1b[2m", "\x1b[1m", "\x1b[0m"

@@ -4,8 +4,8 @@ import asyncio
 from pathlib import Path
 
 from tether.clients.cli.interactive.actions import run_slash
-from tether.clients.cli.interactive.channel import SharedClient
 from tether.clients.cli.interactive.chat import Chat
+from tether.clients.core.channel import SharedClient
 from tether.protocol.events import PermissionMode
 
 

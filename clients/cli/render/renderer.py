@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, TextIO
 import msgspec
 
 from tether.clients.cli.render.blocks import open_block_start
-from tether.clients.cli.render.text import (
+from tether.clients.cli.render.under_way import OUTPUT_KEPT, UnderWay, task_description
+from tether.clients.core.text import (
     SUCCESS_TAIL_LINES,
     approval_parts,
     describe_image,
@@ -68,7 +69,6 @@ from tether.clients.cli.render.text import (
     tool_line,
     visible,
 )
-from tether.clients.cli.render.under_way import OUTPUT_KEPT, UnderWay, task_description
 from tether.protocol.events import (
     AnyEvent,
     ApprovalRequest,

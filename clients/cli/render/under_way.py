@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from tether.clients.cli.render.text import (
+from tether.clients.core.text import (
     SPINNER,
     describe_call,
     nested_prefix,

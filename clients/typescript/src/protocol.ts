@@ -404,7 +404,7 @@ export interface DiagnosticsReported {
 
 /**
  * The discovery file: `tether/daemon-<key>.json` in the runtime dir (`$XDG_RUNTIME_DIR`
- * when it is fit for secrets, see `tether.clients.places`), owner-only, where
+ * when it is fit for secrets, see `tether.protocol.places`), owner-only, where
  * `key` is the first 16 hex digits of the SHA-256 of the workspace's absolute, resolved
  * path (UTF-8). Written once the daemon accepts connections, removed when it exits. A file
  * left by a daemon that crashed is stale: the daemon is alive only while it holds an `flock`

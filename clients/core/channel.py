@@ -18,8 +18,8 @@ from typing import TypeVar, overload
 
 import msgspec
 
-from tether.clients.rpc import CallError, Client
-from tether.clients.websocket import ConnectionClosed, WebSocket, WebSocketError
+from tether.clients.core.rpc import CallError, Client
+from tether.clients.core.websocket import ConnectionClosed, WebSocket, WebSocketError
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.discovery import DiscoveryInfo

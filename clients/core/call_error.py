@@ -1,6 +1,6 @@
 """The error a thin client raises when the daemon answers a call with a JSON-RPC error.
 
-Standard library only: the client's first requests (`tether.clients.prelude`) raise it before
+Standard library only: the client's first requests (`tether.clients.core.prelude`) raise it before
 msgspec is imported."""
 
 

@@ -13,10 +13,10 @@ from typing import Self, TypeVar, overload
 
 import msgspec
 
-from tether.clients.call_error import CallError
-from tether.clients.discovery import DaemonUnavailable, NotRunning, connect
-from tether.clients.prelude import initialize_params
-from tether.clients.websocket import WebSocket
+from tether.clients.core.call_error import CallError
+from tether.clients.core.discovery import DaemonUnavailable, NotRunning, connect
+from tether.clients.core.initialize import initialize_params
+from tether.clients.core.websocket import WebSocket
 from tether.protocol import codec
 from tether.protocol.base import Wire
 from tether.protocol.discovery import DiscoveryInfo

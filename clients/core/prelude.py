@@ -21,38 +21,17 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from tether.clients.call_error import CallError
-from tether.clients.discovery import discovery_file, held_workspace_record, remote_locator
-from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
-from tether.protocol.version import PROTOCOL_VERSION, __version__
+from tether.clients.core.call_error import CallError
+from tether.clients.core.discovery import discovery_file, held_workspace_record, remote_locator
+from tether.clients.core.initialize import initialize_params
+from tether.clients.core.websocket import HandshakeClosed, HandshakeRejected, WebSocket
 
 TYPE_CHECKING = False  # typing stays out of a command's start (tests/unit/test_layout.py)
 
 if TYPE_CHECKING:
-    from tether.clients.rpc import Client
+    from tether.clients.core.rpc import Client
 
 JsonObject = dict[str, object]
-
-PROVIDER_VARIABLES = (
-    ("provider", "TETHER_PROVIDER"),
-    ("baseUrl", "TETHER_BASE_URL"),
-    ("model", "TETHER_MODEL"),
-    ("apiKey", "TETHER_API_KEY"),
-    ("openaiApiKey", "OPENAI_API_KEY"),
-    ("anthropicApiKey", "ANTHROPIC_API_KEY"),
-)
-"""`ProviderEnvironment`'s wire fields and the variables they carry."""
-
-
-def initialize_params(client_name: str, env: Mapping[str, str]) -> JsonObject:
-    """`initialize`'s params, sending `env`'s provider variables (see `ProviderEnvironment`)."""
-    provider_env = {field: env[name] for field, name in PROVIDER_VARIABLES if env.get(name)}
-    return {
-        "clientName": client_name,
-        "clientVersion": __version__,
-        "protocolVersion": PROTOCOL_VERSION,
-        "providerEnv": provider_env,
-    }
 
 
 def serving_daemon(workspace: Path) -> bytes | None:
@@ -172,7 +151,7 @@ class Prelude:
     def handover(self) -> "Client":
         """The typed client of this connection, holding the notifications read so far. The
         prelude is not used afterwards."""
-        from tether.clients.rpc import Client
+        from tether.clients.core.rpc import Client
 
         assert not self._pending, "every request sent is answered before the handover"
         return Client.adopt(self.ws, self.discovery, self._next_id, self.frames)

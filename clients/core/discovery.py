@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from tether.clients.places import (
+from tether.protocol.places import (
     discovery_path,
     former_lock_path,
     lock_path,
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     import subprocess
     from typing import Protocol
 
-    from tether.clients.websocket import WebSocket
+    from tether.clients.core.websocket import WebSocket
     from tether.protocol.discovery import DiscoveryInfo, LockRecord
 
 START_TIMEOUT = 15.0
@@ -120,7 +120,8 @@ class Located:
 if TYPE_CHECKING:
 
     class RemoteLocator(Protocol):
-        """A daemon on another machine that a workspace path names (`tether.clients.remote`)."""
+        """A daemon on another machine that a workspace path names
+        (`tether.clients.core.remote`)."""
 
         def locate(self, *, autostart: bool) -> Located:
             """What `locate` answers for the workspace; raises as `locate` does."""
@@ -343,7 +344,7 @@ def connect(
     looking again while the one found does not accept connections, until `START_TIMEOUT`.
     Raises as `locate` does, and `DaemonUnavailable` when the daemon refuses the handshake
     or none accepts in time."""
-    from tether.clients.websocket import HandshakeClosed, HandshakeRejected, WebSocket
+    from tether.clients.core.websocket import HandshakeClosed, HandshakeRejected, WebSocket
     from tether.protocol.transport import HOST
 
     deadline = time.monotonic() + START_TIMEOUT

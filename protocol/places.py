@@ -7,19 +7,22 @@ The lock is what makes a daemon the workspace's one daemon, so it lives beside t
 guards, in a folder every shell of the user computes alike. The runtime dir is not: whether
 `XDG_RUNTIME_DIR` is set (`sudo -E`, `env -u`, cron, an editor started from a desktop entry)
 or `/run/user/UID` exists changes it. A daemon records its discovery file's path in the lock,
-so a client whose runtime dir differs still finds the running daemon (`tether.clients.discovery`).
+so a client whose runtime dir differs still finds the running daemon
+(`tether.clients.core.discovery`).
 Which runtime dir is usable is decided by one rule, `runtime_dir`, for the daemon and its
 clients alike; neither ever creates or repairs `/run/user/UID` or a folder above it.
 
-Both sides must compute the same paths, so both take them from here: this is the one module of
-`tether.clients` the daemon imports, and it imports nothing of tether but the protocol's
-`tether.protocol.workspace_files`, which names the files (and no msgspec: a client that has
-to start the daemon gets here before it imports anything heavy).
+Both sides must compute the same paths, so both take them from here, the protocol, which the
+daemon and every client stand on. It imports nothing of tether but
+`tether.protocol.workspace_files`, which names the files, and no msgspec: a client that has
+to start the daemon gets here before it imports anything heavy.
 
 On Linux the folders follow the XDG Base Directory rules directly, as platformdirs resolves
 them, without importing platformdirs: every `tether` command computes the runtime dir before
 anything else, and that import (with the tempfile, shutil and random it pulls in) was a third
-of a warm `tether run`'s start. Elsewhere platformdirs answers.
+of a warm `tether run`'s start. Elsewhere platformdirs answers, imported only there: it is
+the one import of the protocol beyond the standard library and msgspec, a dependency of the
+tether package that Linux never loads.
 """
 
 import contextlib
@@ -97,11 +100,6 @@ def stderr_path(workspace: str | Path) -> Path:
     """Where the stderr of a daemon a client started goes: its refusals to start, and a
     crash's traceback (clients quote it when the daemon fails them)."""
     return log_dir() / f"daemon-{workspace_key(str(workspace))}.stderr"
-
-
-def history_path(workspace: str | Path) -> Path:
-    """The interactive prompt's input history for `workspace` (one file per workspace)."""
-    return state_dir() / "history" / f"{workspace_key(str(workspace))}.txt"
 
 
 def _user_dir(variable: str, default: str) -> Path:

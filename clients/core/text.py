@@ -1,4 +1,4 @@
-"""What the renderer says, as plain text: escaping, tool lines, approvals, summaries, tails.
+"""What a client says of a turn, as plain text: escaping, tool lines, approvals, summaries, tails.
 
 Everything the daemon relays (model text, commands, paths, diffs, output, messages) passes
 through `visible` before it reaches a terminal: a control character could otherwise move the

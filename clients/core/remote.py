@@ -9,7 +9,7 @@ The daemon stays loopback-only there; this client brings its port here:
                          remote's 127.0.0.1, through the master
     3. the command       the ordinary client, at the local port with the remote token:
                          `locate` answers with the record, its port made the local one
-    4. close             the master ends, and the forward with it (see `tether.clients.ssh`
+    4. close             the master ends, and the forward with it (see `tether.clients.core.ssh`
                          for why it cannot outlive this process)
 
 A later `locate` (a client reconnecting: the daemon may have restarted since) runs `ensure`
@@ -26,8 +26,8 @@ import shlex
 from collections.abc import Sequence
 from typing import NamedTuple, cast
 
-from tether.clients.discovery import DaemonUnavailable, Located, NotRunning
-from tether.clients.ssh import RemoteFailed, SshError, SshMaster
+from tether.clients.core.discovery import DaemonUnavailable, Located, NotRunning
+from tether.clients.core.ssh import RemoteFailed, SshError, SshMaster
 
 COMMAND_NOT_FOUND = 127
 COMMAND_NOT_EXECUTABLE = 126
@@ -99,7 +99,7 @@ class RemoteDaemon:
         return str(self._record["workspace"])
 
     def locate(self, *, autostart: bool) -> Located:
-        """What `tether.clients.discovery.locate` answers for the remote workspace."""
+        """What `tether.clients.core.discovery.locate` answers for the remote workspace."""
         from tether.protocol.discovery import DiscoveryInfo
 
         if not self._fresh:
@@ -114,7 +114,7 @@ class RemoteDaemon:
 
     def discovery(self) -> bytes | None:
         """The record as a discovery file would hold it, while a `locate` may use it as it is
-        (for `tether.clients.prelude`)."""
+        (for `tether.clients.core.prelude`)."""
         if not self._fresh or self._record is None:
             return None
         self._fresh = False  # a connection that fails goes round `locate`, which asks again
