@@ -22,6 +22,7 @@ LOWER = {
     "logs": set[str](),
     "lean_imports": set[str](),
     "pathglob": set[str](),
+    "worktrees": set[str](),
     "providers": {"logs"},
     "procs": {"logs", "nursery", "truncate"},
     "lsp": {"logs", "nursery", "procs", "truncate", "workspace"},
@@ -67,7 +68,7 @@ LOWER = {
     },
 }
 LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}
-LOWER["sessions"] = {"config", "hooks", "lsp", "mcp", "turn", *LOWER["turn"]}
+LOWER["sessions"] = {"config", "hooks", "lsp", "mcp", "turn", "worktrees", *LOWER["turn"]}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
 LOWER["server"] = {"rpc", *LOWER["rpc"]}
 LOWER["__main__"] = {"server", "lean_imports", *LOWER["server"]}
