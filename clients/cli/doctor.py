@@ -14,7 +14,7 @@ from urllib.parse import quote
 from tether.clients.places import data_dir
 from tether.protocol.discovery import workspace_key
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema this tether reads; the daemon's `schema.SCHEMA_VERSION`."""
 
 

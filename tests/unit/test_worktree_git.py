@@ -7,29 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.git_repo import git, make_repo
 from tether.daemon.worktrees import worktree as wt
 from tether.daemon.worktrees.git import GitError, UnsafeRepository, run_git
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "--quiet", "-b", "main")
-    (repo / "app.py").write_text("x = 1\n")
-    git(repo, "add", "app.py")
-    git(repo, "commit", "--quiet", "-m", "first")
-    return repo
+    return make_repo(tmp_path / "repo", "x = 1\n")
 
 
 def make(repo: Path, tmp_path: Path, name: str) -> wt.Worktree:
