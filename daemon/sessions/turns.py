@@ -17,6 +17,7 @@ ended, leaves the running set (`Turns.end`), which tells the registry (`on_settl
 session may have become idle.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -53,6 +54,7 @@ from tether.daemon.tools.builtin import skill_tools
 from tether.daemon.tools.mcp import mcp_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
+from tether.daemon.worktrees.worktree import git_folders
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     InputQueued,
@@ -235,6 +237,9 @@ class Turns:
         cannot be made, the session is told (once per problem): its commands will fail rather
         than run unconfined."""
         sandbox = command_sandbox(config, root)
+        if sandbox is not None and sink.session.worktree is not None:
+            folders = await trio.to_thread.run_sync(git_folders, root)
+            sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, *folders))
         session_id = sink.session.id
         found = (
             await trio.to_thread.run_sync(sandbox_problem, sandbox) if sandbox is not None else ""

@@ -296,3 +296,27 @@ def age_seconds(worktree: Worktree) -> float:
         return time.time() - worktree.root.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def git_folders(root: Path) -> tuple[Path, ...]:
+    """What a command in the worktree `root` must write to for git to work there: its own
+    folder in the repository's `.git` (its HEAD and index), the object store, the refs and
+    their logs. The rest of `.git` (config, hooks) stays out: a command that could write
+    them would run code the next time git runs in the main checkout. Read from the files git
+    leaves (`root/.git`, `commondir`), without running git; () when they cannot be read."""
+    try:
+        pointer = (root / ".git").read_text()
+    except OSError:
+        return ()
+    if not pointer.startswith("gitdir: "):
+        return ()
+    own = Path(pointer.removeprefix("gitdir: ").strip())
+    try:
+        common = (own / (own / "commondir").read_text().strip()).resolve()
+    except OSError:
+        return ()
+    return tuple(
+        folder.resolve()
+        for folder in (own, common / "objects", common / "refs", common / "logs")
+        if folder.is_dir()
+    )

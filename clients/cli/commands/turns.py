@@ -96,12 +96,16 @@ class RunRequest:
 
 def cmd_run(args: argparse.Namespace) -> int:
     request = RunRequest.from_args(args)
+    if (args.session or args.continue_latest) and args.worktree is not None:
+        raise CliError("--worktree makes a new session; it does not go with -s or -c", EXIT_USAGE)
+    if args.from_ref is not None and args.worktree is None:
+        raise CliError("--from goes with --worktree", EXIT_USAGE)
     prelude = None
     if not (args.session or args.continue_latest):
         prelude = Prelude.open(workspace(args), client_name=CLIENT_NAME)
     if prelude is not None:
         try:
-            created, _ = prelude.call("session/create", {})
+            created, _ = prelude.call("session/create", create_params(args))
             session_id = _session_id(created)
             _, frame = prelude.call("turn/start", request.turn_start(session_id))
         except BaseException:
@@ -127,7 +131,22 @@ def _session_of(args: argparse.Namespace, client: "Client") -> str:
 
     if args.session or args.continue_latest:
         return resolve_session(client, args.session).id
-    return client.call(SESSION_CREATE, SessionCreateParams()).session.id
+    params = SessionCreateParams()
+    if args.worktree is not None:
+        params = SessionCreateParams(
+            title=args.worktree, isolation="worktree", base_ref=args.from_ref or ""
+        )
+    return client.call(SESSION_CREATE, params).session.id
+
+
+def create_params(args: argparse.Namespace) -> JsonObject:
+    """`session/create`'s params on the wire for `tether run`'s options."""
+    if args.worktree is None:
+        return {}
+    params: JsonObject = {"isolation": "worktree", "title": args.worktree}
+    if args.from_ref:
+        params["baseRef"] = args.from_ref
+    return params
 
 
 def _follow_run(
