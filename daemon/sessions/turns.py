@@ -380,6 +380,8 @@ class Turns:
         log.info("turn started")
         sink = Sink(live, turn_id)
         root = root_of(session, self.workspace)
+        if self.lsp is not None and root != self.workspace:
+            self.lsp.add_project(root)
         parts = TurnParts(
             live,
             turn_id,
