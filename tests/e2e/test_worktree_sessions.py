@@ -1,8 +1,9 @@
 """Worktree sessions in the real daemon with real git: two sessions edit the same file apart
 from the workspace's checkout, are merged one after the other (the second conflicts and
 changes nothing), and a worktree session keeps working in its worktree after the daemon is
-killed and started again."""
+killed and started again, or finds its folder gone when it was removed by hand."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,28 @@ def test_a_workspace_that_is_not_a_repository_is_told_so(
         assert daemon.stop() == 0
     assert refused.value.code == ErrorCode.WORKTREE_FAILED
     assert "not in a git repository" in refused.value.message
+
+
+def test_a_worktree_removed_by_hand_is_found_missing_and_forgotten_by_git(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            created = client.call(
+                SESSION_CREATE, SessionCreateParams(title="gone", isolation="worktree")
+            ).session
+            assert created.worktree is not None
+            root = Path(created.worktree.root)
+            assert str(root) in git(repo, "worktree", "list")
+            shutil.rmtree(root)
+            [entry] = client.call(WORKTREE_LIST).worktrees
+            assert entry.missing
+            assert str(root) not in git(repo, "worktree", "list")
+            attach(client, created.id)
+            with pytest.raises(CallError) as refused:
+                start_turn(client, created.id, "edit app.py")
+            assert refused.value.code == ErrorCode.WORKTREE_FAILED
+            assert "is gone" in refused.value.message
+    finally:
+        assert daemon.stop() == 0
