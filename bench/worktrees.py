@@ -45,7 +45,7 @@ def disk_kb(folder: Path) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
