@@ -12,6 +12,8 @@ Rules:
   the main checkout is touched and the conflicting files are named. Only then is it applied
   with `git merge` (or `--squash` and one commit), which itself refuses to overwrite changes
   of the main checkout that are not committed.
+- Before tether's git reads or commits in a worktree, the worktree must still be its
+  repository's, on its branch: its `.git` file is in the folder the session's commands write.
 - A worktree is merged when merging it again would change nothing in the main checkout's
   branch (so a squash merge counts too).
 """
@@ -107,6 +109,28 @@ def create(workspace: Path, folder: Path, branch: str, start: str = "HEAD") -> W
     return Worktree(root=folder, branch=branch, base=base)
 
 
+def _check_is_own(worktree: Worktree) -> None:
+    """`GitError` unless `worktree.root` is still a worktree of the workspace's repository on
+    its branch: its `.git` file lies in the folder the session's commands write, and pointed
+    elsewhere it would have tether's git act on another repository or branch."""
+    root = worktree.root
+    found = run_git(root, "rev-parse", "--path-format=absolute", "--git-common-dir", check=False)
+    common = Path(found.stdout.strip()) if found.returncode == 0 else None
+    pointer = (root / ".git").read_text() if (root / ".git").is_file() else ""
+    own = Path(pointer.removeprefix("gitdir: ").strip()) if pointer.startswith("gitdir: ") else None
+    branch = run_git(root, "symbolic-ref", "--quiet", "HEAD", check=False).stdout.strip()
+    if (
+        common is None
+        or own is None
+        or own.resolve().parent != (common / "worktrees").resolve()
+        or branch != f"refs/heads/{worktree.branch}"
+    ):
+        raise GitError(
+            f"{root} is no longer the session's worktree on {worktree.branch} (its .git file"
+            " or its branch was changed); tether leaves it alone"
+        )
+
+
 def _snapshot_tree(root: Path) -> str:
     """The tree of the worktree as it is now (untracked files too), made through a
     throwaway index."""
@@ -121,6 +145,7 @@ def _snapshot_tree(root: Path) -> str:
 def changes(worktree: Worktree) -> Changes:
     """The worktree's changes against its base: a patch (`git apply` reads it, binary files
     included) and per-file line counts."""
+    _check_is_own(worktree)
     tree = _snapshot_tree(worktree.root)
     common = ("--no-ext-diff", "--no-textconv", "--no-color", "-M", worktree.base, tree)
     patch = run_git(worktree.root, "diff", "--binary", *common).stdout
@@ -155,6 +180,7 @@ def _session_commit(worktree: Worktree, message: str) -> str | None:
     as they are); the branch's commit, or None when the worktree changed nothing since its
     base."""
     root = worktree.root
+    _check_is_own(worktree)
     tree = _snapshot_tree(root)
     head = run_git(root, "rev-parse", "HEAD").stdout.strip()
     if tree == run_git(root, "rev-parse", f"{worktree.base}^{{tree}}").stdout.strip():
@@ -254,6 +280,7 @@ def merge(workspace: Path, worktree: Worktree, *, title: str, squash: bool = Fal
 def is_merged(workspace: Path, worktree: Worktree) -> bool:
     """Whether merging the worktree would change nothing (no changes, or merged already)."""
     repo = repository_root(workspace)
+    _check_is_own(worktree)
     tree = _snapshot_tree(worktree.root)
     if tree == run_git(repo, "rev-parse", f"{worktree.base}^{{tree}}").stdout.strip():
         return True

@@ -204,3 +204,25 @@ def test_branch_names_are_short_and_safe():
     )
     assert wt.branch_name("", "s1") == "tether/s1"
     assert wt.branch_name("ünï ../..", "s1") == "tether/n-s1"
+
+
+def test_a_worktree_whose_git_file_points_elsewhere_is_left_alone(repo: Path, tmp_path: Path):
+    """Its `.git` file is in the folder its commands write: pointed at the main repository,
+    a merge would move the main checkout's branch from inside the worktree."""
+    tree = make(repo, tmp_path, "one")
+    (tree.root / "app.py").write_text("x = 2\n")
+    (tree.root / ".git").write_text(f"gitdir: {repo / '.git'}\n")
+    before = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(GitError, match="no longer the session's worktree"):
+        wt.merge(repo, tree, title="one")
+    with pytest.raises(GitError, match="no longer the session's worktree"):
+        wt.changes(tree)
+    assert git(repo, "rev-parse", "HEAD") == before
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_worktree_switched_to_another_branch_is_left_alone(repo: Path, tmp_path: Path):
+    tree = make(repo, tmp_path, "one")
+    git(tree.root, "switch", "--quiet", "-c", "elsewhere")
+    with pytest.raises(GitError, match="no longer the session's worktree"):
+        wt.merge(repo, tree, title="one")
