@@ -620,7 +620,8 @@ class Handlers:
                 ErrorCode.SESSION_BUSY,
                 f"session {session.id} has a running turn; merge once it has ended",
             )
-        return await merge_session(self.daemon.workspace, session, squash=p.squash)
+        async with self.sessions.checkout_lock:
+            return await merge_session(self.daemon.workspace, session, squash=p.squash)
 
     async def worktree_list(self, conn: Connection, params: Empty) -> WorktreeListResult:
         from tether.daemon.sessions.worktrees import worktree_entries

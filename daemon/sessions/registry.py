@@ -134,6 +134,10 @@ class Sessions:
         self._idle: dict[str, None] = {}
         """Loaded sessions that were idle when last settled, least recently used first."""
         self._loading: dict[str, trio.Event] = {}
+        self.checkout_lock = trio.Lock()
+        """Held while git changes the workspace's checkout or its worktrees (merge, prune,
+        a worktree's removal): two at once would trip over git's locks, and one's clean-up
+        could undo the other's merge."""
         self._turns = Turns(
             workspace=workspace,
             models=models,
@@ -344,7 +348,8 @@ class Sessions:
                 await check_merged(self.workspace, session_id, worktree)
             if self._turns.running(session_id) is not None:
                 raise RpcError(ErrorCode.SESSION_BUSY, f"session {session_id} started a turn")
-            await remove_worktree(self.workspace, worktree)
+            async with self.checkout_lock:
+                await remove_worktree(self.workspace, worktree)
         live = self._live.pop(session_id, None)
         if live is not None:
             frame = notification_frame(
@@ -364,11 +369,12 @@ class Sessions:
         running turn, and let git forget folders removed by hand; the ids of the sessions
         whose worktrees were removed. The sessions stay, without a folder to work in."""
         removed: list[str] = []
-        for entry in await worktree_entries(self.workspace, await self.list()):
-            if entry.missing or not entry.merged or self._turns.running(entry.session_id):
-                continue
-            await remove_worktree(self.workspace, entry.worktree)
-            removed.append(entry.session_id)
+        async with self.checkout_lock:
+            for entry in await worktree_entries(self.workspace, await self.list()):
+                if entry.missing or not entry.merged or self._turns.running(entry.session_id):
+                    continue
+                await remove_worktree(self.workspace, entry.worktree)
+                removed.append(entry.session_id)
         return removed
 
     async def list(self) -> list[SessionInfo]:

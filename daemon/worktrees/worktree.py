@@ -229,6 +229,11 @@ def merge(workspace: Path, worktree: Worktree, *, title: str, squash: bool = Fal
     with the branch; `GitError` when git refuses (uncommitted changes in the way, …)."""
     repo = repository_root(workspace)
     check_safe(repo)
+    if _merging(repo):
+        raise GitError(
+            "the workspace's checkout is in the middle of a merge of its own; conclude or abort"
+            " it first (nothing was changed)"
+        )
     commit = _session_commit(worktree, f"tether: {title}")
     if commit is None:
         return MergeResult(commit="", files=[])
@@ -267,13 +272,28 @@ def merge(workspace: Path, worktree: Worktree, *, title: str, squash: bool = Fal
             env=env,
         )
     if done.returncode != 0:
-        run_git(repo, "merge", "--abort", check=False)
+        # Only what this merge began is undone: a merge git refused to start left nothing.
+        if _merging(repo):
+            run_git(repo, "merge", "--abort", check=False)
+        elif squash and (Path(_git_dir(repo)) / "SQUASH_MSG").exists():
+            run_git(repo, "reset", "--quiet", "--merge", check=False)
         raise GitError(
             "git could not merge, so nothing was changed: "
             + " ".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-3:])
         )
     return MergeResult(
         commit=run_git(repo, "rev-parse", "HEAD").stdout.strip(), files=[f.path for f in files]
+    )
+
+
+def _git_dir(repo: Path) -> str:
+    return run_git(repo, "rev-parse", "--path-format=absolute", "--git-dir").stdout.strip()
+
+
+def _merging(repo: Path) -> bool:
+    """Whether the checkout is in the middle of a merge (git's MERGE_HEAD exists)."""
+    return (
+        run_git(repo, "rev-parse", "--quiet", "--verify", "MERGE_HEAD", check=False).returncode == 0
     )
 
 

@@ -226,3 +226,26 @@ def test_a_worktree_switched_to_another_branch_is_left_alone(repo: Path, tmp_pat
     git(tree.root, "switch", "--quiet", "-c", "elsewhere")
     with pytest.raises(GitError, match="no longer the session's worktree"):
         wt.merge(repo, tree, title="one")
+
+
+def test_a_merge_of_the_users_own_in_progress_is_left_as_it_is(repo: Path, tmp_path: Path):
+    tree = make(repo, tmp_path, "one")
+    (tree.root / "other.py").write_text("o\n")
+    git(repo, "switch", "--quiet", "-c", "side")
+    (repo / "app.py").write_text("x = 'side'\n")
+    git(repo, "commit", "--quiet", "-am", "side")
+    git(repo, "switch", "--quiet", "main")
+    (repo / "app.py").write_text("x = 'main'\n")
+    git(repo, "commit", "--quiet", "-am", "main")
+    conflicted = subprocess.run(
+        ["git", "merge", "side"], cwd=repo, capture_output=True, check=False
+    )
+    assert conflicted.returncode != 0
+    with pytest.raises(GitError, match="middle of a merge"):
+        wt.merge(repo, tree, title="one")
+    assert (
+        subprocess.run(
+            ["git", "rev-parse", "-q", "--verify", "MERGE_HEAD"], cwd=repo, check=False
+        ).returncode
+        == 0
+    )
