@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.git_repo import git, make_repo
+from tests.git_repo import git, hostile, make_repo
 from tests.support import (
     Home,
     attach,
@@ -175,3 +175,33 @@ def test_a_worktree_removed_by_hand_is_found_missing_and_forgotten_by_git(
             assert "is gone" in refused.value.message
     finally:
         assert daemon.stop() == 0
+
+
+def test_a_hostile_repository_runs_nothing_through_the_daemon(
+    home: Home, repo: Path, tmp_path: Path, model_server: ModelServer
+) -> None:
+    """Hooks, an fsmonitor, an ssh command and a pager that leave marker files: none runs
+    while the daemon makes, diffs, merges, lists, prunes and deletes worktree sessions."""
+    marker = tmp_path / "ran"
+    marker.mkdir()
+    hostile(repo, marker)
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            ids: list[str] = []
+            for title in ("merged", "dropped"):
+                created = client.call(
+                    SESSION_CREATE, SessionCreateParams(title=title, isolation="worktree")
+                ).session
+                assert created.worktree is not None
+                (Path(created.worktree.root) / f"{title}.py").write_text("x = 1\n")
+                ids.append(created.id)
+            client.call(SESSION_DIFF, SessionRef(session_id=ids[0]))
+            client.call(SESSION_MERGE, SessionMergeParams(session_id=ids[0]))
+            client.call(WORKTREE_LIST)
+            assert client.call(WORKTREE_PRUNE).removed == [ids[0]]
+            client.call(SESSION_DELETE, SessionDeleteParams(session_id=ids[1], force=True))
+    finally:
+        assert daemon.stop() == 0
+    assert (repo / "merged.py").exists()
+    assert sorted(p.name for p in marker.iterdir()) == []

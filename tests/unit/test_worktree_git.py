@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.git_repo import git, make_repo
+from tests.git_repo import git, hostile, make_repo
 from tether.daemon.worktrees import worktree as wt
 from tether.daemon.worktrees.git import GitError, UnsafeRepository, run_git
 
@@ -105,34 +105,6 @@ def test_remove_drops_the_folder_and_branch_and_a_folder_removed_by_hand_is_prun
     subprocess.run(["rm", "-rf", str(gone.root)], check=True)
     wt.prune_missing(repo)
     assert str(gone.root) not in git(repo, "worktree", "list")
-
-
-HOSTILE_HOOKS = (
-    "post-checkout",
-    "pre-commit",
-    "commit-msg",
-    "post-commit",
-    "post-merge",
-    "pre-merge-commit",
-    "prepare-commit-msg",
-    "reference-transaction",
-    "post-index-change",
-)
-
-
-def hostile(repo: Path, marker: Path) -> None:
-    """Hooks, an fsmonitor and an ssh command that each leave a marker file when run."""
-    script = f"#!/bin/sh\ntouch {marker}/$(basename $0)\n"
-    hooks = repo / ".git" / "hooks"
-    for name in HOSTILE_HOOKS:
-        (hooks / name).write_text(script)
-        (hooks / name).chmod(0o755)
-    (repo / "fsmonitor.sh").write_text(f"#!/bin/sh\ntouch {marker}/fsmonitor\n")
-    (repo / "fsmonitor.sh").chmod(0o755)
-    git(repo, "config", "core.fsmonitor", str(repo / "fsmonitor.sh"))
-    git(repo, "config", "core.sshCommand", f"touch {marker}/ssh")
-    git(repo, "config", "core.pager", f"touch {marker}/pager")
-    git(repo, "config", "commit.gpgSign", "true")
 
 
 def test_a_hostile_repository_runs_nothing_in_create_diff_merge_and_prune(
