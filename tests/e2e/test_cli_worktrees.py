@@ -86,3 +86,25 @@ def test_from_without_worktree_is_a_usage_error(home: Home, repo: Path) -> None:
     done = cli(home, "run", "--from", "HEAD", "-w", str(repo), "go")
     assert done.returncode == 2
     assert "--from goes with --worktree" in done.stderr
+
+
+def test_deleting_a_session_with_unmerged_changes_needs_force(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    write = {"name": "write_file", "arguments": {"path": "new.py", "content": "n = 1\n"}}
+    model_server.set_script({"steps": [{"tool_calls": [write]}, {"text": "done"}]})
+    ran = cli(home, "run", "--worktree", "--permission-mode", "auto", "-w", str(repo), "go")
+    assert ran.returncode == 0, ran.stderr
+    [entry] = json.loads(cli(home, "worktrees", "--json", "-w", str(repo)).stdout)
+    root = Path(entry["worktree"]["root"])
+    assert (root / "new.py").exists()
+    assert entry["worktree"]["branch"] == f"tether/{entry['sessionId']}"
+
+    refused = cli(home, "sessions", "--delete", entry["sessionId"], "-w", str(repo))
+    assert refused.returncode != 0
+    assert "not merged" in refused.stderr
+    assert root.exists()
+    forced = cli(home, "sessions", "--delete", entry["sessionId"], "--force", "-w", str(repo))
+    assert forced.returncode == 0, forced.stderr
+    assert not root.exists()
+    cli(home, "daemon", "stop", "-w", str(repo))
