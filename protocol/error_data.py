@@ -23,7 +23,14 @@ class ModelUnavailable(Wire, frozen=True, kw_only=True):
     read)."""
 
 
+class MergeConflicted(Wire, frozen=True, kw_only=True):
+    """The `data` of MERGE_CONFLICT: the files that conflict."""
+
+    files: list[str]
+
+
 ERROR_DATA: dict[ErrorCode, type[Wire]] = {
+    ErrorCode.MERGE_CONFLICT: MergeConflicted,
     ErrorCode.APPROVAL_RESOLVED: ApprovalAnswered,
     ErrorCode.MODEL_UNAVAILABLE: ModelUnavailable,
 }

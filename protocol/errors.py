@@ -51,6 +51,10 @@ class ErrorCode(enum.IntEnum):
     # sessions people manage: fork, search
     TURN_NOT_FOUND = -32011
     SEARCH_QUERY_INVALID = -32028
+    # worktree sessions
+    WORKTREE_FAILED = -32050
+    MERGE_CONFLICT = -32051
+    WORKTREE_UNMERGED = -32052
 
 
 ERROR_DOCS: dict[ErrorCode, str] = {
@@ -87,6 +91,18 @@ ERROR_DOCS: dict[ErrorCode, str] = {
     ErrorCode.SEARCH_QUERY_INVALID: (
         "The search query is not valid FTS5 syntax (only with `syntax: true`); the message"
         " says where."
+    ),
+    ErrorCode.WORKTREE_FAILED: (
+        "git could not do it (the workspace is not in a git repository, its config names "
+        "programs git would run, the session has no worktree, …); the message says why."
+    ),
+    ErrorCode.MERGE_CONFLICT: (
+        "The session's changes conflict with the workspace's branch; nothing was changed."
+        " `data.files` names the files."
+    ),
+    ErrorCode.WORKTREE_UNMERGED: (
+        "The session's worktree holds changes that are not merged; merge them or delete with"
+        " `force`."
     ),
 }
 

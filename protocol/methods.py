@@ -22,7 +22,7 @@ from tether.protocol.events import (
     PermissionMode,
     TurnEnvironment,
 )
-from tether.protocol.session import Cursor, Role, SessionInfo, SessionSnapshot
+from tether.protocol.session import Cursor, Role, SessionInfo, SessionSnapshot, WorktreeInfo
 
 
 class Empty(Wire, frozen=True, kw_only=True):
@@ -230,6 +230,13 @@ class SessionCreateParams(Wire, frozen=True, kw_only=True):
     """Defaults to the user's configured mode (`edits` unless configured)."""
     model: str | None = None
     """The model the session's turns call (default: the daemon's configured model)."""
+    isolation: Literal["none", "worktree"] = "none"
+    """`worktree`: the session works in a git worktree of its own, on a new branch, so that
+    its edits and commands leave the workspace's checkout alone until `session/merge`.
+    WORKTREE_FAILED when the workspace is not in a git repository (or git refuses)."""
+    base_ref: str = ""
+    """With `isolation: "worktree"`: the commit, branch or tag the worktree starts from
+    (default: the workspace's `HEAD`)."""
 
 
 class SessionMcpServer(Wire, frozen=True, kw_only=True):
@@ -635,6 +642,14 @@ class SessionResyncParams(Wire, frozen=True, kw_only=True):
     reason: str
 
 
+class SessionDeleteParams(Wire, frozen=True, kw_only=True):
+    """Delete a session."""
+
+    session_id: str
+    force: bool = False
+    """Also when its worktree holds changes not merged (they are lost)."""
+
+
 class SessionDeletedParams(Wire, frozen=True, kw_only=True):
     """The session was deleted (`session/delete`); the client is no longer attached to it and
     gets no more of its events."""
@@ -723,7 +738,11 @@ WORKSPACE_TRUST = _declare(
     "Whether the user trusts the workspace; `trusted` true or false sets it.",
 )
 SESSION_CREATE = _declare(
-    "session/create", SessionCreateParams, SessionCreateResult, "Start a conversation."
+    "session/create",
+    SessionCreateParams,
+    SessionCreateResult,
+    "Start a conversation.",
+    errors=(ErrorCode.WORKTREE_FAILED,),
 )
 SESSION_LIST = _declare("session/list", Empty, SessionListResult, "All sessions, newest first.")
 SESSION_READ = _declare(
@@ -749,12 +768,18 @@ SESSION_DETACH = _declare(
 )
 SESSION_DELETE = _declare(
     "session/delete",
-    SessionRef,
+    SessionDeleteParams,
     Empty,
-    "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs."
+    "Delete a session with its events, undo snapshots and worktree; SESSION_BUSY while a turn"
+    " runs, WORKTREE_UNMERGED when its worktree holds changes not merged (unless `force`)."
     " Attached clients are detached and sent `session/deleted`.",
     needs_controller=True,
-    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.SESSION_BUSY),
+    errors=(
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.SESSION_BUSY,
+        ErrorCode.WORKTREE_UNMERGED,
+        ErrorCode.WORKTREE_FAILED,
+    ),
 )
 SESSION_CONFIGURE = _declare(
     "session/configure",
@@ -776,6 +801,7 @@ TURN_START = _declare(
         ErrorCode.SESSION_BUSY,
         ErrorCode.SHUTTING_DOWN,
         ErrorCode.IMAGES_UNSUPPORTED,
+        ErrorCode.WORKTREE_FAILED,
     ),
 )
 TURN_CANCEL = _declare(
@@ -1231,6 +1257,109 @@ IMAGE_READ = _declare(
     "The bytes of an image a session's items describe (events carry only its `ImageRef`); "
     "INVALID_PARAMS when the session keeps no image with that digest.",
     errors=(ErrorCode.SESSION_NOT_FOUND,),
+)
+
+# --- worktrees: sessions that work in a git worktree of their own ---------------------------
+
+
+class ChangedFile(Wire, frozen=True, kw_only=True):
+    """One file a session's worktree changed."""
+
+    path: str
+    """Relative to the repository's top folder."""
+    added: int
+    """Lines added (0 for a binary file)."""
+    removed: int
+    binary: bool = False
+
+
+class SessionDiffResult(Wire, frozen=True, kw_only=True):
+    """A worktree session's changes against its base, committed or not."""
+
+    patch: str
+    """A unified diff `git apply` takes (binary files included)."""
+    files: list[ChangedFile]
+
+
+class SessionMergeParams(Wire, frozen=True, kw_only=True):
+    """Bring a worktree session's changes into the workspace's current branch."""
+
+    session_id: str
+    squash: bool = False
+    """One plain commit rather than a merge commit."""
+
+
+class SessionMergeResult(Wire, frozen=True, kw_only=True):
+    """What a merge brought into the workspace's branch."""
+
+    commit: str
+    """The workspace's new `HEAD` (empty: there was nothing to merge)."""
+    files: list[str]
+    """The files the merge changed."""
+
+
+class WorktreeEntry(Wire, frozen=True, kw_only=True):
+    """A session's worktree."""
+
+    session_id: str
+    title: str = ""
+    worktree: WorktreeInfo
+    age_seconds: float
+    """Since its folder last changed."""
+    merged: bool
+    """Merging it would change nothing (merged already, or it changed nothing)."""
+    missing: bool = False
+    """Its folder is gone (removed by hand); the session's turns cannot run."""
+
+
+class WorktreeListResult(Wire, frozen=True, kw_only=True):
+    """The worktrees of the workspace's sessions, newest session first."""
+
+    worktrees: list[WorktreeEntry]
+
+
+class WorktreePruneResult(Wire, frozen=True, kw_only=True):
+    """What `worktree/prune` removed."""
+
+    removed: list[str]
+    """The sessions whose worktrees were removed (merged, or their folders gone); the sessions
+    themselves stay."""
+
+
+SESSION_DIFF = _declare(
+    "session/diff",
+    SessionRef,
+    SessionDiffResult,
+    "A worktree session's changes against its base, as a patch and per file.",
+    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.WORKTREE_FAILED),
+)
+SESSION_MERGE = _declare(
+    "session/merge",
+    SessionMergeParams,
+    SessionMergeResult,
+    "Bring a worktree session's changes into the workspace's current branch; MERGE_CONFLICT "
+    "(nothing changed, `data` names the files) when they conflict.",
+    needs_controller=True,
+    errors=(
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.SESSION_BUSY,
+        ErrorCode.MERGE_CONFLICT,
+        ErrorCode.WORKTREE_FAILED,
+    ),
+)
+WORKTREE_LIST = _declare(
+    "worktree/list",
+    Empty,
+    WorktreeListResult,
+    "The sessions' worktrees, merged or not.",
+    errors=(ErrorCode.WORKTREE_FAILED,),
+)
+WORKTREE_PRUNE = _declare(
+    "worktree/prune",
+    Empty,
+    WorktreePruneResult,
+    "Remove the worktrees that are merged or whose folders are gone.",
+    errors=(ErrorCode.WORKTREE_FAILED,),
 )
 
 NOTIFICATIONS: dict[str, type[Wire]] = {

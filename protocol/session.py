@@ -32,6 +32,17 @@ class ForkOrigin(Wire, frozen=True, kw_only=True):
     """The last turn the fork copied; empty when the source had no completed turn."""
 
 
+class WorktreeInfo(Wire, frozen=True, kw_only=True):
+    """The git worktree a session works in (`isolation: "worktree"`)."""
+
+    root: str
+    """Its folder, in tether's data folder: the session's tools and commands work here."""
+    branch: str
+    """The branch it is checked out on, `tether/<title>-<session id>`."""
+    base: str
+    """The commit it was made from: its changes are counted against it."""
+
+
 class SessionInfo(Wire, frozen=True, kw_only=True):
     """A session's summary, as `session/list` shows it."""
 
@@ -59,6 +70,8 @@ class SessionInfo(Wire, frozen=True, kw_only=True):
     client counts itself in its snapshot); 0 for a session the daemon has not loaded."""
     forked_from: ForkOrigin | None = None
     """Where the session was forked from; null for a session that was not forked."""
+    worktree: WorktreeInfo | None = None
+    """The git worktree the session works in; null: it works in the workspace itself."""
 
 
 class QueuedInput(Wire, frozen=True, kw_only=True):

@@ -273,6 +273,22 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
         " is refused before anything is sent (default: half of what the model's context window"
         " leaves for the prompt)",
     )
+    run.add_argument(
+        "--worktree",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
+        help="a new session working in a git worktree of its own on the branch"
+        " tether/NAME-<id> (NAME: its title), leaving this checkout alone until `tether merge`",
+    )
+    run.add_argument(
+        "--from",
+        dest="from_ref",
+        default=None,
+        metavar="REF",
+        help="with --worktree: the commit, branch or tag it starts from (default: HEAD)",
+    )
 
 
 MODEL_SETTINGS = """\
@@ -378,6 +394,11 @@ def _sessions_arguments(sessions: argparse.ArgumentParser) -> None:
         help="delete a session (id or unique prefix) with its history and undo snapshots",
     )
     sessions.add_argument(
+        "--force",
+        action="store_true",
+        help="with --delete: also when its worktree holds changes not merged (they are lost)",
+    )
+    sessions.add_argument(
         "--search",
         metavar="TEXT",
         help="the prompts and answers that contain every word of TEXT, best first",
@@ -400,6 +421,54 @@ _sessions = _command(
 def _fork_arguments(fork: argparse.ArgumentParser) -> None:
     fork.add_argument("--turn", help="the last turn to keep (default: every completed turn)")
     fork.add_argument("--title", help="the fork's title (default: the source's, with (fork))")
+
+
+def _diff_arguments(diff: argparse.ArgumentParser) -> None:
+    diff.add_argument("--stat", action="store_true", help="lines added and removed per file")
+
+
+_diff = _command(
+    "diff",
+    "worktrees.cmd_diff",
+    "a worktree session's changes against where it started, committed or not",
+    _diff_arguments,
+    session=SESSION_OR_LATEST,
+    json=True,
+)
+
+
+def _merge_arguments(merge: argparse.ArgumentParser) -> None:
+    merge.add_argument("--squash", action="store_true", help="one plain commit, no merge commit")
+
+
+_merge = _command(
+    "merge",
+    "worktrees.cmd_merge",
+    "bring a worktree session's changes into this checkout's branch",
+    _merge_arguments,
+    session=SESSION_OR_LATEST,
+    json=True,
+    description="Merge a worktree session's changes (committed or not) into the current"
+    " branch of the workspace's checkout. When they conflict, nothing is changed and the"
+    " conflicting files are named.",
+)
+
+
+def _worktrees_arguments(worktrees: argparse.ArgumentParser) -> None:
+    worktrees.add_argument(
+        "--prune",
+        action="store_true",
+        help="remove the worktrees that are merged or changed nothing (the sessions stay)",
+    )
+
+
+_worktrees = _command(
+    "worktrees",
+    "worktrees.cmd_worktrees",
+    "the worktree sessions' worktrees: merged or not, age, branch, folder",
+    _worktrees_arguments,
+    json=True,
+)
 
 
 _fork = _command(
@@ -626,6 +695,9 @@ COMMANDS: dict[str, Adder] = {
     "attach": _attach,
     "sessions": _sessions,
     "fork": _fork,
+    "diff": _diff,
+    "merge": _merge,
+    "worktrees": _worktrees,
     "rename": _rename,
     "export": _export,
     "undo": _undo,

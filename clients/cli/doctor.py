@@ -14,7 +14,7 @@ from urllib.parse import quote
 from tether.protocol.discovery import workspace_key
 from tether.protocol.places import data_dir
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema this tether reads; the daemon's `schema.SCHEMA_VERSION`."""
 
 

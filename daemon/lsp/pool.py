@@ -223,6 +223,9 @@ class LspPool:
         `check_after_edit`). `search_path`: PATH for finding programs (default: the environment's).
         `trusted`: whether the user trusts the workspace now (default: never)."""
         self.workspace = workspace.resolve()
+        self._projects: list[Path] = [self.workspace]
+        """The folders whose files the servers check: the workspace, and the worktrees its
+        sessions work in (`add_project`), each with servers of its own."""
         self.trusted = trusted if trusted is not None else lambda: False
         self.on_event = on_event
         self.initialize_timeout = initialize_timeout
@@ -484,6 +487,18 @@ class LspPool:
         of them; in a thread (resolving paths and looking for root markers touch the disk)."""
         return await trio.to_thread.run_sync(self._locate_sync, list(paths))
 
+    def add_project(self, folder: Path) -> None:
+        """Also check the files under `folder` (a session's worktree), with servers rooted
+        there rather than in the workspace."""
+        folder = folder.resolve()
+        if folder not in self._projects:
+            self._projects.append(folder)
+
+    def _project_of(self, path: Path) -> Path | None:
+        """The innermost project folder holding `path` (None: none does)."""
+        holding = [p for p in self._projects if p in path.parents or p == path]
+        return max(holding, key=lambda p: len(p.parts)) if holding else None
+
     def _locate_sync(
         self, paths: list[Path]
     ) -> tuple[list[Path], list[tuple[Path, ServerSpec, Path]]]:
@@ -494,12 +509,13 @@ class LspPool:
                 path = (self.workspace / given).resolve()
             except (OSError, RuntimeError):  # a symlink loop, an unreadable folder
                 continue
-            if self.workspace not in path.parents or path in files:
+            project = self._project_of(path.parent)
+            if project is None or path in files:
                 continue
             files.append(path)
             for spec in self._specs:
                 if spec.handles(path):
-                    located.append((path, spec, spec.root_for(path, self.workspace)))
+                    located.append((path, spec, spec.root_for(path, project)))
         return files, located
 
     def _entries_for(self, located: list[tuple[Path, ServerSpec, Path]]) -> list[_Entry]:
@@ -553,7 +569,7 @@ class LspPool:
                         trusted_command,
                         entry.command,
                         entry.root,
-                        self.workspace,
+                        self._project_of(entry.root) or self.workspace,
                         path=self.search_path,
                     )
                 )
@@ -563,7 +579,7 @@ class LspPool:
                         restricted_form,
                         entry.spec,
                         entry.command,
-                        self.workspace,
+                        self._project_of(entry.root) or self.workspace,
                         path=self.search_path,
                     )
                 )
@@ -706,7 +722,12 @@ class LspPool:
     def _label(self, entry: _Entry) -> str:
         if entry.root == self.workspace:
             return f"Language server {entry.spec.name}"
-        return f"Language server {entry.spec.name} ({display_path(self.workspace, entry.root)})"
+        where = (
+            display_path(self.workspace, entry.root)
+            if self.workspace in entry.root.parents
+            else str(entry.root)
+        )
+        return f"Language server {entry.spec.name} ({where})"
 
     def _server_event(self, entry: _Entry, message: str, pid: int | None = None) -> ServerEvent:
         return ServerEvent(

@@ -28,7 +28,7 @@ from tether.daemon.sessions.hooks import list_hooks
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.provider_choice import provider_named
 from tether.daemon.sessions.registry import Sessions
-from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.session import Session, root_of
 from tether.daemon.sessions.skills import list_skills
 from tether.daemon.workspace_trust import WorkspaceTrust
 from tether.protocol.environment import without_secrets
@@ -58,9 +58,11 @@ from tether.protocol.methods import (
     SESSION_CREATE,
     SESSION_DELETE,
     SESSION_DETACH,
+    SESSION_DIFF,
     SESSION_EVENTS,
     SESSION_FORK,
     SESSION_LIST,
+    SESSION_MERGE,
     SESSION_READ,
     SESSION_RENAME,
     SESSION_SEARCH,
@@ -70,6 +72,8 @@ from tether.protocol.methods import (
     TURN_CANCEL,
     TURN_START,
     WORKSPACE_TRUST,
+    WORKTREE_LIST,
+    WORKTREE_PRUNE,
     ApprovalListResult,
     ApprovalRespondParams,
     DaemonCapabilities,
@@ -98,11 +102,15 @@ from tether.protocol.methods import (
     SessionConfigureResult,
     SessionCreateParams,
     SessionCreateResult,
+    SessionDeleteParams,
+    SessionDiffResult,
     SessionEventsParams,
     SessionEventsResult,
     SessionForkParams,
     SessionForkResult,
     SessionListResult,
+    SessionMergeParams,
+    SessionMergeResult,
     SessionReadResult,
     SessionRef,
     SessionRenameParams,
@@ -119,6 +127,8 @@ from tether.protocol.methods import (
     TurnStartResult,
     WorkspaceTrustParams,
     WorkspaceTrustResult,
+    WorktreeListResult,
+    WorktreePruneResult,
 )
 from tether.protocol.version import PROTOCOL_VERSION, __version__
 
@@ -207,6 +217,10 @@ class Handlers:
             on(SESSION_SEARCH, self.session_search),
             on(SESSION_EVENTS, self.session_events),
             on(IMAGE_READ, self.image_read),
+            on(SESSION_DIFF, self.session_diff),
+            on(SESSION_MERGE, self.session_merge),
+            on(WORKTREE_LIST, self.worktree_list),
+            on(WORKTREE_PRUNE, self.worktree_prune),
         )
 
     async def _controller_session(self, conn: Connection, session_id: str) -> Session:
@@ -319,7 +333,9 @@ class Handlers:
         )
 
     async def session_create(self, conn: Connection, p: SessionCreateParams) -> SessionCreateResult:
-        session = await self.sessions.create(p.title, p.permission_mode, p.model)
+        session = await self.sessions.create(
+            p.title, p.permission_mode, p.model, isolation=p.isolation, base_ref=p.base_ref
+        )
         return SessionCreateResult(session=session.info())
 
     async def session_list(self, conn: Connection, params: Empty) -> SessionListResult:
@@ -345,7 +361,7 @@ class Handlers:
             raise RpcError(ErrorCode.NOT_ATTACHED, f"not attached to session {p.session_id}")
         return Empty()
 
-    async def session_delete(self, conn: Connection, p: SessionRef) -> Empty:
+    async def session_delete(self, conn: Connection, p: SessionDeleteParams) -> Empty:
         session = self.sessions.loaded(p.session_id)
         if session is not None and conn.role_in(session) == "observer":
             raise RpcError(
@@ -353,7 +369,9 @@ class Handlers:
                 f"this connection observes session {p.session_id}; attach as controller to"
                 " delete it",
             )
-        await self.sessions.delete(p.session_id, by=conn.client_name or f"client {conn.id}")
+        await self.sessions.delete(
+            p.session_id, by=conn.client_name or f"client {conn.id}", force=p.force
+        )
         conn.sessions.pop(p.session_id, None)
         return Empty()
 
@@ -549,7 +567,8 @@ class Handlers:
         if current.running_turn_id == turn_id:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, f"turn {turn_id} is still running")
         try:
-            return await undo_turn(store, self.daemon.workspace, session.id, turn_id, p.force)
+            root = root_of(session, self.daemon.workspace)
+            return await undo_turn(store, root, session.id, turn_id, p.force)
         except NothingToUndo as exc:
             raise RpcError(ErrorCode.NOTHING_TO_UNDO, str(exc)) from exc
 
@@ -601,6 +620,40 @@ class Handlers:
         from tether.daemon.sessions.eventlog import read_events
 
         return await read_events(self.sessions, p)
+
+    # --- worktree sessions: imported on first use, like the above ----------------------
+
+    async def session_diff(self, conn: Connection, p: SessionRef) -> SessionDiffResult:
+        from tether.daemon.sessions.worktrees import session_changes
+
+        return await session_changes(await self.sessions.get(p.session_id))
+
+    async def session_merge(self, conn: Connection, p: SessionMergeParams) -> SessionMergeResult:
+        from tether.daemon.sessions.worktrees import merge_session
+
+        session = await self.sessions.get(p.session_id)
+        if conn.role_in(session) == "observer":
+            raise RpcError(
+                ErrorCode.NOT_CONTROLLER,
+                f"this connection observes session {p.session_id}; attach as controller to"
+                " merge it",
+            )
+        if session.running_turn_id is not None:
+            raise RpcError(
+                ErrorCode.SESSION_BUSY,
+                f"session {session.id} has a running turn; merge once it has ended",
+            )
+        async with self.sessions.checkout_lock:
+            return await merge_session(self.daemon.workspace, session, squash=p.squash)
+
+    async def worktree_list(self, conn: Connection, params: Empty) -> WorktreeListResult:
+        from tether.daemon.sessions.worktrees import worktree_entries
+
+        found = await worktree_entries(self.daemon.workspace, await self.sessions.list())
+        return WorktreeListResult(worktrees=found)
+
+    async def worktree_prune(self, conn: Connection, params: Empty) -> WorktreePruneResult:
+        return WorktreePruneResult(removed=await self.sessions.prune_worktrees())
 
     async def image_read(self, conn: Connection, p: ImageReadParams) -> ImageReadResult:
         if not _DIGEST.fullmatch(p.sha256):

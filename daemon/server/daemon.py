@@ -175,9 +175,10 @@ class Daemon:
     def _change_tracker(self, session: "Session", turn_id: str) -> "TurnChanges":
         """What records the files a turn changes, for undo and the turn's summary (imported
         on a turn's first change: a turn that changes nothing does without it)."""
+        from tether.daemon.sessions.session import root_of
         from tether.daemon.sessions.undo import TurnChanges
 
-        return TurnChanges(self.store, self.workspace, session.id, turn_id)
+        return TurnChanges(self.store, root_of(session, self.workspace), session.id, turn_id)
 
     def request_shutdown(self, reason: str) -> None:
         if not self._shutdown.is_set():

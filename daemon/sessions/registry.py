@@ -17,7 +17,7 @@ from memory first (so no new turn can start on it), detaches its subscribers wit
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeGuard
+from typing import Literal, TypeGuard
 
 import trio
 
@@ -36,9 +36,22 @@ from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import FixedModel, ModelSource
 from tether.daemon.sessions.provider_choice import images_unsupported, provider_named
 from tether.daemon.sessions.rows import SessionRow
-from tether.daemon.sessions.session import Session, fork_origin, new_id, state_after
+from tether.daemon.sessions.session import (
+    Session,
+    fork_origin,
+    new_id,
+    root_of,
+    state_after,
+    worktree_of,
+)
 from tether.daemon.sessions.store import Store
 from tether.daemon.sessions.turns import ChangeTrackerFactory, Turns
+from tether.daemon.sessions.worktrees import (
+    check_merged,
+    make_worktree,
+    remove_worktree,
+    worktree_entries,
+)
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.tools.registry import ToolRegistry
 from tether.protocol.errors import ErrorCode, RpcError
@@ -126,6 +139,10 @@ class Sessions:
         self._idle: dict[str, None] = {}
         """Loaded sessions that were idle when last settled, least recently used first."""
         self._loading: dict[str, trio.Event] = {}
+        self.checkout_lock = trio.Lock()
+        """Held while git changes the workspace's checkout or its worktrees (merge, prune,
+        a worktree's removal): two at once would trip over git's locks, and one's clean-up
+        could undo the other's merge."""
         self._turns = Turns(
             workspace=workspace,
             models=models,
@@ -179,21 +196,40 @@ class Sessions:
         """The tools a turn starting now would offer (`skill` only while skills exist)."""
         return self._turns.current_tools()
 
-    async def _system_prompt(self) -> str:
-        """The system prompt for a session being created or loaded. Built per session (the
-        git branch and the top-level entries change while the daemon runs), in a worker
-        thread (it reads the file system)."""
-        return await trio.to_thread.run_sync(system_prompt, self.workspace)
+    async def _system_prompt(self, root: Path) -> str:
+        """The system prompt for a session being created or loaded, working in `root`. Built
+        per session (the git branch and the top-level entries change while the daemon runs),
+        in a worker thread (it reads the file system)."""
+        return await trio.to_thread.run_sync(system_prompt, root)
 
     async def create(
         self,
         title: str = "",
         permission_mode: PermissionMode | None = None,
         model: str | None = None,
+        *,
+        isolation: Literal["none", "worktree"] = "none",
+        base_ref: str = "",
     ) -> Session:
-        prompt = await self._system_prompt()
+        """A new session; with `isolation="worktree"` it works in a new git worktree made from
+        `base_ref` (default `HEAD`), and WORKTREE_FAILED says why one cannot be made.
+
+        Cancellation: a worktree being made is made (in a worker thread) but its session is
+        not stored."""
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
+        if isolation == "worktree":
+            made = await make_worktree(
+                self.workspace, self.store.path.parent, row.id, title, base_ref or "HEAD"
+            )
+            row.worktree_root, row.worktree_branch, row.worktree_base = (
+                made.root,
+                made.branch,
+                made.base,
+            )
+        elif base_ref:
+            raise RpcError(ErrorCode.INVALID_PARAMS, '`base_ref` needs `isolation: "worktree"`')
+        prompt = await self._system_prompt(Path(row.worktree_root or self.workspace))
         self.store.create_session_nowait(row)
         session = Session(row, self.store, permission_mode=self.permissions.mode)
         session.configure(permission_mode=permission_mode, model=model)
@@ -260,7 +296,7 @@ class Sessions:
                 session = Session.restore(
                     row, self.store, events, permission_mode=self.permissions.mode
                 )
-                history = History(await self._system_prompt())
+                history = History(await self._system_prompt(root_of(session, self.workspace)))
                 digests = [
                     image.sha256
                     for item in session.items()
@@ -300,10 +336,11 @@ class Sessions:
             if live.session.model
         ]
 
-    async def delete(self, session_id: str, *, by: str = "") -> None:
-        """Delete the session and everything stored for it. SESSION_BUSY while a turn (or a
-        compaction) runs, SESSION_NOT_FOUND when there is no such session; a store failure
-        raises `StoreError` and leaves the session in the store.
+    async def delete(self, session_id: str, *, by: str = "", force: bool = False) -> None:
+        """Delete the session and everything stored for it, its worktree too. SESSION_BUSY
+        while a turn (or a compaction) runs, SESSION_NOT_FOUND when there is no such session,
+        WORKTREE_UNMERGED when its worktree holds changes not merged (unless `force`); a store
+        failure raises `StoreError` and leaves the session in the store.
 
         Cancellation: once the store has the delete queued it happens; cancelling only stops
         waiting for it."""
@@ -314,6 +351,15 @@ class Sessions:
                 ErrorCode.SESSION_BUSY,
                 f"session {session_id} has a running turn; cancel it or wait for it to end",
             )
+        row = await self.store.get_session(session_id)
+        worktree = None if row is None else worktree_of(row)
+        if worktree is not None:
+            if not force:
+                await check_merged(self.workspace, session_id, worktree)
+            if self._turns.running(session_id) is not None:
+                raise RpcError(ErrorCode.SESSION_BUSY, f"session {session_id} started a turn")
+            async with self.checkout_lock:
+                await remove_worktree(self.workspace, worktree)
         live = self._live.pop(session_id, None)
         if live is not None:
             frame = notification_frame(
@@ -327,6 +373,19 @@ class Sessions:
         if not await self.store.delete_session(session_id) and live is None:
             raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
         await trio.to_thread.run_sync(self.images.delete_session, session_id)
+
+    async def prune_worktrees(self) -> list[str]:
+        """Remove the worktrees that are merged (or changed nothing) of sessions with no
+        running turn, and let git forget folders removed by hand; the ids of the sessions
+        whose worktrees were removed. The sessions stay, without a folder to work in."""
+        removed: list[str] = []
+        async with self.checkout_lock:
+            for entry in await worktree_entries(self.workspace, await self.list()):
+                if entry.missing or not entry.merged or self._turns.running(entry.session_id):
+                    continue
+                await remove_worktree(self.workspace, entry.worktree)
+                removed.append(entry.session_id)
+        return removed
 
     async def list(self) -> list[SessionInfo]:
         rows = await self.store.list_sessions()
@@ -348,6 +407,7 @@ class Sessions:
                         model=row.model,
                         state=state_after(row.last_status),
                         forked_from=fork_origin(row),
+                        worktree=worktree_of(row),
                     )
                 )
         infos.sort(key=lambda info: info.updated_at, reverse=True)
@@ -405,7 +465,7 @@ class Sessions:
             # Refused before the images are decoded or resized: that work would be wasted.
             raise RpcError(ErrorCode.IMAGES_UNSUPPORTED, images_unsupported(accepts[1]))
         sent = await read_turn_input(
-            self.workspace,
+            self.workspace if session is None else root_of(session, self.workspace),
             editor=editor,
             mentions=mentions,
             attachments=attachments,

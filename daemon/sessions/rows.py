@@ -32,6 +32,10 @@ class SessionRow:
     """The session this one was forked from (None: it was not forked)."""
     forked_turn: str | None = None
     """The last turn the fork copied from it (empty: none)."""
+    worktree_root: str | None = None
+    """The folder of the git worktree the session works in (None: the workspace itself)."""
+    worktree_branch: str | None = None
+    worktree_base: str | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -54,9 +58,19 @@ class SnapshotRow:
 
 def insert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
     conn.execute(
-        "INSERT INTO sessions (id, title, created_at, updated_at, forked_from, forked_turn)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (row.id, row.title, row.created_at, row.updated_at, row.forked_from, row.forked_turn),
+        "INSERT INTO sessions (id, title, created_at, updated_at, forked_from, forked_turn,"
+        " worktree_root, worktree_branch, worktree_base) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            row.id,
+            row.title,
+            row.created_at,
+            row.updated_at,
+            row.forked_from,
+            row.forked_turn,
+            row.worktree_root,
+            row.worktree_branch,
+            row.worktree_base,
+        ),
     )
 
 
@@ -105,7 +119,8 @@ def _select_sessions(
 ) -> list[SessionRow]:
     cursor = conn.execute(
         "SELECT id, title, created_at, updated_at, turn_count, running_turn, last_status,"
-        " model, permission_mode, forked_from, forked_turn FROM sessions "
+        " model, permission_mode, forked_from, forked_turn, worktree_root, worktree_branch,"
+        " worktree_base FROM sessions "
         f"{where} ORDER BY updated_at DESC",
         args,
     )

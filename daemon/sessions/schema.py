@@ -32,7 +32,7 @@ from typing import Literal
 
 from tether.daemon.config.paths import private_dir, tighten
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this tether writes. Bump it with a new entry in `_MIGRATIONS`."""
 
 _V1 = (
@@ -156,6 +156,14 @@ _V3 = (
     SEARCH_BACKFILL,
 )
 
+_V4 = (
+    # The git worktree a session works in (`isolation: "worktree"`): its folder, branch and
+    # base commit, all null for a session that works in the workspace itself.
+    "ALTER TABLE sessions ADD COLUMN worktree_root TEXT",
+    "ALTER TABLE sessions ADD COLUMN worktree_branch TEXT",
+    "ALTER TABLE sessions ADD COLUMN worktree_base TEXT",
+)
+
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the first schema. IF NOT EXISTS, so that a database written before the schema
     # had a version (the same tables, user_version 0) is adopted unchanged.
@@ -164,6 +172,8 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     _V2,
     # 2 -> 3: forks and full-text search (see `_V3`).
     _V3,
+    # 3 -> 4: worktree sessions (see `_V4`).
+    _V4,
 )
 assert len(_MIGRATIONS) == SCHEMA_VERSION
 

@@ -15,6 +15,7 @@ seqs it receives jump over them (see `ClientCapabilities.item_deltas`).
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 import msgspec
@@ -66,6 +67,7 @@ from tether.protocol.session import (
     SessionSnapshot,
     SessionState,
     TurnSnapshot,
+    WorktreeInfo,
 )
 
 _event_encoder = msgspec.json.Encoder()
@@ -89,6 +91,12 @@ def fork_origin(row: SessionRow) -> ForkOrigin | None:
     if row.forked_from is None:
         return None
     return ForkOrigin(session_id=row.forked_from, turn_id=row.forked_turn or "")
+
+
+def root_of(session: "Session", workspace: Path) -> Path:
+    """The folder the session's tools, commands and mentions work in: its worktree, else the
+    workspace."""
+    return workspace if session.worktree is None else Path(session.worktree.root)
 
 
 def new_id(prefix: str) -> str:
@@ -162,6 +170,15 @@ def _with_partial(item: AnyItem, text: str) -> AnyItem:
     return item
 
 
+def worktree_of(row: SessionRow) -> WorktreeInfo | None:
+    """The worktree the session of `row` works in (None: the workspace itself)."""
+    if row.worktree_root is None:
+        return None
+    return WorktreeInfo(
+        root=row.worktree_root, branch=row.worktree_branch or "", base=row.worktree_base or ""
+    )
+
+
 class Session:
     def __init__(
         self,
@@ -174,6 +191,7 @@ class Session:
         self.id = row.id
         self.title = row.title
         self.forked_from = fork_origin(row)
+        self.worktree = worktree_of(row)
         self.created_at = row.created_at
         self.updated_at = row.updated_at
         self.store = store
@@ -400,6 +418,9 @@ class Session:
             permission_mode=self.permission_mode,
             forked_from=None if origin is None else origin.session_id,
             forked_turn=None if origin is None else origin.turn_id,
+            worktree_root=None if self.worktree is None else self.worktree.root,
+            worktree_branch=None if self.worktree is None else self.worktree.branch,
+            worktree_base=None if self.worktree is None else self.worktree.base,
         )
 
     @property
@@ -428,6 +449,7 @@ class Session:
             state=self.state(),
             clients=len(self.subscribers),
             forked_from=self.forked_from,
+            worktree=self.worktree,
         )
 
     def state(self) -> SessionState:

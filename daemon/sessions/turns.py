@@ -17,6 +17,7 @@ ended, leaves the running set (`Turns.end`), which tells the registry (`on_settl
 session may have become idle.
 """
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,7 +44,7 @@ from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.provider_choice import provider_for
-from tether.daemon.sessions.session import Session, new_id
+from tether.daemon.sessions.session import Session, new_id, root_of
 from tether.daemon.sessions.sink import Sink
 from tether.daemon.sessions.titles import automatic_title
 from tether.daemon.sessions.turn_parts import TurnParts
@@ -54,6 +55,7 @@ from tether.daemon.tools.builtin import skill_tools
 from tether.daemon.tools.mcp import mcp_tools
 from tether.daemon.tools.registry import ToolRegistry
 from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
+from tether.daemon.worktrees.worktree import git_folders
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
     InputQueued,
@@ -237,11 +239,14 @@ class Turns:
         live.context.use_tools(tools.toolset)
         return tools
 
-    async def _sandbox(self, config: Config, sink: "Sink") -> Sandbox | None:
-        """The sandbox this turn's commands run in (None: off). When it cannot be made, the
-        session is told (once per problem): its commands will fail rather than run
-        unconfined."""
-        sandbox = command_sandbox(config, self.workspace)
+    async def _sandbox(self, config: Config, sink: "Sink", root: Path) -> Sandbox | None:
+        """The sandbox this turn's commands run in, writing in `root` (None: off). When it
+        cannot be made, the session is told (once per problem): its commands will fail rather
+        than run unconfined."""
+        sandbox = command_sandbox(config, root)
+        if sandbox is not None and sink.session.worktree is not None:
+            folders = await trio.to_thread.run_sync(git_folders, root)
+            sandbox = dataclasses.replace(sandbox, writable=(*sandbox.writable, *folders))
         session_id = sink.session.id
         found = (
             await trio.to_thread.run_sync(sandbox_problem, sandbox) if sandbox is not None else ""
@@ -306,6 +311,12 @@ class Turns:
         self.check_accepting()
         assert self._nursery is not None
         session = live.session
+        if session.worktree is not None and not Path(session.worktree.root).is_dir():
+            raise RpcError(
+                ErrorCode.WORKTREE_FAILED,
+                f"the worktree of session {session.id} ({session.worktree.root}) is gone;"
+                " its turns cannot run (`tether worktrees --prune` forgets it)",
+            )
         running = self._running.get(session.id)
         if running is not None and running.compaction:
             # Queued, it would wait for some later turn: refused, the client still has it.
@@ -376,7 +387,7 @@ class Turns:
         prompt, or takes it away. The MCP servers' tools join later (`_with_mcp`)."""
         tools = self._base_tools()
         skills = self.skills.current.skills if self.skills is not None else ()
-        live.use_catalog(catalog(skills, live.files_in_play(self.workspace)))
+        live.use_catalog(catalog(skills, live.files_in_play(root_of(live.session, self.workspace))))
         live.context.use_tools(tools.toolset)
         return tools
 
@@ -387,15 +398,20 @@ class Turns:
         bind(conn=None, session=session.id, turn=turn_id)
         log.info("turn started")
         sink = Sink(live, turn_id)
+        root = root_of(session, self.workspace)
+        if self.lsp is not None and root != self.workspace:
+            self.lsp.add_project(root)
         parts = TurnParts(
             live,
             turn_id,
             sink,
-            workspace=self.workspace,
+            workspace=root,
             models=self.models,
             changes=self.change_tracker(session, turn_id),
             services=self.services,
-            protected=self._protected,
+            protected=self._protected
+            if root == self.workspace
+            else protected_folders(root, self.skills.user_folder if self.skills else None),
             lsp=self.lsp,
             images=self.images,
             env=running.shell_env,
@@ -405,7 +421,7 @@ class Turns:
         # lands before the `try` that ends every turn with its summary.
         rules = WorkspaceRules()
         with trio.CancelScope(shield=True):
-            rules = await trio.to_thread.run_sync(load_workspace_rules, self.workspace)
+            rules = await trio.to_thread.run_sync(load_workspace_rules, root)
             if self.skills is not None:
                 await trio.to_thread.run_sync(self.skills.refresh)
         tools = self._tools_for(live)
@@ -428,7 +444,7 @@ class Turns:
                 except ConfigError as exc:
                     outcome = config_failure(sink, exc)
                 else:
-                    parts.sandbox = await self._sandbox(config, sink)
+                    parts.sandbox = await self._sandbox(config, sink, root)
                     parts.shell = config.shell
                     tools = await self._with_mcp(live, config, sink, tools)
                     async with self.models.lease(provider_for(session, config)) as model:

@@ -39,6 +39,7 @@ from tether.protocol.methods import (
     ImageReadParams,
     InitializeParams,
     SessionConfigureParams,
+    SessionDeleteParams,
     SessionRef,
     TurnStartParams,
 )
@@ -121,7 +122,7 @@ def test_run_with_image_sends_it_at_every_step_and_after_a_restart(
         assert again.returncode == 0, again.stderr
         assert openai_images(model_server.requests[2]) == [shot.read_bytes()]
         with restarted.client() as client:
-            client.call(SESSION_DELETE, SessionRef(session_id=snapshot.session.id))
+            client.call(SESSION_DELETE, SessionDeleteParams(session_id=snapshot.session.id))
         assert not kept.parent.exists()
     finally:
         restarted.stop()
@@ -333,7 +334,7 @@ def test_a_fork_sends_the_images_of_the_turns_it_copied_and_outlives_its_source(
         assert forked.returncode == 0, forked.stderr
         fork = json.loads(forked.stdout)["session"]["id"]
         with daemon.client() as client:
-            client.call(SESSION_DELETE, SessionRef(session_id=source))
+            client.call(SESSION_DELETE, SessionDeleteParams(session_id=source))
         # The source's images went with it; the fork keeps its own.
         assert not (images_dir(home, workspace) / source).exists()
         again = cli(home, "run", "-w", str(workspace), "-s", fork, "and in the fork?")

@@ -37,6 +37,7 @@ from tether.protocol.methods import (
     ApprovalRespondParams,
     SessionAttachParams,
     SessionDeletedParams,
+    SessionDeleteParams,
     SessionRef,
 )
 from tether.testing import ModelServer
@@ -111,7 +112,7 @@ def test_session_delete_refuses_a_running_turn_then_deletes_everything(
         assert isinstance(event, ApprovalRequested)
         attach(b, session_id, role="controller")
         with pytest.raises(CallError) as busy:
-            b.call(SESSION_DELETE, SessionRef(session_id=session_id))
+            b.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id))
         assert busy.value.code == ErrorCode.SESSION_BUSY
         a.call(
             APPROVAL_RESPOND,
@@ -134,7 +135,7 @@ def test_session_delete_refuses_a_running_turn_then_deletes_everything(
         gone_ref = SessionRef(session_id=session_id)
         for call in (
             lambda: a.call(SESSION_READ, gone_ref),
-            lambda: a.call(SESSION_DELETE, gone_ref),
+            lambda: a.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id)),
             lambda: a.call(SESSION_ATTACH, SessionAttachParams(session_id=session_id)),
         ):
             with pytest.raises(CallError) as gone:

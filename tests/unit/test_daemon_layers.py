@@ -25,6 +25,7 @@ LOWER = {
     "logs": set[str](),
     "lean_imports": set[str](),
     "pathglob": set[str](),
+    "worktrees": set[str](),
     "providers": {"logs"},
     "procs": {"logs", "nursery", "truncate"},
     "lsp": {"logs", "nursery", "procs", "truncate", "workspace"},
@@ -71,7 +72,16 @@ LOWER = {
     },
 }
 LOWER["hooks"] = {"config", "lsp", "turn", *LOWER["turn"]}
-LOWER["sessions"] = {"coalesce", "config", "hooks", "lsp", "mcp", "turn", *LOWER["turn"]}
+LOWER["sessions"] = {
+    "coalesce",
+    "config",
+    "hooks",
+    "lsp",
+    "mcp",
+    "turn",
+    "worktrees",
+    *LOWER["turn"],
+}
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
 LOWER["server"] = {"rpc", *LOWER["rpc"]}
 LOWER["__main__"] = {"server", "lean_imports", *LOWER["server"]}

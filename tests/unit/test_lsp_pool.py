@@ -572,3 +572,23 @@ async def test_server_that_exits_at_once(workspace: Path, tmp_path: Path) -> Non
     (log,) = logs.iterdir()
     assert log.name.startswith("broken-")
     assert log.read_text() == "no config found"
+
+
+async def test_a_worktree_added_as_a_project_gets_servers_rooted_in_it(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """A worktree session's edits lie outside the workspace: ignored until its folder is a
+    project of the pool, then checked by a server of its own rooted there."""
+    worktree = tmp_path / "data" / "worktrees" / "s_1"
+    worktree.mkdir(parents=True)
+    app = worktree / "app.py"
+    app.write_text("print(undefined_name)\n")
+    pool = LspPool(workspace, builtin=["ruff"])
+    with trio.fail_after(20):
+        async with serving(pool):
+            assert await pool.diagnostics_after_edit([app]) == []
+            pool.add_project(worktree)
+            errors = await pool.diagnostics_after_edit([app])
+            roots = [s.root for s in pool.status()]
+    assert errors_in(errors) == [(1, "Ruff", "F821")]
+    assert roots == [str(worktree.resolve())]

@@ -219,7 +219,7 @@ def test_a_new_database_has_the_current_schema_version(tmp_path: Path) -> None:
     store.open()
     store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 def unversioned_database(path: Path) -> None:

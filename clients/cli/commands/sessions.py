@@ -6,19 +6,25 @@ import sys
 import time
 
 from tether.clients.cli.commands.output import age, print_json, print_listing
-from tether.clients.cli.exit_codes import EXIT_OK, CliError
+from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import configured_model, connect, resolve_session
+from tether.protocol.errors import ErrorCode
 from tether.protocol.methods import (
     SESSION_COMPACT,
     SESSION_DELETE,
     SESSION_LIST,
     SESSION_UNDO,
+    SessionDeleteParams,
     SessionRef,
     SessionUndoParams,
     SessionUndoResult,
 )
 from tether.protocol.session import SessionInfo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tether.clients.core.rpc import Client
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -29,7 +35,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.delete:
         with connect(args) as client:
             session = resolve_session(client, args.delete)
-            client.call(SESSION_DELETE, SessionRef(session_id=session.id))
+            delete_session(client, session.id, force=args.force)
         print(f"deleted session {session.id}")
         return EXIT_OK
     with connect(args) as client:
@@ -45,6 +51,23 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         empty="no sessions yet",
         line=lambda s: f"{s.id}  {describe_session(s, now, configured)}",
     )
+
+
+def delete_session(client: "Client", session_id: str, *, force: bool) -> None:
+    """Delete the session; when its worktree holds changes not merged, ask first on a
+    terminal (elsewhere the daemon's refusal stands: `--force` deletes anyway)."""
+    from tether.clients.call_error import CallError
+
+    try:
+        client.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id, force=force))
+    except CallError as exc:
+        if exc.code != ErrorCode.WORKTREE_UNMERGED or not sys.stdin.isatty():
+            raise
+        print(f"tether: {exc.message}", file=sys.stderr)
+        answer = input("delete it and lose those changes? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            raise CliError("kept the session and its worktree", EXIT_USAGE) from None
+        client.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id, force=True))
 
 
 STATE_LABELS = {"awaiting_approval": "needs approval"}

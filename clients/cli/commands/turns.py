@@ -132,6 +132,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     session is asked for it just ends the command; from then on it is held (`HeldCtrlC`) and
     acted on once it can be (the new session deleted, or the started turn cancelled)."""
     request = RunRequest.from_args(args)
+    if (args.session or args.continue_latest) and args.worktree is not None:
+        raise CliError("--worktree makes a new session; it does not go with -s or -c", EXIT_USAGE)
+    if args.from_ref is not None and args.worktree is None:
+        raise CliError("--from goes with --worktree", EXIT_USAGE)
     ctrl_c = HeldCtrlC()
     try:
         return _run(args, request, ctrl_c)
@@ -146,7 +150,7 @@ def _run(args: argparse.Namespace, request: RunRequest, ctrl_c: HeldCtrlC) -> in
     if prelude is not None:
         try:
             ctrl_c.hold()
-            created, _ = prelude.call("session/create", {})
+            created, _ = prelude.call("session/create", create_params(args))
             session_id = _session_id(created)
             if ctrl_c.pressed:
                 prelude.call("session/delete", {"sessionId": session_id})
@@ -185,7 +189,22 @@ def _session_of(args: argparse.Namespace, client: "Client") -> tuple[str, bool]:
 
     if args.session or args.continue_latest:
         return resolve_session(client, args.session).id, False
-    return client.call(SESSION_CREATE, SessionCreateParams()).session.id, True
+    params = SessionCreateParams()
+    if args.worktree is not None:
+        params = SessionCreateParams(
+            title=args.worktree, isolation="worktree", base_ref=args.from_ref or ""
+        )
+    return client.call(SESSION_CREATE, params).session.id, True
+
+
+def create_params(args: argparse.Namespace) -> JsonObject:
+    """`session/create`'s params on the wire for `tether run`'s options."""
+    if args.worktree is None:
+        return {}
+    params: JsonObject = {"isolation": "worktree", "title": args.worktree}
+    if args.from_ref:
+        params["baseRef"] = args.from_ref
+    return params
 
 
 def _follow_run(

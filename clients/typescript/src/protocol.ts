@@ -155,6 +155,17 @@ export interface CancelRequestParams {
   id: string | number;
 }
 
+/** One file a session's worktree changed. */
+export interface ChangedFile {
+  /** Relative to the repository's top folder. */
+  path: string;
+  /** Lines added (0 for a binary file). */
+  added: number;
+  removed: number;
+  /** Default: `false`. */
+  binary?: boolean;
+}
+
 /**
  * What the client asks of the daemon for this connection. A field the client leaves out
  * keeps its default (what a client that sends no capabilities gets), and a field this daemon
@@ -818,6 +829,11 @@ export interface McpToolSummary {
   readOnly?: boolean;
 }
 
+/** The `data` of MERGE_CONFLICT: the files that conflict. */
+export interface MergeConflicted {
+  files: Array<string>;
+}
+
 /** One model the provider serves. */
 export interface ModelInfo {
   /** What `model` takes in `session/configure`, `session/create` and `turn/start`. */
@@ -1201,11 +1217,34 @@ export interface SessionCreateParams {
    * Default: `null`.
    */
   model?: string | null;
+  /**
+   * `worktree`: the session works in a git worktree of its own, on a new branch, so that its edits and commands leave the workspace's checkout alone until `session/merge`. WORKTREE_FAILED when the workspace is not in a git repository (or git refuses).
+   *
+   * Default: `"none"`.
+   */
+  isolation?: "none" | "worktree";
+  /**
+   * With `isolation: "worktree"`: the commit, branch or tag the worktree starts from (default: the workspace's `HEAD`).
+   *
+   * Default: `""`.
+   */
+  baseRef?: string;
 }
 
 /** The session created. */
 export interface SessionCreateResult {
   session: SessionInfo;
+}
+
+/** Delete a session. */
+export interface SessionDeleteParams {
+  sessionId: string;
+  /**
+   * Also when its worktree holds changes not merged (they are lost).
+   *
+   * Default: `false`.
+   */
+  force?: boolean;
 }
 
 /**
@@ -1220,6 +1259,13 @@ export interface SessionDeletedParams {
    * Default: `""`.
    */
   by?: string;
+}
+
+/** A worktree session's changes against its base, committed or not. */
+export interface SessionDiffResult {
+  /** A unified diff `git apply` takes (binary files included). */
+  patch: string;
+  files: Array<ChangedFile>;
 }
 
 /**
@@ -1354,6 +1400,12 @@ export interface SessionInfo {
    * Default: `null`.
    */
   forkedFrom?: ForkOrigin | null;
+  /**
+   * The git worktree the session works in; null: it works in the workspace itself.
+   *
+   * Default: `null`.
+   */
+  worktree?: WorktreeInfo | null;
 }
 
 /** Every session of the workspace, newest first. */
@@ -1382,6 +1434,25 @@ export interface SessionMcpServer {
   url?: string;
   /** Default: `{}`. */
   headers?: Record<string, string>;
+}
+
+/** Bring a worktree session's changes into the workspace's current branch. */
+export interface SessionMergeParams {
+  sessionId: string;
+  /**
+   * One plain commit rather than a merge commit.
+   *
+   * Default: `false`.
+   */
+  squash?: boolean;
+}
+
+/** What a merge brought into the workspace's branch. */
+export interface SessionMergeResult {
+  /** The workspace's new `HEAD` (empty: there was nothing to merge). */
+  commit: string;
+  /** The files the merge changed. */
+  files: Array<string>;
 }
 
 /** A loaded session that chose a model of its own. */
@@ -2025,6 +2096,45 @@ export interface WorkspaceTrustResult {
   at?: number | null;
 }
 
+/** A session's worktree. */
+export interface WorktreeEntry {
+  sessionId: string;
+  /** Default: `""`. */
+  title?: string;
+  worktree: WorktreeInfo;
+  /** Since its folder last changed. */
+  ageSeconds: number;
+  /** Merging it would change nothing (merged already, or it changed nothing). */
+  merged: boolean;
+  /**
+   * Its folder is gone (removed by hand); the session's turns cannot run.
+   *
+   * Default: `false`.
+   */
+  missing?: boolean;
+}
+
+/** The git worktree a session works in (`isolation: "worktree"`). */
+export interface WorktreeInfo {
+  /** Its folder, in tether's data folder: the session's tools and commands work here. */
+  root: string;
+  /** The branch it is checked out on, `tether/<title>-<session id>`. */
+  branch: string;
+  /** The commit it was made from: its changes are counted against it. */
+  base: string;
+}
+
+/** The worktrees of the workspace's sessions, newest session first. */
+export interface WorktreeListResult {
+  worktrees: Array<WorktreeEntry>;
+}
+
+/** What `worktree/prune` removed. */
+export interface WorktreePruneResult {
+  /** The sessions whose worktrees were removed (merged, or their folders gone); the sessions themselves stay. */
+  removed: Array<string>;
+}
+
 /** Every method: its params and its result. */
 export interface Methods {
   /** Must be first; returns versions. */
@@ -2045,8 +2155,8 @@ export interface Methods {
   "session/attach": { params: SessionAttachParams; result: SessionAttachResult };
   /** Stop receiving a session's events. */
   "session/detach": { params: SessionRef; result: Empty };
-  /** Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs. Attached clients are detached and sent `session/deleted`. */
-  "session/delete": { params: SessionRef; result: Empty };
+  /** Delete a session with its events, undo snapshots and worktree; SESSION_BUSY while a turn runs, WORKTREE_UNMERGED when its worktree holds changes not merged (unless `force`). Attached clients are detached and sent `session/deleted`. */
+  "session/delete": { params: SessionDeleteParams; result: Empty };
   /** Change a session's permission mode, model, subagent model or MCP servers; attached clients get `session_configured`. */
   "session/configure": { params: SessionConfigureParams; result: SessionConfigureResult };
   /** Run the agent on a message. */
@@ -2091,6 +2201,14 @@ export interface Methods {
   "session/events": { params: SessionEventsParams; result: SessionEventsResult };
   /** The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest. */
   "image/read": { params: ImageReadParams; result: ImageReadResult };
+  /** A worktree session's changes against its base, as a patch and per file. */
+  "session/diff": { params: SessionRef; result: SessionDiffResult };
+  /** Bring a worktree session's changes into the workspace's current branch; MERGE_CONFLICT (nothing changed, `data` names the files) when they conflict. */
+  "session/merge": { params: SessionMergeParams; result: SessionMergeResult };
+  /** The sessions' worktrees, merged or not. */
+  "worktree/list": { params: Empty; result: WorktreeListResult };
+  /** Remove the worktrees that are merged or whose folders are gone. */
+  "worktree/prune": { params: Empty; result: WorktreePruneResult };
 }
 
 export type MethodName = keyof Methods;
@@ -2120,7 +2238,9 @@ export const METHOD_INFO = {
   },
   "session/create": {
     "description": "Start a conversation.",
-    "errors": []
+    "errors": [
+      -32050
+    ]
   },
   "session/list": {
     "description": "All sessions, newest first.",
@@ -2145,11 +2265,13 @@ export const METHOD_INFO = {
     ]
   },
   "session/delete": {
-    "description": "Delete a session with its events and undo snapshots; SESSION_BUSY while a turn runs. Attached clients are detached and sent `session/deleted`.",
+    "description": "Delete a session with its events, undo snapshots and worktree; SESSION_BUSY while a turn runs, WORKTREE_UNMERGED when its worktree holds changes not merged (unless `force`). Attached clients are detached and sent `session/deleted`.",
     "errors": [
       -32013,
       -32010,
-      -32015
+      -32015,
+      -32052,
+      -32050
     ],
     "controllerOnly": true
   },
@@ -2170,7 +2292,8 @@ export const METHOD_INFO = {
       -32010,
       -32015,
       -32030,
-      -32027
+      -32027,
+      -32050
     ],
     "controllerOnly": true
   },
@@ -2300,6 +2423,36 @@ export const METHOD_INFO = {
     "errors": [
       -32010
     ]
+  },
+  "session/diff": {
+    "description": "A worktree session's changes against its base, as a patch and per file.",
+    "errors": [
+      -32010,
+      -32050
+    ]
+  },
+  "session/merge": {
+    "description": "Bring a worktree session's changes into the workspace's current branch; MERGE_CONFLICT (nothing changed, `data` names the files) when they conflict.",
+    "errors": [
+      -32013,
+      -32010,
+      -32015,
+      -32051,
+      -32050
+    ],
+    "controllerOnly": true
+  },
+  "worktree/list": {
+    "description": "The sessions' worktrees, merged or not.",
+    "errors": [
+      -32050
+    ]
+  },
+  "worktree/prune": {
+    "description": "Remove the worktrees that are merged or whose folders are gone.",
+    "errors": [
+      -32050
+    ]
   }
 } as const;
 
@@ -2339,7 +2492,10 @@ export const ErrorCode = {
   "SHUTTING_DOWN": -32030,
   "IMAGES_UNSUPPORTED": -32027,
   "TURN_NOT_FOUND": -32011,
-  "SEARCH_QUERY_INVALID": -32028
+  "SEARCH_QUERY_INVALID": -32028,
+  "WORKTREE_FAILED": -32050,
+  "MERGE_CONFLICT": -32051,
+  "WORKTREE_UNMERGED": -32052
 } as const;
 
 /** What each error code means, by code. */
@@ -2368,7 +2524,10 @@ export const ERROR_DOCS: Record<string, string> = {
   "-32030": "The daemon is shutting down and takes no new work.",
   "-32027": "The message carries images and the session's model takes none; nothing was sent.",
   "-32011": "No turn with that id in the session.",
-  "-32028": "The search query is not valid FTS5 syntax (only with `syntax: true`); the message says where."
+  "-32028": "The search query is not valid FTS5 syntax (only with `syntax: true`); the message says where.",
+  "-32050": "git could not do it (the workspace is not in a git repository, its config names programs git would run, the session has no worktree, …); the message says why.",
+  "-32051": "The session's changes conflict with the workspace's branch; nothing was changed. `data.files` names the files.",
+  "-32052": "The session's worktree holds changes that are not merged; merge them or delete with `force`."
 };
 
 /** Tagged by `type`. */

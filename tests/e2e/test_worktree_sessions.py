@@ -1,0 +1,207 @@
+"""Worktree sessions in the real daemon with real git: two sessions edit the same file apart
+from the workspace's checkout, are merged one after the other (the second conflicts and
+changes nothing), and a worktree session keeps working in its worktree after the daemon is
+killed and started again, or finds its folder gone when it was removed by hand."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.git_repo import git, hostile, make_repo
+from tests.support import (
+    Home,
+    attach,
+    collect_until_turn_end,
+    start_daemon,
+    start_turn,
+)
+from tether.clients.call_error import CallError
+from tether.protocol.errors import ErrorCode
+from tether.protocol.methods import (
+    SESSION_CREATE,
+    SESSION_DELETE,
+    SESSION_DIFF,
+    SESSION_MERGE,
+    WORKTREE_LIST,
+    WORKTREE_PRUNE,
+    SessionCreateParams,
+    SessionDeleteParams,
+    SessionMergeParams,
+    SessionRef,
+)
+from tether.testing import ModelServer
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", "greeting = 'hello'\n")
+
+
+def edit_script(new: str) -> dict[str, object]:
+    edit = {
+        "name": "edit_file",
+        "arguments": {"path": "app.py", "old_string": "hello", "new_string": new},
+    }
+    read = {"name": "read_file", "arguments": {"path": "app.py"}}
+    return {"steps": [{"tool_calls": [read]}, {"tool_calls": [edit]}, {"text": "done"}]}
+
+
+def test_two_worktree_sessions_edit_apart_and_merge_one_after_the_other(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            ids: list[str] = []
+            for title, new in (("first", "hi"), ("second", "howdy")):
+                created = client.call(
+                    SESSION_CREATE, SessionCreateParams(title=title, isolation="worktree")
+                ).session
+                assert created.worktree is not None
+                root = Path(created.worktree.root)
+                assert repo not in root.parents
+                assert created.worktree.branch == f"tether/{title}-{created.id}"
+                attach(client, created.id)
+                model_server.set_script(edit_script(new))
+                start_turn(client, created.id, "edit app.py")
+                collect_until_turn_end(client, created.id)
+                assert (root / "app.py").read_text() == f"greeting = '{new}'\n"
+                ids.append(created.id)
+            assert (repo / "app.py").read_text() == "greeting = 'hello'\n"
+            assert git(repo, "status", "--porcelain") == ""
+
+            diff = client.call(SESSION_DIFF, SessionRef(session_id=ids[0]))
+            assert [(f.path, f.added, f.removed) for f in diff.files] == [("app.py", 1, 1)]
+            assert "+greeting = 'hi'" in diff.patch
+
+            listed = {w.session_id: w for w in client.call(WORKTREE_LIST).worktrees}
+            assert not listed[ids[0]].merged
+
+            merged = client.call(SESSION_MERGE, SessionMergeParams(session_id=ids[0]))
+            assert merged.files == ["app.py"]
+            assert (repo / "app.py").read_text() == "greeting = 'hi'\n"
+            head = git(repo, "rev-parse", "HEAD").strip()
+
+            with pytest.raises(CallError) as conflict:
+                client.call(SESSION_MERGE, SessionMergeParams(session_id=ids[1]))
+            assert conflict.value.code == ErrorCode.MERGE_CONFLICT
+            assert "app.py" in conflict.value.message
+            assert (repo / "app.py").read_text() == "greeting = 'hi'\n"
+            assert git(repo, "status", "--porcelain") == ""
+            assert git(repo, "rev-parse", "HEAD").strip() == head
+
+            listed = {w.session_id: w for w in client.call(WORKTREE_LIST).worktrees}
+            assert listed[ids[0]].merged
+            assert not listed[ids[1]].merged
+
+            with pytest.raises(CallError) as unmerged:
+                client.call(SESSION_DELETE, SessionDeleteParams(session_id=ids[1]))
+            assert unmerged.value.code == ErrorCode.WORKTREE_UNMERGED
+            assert Path(listed[ids[1]].worktree.root).is_dir()
+
+            pruned = client.call(WORKTREE_PRUNE)
+            assert pruned.removed == [ids[0]]
+            assert not Path(listed[ids[0]].worktree.root).exists()
+
+            client.call(SESSION_DELETE, SessionDeleteParams(session_id=ids[1], force=True))
+            assert not Path(listed[ids[1]].worktree.root).exists()
+            assert f"tether/second-{ids[1]}" not in git(repo, "branch")
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_worktree_session_keeps_its_worktree_after_the_daemon_is_killed(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            created = client.call(
+                SESSION_CREATE, SessionCreateParams(title="lasting", isolation="worktree")
+            ).session
+    finally:
+        daemon.kill()
+    assert created.worktree is not None
+    root = Path(created.worktree.root)
+    model_server.set_script(edit_script("hi"))
+    restarted = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with restarted.client() as client:
+            attach(client, created.id)
+            start_turn(client, created.id, "edit app.py")
+            collect_until_turn_end(client, created.id)
+    finally:
+        assert restarted.stop() == 0
+    assert (root / "app.py").read_text() == "greeting = 'hi'\n"
+    assert (repo / "app.py").read_text() == "greeting = 'hello'\n"
+
+
+def test_a_workspace_that_is_not_a_repository_is_told_so(
+    home: Home, tmp_path: Path, model_server: ModelServer
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    daemon = start_daemon(home, plain, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client, pytest.raises(CallError) as refused:
+            client.call(SESSION_CREATE, SessionCreateParams(isolation="worktree"))
+    finally:
+        assert daemon.stop() == 0
+    assert refused.value.code == ErrorCode.WORKTREE_FAILED
+    assert "not in a git repository" in refused.value.message
+
+
+def test_a_worktree_removed_by_hand_is_found_missing_and_forgotten_by_git(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            created = client.call(
+                SESSION_CREATE, SessionCreateParams(title="gone", isolation="worktree")
+            ).session
+            assert created.worktree is not None
+            root = Path(created.worktree.root)
+            assert str(root) in git(repo, "worktree", "list")
+            shutil.rmtree(root)
+            [entry] = client.call(WORKTREE_LIST).worktrees
+            assert entry.missing
+            assert str(root) not in git(repo, "worktree", "list")
+            attach(client, created.id)
+            with pytest.raises(CallError) as refused:
+                start_turn(client, created.id, "edit app.py")
+            assert refused.value.code == ErrorCode.WORKTREE_FAILED
+            assert "is gone" in refused.value.message
+    finally:
+        assert daemon.stop() == 0
+
+
+def test_a_hostile_repository_runs_nothing_through_the_daemon(
+    home: Home, repo: Path, tmp_path: Path, model_server: ModelServer
+) -> None:
+    """Hooks, an fsmonitor, an ssh command and a pager that leave marker files: none runs
+    while the daemon makes, diffs, merges, lists, prunes and deletes worktree sessions."""
+    marker = tmp_path / "ran"
+    marker.mkdir()
+    hostile(repo, marker)
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            ids: list[str] = []
+            for title in ("merged", "dropped"):
+                created = client.call(
+                    SESSION_CREATE, SessionCreateParams(title=title, isolation="worktree")
+                ).session
+                assert created.worktree is not None
+                (Path(created.worktree.root) / f"{title}.py").write_text("x = 1\n")
+                ids.append(created.id)
+            client.call(SESSION_DIFF, SessionRef(session_id=ids[0]))
+            client.call(SESSION_MERGE, SessionMergeParams(session_id=ids[0]))
+            client.call(WORKTREE_LIST)
+            assert client.call(WORKTREE_PRUNE).removed == [ids[0]]
+            client.call(SESSION_DELETE, SessionDeleteParams(session_id=ids[1], force=True))
+    finally:
+        assert daemon.stop() == 0
+    assert (repo / "merged.py").exists()
+    assert sorted(p.name for p in marker.iterdir()) == []
