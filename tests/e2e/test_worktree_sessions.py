@@ -16,7 +16,7 @@ from tests.support import (
     start_daemon,
     start_turn,
 )
-from tether.clients.call_error import CallError
+from tether.clients.core.call_error import CallError
 from tether.protocol.errors import ErrorCode
 from tether.protocol.methods import (
     SESSION_CREATE,

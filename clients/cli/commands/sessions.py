@@ -56,7 +56,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def delete_session(client: "Client", session_id: str, *, force: bool) -> None:
     """Delete the session; when its worktree holds changes not merged, ask first on a
     terminal (elsewhere the daemon's refusal stands: `--force` deletes anyway)."""
-    from tether.clients.call_error import CallError
+    from tether.clients.core.call_error import CallError
 
     try:
         client.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id, force=force))

@@ -226,7 +226,7 @@ def _follow_run(
         SESSION_DELETE,
         TURN_CANCEL,
         TURN_START,
-        SessionRef,
+        SessionDeleteParams,
         TurnCancelParams,
     )
     from tether.protocol.session import Cursor
@@ -251,13 +251,13 @@ def _follow_run(
             follower.attach()
         if ctrl_c.pressed:
             if created:
-                client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+                client.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id))
             return EXIT_INTERRUPTED
         try:
             started = _start_turn(client, session_id, request)
         except CallError:
             if created:  # refused: the session made for it would stay empty
-                client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+                client.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id))
             raise
     if not args.json:
         for problem in started.problems:
@@ -282,9 +282,9 @@ def _follow_run(
         # alone holds nothing the model saw.
         made_here = not (args.session or args.continue_latest)
         if made_here:
-            from tether.protocol.methods import SESSION_DELETE, SessionRef
+            from tether.protocol.methods import SESSION_DELETE, SessionDeleteParams
 
-            client.call(SESSION_DELETE, SessionRef(session_id=session_id))
+            client.call(SESSION_DELETE, SessionDeleteParams(session_id=session_id))
         if not args.json:
             kept = "no session was kept" if made_here else f"{session_id} keeps the failed turn"
             print(f"tether: {NOT_REACHED[error.code]}, then run it again ({kept})", file=sys.stderr)
