@@ -215,7 +215,7 @@ class Sessions:
         `base_ref` (default `HEAD`), and WORKTREE_FAILED says why one cannot be made.
 
         Cancellation: a worktree being made is made (in a worker thread) but its session is
-        not stored."""
+        not stored. A worktree session is stored before this returns."""
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
         if isolation == "worktree":
@@ -235,6 +235,10 @@ class Sessions:
         session.configure(permission_mode=permission_mode, model=model)
         self._live[session.id] = self._make_live(session, History(prompt))
         self._settle(session.id)
+        if isolation == "worktree":
+            # A worktree is on disk already: its session is written before it is answered, so
+            # a daemon killed right after never leaves a worktree that no session owns.
+            await self.store.flush()
         return session
 
     def _make_live(self, session: Session, history: History) -> LoadedSession:

@@ -137,10 +137,12 @@ def test_a_bad_config_file_is_reported_with_its_line_and_setting(
         assert f"{path}, line 3: provider.max_output_tokens: Expected `int`" in failed.stderr
         shown = status(home, workspace)
         assert f"{path}, line 3" in str(shown["configError"])
+        assert "then run it again (no session was kept)" in failed.stderr
         listed = cli(home, "-w", str(workspace), "sessions", "--json")
-        # (the wire leaves out a field at its default: `idle`)
+        # The session made for the prompt the model never saw is not kept. (The wire leaves
+        # out a field at its default: `idle`.)
         states = [s.get("state", "idle") for s in json.loads(listed.stdout)]
-        assert states == ["failed", "idle"]
+        assert states == ["idle"]
         path.write_text('[provider]\nmodel = "fixed"\n')
         run(home, workspace, "hi")
         assert models_asked(model_server) == ["m", "fixed"]

@@ -119,7 +119,7 @@ async def test_a_version_2_store_is_migrated_and_its_old_sessions_are_searchable
             rows = await store.list_sessions()
             assert {r.id: r.forked_from for r in rows} == {"s_old": None, "s_other": None}
             version = await store.call(lambda c: c.execute("PRAGMA user_version").fetchone())
-            assert version[0] == SCHEMA_VERSION == 3
+            assert version[0] == SCHEMA_VERSION == 4
     finally:
         store.close()
 

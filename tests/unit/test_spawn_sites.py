@@ -25,6 +25,16 @@ MODULE_IN_LINE = re.compile(r"\}\s+-m\s")
 """`{python} -m ...` in a command line built as a string."""
 SAFE_BEFORE = re.compile(r"""(["'])-[PI]\1\s*,\s*$|\s-[PI]\s+$""")
 OPTION_DEFINITION = re.compile(r"add_argument\(")
+GIT_CALL = "run_git("
+"""git's own `-m` (a commit or ref-log message), in the arguments of `run_git(...)`."""
+
+
+def in_git_call(text: str, start: int) -> bool:
+    """Whether the `-m` at `start` is an argument of a `run_git(...)` call begun on one of the
+    lines just before it, with no Python named between the call and the flag."""
+    window = text[max(0, start - 200) : start]
+    call = window.rfind(GIT_CALL)
+    return call >= 0 and re.search(r"executable|python", window[call:]) is None
 
 
 def spawn_files() -> list[Path]:
@@ -48,7 +58,7 @@ def unsafe_module_runs(text: str) -> list[int]:
             start = match.start() + (1 if pattern is MODULE_IN_LINE else 0)
             line_start = text.rfind("\n", 0, start) + 1
             line_end = text.find("\n", start)
-            if OPTION_DEFINITION.search(text[line_start:line_end]):
+            if OPTION_DEFINITION.search(text[line_start:line_end]) or in_git_call(text, start):
                 continue
             if not SAFE_BEFORE.search(text[max(0, start - 40) : start]):
                 lines.append(text.count("\n", 0, start) + 1)
@@ -76,6 +86,8 @@ def test_every_python_run_by_module_name_keeps_its_folder_off_the_path() -> None
 
 
 def test_the_scan_sees_each_way_a_module_is_run() -> None:
+    assert unsafe_module_runs('run_git(root, "commit-tree", tree,\n    "-m", message)') == []
+    assert unsafe_module_runs('run_git(root, [sys.executable, "-m", "x"])') == [1]
     assert unsafe_module_runs('spawn(python, ["-m", "tether.daemon"])') == [1]
     assert unsafe_module_runs('[sys.executable,\n    "-m", "tether.daemon"]') == [2]
     assert unsafe_module_runs("'python', '-m', 'x'") == [1]
