@@ -150,6 +150,9 @@ class DialectClient:
         self._silence_timeout = silence_timeout
         # The key goes into a header only here; no line may show it, whatever quotes it.
         add_secret(api_key)
+        self._stream_url: httpx.URL | None = None
+        """Parsed at the first request (where a bad URL's error is mapped), then kept: httpx
+        would parse the string again for every request."""
         self._http = http_client(
             self._headers(api_key),
             base_url=self.base_url,
@@ -210,9 +213,11 @@ class DialectClient:
         with transport_errors(
             self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
         ):
+            if self._stream_url is None:
+                self._stream_url = httpx.URL(f"{self.base_url}{self.stream_path}")
             async with self._http.stream(
                 "POST",
-                f"{self.base_url}{self.stream_path}",
+                self._stream_url,
                 content=body,
                 headers={"content-type": "application/json"},
             ) as response:
