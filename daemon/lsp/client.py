@@ -43,8 +43,8 @@ Rules:
   right after `initialized`; such servers then stop pushing), are kept per URI as a
   `DiagnosticReport` with a serial number. `on_change()` is called on every new report and
   every registration change, so a waiter can look again.
-- Text sync is whole-document (valid whatever sync kind the server prefers); versions are
-  tracked per URI, starting at 1 on `didOpen`.
+- Text sync (`documents.py`) is whole-document (valid whatever sync kind the server
+  prefers); versions are tracked per URI, starting at 1 on `didOpen`.
 
 Errors: see `tether.daemon.lsp.errors`.
 """
@@ -57,6 +57,7 @@ from typing import Literal, TypeVar
 import msgspec
 import trio
 
+from tether.daemon.lsp.documents import DiagnosticReport, Document, OpenDocuments
 from tether.daemon.lsp.errors import (
     FramingError,
     LspError,
@@ -71,7 +72,6 @@ from tether.daemon.lsp.types import (
     ConfigurationParams,
     DocumentDiagnosticReport,
     InitializeResult,
-    LspDiagnostic,
     PublishDiagnosticsParams,
     RegistrationParams,
     ServerCapabilities,
@@ -135,29 +135,6 @@ applies an edit itself (`workspace/applyEdit` is refused): a rename's edit is ap
 tether, as an edit the permission gate has seen."""
 
 
-class DiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):
-    """The server's latest diagnostics for one document."""
-
-    uri: str
-    items: list[LspDiagnostic]
-    version: int | None
-    """The document version they were computed for: as the server says for a push (it may
-    not), the version asked about for a pull."""
-    serial: int
-    """Increases with every report the client receives, across all documents."""
-    pulled: bool
-    """Answered a `textDocument/diagnostic` request (so it is current when it arrives)."""
-
-
-class Document(msgspec.Struct, kw_only=True):
-    language_id: str
-    version: int
-    text: str
-    synced_serial: int
-    """The report serial when this version was sent: a later report describes it, even a
-    push that carries no version."""
-
-
 def _lookup_setting(settings: Mapping[str, object], section: str | None) -> object:
     """The value for a configuration section: an exact key, else a dotted walk into nested
     tables (`basedpyright.analysis` in `{"basedpyright": {"analysis": {...}}}`)."""
@@ -219,10 +196,7 @@ class LspClient:
         self.server_info: ServerInfo | None = None
         self.registrations: dict[str, str] = {}
         """Dynamic registrations: id → method."""
-        self.documents: dict[str, Document] = {}
-        """Open documents by URI."""
-        self.reports: dict[str, DiagnosticReport] = {}
-        self.serial = 0
+        self._open = OpenDocuments(self.notify, self._changed)
         self.started_at: float | None = None
 
         self.finished = trio.Event()
@@ -440,7 +414,7 @@ class LspClient:
     def _on_notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "textDocument/publishDiagnostics":
             published = decode_as(params, PublishDiagnosticsParams)
-            self._store(published.uri, published.diagnostics, published.version, pulled=False)
+            self._open.store(published.uri, published.diagnostics, published.version, pulled=False)
         # window/logMessage, window/showMessage, $/progress, telemetry/event: not needed.
 
     def _on_request(self, method: str, params: msgspec.Raw) -> object:
@@ -471,72 +445,40 @@ class LspClient:
             case _:
                 raise _MethodNotFound
 
-    def _store(
-        self, uri: str, items: list[LspDiagnostic], version: int | None, *, pulled: bool
-    ) -> None:
-        self.serial += 1
-        self.reports[uri] = DiagnosticReport(
-            uri=uri, items=items, version=version, serial=self.serial, pulled=pulled
-        )
-        self._changed()
-
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
 
     # --- documents ----------------------------------------------------------------------------
 
+    @property
+    def documents(self) -> Mapping[str, Document]:
+        """Open documents by URI."""
+        return self._open.documents
+
+    @property
+    def reports(self) -> Mapping[str, DiagnosticReport]:
+        """The latest diagnostics by URI."""
+        return self._open.reports
+
+    @property
+    def serial(self) -> int:
+        """The serial of the latest report (0: none yet)."""
+        return self._open.serial
+
     def sync(self, uri: str, language_id: str, text: str) -> bool:
         """Make the server's copy of a document `text`: `didOpen` the first time, `didChange`
         (whole content, next version) when it differs. Returns whether anything was sent.
         Raises ServerGone."""
-        document = self.documents.get(uri)
-        if document is None:
-            self.notify(
-                "textDocument/didOpen",
-                {
-                    "textDocument": {
-                        "uri": uri,
-                        "languageId": language_id,
-                        "version": 1,
-                        "text": text,
-                    }
-                },
-            )
-            self.documents[uri] = Document(
-                language_id=language_id, version=1, text=text, synced_serial=self.serial
-            )
-            return True
-        if document.text == text:
-            return False
-        document.version += 1
-        document.text = text
-        document.synced_serial = self.serial
-        self.notify(
-            "textDocument/didChange",
-            {
-                "textDocument": {"uri": uri, "version": document.version},
-                "contentChanges": [{"text": text}],
-            },
-        )
-        return True
+        return self._open.sync(uri, language_id, text)
 
     def save(self, uri: str) -> None:
         """`didSave` for an open document (with its text when the server asks for it)."""
-        document = self.documents.get(uri)
-        if document is None:
-            return
-        params: dict[str, object] = {"textDocument": {"uri": uri}}
-        if self._save_includes_text():
-            params["text"] = document.text
-        self.notify("textDocument/didSave", params)
+        self._open.save(uri, include_text=self._save_includes_text())
 
     def close(self, uri: str) -> None:
         """`didClose`, and forget the document and its diagnostics."""
-        if self.documents.pop(uri, None) is None:
-            return
-        self.reports.pop(uri, None)
-        self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        self._open.close(uri)
 
     def _save_includes_text(self) -> bool:
         sync = self.capabilities.textDocumentSync
@@ -575,9 +517,9 @@ class LspClient:
             "textDocument/diagnostic", {"textDocument": {"uri": uri}}, DocumentDiagnosticReport
         )
         if report.kind == "unchanged" and uri in self.reports:
-            self._store(uri, self.reports[uri].items, version, pulled=True)
+            self._open.store(uri, self.reports[uri].items, version, pulled=True)
         else:
-            self._store(uri, report.items, version, pulled=True)
+            self._open.store(uri, report.items, version, pulled=True)
 
     def statistics(self) -> dict[str, int]:
         return {
