@@ -30,7 +30,8 @@ Rules:
   reading: it is treated as crashed.
 - The I/O tasks run in a shielded scope that only `serve` cancels, so a cancelled `serve`
   can still say `shutdown`/`exit` (bounded by `shutdown_timeout`) before the group is killed.
-- Every request has a timeout; a request that times out is cancelled with `$/cancelRequest`.
+- Requests in flight (ids, the outbox, answers matched to them) are `requests.py`'s.
+  Every request has a timeout; a request that times out is cancelled with `$/cancelRequest`.
   When the server goes away every pending request fails with ServerGone at once.
 - Server requests are answered at once: `workspace/configuration` with the configured setting
   for each item's section (null when none), `workspace/workspaceFolders` with the root,
@@ -42,13 +43,12 @@ Rules:
   right after `initialized`; such servers then stop pushing), are kept per URI as a
   `DiagnosticReport` with a serial number. `on_change()` is called on every new report and
   every registration change, so a waiter can look again.
-- Text sync is whole-document (valid whatever sync kind the server prefers); versions are
-  tracked per URI, starting at 1 on `didOpen`.
+- Text sync (`documents.py`) is whole-document (valid whatever sync kind the server
+  prefers); versions are tracked per URI, starting at 1 on `didOpen`.
 
 Errors: see `tether.daemon.lsp.errors`.
 """
 
-import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -57,6 +57,7 @@ from typing import Literal, TypeVar
 import msgspec
 import trio
 
+from tether.daemon.lsp.documents import DiagnosticReport, Document, OpenDocuments
 from tether.daemon.lsp.errors import (
     FramingError,
     LspError,
@@ -64,22 +65,19 @@ from tether.daemon.lsp.errors import (
     ResponseError,
     ServerGone,
 )
-from tether.daemon.lsp.framing import MessageReader, frame
+from tether.daemon.lsp.framing import MessageReader
 from tether.daemon.lsp.process import reap_server, spawn_server
+from tether.daemon.lsp.requests import Requests
 from tether.daemon.lsp.types import (
     ConfigurationParams,
     DocumentDiagnosticReport,
     InitializeResult,
-    LspDiagnostic,
-    OutgoingNotification,
-    OutgoingRequest,
     PublishDiagnosticsParams,
     RegistrationParams,
     ServerCapabilities,
     ServerInfo,
     UnregistrationParams,
     decode_as,
-    encode,
     path_to_uri,
 )
 from tether.daemon.procs.env import command_env
@@ -93,9 +91,6 @@ ClientState = Literal["starting", "running", "stopped", "crashed"]
 INITIALIZE_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 5.0
 SHUTDOWN_TIMEOUT = 2.0
-OUTBOX_LIMIT = 4096
-"""Messages queued for a server that is not reading; one more and it counts as crashed."""
-
 METHOD_NOT_FOUND = -32601
 REQUEST_CANCELLED = -32800
 
@@ -138,37 +133,6 @@ diagnostics, configuration and watched-file registrations, and the questions the
 ask (definitions, references, hover, symbols, rename: `navigation.py`). The server never
 applies an edit itself (`workspace/applyEdit` is refused): a rename's edit is applied by
 tether, as an edit the permission gate has seen."""
-
-
-class DiagnosticReport(msgspec.Struct, frozen=True, kw_only=True):
-    """The server's latest diagnostics for one document."""
-
-    uri: str
-    items: list[LspDiagnostic]
-    version: int | None
-    """The document version they were computed for: as the server says for a push (it may
-    not), the version asked about for a pull."""
-    serial: int
-    """Increases with every report the client receives, across all documents."""
-    pulled: bool
-    """Answered a `textDocument/diagnostic` request (so it is current when it arrives)."""
-
-
-class Document(msgspec.Struct, kw_only=True):
-    language_id: str
-    version: int
-    text: str
-    synced_serial: int
-    """The report serial when this version was sent: a later report describes it, even a
-    push that carries no version."""
-
-
-class _Pending:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.done = trio.Event()
-        self.result: msgspec.Raw = msgspec.Raw(b"")
-        self.error: LspError | None = None
 
 
 def _lookup_setting(settings: Mapping[str, object], section: str | None) -> object:
@@ -232,17 +196,9 @@ class LspClient:
         self.server_info: ServerInfo | None = None
         self.registrations: dict[str, str] = {}
         """Dynamic registrations: id → method."""
-        self.documents: dict[str, Document] = {}
-        """Open documents by URI."""
-        self.reports: dict[str, DiagnosticReport] = {}
-        self.serial = 0
+        self._open = OpenDocuments(self.notify, self._changed)
         self.started_at: float | None = None
 
-        self._ids = itertools.count(1)
-        self._pending: dict[int, _Pending] = {}
-        send, receive = trio.open_memory_channel[bytes](OUTBOX_LIMIT)
-        self._outbox = send
-        self._outbox_receive = receive
         self.finished = trio.Event()
         """Set when `serve` is done: the process group is gone and `state` is final."""
         self._ended = trio.Event()
@@ -251,6 +207,12 @@ class LspClient:
         self._exited = trio.Event()
         """The process has exited and `_watch_exit` has said how."""
         self._stopping = False
+        self._requests = Requests(
+            self.name,
+            gone=self._gone,
+            why_gone=lambda: self.failure or "is not running",
+            overflow=self._fail,
+        )
 
     # --- lifetime -----------------------------------------------------------------------------
 
@@ -298,7 +260,7 @@ class LspClient:
             with trio.CancelScope(shield=True):
                 await reap_server(process)
             self.state = "crashed" if self.failure is not None else "stopped"
-            self._fail_pending(self.failure or "the server was stopped")
+            self._requests.fail_pending(self.failure or "the server was stopped")
             self.finished.set()
         if failure is not None:
             raise failure
@@ -325,7 +287,7 @@ class LspClient:
         if self.initialization_options is not None:
             params["initializationOptions"] = self.initialization_options
         try:
-            result = await self._call(
+            result = await self._requests.call(
                 "initialize", params, InitializeResult, self.initialize_timeout
             )
         except RequestTimeout:
@@ -348,7 +310,7 @@ class LspClient:
             return
         with trio.move_on_after(self.shutdown_timeout):
             try:
-                await self._call("shutdown", None, object, self.shutdown_timeout)
+                await self._requests.call("shutdown", None, object, self.shutdown_timeout)
             except LspError:
                 return
             self.notify("exit")
@@ -381,7 +343,7 @@ class LspClient:
 
     async def _write_loop(self, stream: trio.abc.SendStream) -> None:
         try:
-            async for data in self._outbox_receive:
+            async for data in self._requests.outbox:
                 await stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             await self._pipe_ended("closed its input")
@@ -406,31 +368,13 @@ class LspClient:
             self.failure = reason
         self._gone.set()
         self._ended.set()
-        self._fail_pending(reason)
-
-    def _fail_pending(self, reason: str) -> None:
-        for pending in self._pending.values():
-            if not pending.done.is_set():
-                pending.error = ServerGone(f"{self.name} {reason}")
-                pending.done.set()
+        self._requests.fail_pending(reason)
 
     # --- sending ------------------------------------------------------------------------------
 
-    def _send(self, body: bytes) -> None:
-        if self._gone.is_set():
-            raise ServerGone(f"{self.name} {self.failure or 'is not running'}")
-        try:
-            self._outbox.send_nowait(frame(body))
-        except trio.WouldBlock:
-            self._fail("stopped reading its input")
-            raise ServerGone(f"{self.name} stopped reading its input") from None
-
     def notify(self, method: str, params: object = None) -> None:
         """Send a notification (queued; never blocks). Raises ServerGone."""
-        message = OutgoingNotification(method=method)
-        if params is not None:
-            message.params = params
-        self._send(encode(message))
+        self._requests.notify(method, params)
 
     async def request(self, method: str, params: object, result_type: type[T]) -> T:
         """Send a request and wait for its result, decoded as `result_type`.
@@ -438,31 +382,7 @@ class LspClient:
         Raises RequestTimeout after `request_timeout` seconds, ResponseError, ServerGone.
         Callers that need less time wrap the call in a cancel scope: cancellation, like a
         timeout, withdraws the request with `$/cancelRequest`, and then propagates."""
-        return await self._call(method, params, result_type, self.request_timeout)
-
-    async def _call(self, method: str, params: object, result_type: type[T], seconds: float) -> T:
-        request_id = next(self._ids)
-        message = OutgoingRequest(id=request_id, method=method)
-        if params is not None:
-            message.params = params
-        pending = _Pending(method)
-        self._send(encode(message))
-        self._pending[request_id] = pending
-        try:
-            with trio.move_on_after(seconds):
-                await pending.done.wait()
-        finally:
-            del self._pending[request_id]
-            if not pending.done.is_set() and not self._gone.is_set():
-                self.notify("$/cancelRequest", {"id": request_id})
-        if not pending.done.is_set():
-            raise RequestTimeout(f"{self.name}: no answer to {method} within {seconds:g} s")
-        if pending.error is not None:
-            raise pending.error
-        try:
-            return decode_as(pending.result, result_type)
-        except msgspec.ValidationError as exc:
-            raise ResponseError(method, 0, f"unexpected result: {exc}") from exc
+        return await self._requests.call(method, params, result_type, self.request_timeout)
 
     # --- receiving ----------------------------------------------------------------------------
 
@@ -472,13 +392,7 @@ class LspClient:
         except FrameError:
             return  # well framed but not JSON-RPC: nothing to answer, nothing to learn
         if envelope.method is None:
-            if isinstance(envelope.id, int) and (pending := self._pending.get(envelope.id)):
-                if envelope.error is not None:
-                    error = envelope.error
-                    pending.error = ResponseError(pending.method, error.code, error.message)
-                else:
-                    pending.result = envelope.result
-                pending.done.set()
+            self._requests.answer(envelope)
             return
         # An absent id makes a notification; `"id": null` is a request and is answered.
         request_id = envelope.id
@@ -487,20 +401,20 @@ class LspClient:
                 self._on_notification(envelope.method, envelope.params)
             else:
                 result = self._on_request(envelope.method, envelope.params)
-                self._send(result_frame(request_id, result))
+                self._requests.send(result_frame(request_id, result))
         except msgspec.ValidationError as exc:
             if not isinstance(request_id, msgspec.UnsetType):
-                self._send(error_frame(request_id, -32602, f"invalid params: {exc}"))
+                self._requests.send(error_frame(request_id, -32602, f"invalid params: {exc}"))
         except _MethodNotFound:
             assert not isinstance(request_id, msgspec.UnsetType)
-            self._send(error_frame(request_id, METHOD_NOT_FOUND, f"{envelope.method}?"))
+            self._requests.send(error_frame(request_id, METHOD_NOT_FOUND, f"{envelope.method}?"))
         except ServerGone:
             pass
 
     def _on_notification(self, method: str, params: msgspec.Raw) -> None:
         if method == "textDocument/publishDiagnostics":
             published = decode_as(params, PublishDiagnosticsParams)
-            self._store(published.uri, published.diagnostics, published.version, pulled=False)
+            self._open.store(published.uri, published.diagnostics, published.version, pulled=False)
         # window/logMessage, window/showMessage, $/progress, telemetry/event: not needed.
 
     def _on_request(self, method: str, params: msgspec.Raw) -> object:
@@ -531,72 +445,40 @@ class LspClient:
             case _:
                 raise _MethodNotFound
 
-    def _store(
-        self, uri: str, items: list[LspDiagnostic], version: int | None, *, pulled: bool
-    ) -> None:
-        self.serial += 1
-        self.reports[uri] = DiagnosticReport(
-            uri=uri, items=items, version=version, serial=self.serial, pulled=pulled
-        )
-        self._changed()
-
     def _changed(self) -> None:
         if self.on_change is not None:
             self.on_change()
 
     # --- documents ----------------------------------------------------------------------------
 
+    @property
+    def documents(self) -> Mapping[str, Document]:
+        """Open documents by URI."""
+        return self._open.documents
+
+    @property
+    def reports(self) -> Mapping[str, DiagnosticReport]:
+        """The latest diagnostics by URI."""
+        return self._open.reports
+
+    @property
+    def serial(self) -> int:
+        """The serial of the latest report (0: none yet)."""
+        return self._open.serial
+
     def sync(self, uri: str, language_id: str, text: str) -> bool:
         """Make the server's copy of a document `text`: `didOpen` the first time, `didChange`
         (whole content, next version) when it differs. Returns whether anything was sent.
         Raises ServerGone."""
-        document = self.documents.get(uri)
-        if document is None:
-            self.notify(
-                "textDocument/didOpen",
-                {
-                    "textDocument": {
-                        "uri": uri,
-                        "languageId": language_id,
-                        "version": 1,
-                        "text": text,
-                    }
-                },
-            )
-            self.documents[uri] = Document(
-                language_id=language_id, version=1, text=text, synced_serial=self.serial
-            )
-            return True
-        if document.text == text:
-            return False
-        document.version += 1
-        document.text = text
-        document.synced_serial = self.serial
-        self.notify(
-            "textDocument/didChange",
-            {
-                "textDocument": {"uri": uri, "version": document.version},
-                "contentChanges": [{"text": text}],
-            },
-        )
-        return True
+        return self._open.sync(uri, language_id, text)
 
     def save(self, uri: str) -> None:
         """`didSave` for an open document (with its text when the server asks for it)."""
-        document = self.documents.get(uri)
-        if document is None:
-            return
-        params: dict[str, object] = {"textDocument": {"uri": uri}}
-        if self._save_includes_text():
-            params["text"] = document.text
-        self.notify("textDocument/didSave", params)
+        self._open.save(uri, include_text=self._save_includes_text())
 
     def close(self, uri: str) -> None:
         """`didClose`, and forget the document and its diagnostics."""
-        if self.documents.pop(uri, None) is None:
-            return
-        self.reports.pop(uri, None)
-        self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        self._open.close(uri)
 
     def _save_includes_text(self) -> bool:
         sync = self.capabilities.textDocumentSync
@@ -635,15 +517,14 @@ class LspClient:
             "textDocument/diagnostic", {"textDocument": {"uri": uri}}, DocumentDiagnosticReport
         )
         if report.kind == "unchanged" and uri in self.reports:
-            self._store(uri, self.reports[uri].items, version, pulled=True)
+            self._open.store(uri, self.reports[uri].items, version, pulled=True)
         else:
-            self._store(uri, report.items, version, pulled=True)
+            self._open.store(uri, report.items, version, pulled=True)
 
     def statistics(self) -> dict[str, int]:
         return {
             "open_documents": len(self.documents),
-            "pending_requests": len(self._pending),
-            "queued_messages": self._outbox.statistics().current_buffer_used,
+            **self._requests.statistics(),
         }
 
 

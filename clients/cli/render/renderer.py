@@ -46,27 +46,21 @@ Everything the daemon relays passes through `visible` before it reaches the term
 `text`), in styled output as in plain.
 """
 
-import os
-import sys
 import time
-from collections.abc import Callable, Container, Mapping
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Container
+from typing import TextIO
 
 import msgspec
 
-from tether.clients.cli.render.blocks import open_block_start
-from tether.clients.cli.render.under_way import OUTPUT_KEPT, UnderWay, task_description
+from tether.clients.cli.render.replies import Replies
+from tether.clients.cli.render.screen import Screen, color_allowed
+from tether.clients.cli.render.tool_lines import approval_lines, completed_call_lines
+from tether.clients.cli.render.under_way import UnderWay, task_description
 from tether.clients.core.text import (
-    SUCCESS_TAIL_LINES,
-    approval_parts,
     describe_image,
     describe_summary,
-    diff_lines,
-    failed,
-    failure_tail,
     first_line,
     resolution,
-    tool_line,
     visible,
 )
 from tether.protocol.events import (
@@ -97,47 +91,16 @@ from tether.protocol.items import (
 from tether.protocol.methods import SessionEventParams
 from tether.protocol.session import SessionSnapshot
 
-if TYPE_CHECKING:
-    from tether.clients.cli.render.styled import Painter
+__all__ = ["Renderer", "color_allowed"]
 
 _json = msgspec.json.Encoder()
 
 
-def color_allowed(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether escape sequences may be written to a terminal: not when `NO_COLOR` is set
-    (to anything but "") or TERM is `dumb`."""
-    env = os.environ if environ is None else environ
-    return not env.get("NO_COLOR") and env.get("TERM") != "dumb"
-
-
-def _terminal_size(out: TextIO) -> Callable[[], tuple[int, int]]:
-    def size() -> tuple[int, int]:
-        try:
-            columns, lines = os.get_terminal_size(out.fileno())
-        except (OSError, ValueError, AttributeError):
-            return 80, 24
-        return columns, lines
-
-    return size
-
-
-class _Message:
-    """An agent message being streamed."""
-
-    def __init__(self, item_id: str, text: str = "") -> None:
-        self.id = item_id
-        self.text = text
-        self.done = 0
-        """Styled: where the block still open starts (everything before it is printed)."""
-        self.open_rows = 0
-        """Styled: rows of the open block printed already (it outgrew the live region)."""
-        self.rows = 0
-        """Styled: rows printed for this message, for erasing it."""
-        self.rendered: tuple[tuple[int, int, int], list[str]] | None = None
-        """Styled: the open block's rows, and the (length, done, columns) they are for."""
-
-
 class Renderer:
+    """Takes a session's events and snapshots and shows them: on `Screen`, with replies
+    streamed by `Replies`, tool calls and approvals drawn by `tool_lines`, and what is under
+    way kept by `UnderWay` for the live region or the host's `activity` line."""
+
     def __init__(
         self,
         *,
@@ -164,49 +127,30 @@ class Renderer:
         command that succeeded on screen, not its last lines."""
         self.json_mode = json_mode
         self.verbose = verbose
-        self.out = out or sys.stdout
-        self.err = err or sys.stderr
-        self.live = self.out.isatty() if live is None else live
-        status_live = self.err.isatty() if status_live is None else status_live
-        color = color_allowed() if color is None else color
-        self.styled_out = bool(self.live and color and not json_mode)
-        self.styled_err = bool(status_live and color and not json_mode)
-        self._painter: Painter | None = None
-        if self.styled_out or self.styled_err:
-            from tether.clients.cli.render import styled  # rich: only for a terminal
-
-            self._painter = styled.Painter()
-        self.region = region
-        self._region_stream: TextIO | None = (
-            None
-            if not region
-            else self.err
-            if self.styled_err
-            else self.out
-            if self.styled_out
-            else None
+        self._screen = screen = Screen(
+            json_mode=json_mode,
+            out=out,
+            err=err,
+            live=live,
+            terminal_size=terminal_size,
+            status_live=status_live,
+            color=color,
+            region=region,
         )
-        self._region: list[str] = []
-        """The live region as drawn: lines at the bottom of the screen, cursor below them."""
-        self._hidden = False
-        """An approval is being asked: draw no region."""
-        self._hold = False
-        """Redraw the region only at the next tick (someone else may write first)."""
-        self._terminal_size = terminal_size or _terminal_size(self._region_stream or self.out)
+        self.out = screen.out
+        self.err = screen.err
+        self.live = screen.live
+        self.styled_out = screen.styled_out
+        self.styled_err = screen.styled_err
+        self.region = region
         self._clock = clock
         self._now = clock()
         self._frame = -1
         """The tenth of a second last drawn by `tick`."""
-        self._mid_line = False
-        self._messages: dict[str, _Message] = {}
-        """Agent messages being streamed."""
         self._under = UnderWay()
-        self._erasable: str | None = None
-        """The streamed message whose text is all that was printed since it started."""
+        self._replies = Replies(screen, self._under)
         self._said: set[str] = set()
         """Error notices printed, so that a turn's error repeating one is not printed twice."""
-        self._question: str | None = None
-        """The approval question on `err`'s line, waiting for its one-key answer."""
         self._rules: dict[str, str] = {}
         """The rule "always" would add, by approval id, for the approvals asked."""
         self._previewed: dict[str, str] = {}
@@ -224,29 +168,30 @@ class Renderer:
             self.out.flush()
             return
         self._now = self._clock()
-        self._hold = False
+        self._screen.hold = False
         self._event(params.event)
         self._refresh()
 
     def tick(self, now: float | None = None) -> None:
         """Let time show: spinners turn, elapsed times and countdowns advance. Call it about
         ten times a second while waiting for events; cheap when nothing moves."""
-        if self.json_mode or self._region_stream is None:
+        if self.json_mode or self._screen.region_stream is None:
             return
         self._now = self._clock() if now is None else now
         frame = int(self._now * 10)
-        if frame == self._frame and not self._hold:
+        if frame == self._frame and not self._screen.hold:
             return  # nothing on screen can have moved
         self._frame = frame
-        self._hold = False
+        self._screen.hold = False
         self._refresh()
 
     @property
     def wants_ticks(self) -> bool:
         """Whether something on screen moves with time, or waits for the next tick to be
         drawn (the caller should `tick`)."""
-        moving = self._under.moving and not self._hidden and self._question is None
-        return bool(self.region and self.styled_err and (self._hold or moving))
+        screen = self._screen
+        moving = self._under.moving and not screen.hidden and screen.question is None
+        return bool(self.region and self.styled_err and (screen.hold or moving))
 
     def activity(self, now: float | None = None) -> str | None:
         """What is under way, as one line of plain text (relayed parts escaped, no escape
@@ -256,9 +201,9 @@ class Renderer:
         reasoning and for how long, a reply being written, "thinking… 3 s" until a model
         call's first token. `now` is on the renderer's clock (default: the clock's now)."""
         now = self._clock() if now is None else now
-        if self._hidden or self.json_mode:
+        if self._screen.hidden or self.json_mode:
             return None
-        return self._under.activity(now, replying=bool(self._messages))
+        return self._under.activity(now, replying=bool(self._replies.streaming))
 
     def pending_approval(self, approval: ApprovalRequest) -> None:
         """`approval` was pending when the client attached: describe it (once) and hide the
@@ -274,146 +219,57 @@ class Renderer:
         live region stays hidden and lines printed go above it."""
         if self.json_mode:
             return
-        if text is not None:
-            self._clear_region()
-            self._newline()
-            self.err.write(text)
-            self.err.flush()
-        self._question = text
+        self._screen.ask(text)
 
     def end_question(self) -> None:
         """Leave the question where it is (Ctrl-C came): end its line, draw it no more."""
-        if self._question is not None:
-            self._question = None
-            self.err.write("\n")
-            self.err.flush()
+        self._screen.end_question()
 
     def note(self, text: str) -> None:
         """Print `text` (one or more lines, escaped already) on stderr as given, above the
         live region and any question."""
-        self._emit(self.err, text.split("\n"))
+        self._screen.emit(self.err, text.split("\n"))
         self._refresh()
 
     def say(self, line: str, level: str = "info") -> None:
         """Print one line of tether's own on stderr (prefixed `tether: `), above the live
         region; `line` is printed as given, escape it first if it relays anything."""
-        self._say(line, level)
+        self._screen.say(line, level)
         self._refresh()
-
-    # --- output primitives -----------------------------------------------------------------
-
-    def _on_screen(self, stream: TextIO) -> bool:
-        return bool(
-            (stream is self.out and self.styled_out) or (stream is self.err and self.styled_err)
-        )
-
-    def _clear_region(self) -> None:
-        if self._region and self._region_stream is not None:
-            self._region_stream.write(f"\r\x1b[{len(self._region)}A\x1b[J")
-            self._region_stream.flush()
-        self._region = []
-
-    def _emit(self, stream: TextIO, lines: list[str]) -> None:
-        """Print whole lines for good, above the live region and the question."""
-        if not lines:
-            return
-        if self._on_screen(stream):
-            self._clear_region()
-        elif stream is self.err:
-            self._newline()
-        question = self._question if stream is self.err or self.live else None
-        if question is not None:
-            self._take_question_off(question)
-        self._erasable = None
-        stream.write("".join(f"{line}\n" for line in lines))
-        stream.flush()
-        if question is not None:
-            self.err.write(question)
-            self.err.flush()
-
-    def _take_question_off(self, question: str) -> None:
-        """Before a line is printed: erase the question when it fits on its line, else end
-        that line (the question is drawn again below what is printed)."""
-        columns, _ = self._size()
-        if self.styled_err and len(question) < columns:
-            self.err.write("\r\x1b[K")
-        else:
-            self.err.write("\n")
-        self.err.flush()
-
-    def _newline(self) -> None:
-        if self._mid_line:
-            self.out.write("\n")
-            self._mid_line = False
-
-    def _refresh(self) -> None:
-        self.out.flush()
-        if self._region_stream is None or self._hold:
-            self.err.flush()
-            return
-        hidden = self._hidden or self._question is not None
-        lines = [] if hidden else self._region_lines()
-        if lines != self._region:
-            self._clear_region()
-            self._region_stream.write("".join(f"{line}\n" for line in lines))
-            self._region = lines
-        self._region_stream.flush()
-        self.err.flush()
-
-    def _say(self, line: str, level: str = "info") -> None:
-        text = f"tether: {line}"
-        painter = self._err_painter()
-        self._emit(self.err, [painter.notice(text, level) if painter is not None else text])
-
-    def _err_painter(self) -> "Painter | None":
-        return self._painter if self.styled_err else None
 
     # --- the live region ---------------------------------------------------------------
 
-    def _size(self) -> tuple[int, int]:
-        columns, lines = self._terminal_size()
-        return max(columns, 20), max(lines, 4)
+    def _refresh(self) -> None:
+        self._screen.refresh(self._region_lines)
 
     def _region_lines(self) -> list[str]:
-        painter = self._painter
+        screen = self._screen
+        painter = screen.painter
         if painter is None:
             return []
-        columns, rows = self._size()
+        columns, rows = screen.size()
         status = self._under.status_lines(painter, columns, self._now) if self.styled_err else []
-        markdown: list[str] = []
-        if self.styled_out:
-            for message in self._messages.values():
-                markdown += self._block_rows(message, painter, columns)[message.open_rows :]
+        markdown = self._replies.region_rows(painter, columns)
         return (markdown + status)[-(rows - 1) :]
-
-    def _block_rows(self, message: _Message, painter: "Painter", columns: int) -> list[str]:
-        """The rows of a styled message's open block (all of them, those printed already
-        included), with the blank line that separates it from the block before."""
-        key = (len(message.text), message.done, columns)
-        if message.rendered is None or message.rendered[0] != key:
-            text = visible(message.text[message.done :], multiline=True)
-            rows = painter.markdown(text, columns)
-            if rows and message.rows and message.done:
-                rows.insert(0, "")
-            message.rendered = (key, rows)
-        return message.rendered[1]
 
     # --- events ----------------------------------------------------------------------------
 
     def _event(self, event: AnyEvent) -> None:
+        screen = self._screen
         match event:
             case TurnStarted(turn_id=turn_id, environment=environment):
                 self._under.waiting_since = self._now
                 if self.verbose and environment is not None:
                     from tether.clients.cli.environment import environment_words
 
-                    self._say(
+                    screen.say(
                         f"turn {turn_id} runs its commands in {environment_words(environment)}"
                     )
             case ItemDelta(item_id=item_id, progress=ToolProgress() as report):
                 self._under.report_progress(item_id, report)
             case ItemDelta(item_id=item_id, delta=delta):
-                self._delta(item_id, delta)
+                if not self._replies.delta(item_id, delta, self._now):
+                    self._under.add_output(item_id, delta)
             case ItemStarted(item=item) if item.parent_item_id and not isinstance(item, ToolCall):
                 pass  # a subagent's text: shown whole when it completes
             case ItemUpdated(item=ToolCall() as call) if call.id in self._under.calls:
@@ -421,10 +277,7 @@ class Renderer:
             case ItemStarted(item=AgentMessage(id=item_id)):
                 self._under.waiting_since = None
                 self._under.retry = None
-                self._messages[item_id] = _Message(item_id)
-                if self.live:
-                    self._newline()
-                    self._erasable = item_id
+                self._replies.start(item_id)
             case ItemStarted(item=Reasoning(id=item_id)):
                 self._under.waiting_since = None
                 self._under.retry = None
@@ -442,150 +295,35 @@ class Renderer:
                 approval_id=approval_id, decision=decision, scope=scope, by=by, message=message
             ):
                 self._under.approvals.discard(approval_id)
-                self._hidden = bool(self._under.approvals)
-                self._hold = True  # the prompt may still print its line
+                screen.hidden = bool(self._under.approvals)
+                screen.hold = True  # the prompt may still print its line
                 here = approval_id in self.answered_here
                 rule = self._rules.pop(approval_id, "") if scope == "always" else ""
-                self._say(resolution(decision, by, message, here=here, rule=rule))
+                screen.say(resolution(decision, by, message, here=here, rule=rule))
             case InputQueued(text=text, by=by):
                 who = f" from {by}" if by else ""
-                self._say(visible(f"(queued{who}, joins at the next step) {text}"))
+                screen.say(visible(f"(queued{who}, joins at the next step) {text}"))
             case InputDropped(input_ids=ids, reason=reason):
-                self._say(visible(f"({len(ids)} queued message(s) dropped: {reason})"))
+                screen.say(visible(f"({len(ids)} queued message(s) dropped: {reason})"))
             case ModelRetry(attempt=attempt, max_attempts=most, delay_seconds=delay, reason=why):
                 self._under.waiting_since = self._now + delay
                 self._under.retry = (self._now + delay, visible(f"({attempt}/{most}): {why}"))
-                if not (self.region and self._err_painter() is not None):
-                    self._say(visible(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}"))
+                if not (self.region and screen.err_painter() is not None):
+                    screen.say(visible(f"retrying in {delay:.0f} s ({attempt}/{most}): {why}"))
             case _:
                 pass
 
-    def _delta(self, item_id: str, delta: str) -> None:
-        message = self._messages.get(item_id)
-        if message is not None:
-            message.text += delta
-            if self.styled_out:
-                self._advance(message)
-            elif self.live and not self.region:
-                self._plain_lines(message)
-            elif self.live:
-                self.out.write(visible(delta, multiline=True))
-                self._mid_line = not delta.endswith("\n")
-            return
-        self._under.add_output(item_id, delta)
-
-    def _advance(self, message: _Message) -> None:
-        """Print what of a styled message later text can no longer change: its finished
-        blocks, and the top of an open block that outgrew the live region (a long code
-        block scrolls, as it would on a terminal)."""
-        cut = open_block_start(message.text, message.done)
-        if cut > message.done:
-            self._print_rows(message, cut)
-        if not self.region:
-            return  # the open block is printed when it closes
-        assert self._painter is not None
-        columns, rows = self._size()
-        status = (
-            self._under.status_lines(self._painter, columns, self._now) if self.styled_err else []
-        )
-        room = max(3, rows - 2 - len(status))
-        pending = self._block_rows(message, self._painter, columns)[message.open_rows :]
-        if len(pending) > room:
-            self._print(message, pending[: len(pending) - room])
-            message.open_rows += len(pending) - room
-
-    def _print_rows(self, message: _Message, upto: int) -> None:
-        """Print a styled message's text up to `upto` (the end of a block) for good."""
-        assert self._painter is not None
-        columns, _ = self._size()
-        text = message.text
-        message.text = text[:upto]
-        rows = self._block_rows(message, self._painter, columns)[message.open_rows :]
-        message.text = text
-        self._print(message, rows)
-        message.done, message.open_rows, message.rendered = upto, 0, None
-
-    def _print(self, message: _Message, rows: list[str]) -> None:
-        erasable = self._erasable == message.id or message.rows == 0
-        self._emit(self.out, rows)
-        message.rows += len(rows)
-        if erasable:
-            self._erasable = message.id
-
-    def _plain_lines(self, message: _Message, *, final: bool = False) -> None:
-        """Without a region, plain: write a streamed message's complete lines not written
-        yet (`final`: all the rest, ended with a newline); `done` counts what was written."""
-        end = len(message.text) if final else message.text.rfind("\n") + 1
-        if end <= message.done:
-            return
-        text = message.text[message.done : end]
-        self.out.write(visible(text, multiline=True) + ("" if text.endswith("\n") else "\n"))
-        message.done = end
-
-    def _agent_message(self, item: AgentMessage) -> None:
-        message = self._messages.pop(item.id, None)
-        if self.styled_out:
-            self._styled_message(item, message)
-            return
-        shown = self.live and message is not None
-        if item.superseded:
-            written = self.region or (message is not None and message.done > 0)
-            if shown and written:  # plain text cannot be taken back
-                self._newline()
-                self._say("(the reply above broke off; the retried reply replaces it)")
-            return
-        if not shown:
-            self._newline()
-            self.out.write(visible(item.text, multiline=True))
-            self._mid_line = not item.text.endswith("\n")
-        elif not self.region:
-            assert message is not None
-            message.text = item.text
-            self._plain_lines(message, final=True)
-        self._erasable = None
-        self._newline()
-
-    def _styled_message(self, item: AgentMessage, message: _Message | None) -> None:
-        if message is None:
-            message = _Message(item.id)
-            self._erasable = item.id
-        if item.superseded:
-            if message.rows and not self._erase_rows(message):
-                self._say("(the reply above broke off; the retried reply replaces it)")
-            return
-        message.text = item.text
-        self._print_rows(message, len(item.text))
-        self._erasable = None
-
-    def _erase_rows(self, message: _Message) -> bool:
-        """Take a styled message's printed rows off the screen; False when they cannot all be
-        reached (something was printed after them, or they scrolled away)."""
-        _, lines = self._size()
-        if not self.region:
-            return False  # nothing printed is taken back
-        if self._erasable != message.id or message.rows + len(self._region) > lines - 1:
-            return False
-        self._clear_region()
-        self.out.write(f"\r\x1b[{message.rows}A\x1b[J")
-        self._erasable = None
-        return True
-
     def _approval(self, approval: ApprovalRequest) -> None:
+        screen = self._screen
         self._under.approvals.add(approval.id)
         self._rules[approval.id] = approval.always_rule
         if approval.preview:
             self._previewed[approval.item_id] = approval.preview
-        self._hidden = True
-        self._clear_region()
-        if self._question is not None:
+        screen.hidden = True
+        screen.clear_region()
+        if screen.question is not None:
             return  # asked after the one on the terminal, and described then
-        head, preview, after = approval_parts(approval)
-        painter = self._err_painter()
-        if preview and painter is not None:
-            lines = [*head, *painter.diff(preview.replace("\r\n", "\n").split("\n")), *after]
-        else:
-            lines = [*head, *([preview] if preview else []), *after]
-        self._emit(self.err, lines)
+        screen.emit(self.err, approval_lines(approval, screen.err_painter()))
 
     def _nested_completed(self, item: AnyItem) -> None:
         """One line for a subagent's finished item, under its task call: a tool call's line,
@@ -593,93 +331,70 @@ class Renderer:
         prefix = self._under.nesting(item)
         match item:
             case ToolCall():
-                running = self._under.calls.pop(item.id, None)
-                started = running.started if running is not None else None
-                self._tool_done(item, started, running.output if running is not None else "")
+                self._tool_done(item)
             case AgentMessage(text=text, superseded=False) if text.strip():
                 line = f"{prefix}{first_line(text)}"
-                painter = self._err_painter()
-                self._emit(self.err, [painter.line(line, "dim") if painter is not None else line])
+                painter = self._screen.err_painter()
+                self._screen.emit(
+                    self.err, [painter.line(line, "dim") if painter is not None else line]
+                )
             case Notice(level=level, message=message):
-                self._say(f"{prefix.strip()} {level}: {visible(message)}", level)
+                self._screen.say(f"{prefix.strip()} {level}: {visible(message)}", level)
             case _:
                 pass
 
-    def _tool_done(self, item: ToolCall, started: float | None, streamed: str) -> None:
-        mark, call, rest = tool_line(item, None if started is None else self._now - started)
-        prefix = self._under.nesting(item)
-        mark = f"{prefix}{mark}"
-        shown_before = self._previewed.pop(item.id, None)
-        same = shown_before is not None and shown_before.strip() == item.diff.strip()
-        diff = [] if same else diff_lines(item.diff)
-        if failed(item):
-            shown = failure_tail(item, streamed)
-        else:
-            most = OUTPUT_KEPT if self.verbose else SUCCESS_TAIL_LINES
-            shown = failure_tail(item, streamed, most)
-        tail = [f"  │ {line}" for line in shown]
-        tail += [f"{prefix}  {describe_image(image)}" for image in item.images]
-        painter = self._err_painter()
-        if painter is not None:
-            bad = failed(item)
-            spans = [(f"{mark} ", "bold red" if bad else "green"), (call, "")]
-            spans.append((rest, "red" if bad else "dim"))
-            lines = [
-                painter.spans(spans),
-                *painter.diff(diff),
-                *(painter.line(row, "dim") for row in tail),
-            ]
-        else:
-            lines = [f"{mark} {call}{rest}", *diff, *tail]
-        self._emit(self.err, lines)
+    def _tool_done(self, item: ToolCall) -> bool:
+        """Print a finished call's lines; whether it was seen running."""
+        running = self._under.calls.pop(item.id, None)
+        started = running.started if running is not None else None
+        lines = completed_call_lines(
+            item,
+            elapsed=None if started is None else self._now - started,
+            prefix=self._under.nesting(item),
+            streamed=running.output if running is not None else "",
+            previewed=self._previewed.pop(item.id, None),
+            verbose=self.verbose,
+            painter=self._screen.err_painter(),
+        )
+        self._screen.emit(self.err, lines)
+        return running is not None
 
     def _completed(self, item: AnyItem) -> None:
         if item.parent_item_id:
             self._nested_completed(item)
             return
+        screen = self._screen
         match item:
             case AgentMessage() as message:
-                self._agent_message(message)
+                self._replies.completed(message)
             case Reasoning(id=item_id, superseded=superseded):
                 started, _ = self._under.reasoning.pop(item_id, (self._now, ""))
-                painter = self._err_painter()
+                painter = screen.err_painter()
                 if painter is not None and not superseded:
                     took = f"✻ reasoned for {self._now - started:.0f} s"
-                    self._emit(self.err, [painter.line(took, "dim")])
+                    screen.emit(self.err, [painter.line(took, "dim")])
             case ToolCall() as call:
-                running = self._under.calls.pop(call.id, None)
-                started = running.started if running is not None else None
-                self._tool_done(call, started, running.output if running is not None else "")
-                if running is not None and not self._under.calls:
+                if self._tool_done(call) and not self._under.calls:
                     self._under.waiting_since = self._now  # the next model call
             case Notice(level=level, message=message):
                 if level == "error":
                     self._said.add(message)
-                self._say(f"{level}: {visible(message, multiline=True)}", level)
+                screen.say(f"{level}: {visible(message, multiline=True)}", level)
             case TurnSummary() as summary:
-                self._say(describe_summary(summary))
+                screen.say(describe_summary(summary))
             case UserMessage(images=images):
                 for image in images:
-                    self._say(describe_image(image))
+                    screen.say(describe_image(image))
             case _:
                 pass
 
     def _turn_completed(self, status: str, error: str | None) -> None:
-        for message in list(self._messages.values()):  # replies the turn ended without
-            if self.styled_out:
-                self._print_rows(message, len(message.text))
-            elif self.live and not self.region:
-                self._plain_lines(message, final=True)
-            elif not self.live and message.text:
-                self._newline()
-                self.out.write(visible(message.text, multiline=True))
-                self._mid_line = not message.text.endswith("\n")
-        self._messages.clear()
+        self._replies.finish()  # replies the turn ended without
         self._under.clear()
-        self._hidden = False
-        self._newline()
+        self._screen.hidden = False
+        self._screen.newline()
         if error is not None and error not in self._said:
-            self._say(f"error: {error}" if status == "failed" else error, "error")
+            self._screen.say(f"error: {error}" if status == "failed" else error, "error")
 
     # --- transcripts -----------------------------------------------------------------------
 
@@ -710,36 +425,23 @@ class Renderer:
                 elif isinstance(item, AgentMessage) and item.superseded:
                     continue
                 elif isinstance(item, AgentMessage) and running and last:
-                    self._resume_message(item)
+                    self._replies.resume(item, self._now)
                 else:
                     self._completed(item)
-            if running and not self._under.calls and not self._messages:
+            if running and not self._under.calls and not self._replies.streaming:
                 self._under.waiting_since = self._now
         if not (turns and turns[-1].status == "running"):
-            self._newline()
+            self._screen.newline()
         self._refresh()
 
     def _user_message(self, item: UserMessage) -> None:
-        self._newline()
+        screen = self._screen
+        screen.newline()
         text = f"» {visible(item.text, multiline=True)}"
         if self.styled_out:
-            assert self._painter is not None
-            self._emit(self.out, [self._painter.line(line, "bold") for line in text.split("\n")])
+            assert screen.painter is not None
+            screen.emit(self.out, [screen.painter.line(line, "bold") for line in text.split("\n")])
         else:
             self.out.write(text + "\n")
         for image in item.images:
-            self._say(describe_image(image))
-
-    def _resume_message(self, item: AgentMessage) -> None:
-        """A reply still streaming when the snapshot was taken: later deltas continue it."""
-        message = self._messages[item.id] = _Message(item.id, item.text)
-        if self.styled_out:
-            self._erasable = item.id
-            self._advance(message)
-        elif self.live and not self.region:
-            self._plain_lines(message)
-        elif self.live:
-            self._newline()
-            self.out.write(visible(item.text, multiline=True))
-            self._mid_line = bool(item.text) and not item.text.endswith("\n")
-            self._erasable = item.id
+            screen.say(describe_image(image))
