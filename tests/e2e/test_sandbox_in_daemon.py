@@ -8,6 +8,7 @@ keys."""
 import json
 import os
 import shlex
+import shutil
 import socket
 import sys
 import tempfile
@@ -188,34 +189,46 @@ def test_a_sandboxed_command_reaches_no_secret_of_the_daemon_or_the_user(
     abstract = f"tether-test-{uuid.uuid4().hex}"
     listeners = [unix_listener(str(bus)), unix_listener(str(agent))]
     listeners.append(unix_listener(b"\0" + abstract.encode()))
-    daemon = start_daemon(home, workspace, "--token-file", str(token_file))
     try:
-        config = home.root / "config" / "tether" / "config.toml"
-        spec = {
-            "read": [str(token_file), str(config), str(key), str(home.discovery_path(workspace))],
-            "list": [str(home.root / "data" / "tether"), str(home.root / "state" / "tether")],
-            "unix": [str(bus), str(agent)],
-            "abstract": [abstract],
-            "tcp": [["127.0.0.1", daemon.port]],
-            "env": ["DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "DISPLAY"],
-        }
-        python = os.path.realpath(sys.executable)
-        command = f"{python} -I {PROBE} {shlex.quote(json.dumps(spec))}"
-        output = run_in_a_turn(daemon, model_server, command)
+        # The probe runs from the workspace: the checkout may lie under /tmp, which the sandbox
+        # replaces with its own.
+        probe = workspace / PROBE.name
+        shutil.copyfile(PROBE, probe)
+        daemon = start_daemon(home, workspace, "--token-file", str(token_file))
+        try:
+            config = home.root / "config" / "tether" / "config.toml"
+            spec = {
+                "read": [
+                    str(token_file),
+                    str(config),
+                    str(key),
+                    str(home.discovery_path(workspace)),
+                ],
+                "list": [str(home.root / "data" / "tether"), str(home.root / "state" / "tether")],
+                "unix": [str(bus), str(agent)],
+                "abstract": [abstract],
+                "tcp": [["127.0.0.1", daemon.port]],
+                "env": ["DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "DISPLAY"],
+            }
+            python = os.path.realpath(sys.executable)
+            command = f"{python} -I {probe} {shlex.quote(json.dumps(spec))}"
+            output = run_in_a_turn(daemon, model_server, command)
+        finally:
+            daemon.kill()
+        # With the network, slirp4netns ends with the sandbox, before the command's result.
+        assert "left running" not in output
+        found = json.loads(output.splitlines()[1])
+        for secret in (token, api_key, key_text):
+            assert secret not in output
+        # A hidden file cannot be opened (a device stands over it); a hidden folder is empty.
+        assert all(got.startswith("failed") for got in found["read"].values()), found["read"]
+        assert set(found["list"].values()) == {"ok: []"}
+        for kind in ("unix", "abstract", "tcp"):
+            assert all(got.startswith("failed") for got in found[kind].values()), found[kind]
+        assert set(found["env"].values()) == {"<unset>"}
+        for listener in listeners:
+            with pytest.raises(BlockingIOError):
+                listener.accept()  # nothing reached it
     finally:
-        daemon.kill()
-    # With the network, slirp4netns ends with the sandbox, before the command's result.
-    assert "left running" not in output
-    found = json.loads(output.splitlines()[1])
-    for secret in (token, api_key, key_text):
-        assert secret not in output
-    # A hidden file cannot be opened (a device stands over it); a hidden folder is empty.
-    assert all(got.startswith("failed") for got in found["read"].values()), found["read"]
-    assert set(found["list"].values()) == {"ok: []"}
-    for kind in ("unix", "abstract", "tcp"):
-        assert all(got.startswith("failed") for got in found[kind].values()), found[kind]
-    assert set(found["env"].values()) == {"<unset>"}
-    for listener in listeners:
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # nothing reached it
-        listener.close()
+        for listener in listeners:
+            listener.close()
