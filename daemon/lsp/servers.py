@@ -170,6 +170,11 @@ TYPESCRIPT_COMMANDS: tuple[tuple[str, ...], ...] = (
     ("typescript-language-server", "--stdio"),
 )
 
+# TypeScript renames an imported name by aliasing the import (`import { a as b }`) unless told
+# not to; rename_symbol is asked to rename the symbol itself, everywhere it is used.
+_NO_RENAME_ALIASES = {"preferences": {"useAliasesForRenames": False}}
+_TYPESCRIPT_SETTINGS = {"typescript": _NO_RENAME_ALIASES, "javascript": _NO_RENAME_ALIASES}
+
 BUILTIN_SERVERS: tuple[ServerSpec, ...] = (
     _python_types("basedpyright", "basedpyright-langserver"),
     _python_types("pyright", "pyright-langserver"),
@@ -179,6 +184,7 @@ BUILTIN_SERVERS: tuple[ServerSpec, ...] = (
         commands=TYPESCRIPT_COMMANDS,
         extensions=frozenset({".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx"}),
         root_markers=("tsconfig.json", "jsconfig.json", "package.json"),
+        settings=_TYPESCRIPT_SETTINGS,
     ),
     ServerSpec(
         name="clangd",

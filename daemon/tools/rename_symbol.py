@@ -33,7 +33,7 @@ from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolOut
 from tether.daemon.tools.beneath import read_beneath
 from tether.daemon.tools.code_intel import SymbolAtParams, leased, still_indexing
 from tether.daemon.tools.credentials import is_credential_path
-from tether.daemon.tools.edits import decode, encode, unified_diff, write_guarded
+from tether.daemon.tools.edits import decode, encode, plural, unified_diff, write_guarded
 from tether.daemon.tools.filetree import DEPENDENCY_DIRS
 from tether.daemon.workspace import display_path
 
@@ -83,7 +83,7 @@ class RenameSymbol:
         files = ", ".join(plan.shown for plan in plans)
         return ToolOutput(
             text=f"Renamed {params.symbol or 'the symbol'} to {params.new_name} in "
-            f"{len(plans)} files ({files}): {places} places.",
+            f"{plural(len(plans), 'file')} ({files}): {plural(places, 'place')}.",
             diff="".join(diffs),
             edited=[plan.path for plan in plans],
         )
