@@ -2,15 +2,18 @@
 from the workspace's checkout, are merged one after the other (the second conflicts and
 changes nothing), and a worktree session keeps working in its worktree after the daemon is
 killed and started again, or finds its folder gone when it was removed by hand. A fork of a
-worktree session works in a worktree of its own."""
+worktree session works in a worktree of its own, and two merges started at once take
+turns."""
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.git_repo import git, hostile, make_repo
 from tests.support import (
+    DaemonProcess,
     Home,
     attach,
     collect_until_turn_end,
@@ -259,3 +262,74 @@ def test_a_fork_of_a_worktree_session_works_in_a_worktree_of_its_own(
             assert (parent_root / "app.py").read_text() == "greeting = 'hi'\n"
     finally:
         assert daemon.stop() == 0
+
+
+def merge_at_once(daemon: DaemonProcess, session_ids: list[str]) -> list[CallError | None]:
+    """`session/merge` of each session from its own client and thread, released together;
+    what each call raised (None: it succeeded)."""
+    released = threading.Barrier(len(session_ids))
+    outcomes: list[CallError | None] = [None] * len(session_ids)
+
+    def merge(index: int) -> None:
+        with daemon.client(f"merger {index}") as client:
+            released.wait()
+            try:
+                client.call(SESSION_MERGE, SessionMergeParams(session_id=session_ids[index]))
+            except CallError as exc:
+                outcomes[index] = exc
+
+    threads = [threading.Thread(target=merge, args=(i,)) for i in range(len(session_ids))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def worktree_sessions(daemon: DaemonProcess, files: list[tuple[str, str]]) -> list[str]:
+    """A worktree session per (file, content), each having written its file."""
+    ids: list[str] = []
+    with daemon.client() as client:
+        for index, (name, content) in enumerate(files):
+            created = client.call(
+                SESSION_CREATE, SessionCreateParams(title=f"s{index}", isolation="worktree")
+            ).session
+            assert created.worktree is not None
+            (Path(created.worktree.root) / name).write_text(content)
+            ids.append(created.id)
+    return ids
+
+
+def test_two_merges_at_once_of_different_files_both_land(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        ids = worktree_sessions(daemon, [("a.py", "a = 1\n"), ("b.py", "b = 1\n")])
+        assert merge_at_once(daemon, ids) == [None, None]
+    finally:
+        assert daemon.stop() == 0
+    assert (repo / "a.py").read_text() == "a = 1\n"
+    assert (repo / "b.py").read_text() == "b = 1\n"
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-list", "--count", "--merges", "HEAD").strip() == "2"
+
+
+def test_two_merges_at_once_of_the_same_file_one_lands_one_conflicts(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        ids = worktree_sessions(
+            daemon, [("app.py", "greeting = 'hi'\n"), ("app.py", "greeting = 'howdy'\n")]
+        )
+        outcomes = merge_at_once(daemon, ids)
+    finally:
+        assert daemon.stop() == 0
+    failed = [exc for exc in outcomes if exc is not None]
+    assert len(failed) == 1
+    assert failed[0].code == ErrorCode.MERGE_CONFLICT
+    winner = outcomes.index(None)
+    assert (repo / "app.py").read_text() == ["greeting = 'hi'\n", "greeting = 'howdy'\n"][winner]
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-list", "--count", "--merges", "HEAD").strip() == "1"
