@@ -598,11 +598,12 @@ class Handlers:
     # Imported on first use: none of them is on a first turn's path.
 
     async def session_fork(self, conn: Connection, p: SessionForkParams) -> SessionForkResult:
-        from tether.daemon.sessions.fork import FILES_NOT_COPIED, fork_session
+        from tether.daemon.sessions.fork import FILES_NOT_COPIED, WORKTREE_FORKED, fork_session
 
         by = conn.client_name or f"client {conn.id}"
         fork = await fork_session(self.sessions, p.session_id, p.turn_id, title=p.title, by=by)
-        return SessionForkResult(session=fork.info(), note=FILES_NOT_COPIED)
+        note = FILES_NOT_COPIED if fork.worktree is None else WORKTREE_FORKED
+        return SessionForkResult(session=fork.info(), note=note)
 
     async def session_rename(self, conn: Connection, p: SessionRenameParams) -> SessionRenameResult:
         from tether.daemon.sessions.titles import rename

@@ -61,6 +61,22 @@ async def make_worktree(
     return WorktreeInfo(root=str(made.root), branch=made.branch, base=made.base)
 
 
+async def fork_worktree(
+    workspace: Path, data_folder: Path, session_id: str, title: str, parent: WorktreeInfo
+) -> WorktreeInfo:
+    """A new worktree for the fork `session_id`, in `data_folder/worktrees`, starting from
+    the parent's worktree as it is now, uncommitted changes included."""
+    folder = data_folder / "worktrees" / session_id
+    branch = git_worktree.branch_name(title, session_id)
+    try:
+        made = await trio.to_thread.run_sync(
+            git_worktree.fork, workspace, _tree(parent), folder, branch
+        )
+    except GitError as exc:
+        raise _failed(exc) from exc
+    return WorktreeInfo(root=str(made.root), branch=made.branch, base=made.base)
+
+
 async def session_changes(session: Session) -> SessionDiffResult:
     tree = _tree(_worktree_of(session))
     try:

@@ -109,6 +109,34 @@ def create(workspace: Path, folder: Path, branch: str, start: str = "HEAD") -> W
     return Worktree(root=folder, branch=branch, base=base)
 
 
+def fork(workspace: Path, parent: Worktree, folder: Path, branch: str) -> Worktree:
+    """A new worktree in `folder` on the new branch `branch`, starting from `parent` as it
+    is now: its commits, and its uncommitted changes (untracked files too) as one commit on
+    top, made through a throwaway index so the parent's branch, index and files stay as they
+    are. The fork keeps the parent's base, so its diff and merge cover all its branch
+    brings to the main checkout."""
+    repo = repository_root(workspace)
+    check_safe(repo)
+    _check_is_own(parent)
+    tree = _snapshot_tree(parent.root)
+    head = run_git(parent.root, "rev-parse", "HEAD").stdout.strip()
+    start = head
+    if tree != run_git(parent.root, "rev-parse", "HEAD^{tree}").stdout.strip():
+        start = run_git(
+            parent.root,
+            "commit-tree",
+            tree,
+            "-p",
+            head,
+            "-m",
+            "tether: the changes the fork started from",
+            env=_identity(parent.root),
+        ).stdout.strip()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    run_git(repo, "worktree", "add", "--quiet", "-b", branch, "--", str(folder), start)
+    return Worktree(root=folder, branch=branch, base=parent.base)
+
+
 def _check_is_own(worktree: Worktree) -> None:
     """`GitError` unless `worktree.root` is still a worktree of the workspace's repository on
     its branch: its `.git` file lies in the folder the session's commands write, and pointed

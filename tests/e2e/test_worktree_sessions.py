@@ -1,15 +1,19 @@
 """Worktree sessions in the real daemon with real git: two sessions edit the same file apart
 from the workspace's checkout, are merged one after the other (the second conflicts and
 changes nothing), and a worktree session keeps working in its worktree after the daemon is
-killed and started again, or finds its folder gone when it was removed by hand."""
+killed and started again, or finds its folder gone when it was removed by hand. A fork of a
+worktree session works in a worktree of its own, and two merges started at once take
+turns."""
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.git_repo import git, hostile, make_repo
 from tests.support import (
+    DaemonProcess,
     Home,
     attach,
     collect_until_turn_end,
@@ -22,11 +26,13 @@ from tether.protocol.methods import (
     SESSION_CREATE,
     SESSION_DELETE,
     SESSION_DIFF,
+    SESSION_FORK,
     SESSION_MERGE,
     WORKTREE_LIST,
     WORKTREE_PRUNE,
     SessionCreateParams,
     SessionDeleteParams,
+    SessionForkParams,
     SessionMergeParams,
     SessionRef,
 )
@@ -38,10 +44,10 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", "greeting = 'hello'\n")
 
 
-def edit_script(new: str) -> dict[str, object]:
+def edit_script(new: str, old: str = "hello") -> dict[str, object]:
     edit = {
         "name": "edit_file",
-        "arguments": {"path": "app.py", "old_string": "hello", "new_string": new},
+        "arguments": {"path": "app.py", "old_string": old, "new_string": new},
     }
     read = {"name": "read_file", "arguments": {"path": "app.py"}}
     return {"steps": [{"tool_calls": [read]}, {"tool_calls": [edit]}, {"text": "done"}]}
@@ -205,3 +211,125 @@ def test_a_hostile_repository_runs_nothing_through_the_daemon(
         assert daemon.stop() == 0
     assert (repo / "merged.py").exists()
     assert sorted(p.name for p in marker.iterdir()) == []
+
+
+def test_a_fork_of_a_worktree_session_works_in_a_worktree_of_its_own(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    """The parent edits app.py without committing; its fork starts from that edit in a
+    worktree of its own, edits further without touching the parent's worktree or the main
+    checkout, and merging the fork brings its changes."""
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        with daemon.client() as client:
+            parent = client.call(
+                SESSION_CREATE, SessionCreateParams(title="parent", isolation="worktree")
+            ).session
+            assert parent.worktree is not None
+            parent_root = Path(parent.worktree.root)
+            attach(client, parent.id)
+            model_server.set_script(edit_script("hi"))
+            start_turn(client, parent.id, "edit app.py")
+            collect_until_turn_end(client, parent.id)
+            assert (parent_root / "app.py").read_text() == "greeting = 'hi'\n"
+            parent_status = git(parent_root, "status", "--porcelain")
+            assert parent_status.strip() == "M app.py"
+
+            forked = client.call(SESSION_FORK, SessionForkParams(session_id=parent.id))
+            fork = forked.session
+            assert fork.worktree is not None
+            fork_root = Path(fork.worktree.root)
+            assert fork_root != parent_root
+            assert repo not in fork_root.parents
+            assert fork.worktree.branch == f"tether/parent-fork-{fork.id}"
+            assert fork.worktree.base == parent.worktree.base
+            assert "worktree of its own" in forked.note
+            assert (fork_root / "app.py").read_text() == "greeting = 'hi'\n"
+            assert git(parent_root, "status", "--porcelain") == parent_status
+
+            attach(client, fork.id)
+            model_server.set_script(edit_script("hey", old="hi"))
+            start_turn(client, fork.id, "edit app.py again")
+            collect_until_turn_end(client, fork.id)
+            assert (fork_root / "app.py").read_text() == "greeting = 'hey'\n"
+            assert (parent_root / "app.py").read_text() == "greeting = 'hi'\n"
+            assert (repo / "app.py").read_text() == "greeting = 'hello'\n"
+
+            merged = client.call(SESSION_MERGE, SessionMergeParams(session_id=fork.id))
+            assert merged.files == ["app.py"]
+            assert (repo / "app.py").read_text() == "greeting = 'hey'\n"
+            assert git(repo, "status", "--porcelain") == ""
+            assert (parent_root / "app.py").read_text() == "greeting = 'hi'\n"
+    finally:
+        assert daemon.stop() == 0
+
+
+def merge_at_once(daemon: DaemonProcess, session_ids: list[str]) -> list[CallError | None]:
+    """`session/merge` of each session from its own client and thread, released together;
+    what each call raised (None: it succeeded)."""
+    released = threading.Barrier(len(session_ids))
+    outcomes: list[CallError | None] = [None] * len(session_ids)
+
+    def merge(index: int) -> None:
+        with daemon.client(f"merger {index}") as client:
+            released.wait()
+            try:
+                client.call(SESSION_MERGE, SessionMergeParams(session_id=session_ids[index]))
+            except CallError as exc:
+                outcomes[index] = exc
+
+    threads = [threading.Thread(target=merge, args=(i,)) for i in range(len(session_ids))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def worktree_sessions(daemon: DaemonProcess, files: list[tuple[str, str]]) -> list[str]:
+    """A worktree session per (file, content), each having written its file."""
+    ids: list[str] = []
+    with daemon.client() as client:
+        for index, (name, content) in enumerate(files):
+            created = client.call(
+                SESSION_CREATE, SessionCreateParams(title=f"s{index}", isolation="worktree")
+            ).session
+            assert created.worktree is not None
+            (Path(created.worktree.root) / name).write_text(content)
+            ids.append(created.id)
+    return ids
+
+
+def test_two_merges_at_once_of_different_files_both_land(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        ids = worktree_sessions(daemon, [("a.py", "a = 1\n"), ("b.py", "b = 1\n")])
+        assert merge_at_once(daemon, ids) == [None, None]
+    finally:
+        assert daemon.stop() == 0
+    assert (repo / "a.py").read_text() == "a = 1\n"
+    assert (repo / "b.py").read_text() == "b = 1\n"
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-list", "--count", "--merges", "HEAD").strip() == "2"
+
+
+def test_two_merges_at_once_of_the_same_file_one_lands_one_conflicts(
+    home: Home, repo: Path, model_server: ModelServer
+) -> None:
+    daemon = start_daemon(home, repo, "--idle-timeout", "0")
+    try:
+        ids = worktree_sessions(
+            daemon, [("app.py", "greeting = 'hi'\n"), ("app.py", "greeting = 'howdy'\n")]
+        )
+        outcomes = merge_at_once(daemon, ids)
+    finally:
+        assert daemon.stop() == 0
+    failed = [exc for exc in outcomes if exc is not None]
+    assert len(failed) == 1
+    assert failed[0].code == ErrorCode.MERGE_CONFLICT
+    winner = outcomes.index(None)
+    assert (repo / "app.py").read_text() == ["greeting = 'hi'\n", "greeting = 'howdy'\n"][winner]
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-list", "--count", "--merges", "HEAD").strip() == "1"

@@ -73,6 +73,42 @@ def test_a_squash_merge_makes_one_commit_and_counts_as_merged(repo: Path, tmp_pa
     assert wt.is_merged(repo, tree)
 
 
+def test_a_fork_starts_from_the_parents_worktree_as_it_is_and_leaves_it_alone(
+    repo: Path, tmp_path: Path
+):
+    parent = make(repo, tmp_path, "parent")
+    (parent.root / "app.py").write_text("x = 2\n")
+    (parent.root / "new.py").write_text("n = 1\n")
+    parent_head = git(parent.root, "rev-parse", "HEAD").strip()
+    parent_status = git(parent.root, "status", "--porcelain")
+    fork = wt.fork(repo, parent, tmp_path / "trees" / "fork", "tether/fork")
+    assert (fork.root / "app.py").read_text() == "x = 2\n"
+    assert (fork.root / "new.py").read_text() == "n = 1\n"
+    assert git(fork.root, "branch", "--show-current").strip() == "tether/fork"
+    assert git(fork.root, "status", "--porcelain") == ""
+    assert fork.base == parent.base
+    # The parent's branch, index and files are as they were.
+    assert git(parent.root, "rev-parse", "HEAD").strip() == parent_head
+    assert git(parent.root, "status", "--porcelain") == parent_status
+
+    (fork.root / "app.py").write_text("x = 3\n")
+    assert (parent.root / "app.py").read_text() == "x = 2\n"
+    assert (repo / "app.py").read_text() == "x = 1\n"
+    assert {f.path for f in wt.changes(fork).files} == {"app.py", "new.py"}
+    assert wt.merge(repo, fork, title="fork").files == ["app.py", "new.py"]
+    assert (repo / "app.py").read_text() == "x = 3\n"
+    assert (repo / "new.py").read_text() == "n = 1\n"
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_fork_of_a_worktree_with_nothing_uncommitted_starts_at_its_head(
+    repo: Path, tmp_path: Path
+):
+    parent = make(repo, tmp_path, "parent")
+    fork = wt.fork(repo, parent, tmp_path / "trees" / "fork", "tether/fork")
+    assert git(fork.root, "rev-parse", "HEAD") == git(parent.root, "rev-parse", "HEAD")
+
+
 def test_merge_refuses_to_overwrite_uncommitted_changes_of_the_main_checkout(
     repo: Path, tmp_path: Path
 ):
@@ -126,6 +162,8 @@ def test_a_hostile_repository_runs_nothing_in_create_diff_merge_and_prune(
     other = make(repo, tmp_path, "two")
     (other.root / "b.py").write_text("b\n")
     wt.merge(repo, other, title="two", squash=True)
+    (other.root / "c.py").write_text("c\n")
+    wt.fork(repo, other, tmp_path / "trees" / "fork", "tether/fork")
     wt.remove(repo, tree)
     wt.prune_missing(repo)
     assert sorted(p.name for p in marker.iterdir()) == []
