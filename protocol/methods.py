@@ -1225,8 +1225,14 @@ SESSION_FORK = _declare(
     "session/fork",
     SessionForkParams,
     SessionForkResult,
-    "A new session with the conversation up to a turn; files are not copied.",
-    errors=(ErrorCode.SESSION_NOT_FOUND, ErrorCode.TURN_NOT_FOUND, ErrorCode.SESSION_BUSY),
+    "A new session with the conversation up to a turn; files are not copied (a worktree"
+    " session's fork works in a worktree of its own, made from the parent's as it is).",
+    errors=(
+        ErrorCode.SESSION_NOT_FOUND,
+        ErrorCode.TURN_NOT_FOUND,
+        ErrorCode.SESSION_BUSY,
+        ErrorCode.WORKTREE_FAILED,
+    ),
 )
 SESSION_RENAME = _declare(
     "session/rename",

@@ -2191,7 +2191,7 @@ export interface Methods {
   "mcp/status": { params: Empty; result: McpStatusResult };
   /** Let a workspace's MCP server run, remembered for the workspace. */
   "mcp/approve": { params: McpApproveParams; result: McpApproveResult };
-  /** A new session with the conversation up to a turn; files are not copied. */
+  /** A new session with the conversation up to a turn; files are not copied (a worktree session's fork works in a worktree of its own, made from the parent's as it is). */
   "session/fork": { params: SessionForkParams; result: SessionForkResult };
   /** Give a session a title (empty: the automatic one); attached clients get `session_renamed`. */
   "session/rename": { params: SessionRenameParams; result: SessionRenameResult };
@@ -2391,11 +2391,12 @@ export const METHOD_INFO = {
     ]
   },
   "session/fork": {
-    "description": "A new session with the conversation up to a turn; files are not copied.",
+    "description": "A new session with the conversation up to a turn; files are not copied (a worktree session's fork works in a worktree of its own, made from the parent's as it is).",
     "errors": [
       -32010,
       -32011,
-      -32015
+      -32015,
+      -32050
     ]
   },
   "session/rename": {
