@@ -273,6 +273,13 @@ class PausedRun:
         os.close(self.fifo)
 
 
+def sent_ctrl_c(cli: TerminalCli) -> None:
+    """Press Ctrl-C, and wait until the terminal has acted on it: the line discipline handles
+    typed characters after the write returns, and it sends SIGINT before it echoes `^C`."""
+    cli.send("\x03")
+    cli.expect("^C")
+
+
 def session_ids(daemon: DaemonProcess) -> set[str]:
     with daemon.client() as client:
         return {s.id for s in client.call(SESSION_LIST).sessions}
@@ -287,7 +294,7 @@ def test_ctrl_c_as_run_starts_its_turn_cancels_the_turn(
     before = session_ids(daemon)
     paused = PausedRun(home, workspace, tmp_path / "release", "turn/start")
     with paused as cli:
-        cli.send("\x03")
+        sent_ctrl_c(cli)
         paused.release()
         shown = cli.expect("continue`")
         assert "turn cancelled (session" in shown
@@ -304,7 +311,7 @@ def test_ctrl_c_as_run_creates_its_session_leaves_no_session(
     before = session_ids(daemon)
     paused = PausedRun(home, workspace, tmp_path / "release", "session/create")
     with paused as cli:
-        cli.send("\x03")
+        sent_ctrl_c(cli)
         paused.release()
         assert cli.wait() == 130
     assert session_ids(daemon) == before
@@ -317,7 +324,7 @@ def test_ctrl_c_while_run_starts_the_daemon_leaves_no_empty_session(
     paused = PausedRun(home, workspace, tmp_path / "release", "session/create")
     try:
         with paused as terminal:
-            terminal.send("\x03")
+            sent_ctrl_c(terminal)
             paused.release()
             assert terminal.wait() == 130
         listed = cli(home, "sessions", "--json", "-w", str(workspace))
