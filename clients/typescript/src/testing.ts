@@ -56,7 +56,11 @@ export class ModelServer {
     if (this.child.exitCode !== null) return;
     const exited = new Promise((resolve) => this.child.once("exit", resolve));
     this.child.kill("SIGTERM");
+    // A connection the server still holds open (a kept-alive fetch) can hold its stop: the
+    // server is a test's, so after a grace period it is killed.
+    const killer = setTimeout(() => this.child.kill("SIGKILL"), 5000);
     await exited;
+    clearTimeout(killer);
   }
 }
 
