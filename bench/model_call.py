@@ -67,7 +67,7 @@ def model_server() -> Generator[str]:
         script = Path(tmp, "script.json")
         script.write_text(json.dumps(SCRIPT))
         port_file = Path(tmp, "port")
-        command = [sys.executable, "-m", "tether.testing", "--script", str(script)]
+        command = [sys.executable, "-P", "-m", "tether.testing", "--script", str(script)]
         server = subprocess.Popen([*command, "--port-file", str(port_file)])
         try:
             deadline = time.monotonic() + 30

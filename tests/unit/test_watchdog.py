@@ -57,7 +57,7 @@ def end_watchdog(record: Path, last_words: bytes) -> None:
     """Start a watchdog on `record`, wait until it watches, send it `last_words`, end its
     stdin and wait until it exits (successfully)."""
     with subprocess.Popen(
-        [sys.executable, "-m", "tether.daemon.procs.watchdog", str(record)],
+        [sys.executable, "-P", "-m", "tether.daemon.procs.watchdog", str(record)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         start_new_session=True,
@@ -86,7 +86,7 @@ def test_a_daemon_gone_before_it_watched_still_has_its_groups_killed(groups: Gro
     os.close(read_end)  # nobody to read READY: the daemon died while the watchdog started
     try:
         watchdog = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon.procs.watchdog", str(record)],
+            [sys.executable, "-P", "-m", "tether.daemon.procs.watchdog", str(record)],
             stdin=subprocess.DEVNULL,
             stdout=write_end,
             start_new_session=True,
@@ -107,7 +107,7 @@ def test_released_it_exits_and_kills_nothing(groups: Groups) -> None:
 
 def test_bad_arguments_are_refused() -> None:
     ran = subprocess.run(
-        [sys.executable, "-m", "tether.daemon.procs.watchdog"],
+        [sys.executable, "-P", "-m", "tether.daemon.procs.watchdog"],
         capture_output=True,
         text=True,
         timeout=30,
