@@ -113,7 +113,9 @@ CLIENT_CAPABILITIES: dict[str, object] = {
         "definition": {"linkSupport": True},
         "typeDefinition": {"linkSupport": True},
         "references": {},
-        "hover": {"contentFormat": ["plaintext", "markdown"]},
+        # Markdown first: in plain text TypeScript runs a signature and its doc comment
+        # together on one line; in Markdown it fences the signature.
+        "hover": {"contentFormat": ["markdown", "plaintext"]},
         "documentSymbol": {"hierarchicalDocumentSymbolSupport": True},
         "rename": {"prepareSupport": False},
     },

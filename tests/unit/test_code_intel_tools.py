@@ -131,7 +131,9 @@ async def test_the_four_tools_follow_the_import_not_the_name(project: Path) -> N
             signature = await Hover().run(
                 SymbolAtParams(path="app.py", line=9, symbol="compute_total"), ctx
             )
-            assert signature.startswith("(function) def compute_total(\n    prices: list[float],")
+            assert signature.startswith(
+                "```python\n(function) def compute_total(\n    prices: list[float],"
+            )
             assert "tax: float = 0.2\n) -> float" in signature
             assert "The sum of `prices` with `tax` added." in signature
 

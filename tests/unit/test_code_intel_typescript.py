@@ -90,10 +90,14 @@ async def test_the_tools_follow_the_import_not_the_name(project: Path, trusted: 
             signature = await Hover().run(
                 SymbolAtParams(path="app.ts", line=8, symbol="computeTotal"), ctx
             )
-            assert signature.startswith(
-                "(alias) function computeTotal(prices: number[], tax?: number): number"
-            )
-            assert "The sum of `prices` with `tax` added." in signature
+            # Asked for Markdown, the server fences the signature and puts the doc comment
+            # on a line of its own (in plain text it runs the two together).
+            assert signature.splitlines() == [
+                "```typescript",
+                "(alias) function computeTotal(prices: number[], tax?: number): number",
+                "```",
+                "The sum of `prices` with `tax` added.",
+            ]
 
             # TypeScript 7 answers workspace/symbol: both namesakes, each where it is.
             searched = await Symbols().run(SymbolsParams(query="computeTotal"), ctx)
