@@ -25,6 +25,7 @@ Rules:
 
 import re
 import time
+from contextlib import AsyncExitStack
 
 import trio
 
@@ -32,7 +33,7 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session, TurnState, new_id
 from tether.daemon.sessions.titles import clean_title
-from tether.daemon.sessions.worktrees import fork_worktree
+from tether.daemon.sessions.worktrees import fork_worktree, removed_unless_stored
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import SessionRenamed
 from tether.protocol.items import ToolCall, UserMessage
@@ -106,35 +107,36 @@ async def fork_session(
         forked_from=source.id,
     )
     parent = source.worktree
-    if parent is not None:
-        made = await fork_worktree(
-            sessions.workspace, sessions.store.path.parent, row.id, name, parent
-        )
-        row.worktree_root, row.worktree_branch, row.worktree_base = (
-            made.root,
-            made.branch,
-            made.base,
-        )
-    # Cut again after the await: a turn may have ended or started meanwhile (a completed turn
-    # stays completed, so this refuses nothing the first cut let through).
-    kept, left_out = _cut(source, turn_id)
-    row.turn_count = len(kept)
-    row.last_status = kept[-1].status if kept else None
-    row.forked_turn = kept[-1].id if kept else ""
-    digests = [
-        image.sha256
-        for turn in kept
-        for item in turn.items.values()
-        if isinstance(item, UserMessage | ToolCall)
-        for image in item.images
-    ]
-    # Queued before anything awaits: the copy holds exactly the events of the cut.
-    await sessions.store.fork_session(row, source.id, left_out)
+    async with AsyncExitStack() as owned:
+        if parent is not None:
+            made = await fork_worktree(
+                sessions.workspace, sessions.store.path.parent, row.id, name, parent
+            )
+            await owned.enter_async_context(removed_unless_stored(sessions.workspace, made))
+            row.worktree_root, row.worktree_branch, row.worktree_base = (
+                made.root,
+                made.branch,
+                made.base,
+            )
+        # Cut again after the await: a turn may have ended or started meanwhile (a completed
+        # turn stays completed, so this refuses nothing the first cut let through).
+        kept, left_out = _cut(source, turn_id)
+        row.turn_count = len(kept)
+        row.last_status = kept[-1].status if kept else None
+        row.forked_turn = kept[-1].id if kept else ""
+        digests = [
+            image.sha256
+            for turn in kept
+            for item in turn.items.values()
+            if isinstance(item, UserMessage | ToolCall)
+            for image in item.images
+        ]
+        # Queued before anything awaits: the copy holds exactly the events of the cut. Its
+        # worktree is on disk: the fork is written before it is answered, as `Sessions.create`
+        # does, and the worktree removed when it cannot be.
+        await sessions.store.fork_session(row, source.id, left_out)
     # Then the images, before the fork is loaded (loading reads the bytes its messages name).
     await trio.to_thread.run_sync(sessions.images.copy_session, source.id, row.id, digests)
-    if parent is not None:
-        # Its worktree is on disk: written before it is answered, as `Sessions.create` does.
-        await sessions.store.flush()
     fork = await sessions.get(row.id)
     if fork.title != name:
         fork.emit(SessionRenamed(title=name, by=by))

@@ -50,6 +50,7 @@ from tether.daemon.sessions.worktrees import (
     check_merged,
     make_worktree,
     remove_worktree,
+    removed_unless_stored,
     worktree_entries,
 )
 from tether.daemon.skills.library import SkillLibrary
@@ -214,31 +215,41 @@ class Sessions:
         """A new session; with `isolation="worktree"` it works in a new git worktree made from
         `base_ref` (default `HEAD`), and WORKTREE_FAILED says why one cannot be made.
 
-        Cancellation: a worktree being made is made (in a worker thread) but its session is
-        not stored. A worktree session is stored before this returns."""
+        A worktree session is stored before this returns, so a daemon killed right after
+        never leaves a worktree that no session owns; when storing fails or the call is
+        cancelled, the worktree is removed again."""
         now = time.time()
         row = SessionRow(new_id("s"), title, now, now, 0, None)
-        if isolation == "worktree":
-            made = await make_worktree(
-                self.workspace, self.store.path.parent, row.id, title, base_ref or "HEAD"
-            )
+        if isolation != "worktree":
+            if base_ref:
+                raise RpcError(ErrorCode.INVALID_PARAMS, '`base_ref` needs `isolation: "worktree"`')
+            prompt = await self._system_prompt(self.workspace)
+            self.store.create_session_nowait(row)
+            return self._go_live(row, prompt, permission_mode, model)
+        made = await make_worktree(
+            self.workspace, self.store.path.parent, row.id, title, base_ref or "HEAD"
+        )
+        async with removed_unless_stored(self.workspace, made):
             row.worktree_root, row.worktree_branch, row.worktree_base = (
                 made.root,
                 made.branch,
                 made.base,
             )
-        elif base_ref:
-            raise RpcError(ErrorCode.INVALID_PARAMS, '`base_ref` needs `isolation: "worktree"`')
-        prompt = await self._system_prompt(Path(row.worktree_root or self.workspace))
-        self.store.create_session_nowait(row)
+            prompt = await self._system_prompt(Path(made.root))
+            await self.store.create_session(row)
+        return self._go_live(row, prompt, permission_mode, model)
+
+    def _go_live(
+        self,
+        row: SessionRow,
+        prompt: str,
+        permission_mode: PermissionMode | None,
+        model: str | None,
+    ) -> Session:
         session = Session(row, self.store, permission_mode=self.permissions.mode)
         session.configure(permission_mode=permission_mode, model=model)
         self._live[session.id] = self._make_live(session, History(prompt))
         self._settle(session.id)
-        if isolation == "worktree":
-            # A worktree is on disk already: its session is written before it is answered, so
-            # a daemon killed right after never leaves a worktree that no session owns.
-            await self.store.flush()
         return session
 
     def _make_live(self, session: Session, history: History) -> LoadedSession:

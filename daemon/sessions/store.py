@@ -251,6 +251,10 @@ class Store:
             writes, self._writes = self._writes, []
             self._queue.put(writes)
 
+    async def create_session(self, row: SessionRow) -> None:
+        """Create the session `row` now; StoreError when it cannot be written."""
+        await self.call(lambda c: rows.insert_session(c, row))
+
     def create_session_nowait(self, row: SessionRow) -> None:
         self._put(lambda c: rows.insert_session(c, row), f"creating session {row.id}")
 

@@ -8,11 +8,14 @@ is the user's data, never a folder inside the repository the agent could be told
 the workspace's own.
 """
 
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 import trio
 
 from tether.daemon.sessions.session import Session
+from tether.daemon.sessions.store import StoreClosed, StoreError
 from tether.daemon.worktrees import worktree as git_worktree
 from tether.daemon.worktrees.git import GitError
 from tether.protocol.error_data import MergeConflicted
@@ -146,6 +149,26 @@ async def worktree_entries(workspace: Path, sessions: list[SessionInfo]) -> list
         return await trio.to_thread.run_sync(read)
     except GitError as exc:
         raise _failed(exc) from exc
+
+
+@asynccontextmanager
+async def removed_unless_stored(workspace: Path, info: WorktreeInfo) -> AsyncGenerator[None]:
+    """Remove the new worktree `info` when the block that stores its session fails or is
+    cancelled: a worktree that no stored session owns is never left behind. A store that
+    failed to write is WORKTREE_FAILED, saying so."""
+    try:
+        yield
+    except BaseException as exc:
+        # Shielded: a cancelled create still cleans up. A failure to remove is not raised:
+        # the first failure is the one to report.
+        with trio.CancelScope(shield=True), suppress(RpcError):
+            await remove_worktree(workspace, info)
+        if isinstance(exc, StoreError | StoreClosed):
+            raise RpcError(
+                ErrorCode.WORKTREE_FAILED,
+                f"the session could not be saved ({exc}); its worktree was removed",
+            ) from exc
+        raise
 
 
 async def remove_worktree(workspace: Path, info: WorktreeInfo) -> None:
