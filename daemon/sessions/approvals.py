@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import trio
 
 from tether.daemon.hooks.turn import TurnHooks
@@ -30,6 +31,7 @@ from tether.daemon.tools.base import (
     CommandTool,
     EditTool,
     ExternalTool,
+    MultiFileEdit,
     SandboxedTool,
     ToolContext,
     ToolFailure,
@@ -40,7 +42,7 @@ from tether.daemon.tools.base import (
 )
 from tether.daemon.tools.filetree import FileSearch
 from tether.daemon.tools.registry import ToolRegistry, failure
-from tether.daemon.turn.permissions import CallFacts, PermissionPolicy
+from tether.daemon.turn.permissions import CallFacts, PermissionPolicy, Verdict
 from tether.protocol.error_data import ApprovalAnswered
 from tether.protocol.errors import ErrorCode, RpcError
 from tether.protocol.events import (
@@ -162,6 +164,34 @@ def call_facts(tools: ToolRegistry, workspace: Path, name: str, params: ToolPara
     )
 
 
+_STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
+
+
+async def judge(
+    policy: PermissionPolicy,
+    facts: CallFacts,
+    tool: object,
+    params: ToolParams,
+    context: Callable[[], ToolContext],
+) -> Verdict:
+    """The policy's verdict on a call. For an edit that also changes other files (a rename
+    across files), the strictest verdict over every file it would change: a rule or a
+    sensitive path that guards one of them guards it, whichever file the call names. An ask
+    that comes from another file offers no "always" rule (that rule would name the target)."""
+    verdict = policy.decide(facts)
+    if verdict.action == "deny" or not implements(tool, MultiFileEdit):
+        return verdict
+    for path in await tool.edited_paths(params, context()):
+        if path == facts.path:
+            continue
+        other = policy.decide(msgspec.structs.replace(facts, path=path))
+        if _STRICTNESS[other.action] > _STRICTNESS[verdict.action]:
+            verdict = msgspec.structs.replace(other, always_rule="")
+            if verdict.action == "deny":
+                break
+    return verdict
+
+
 class SessionGate:
     """The loop's gate for one turn: the permission policy, then (maybe) a person."""
 
@@ -226,7 +256,11 @@ class SessionGate:
 
     async def _verdict(self, item: ToolCall, params: ToolParams, facts: CallFacts) -> str | None:
         """None when the call may run, else why not (for the model)."""
-        verdict = self.policy.decide(facts)
+        tool = self.tools.get(item.tool)
+        try:
+            verdict = await judge(self.policy, facts, tool, params, lambda: self.context(item))
+        except Exception as exc:  # it would fail anyway: nothing to ask about
+            return failure(item.tool, exc)
         if verdict.action == "deny":
             return (
                 f"Permission denied: {verdict.reason}. Do not retry this call; choose another way."
@@ -238,7 +272,6 @@ class SessionGate:
         if verdict.action == "allow":
             return None
         preview = ""
-        tool = self.tools.get(item.tool)
         if implements(tool, EditTool):
             try:
                 preview = await tool.preview(params, self.context(item))

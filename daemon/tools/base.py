@@ -225,6 +225,17 @@ class EditTool(Protocol):
 
 
 @runtime_checkable
+class MultiFileEdit(Protocol):
+    """An edit tool whose calls may change files besides their `target_path` (a rename
+    across files): the permission gate judges every one of them as it judges the target."""
+
+    async def edited_paths(self, params: ToolParams, ctx: ToolContext) -> list[str]:
+        """The workspace-relative paths the call would change (raises ToolFailure if it
+        cannot tell)."""
+        ...
+
+
+@runtime_checkable
 class ConcurrentTool(Protocol):
     def concurrent(self, params: ToolParams) -> bool:
         """Whether this call, though the tool's kind is not `read`, may run beside the

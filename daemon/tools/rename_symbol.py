@@ -68,6 +68,9 @@ class RenameSymbol:
     def target_path(self, params: RenameSymbolParams) -> str:
         return params.path
 
+    async def edited_paths(self, params: RenameSymbolParams, ctx: ToolContext) -> list[str]:
+        return [plan.shown for plan in await self._plan(params, ctx)]
+
     async def preview(self, params: RenameSymbolParams, ctx: ToolContext) -> str:
         plans = await self._plan(params, ctx)
         return "".join(unified_diff(p.shown, p.before, p.after) for p in plans)
