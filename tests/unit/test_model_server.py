@@ -694,6 +694,7 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     port_file = tmp_path / "port"
     command = [
         sys.executable,
+        "-P",
         "-m",
         "tether.testing",
         "--script",
@@ -725,7 +726,7 @@ def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx
     port = free_port()
     command = [
         sys.executable,
-        *("-m", "tether.clients.cli.main", "dev", "model-server"),
+        *("-P", "-m", "tether.clients.cli.main", "dev", "model-server"),
         *("--script", str(script), "--port", str(port)),
     ]
     with _serving(command) as (process, line):
@@ -755,7 +756,7 @@ def test_tether_dev_model_server_explains_bad_arguments(
     tmp_path: Path, arguments: list[str], expected: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tether.clients.cli.main", "dev", "model-server", *arguments],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", "dev", "model-server", *arguments],
         capture_output=True,
         text=True,
         cwd=tmp_path,
