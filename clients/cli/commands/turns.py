@@ -131,11 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Start the turn and follow it. Ctrl-C from the first instant means cancel: before the
     session is asked for it just ends the command; from then on it is held (`HeldCtrlC`) and
     acted on once it can be (the new session deleted, or the started turn cancelled)."""
-    request = RunRequest.from_args(args)
-    if (args.session or args.continue_latest) and args.worktree is not None:
-        raise CliError("--worktree makes a new session; it does not go with -s or -c", EXIT_USAGE)
-    if args.from_ref is not None and args.worktree is None:
-        raise CliError("--from goes with --worktree", EXIT_USAGE)
+    request = RunRequest.from_args(args)  # its options' combinations: `args.usage_error`
     ctrl_c = HeldCtrlC()
     try:
         return _run(args, request, ctrl_c)
