@@ -356,10 +356,20 @@ def cmd_attach(args: argparse.Namespace) -> int:
                 status = follower.follow(turns[-1].id, on_interrupt="detach")
             except Detached:
                 return EXIT_INTERRUPTED
+            error = follower.error
         else:
-            status = turns[-1].status
+            status, error = turns[-1].status, turns[-1].error
         if not args.json and status != "completed":
-            _say_go_on(f"the last turn of session {session.id} {status}{_why(status)}", session.id)
+            last = f"the last turn of session {session.id} {status}"
+            if status == "failed" and error is not None and error.code in NOT_REACHED:
+                # Going on cannot help before the cause (shown above, with the turn) is fixed.
+                print(
+                    f"tether: {last}; {NOT_REACHED[error.code]}, then send the prompt again:"
+                    f" `tether run -s {session.id} '…'`",
+                    file=sys.stderr,
+                )
+            else:
+                _say_go_on(f"{last}{_why(status)}", session.id)
         return STATUS_EXIT[status]
 
 
