@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.unit.test_lsp_pool import serving
+from tests.unit.test_lsp_pool import SERVER_FRAMING, serving
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.daemon.tools.base import ToolContext, ToolFailure
@@ -17,35 +17,14 @@ from tether.daemon.tools.code_intel import INDEXING, LSP_SERVICE, SymbolAtParams
 from tether.daemon.tools.find_definition import FindDefinition
 from tether.daemon.tools.hover import Hover
 
-INDEXING_SERVER = r'''
+INDEXING_SERVER = (
+    SERVER_FRAMING
+    + r'''
 """A language server that indexes while the file named by argv[1] exists: meanwhile its
 hovers are empty and its definitions refused as ContentModified, as real servers do."""
-import json
 import os
-import sys
 
 marker = sys.argv[1]
-stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-
-
-def read():
-    length = None
-    while True:
-        line = stdin.readline()
-        if not line:
-            sys.exit(0)
-        if not line.strip():
-            break
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return json.loads(stdin.read(length))
-
-
-def write(message):
-    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-    stdout.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    stdout.flush()
 
 
 def definition(params):
@@ -74,6 +53,7 @@ while True:
     else:
         write({"id": message["id"], "result": None})
 '''
+)
 
 APP = "def compute_total() -> float:\n    return compute_total()\n"
 

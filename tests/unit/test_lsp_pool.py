@@ -19,18 +19,11 @@ from tether.daemon.lsp.report import format_report
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.daemon.procs.groups import live_members
 
-FAKE_SERVER = r'''
-"""A scripted language server: python fake_server.py MODE LOG."""
+SERVER_FRAMING = r"""
 import json
 import sys
 
-mode, log_path = sys.argv[1], sys.argv[2]
 stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-
-
-def log(entry):
-    with open(log_path, "a") as log:
-        log.write(json.dumps(entry) + "\n")
 
 
 def read():
@@ -51,6 +44,20 @@ def write(message):
     body = json.dumps({"jsonrpc": "2.0", **message}).encode()
     stdout.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     stdout.flush()
+"""
+"""How a scripted language server reads and writes LSP messages on stdin and stdout
+(`read()`, `write(message)`); its script follows."""
+
+FAKE_SERVER = (
+    SERVER_FRAMING
+    + r'''
+"""A scripted language server: python fake_server.py MODE LOG."""
+mode, log_path = sys.argv[1], sys.argv[2]
+
+
+def log(entry):
+    with open(log_path, "a") as log:
+        log.write(json.dumps(entry) + "\n")
 
 
 def check(uri, text, version):
@@ -120,6 +127,7 @@ while True:
     elif method == "exit":
         sys.exit(0)
 '''
+)
 
 BROKEN = "def f(:\n    pass\n"
 FIXED = "def f():\n    pass\n"
