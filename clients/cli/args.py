@@ -300,6 +300,9 @@ def usage_error(args: argparse.Namespace) -> str | None:
             return "--worktree makes a new session; it does not go with -s or -c"
         if args.from_ref is not None and args.worktree is None:
             return "--from goes with --worktree"
+    search: str | None = getattr(args, "search", None)
+    if args.handler == "sessions.cmd_sessions" and search is not None and not search.strip():
+        return "--search needs some text to look for"
     return None
 
 

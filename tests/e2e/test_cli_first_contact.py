@@ -254,3 +254,13 @@ def test_attaching_to_a_turn_failed_by_the_config_says_to_fix_it_not_to_go_on(
         assert f"Your tether settings are invalid: {config}, line 1" in attached.stderr
     finally:
         cli(home, "daemon", "stop", "-w", str(workspace))
+
+
+def test_a_search_for_nothing_is_a_usage_error_and_starts_no_daemon(
+    home: Home, workspace: Path
+) -> None:
+    done = cli(home, "sessions", "--search", "  ", "-w", str(workspace))
+    assert (done.returncode, done.stderr) == (2, "tether: --search needs some text to look for\n")
+    # A daemon started for the command would have had its stderr file made before it ran.
+    assert not home.stderr_path(workspace).exists()
+    assert home.read_discovery(workspace) is None

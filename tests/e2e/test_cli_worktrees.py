@@ -10,7 +10,6 @@ import pytest
 
 from tests.git_repo import git, make_repo
 from tests.support import Home, cli, require_program
-from tether.protocol.places import stderr_path
 from tether.testing import ModelServer
 
 
@@ -98,8 +97,7 @@ def test_a_usage_error_of_run_starts_no_daemon(
     assert done.returncode == 2
     assert said in done.stderr
     # A daemon started for the command would have had its stderr file made before it ran.
-    with home.activated():
-        assert not stderr_path(repo).exists()
+    assert not home.stderr_path(repo).exists()
     assert home.read_discovery(repo) is None
 
 
