@@ -230,7 +230,7 @@ def installed_tether() -> Generator[Path | None, None, None]:
         for argv in (
             [uv, "venv", "-q", "--python", sys.executable, str(venv)],
             [uv, "pip", "install", "-q", "--python", str(python), str(source)],
-            [str(python), "-m", "compileall", "-q", str(venv / "lib")],
+            [str(python), "-P", "-m", "compileall", "-q", str(venv / "lib")],
         ):
             subprocess.run(argv, check=True, capture_output=True, timeout=300)
         yield venv / "bin"
@@ -243,7 +243,7 @@ def cli_command() -> list[str]:
     script = Path(sys.executable).with_name("tether")
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [sys.executable, "-m", "tether.clients.cli.main"]
+    return [sys.executable, "-P", "-m", "tether.clients.cli.main"]
 
 
 def run_measured(

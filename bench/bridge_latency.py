@@ -44,7 +44,7 @@ class Bridged:
 
     def __init__(self, env: dict[str, str], workspace: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.clients.cli.main", "bridge", "-w", workspace],
+            [sys.executable, "-P", "-m", "tether.clients.cli.main", "bridge", "-w", workspace],
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -291,6 +291,21 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+def usage_error(args: argparse.Namespace) -> str | None:
+    """What makes parsed `args` a usage error argparse cannot see (options that do not go
+    together), for `main` to refuse before anything runs: before a daemon is started for
+    the command."""
+    if args.handler == "turns.cmd_run":
+        if (args.session or args.continue_latest) and args.worktree is not None:
+            return "--worktree makes a new session; it does not go with -s or -c"
+        if args.from_ref is not None and args.worktree is None:
+            return "--from goes with --worktree"
+    search: str | None = getattr(args, "search", None)
+    if args.handler == "sessions.cmd_sessions" and search is not None and not search.strip():
+        return "--search needs some text to look for"
+    return None
+
+
 MODEL_SETTINGS = """\
 the model server, from this shell's environment (sent with each command) or the config file:
   TETHER_BASE_URL   an OpenAI-compatible server's URL (http://127.0.0.1:8000/v1)

@@ -7,8 +7,9 @@ name (`commands`, loaded on demand) and turns what went wrong into a message and
 (`exit_codes`).
 
 A command that talks to the daemon finds the workspace and, when no daemon holds it, starts one
-before the command's own modules are imported: the daemon's start, the longest part of a first
-`tether run`, then overlaps with the rest of the CLI's.
+(once its arguments are known to be usable) before the command's own modules are imported: the
+daemon's start, the longest part of a first `tether run`, then overlaps with the rest of the
+CLI's.
 """
 
 import argparse
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Generator
 
 from tether.clients.cli import commands
-from tether.clients.cli.args import VALUED_OPTIONS, build_parser
+from tether.clients.cli.args import VALUED_OPTIONS, build_parser, usage_error
 from tether.clients.cli.exit_codes import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             with _collector_paused():
                 args = build_parser(argv).parse_args(argv)
+                if (refused := usage_error(args)) is not None:
+                    raise CliError(refused, EXIT_USAGE)
                 if args.remote is not None:
                     from tether.clients.cli.remote import reach
 

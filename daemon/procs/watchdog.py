@@ -115,11 +115,23 @@ class Watchdog:
         self.command = [*command, str(owned.path)]
         self.restart_seconds = restart_seconds
         self._process: trio.Process | None = None
+        self._guard_changed = trio.Event()
 
     @property
     def pid(self) -> int | None:
         """The running watchdog's pid, if one runs."""
         return None if self._process is None else self._process.pid
+
+    async def wait_guarded(self, guarded: bool = True) -> None:
+        """Wait until `owned.guarded` is `guarded` (at once when it is already). Cancelling
+        it only stops the wait."""
+        while self.owned.guarded != guarded:
+            await self._guard_changed.wait()
+
+    def _guard(self, guarded: bool) -> None:
+        self.owned.guarded = guarded
+        self._guard_changed.set()
+        self._guard_changed = trio.Event()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep a watchdog running, `owned.guarded` while it watches, until cancelled (which
@@ -145,12 +157,12 @@ class Watchdog:
             assert process.stdout is not None
             if await process.stdout.receive_some(len(READY)) == READY:
                 failed = 0
-                self.owned.guarded = True
+                self._guard(True)
                 while await process.stdout.receive_some(64):
                     pass
             else:
                 failed += 1
-            self.owned.guarded = False
+            self._guard(False)
             log.warning("the watchdog ended", pid=process.pid, failed_starts=failed)
             await self._discard(process)
             await trio.sleep(self.restart_seconds)
@@ -160,7 +172,7 @@ class Watchdog:
         """Stop guarding; end the watchdog without it killing anything, unless groups without
         a death signal are still recorded (then it keeps watching, to kill them when the
         daemon ends). Call it once `serve` is done. Shielded: runs to the end."""
-        self.owned.guarded = False
+        self._guard(False)
         process = self._process
         if process is None:
             return

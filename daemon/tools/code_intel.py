@@ -18,8 +18,9 @@ import msgspec
 import trio
 
 from tether.daemon.lsp.errors import RequestTimeout, ResponseError, ServerGone, Unavailable
-from tether.daemon.lsp.navigation import Location, PositionError
+from tether.daemon.lsp.navigation import Location, PositionError, lease_position
 from tether.daemon.lsp.pool import Lease, LspPool
+from tether.daemon.lsp.types import Position
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolParams, resolve_in_workspace
 from tether.daemon.tools.beneath import read_beneath
 from tether.daemon.tools.credentials import is_credential_path
@@ -57,6 +58,17 @@ class SymbolAtParams(ToolParams, frozen=True, kw_only=True):
             "than once on the line (0, the default: found from `symbol`).",
         ),
     ] = 0
+
+    def position_in(self, lease: Lease) -> Position:
+        """Where the symbol is in the leased file, in its server's unit: at `column` when
+        given, else where `symbol` first appears on the line (`PositionError` when the line or
+        the name is not there, which `leased` tells plainly)."""
+        return lease_position(lease, self.line, self.symbol, self.column or None)
+
+    @property
+    def shown_name(self) -> str:
+        """The symbol as an answer names it: its name, else where it is."""
+        return self.symbol or f"the symbol at {self.path}:{self.line}"
 
 
 @asynccontextmanager

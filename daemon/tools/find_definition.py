@@ -2,7 +2,7 @@
 
 from typing import ClassVar
 
-from tether.daemon.lsp.navigation import definitions, lease_position
+from tether.daemon.lsp.navigation import definitions
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.code_intel import (
     SymbolAtParams,
@@ -30,7 +30,7 @@ class FindDefinition:
 
     async def run(self, params: SymbolAtParams, ctx: ToolContext) -> str:
         async with leased(ctx, params.path, "definitionProvider") as lease:
-            position = lease_position(lease, params.line, params.symbol, params.column or None)
+            position = params.position_in(lease)
             found = await definitions(lease, position)
             types = []
             if lease.client.capabilities.typeDefinitionProvider not in (None, False):
@@ -42,7 +42,7 @@ class FindDefinition:
             if not found and not types and lease.just_started:
                 raise still_indexing(lease)
             lines = await source_lines(ctx, [*found, *types], lease)
-        name = params.symbol or f"the symbol at {params.path}:{params.line}"
+        name = params.shown_name
         if not found and not types:
             return (
                 f"No definition of {name} was found by {lease.server} (a builtin, or not "

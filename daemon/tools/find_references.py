@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar
 
 import msgspec
 
-from tether.daemon.lsp.navigation import lease_position, references
+from tether.daemon.lsp.navigation import references
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.code_intel import (
     SymbolAtParams,
@@ -50,13 +50,13 @@ class FindReferences:
 
     async def run(self, params: FindReferencesParams, ctx: ToolContext) -> str:
         async with leased(ctx, params.path, "referencesProvider") as lease:
-            position = lease_position(lease, params.line, params.symbol, params.column or None)
+            position = params.position_in(lease)
             found = await references(lease, position)
             if not found and lease.just_started:
                 raise still_indexing(lease)
             shown = found[: params.limit]
             lines = await source_lines(ctx, shown, lease)
-        name = params.symbol or f"the symbol at {params.path}:{params.line}"
+        name = params.shown_name
         if not found:
             return f"No uses of {name} were found by {lease.server}."
         files = Counter(display_path(ctx.workspace, loc.path) for loc in found)

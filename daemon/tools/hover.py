@@ -2,7 +2,7 @@
 
 from typing import ClassVar
 
-from tether.daemon.lsp.navigation import hover, lease_position
+from tether.daemon.lsp.navigation import hover
 from tether.daemon.tools.base import ToolContext, ToolKind, ToolParams
 from tether.daemon.tools.code_intel import SymbolAtParams, leased, still_indexing
 
@@ -23,11 +23,11 @@ class Hover:
 
     async def run(self, params: SymbolAtParams, ctx: ToolContext) -> str:
         async with leased(ctx, params.path, "hoverProvider") as lease:
-            position = lease_position(lease, params.line, params.symbol, params.column or None)
+            position = params.position_in(lease)
             text = await hover(lease, position)
             if not text and lease.just_started:
                 raise still_indexing(lease)
-        name = params.symbol or f"the symbol at {params.path}:{params.line}"
+        name = params.shown_name
         if not text:
             return f"{lease.server} has nothing to show for {name} at {params.path}:{params.line}."
         if len(text) > MAX_CHARS:

@@ -24,7 +24,6 @@ from tether.daemon.lsp.navigation import (
     TextEdit,
     apply_edits,
     lease_encoding,
-    lease_position,
     rename,
     replaced_texts,
 )
@@ -93,7 +92,7 @@ class RenameSymbol:
 
     async def _plan(self, params: RenameSymbolParams, ctx: ToolContext) -> list[_FilePlan]:
         async with leased(ctx, params.path, "renameProvider") as lease:
-            position = lease_position(lease, params.line, params.symbol, params.column or None)
+            position = params.position_in(lease)
             old = params.symbol or _word_at(lease.text, params.line, params.column)
             try:
                 edits = await rename(lease, position, params.new_name)

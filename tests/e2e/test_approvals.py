@@ -331,7 +331,7 @@ def test_approve_from_another_terminal(
         assert again.returncode == 2  # nothing to act on
         assert f"no pending approval in session {session_id}" in again.stderr
     followed = subprocess.run(
-        [sys.executable, "-m", "tether.clients.cli.main", "attach", "-w", str(workspace)],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", "attach", "-w", str(workspace)],
         env=home.env,
         capture_output=True,
         text=True,

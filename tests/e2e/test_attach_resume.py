@@ -81,15 +81,6 @@ def session_info(client: Client, session_id: str) -> SessionInfo:
     return matching[0]
 
 
-def wait_for_seq(client: Client, session_id: str, seq: int, timeout: float = 10.0) -> None:
-    """Poll `session/read` until the session has emitted event `seq` (without subscribing)."""
-    deadline = time.monotonic() + timeout
-    while read_snapshot(client, session_id).seq < seq:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the session did not reach seq {seq} within {timeout} s")
-        time.sleep(0.01)
-
-
 def items_of(events: list[SessionEventParams], turn_id: str) -> list[AnyItem]:
     """A turn's items as a snapshot lists them: in start order, the latest copy of each."""
     items: dict[str, AnyItem] = {}
@@ -185,8 +176,10 @@ def test_reconnect_with_cursor_resumes_exactly_after_it(
         model_server.release()  # to the second hold, 20 deltas on
 
         with daemon.client("b") as b:
-            # The turn goes on while nobody who started it is connected.
-            wait_for_seq(b, session_id, cursor.seq + 10)
+            # The turn goes on while nobody who started it is connected (the observer sees it).
+            observed = read_events(
+                reference, session_id, lambda e: e[-1:] != [] and e[-1].seq >= cursor.seq + 10
+            )
             assert read_snapshot(b, session_id).turns[-1].status == "running"
             attached = attach(b, session_id, after=cursor)
             assert (attached.mode, attached.epoch, attached.from_seq) == (
@@ -197,7 +190,7 @@ def test_reconnect_with_cursor_resumes_exactly_after_it(
             assert attached.snapshot is None
             model_server.release()
             seen_by_b = collect_until_turn_end(b, session_id)
-        everything = collect_until_turn_end(reference, session_id)
+        everything = observed + collect_until_turn_end(reference, session_id)
 
     assert seen_by_b[0].seq == cursor.seq + 1
     assert_gap_free(seen_by_b, cursor.seq + 1)

@@ -38,7 +38,7 @@ class BridgeProcess:
         """`argv`: the CLI's arguments (default: `bridge -w WORKSPACE`)."""
         argv = ["bridge", "-w", str(workspace)] if argv is None else argv
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.clients.cli.main", *argv],
+            [sys.executable, "-P", "-m", "tether.clients.cli.main", *argv],
             env=home.env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -5,7 +5,6 @@ the disconnect or the signal lands while the model is still streaming.
 """
 
 import sqlite3
-import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from tests.support import (
     tool_calls_answered,
     wait_until,
 )
-from tether.clients.core.rpc import Client
 from tether.protocol.events import (
     ItemCompleted,
     ItemDelta,
@@ -71,18 +69,6 @@ def assert_every_started_item_completed(events: list[SessionEventParams]) -> Non
     assert started
     assert sorted(started) == sorted(completed)
     assert len(set(completed)) == len(completed)
-
-
-def wait_until_idle(client: Client, session_id: str, timeout: float = 10.0) -> SessionSnapshot:
-    """Poll `session/read` (which does not subscribe) until no turn is running."""
-    deadline = time.monotonic() + timeout
-    while True:
-        snapshot = read_snapshot(client, session_id)
-        if snapshot.turns and snapshot.turns[-1].status != "running":
-            return snapshot
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the turn still runs after {timeout} s")
-        time.sleep(0.02)
 
 
 def the_turn(snapshot: SessionSnapshot, turn_id: str) -> TurnSnapshot:
@@ -174,11 +160,12 @@ def test_turn_survives_its_client_disconnecting(
         attach(starter, session_id)
         turn_id = start_turn(starter, session_id, "read and answer")
         read_events(starter, session_id, deltas_at_least(3))
-    with daemon.client("later") as later:
+    with daemon.client("later") as later, daemon.client("observer") as observer:
         # The starter is gone and the turn is still running ...
         assert the_turn(read_snapshot(later, session_id), turn_id).status == "running"
+        attach(observer, session_id, role="observer")
         model_server.release()
-        wait_until_idle(later, session_id)
+        collect_until_turn_end(observer, session_id)
         # ... and it finished: an attach afterwards shows the whole answer.
         attached = attach(later, session_id)
         assert attached.mode == "snapshot"

@@ -40,7 +40,7 @@ class RunningCli:
 
     def __init__(self, home: Home, *args: str, command: str = "run") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.clients.cli.main", command, *args],
+            [sys.executable, "-P", "-m", "tether.clients.cli.main", command, *args],
             env=home.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -6,9 +6,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from tests.support import DaemonProcess, Home, alive, cli, run_cli, wait_until
+from tether.protocol.session import SessionInfo
 from tether.protocol.version import __version__
 from tether.testing import ModelServer
 
@@ -224,3 +226,41 @@ def test_a_broken_config_says_what_to_fix_and_keeps_no_session(home: Home, works
         cli(home, "daemon", "stop", "-w", str(workspace))
     assert info is not None
     wait_until(lambda: not alive(info.pid), "the daemon stopped")
+
+
+def test_attaching_to_a_turn_failed_by_the_config_says_to_fix_it_not_to_go_on(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    model_server.set_script({"steps": [{"text": "hello back"}]})
+    config = Path(home.env["XDG_CONFIG_HOME"]) / "tether" / "config.toml"
+    try:
+        first = cli(home, "run", "-w", str(workspace), "hello")
+        assert first.returncode == 0, first.stderr
+        listed = cli(home, "sessions", "--json", "-w", str(workspace)).stdout
+        [session] = [s.id for s in msgspec.json.decode(listed, type=list[SessionInfo])]
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text("[provider\n")
+        failed = cli(home, "run", "-s", session, "-w", str(workspace), "again")
+        assert failed.returncode != 0
+        attached = cli(home, "attach", session, "-w", str(workspace))
+        assert attached.returncode == failed.returncode
+        assert "continue`" not in attached.stderr  # going on cannot help until it is fixed
+        assert (
+            f"the last turn of session {session} failed; the model was not asked: fix the config"
+            " file as said above (`tether doctor` checks it), then send the prompt again:"
+            f" `tether run -s {session} '…'`"
+        ) in attached.stderr
+        # Above: what is wrong, and where.
+        assert f"Your tether settings are invalid: {config}, line 1" in attached.stderr
+    finally:
+        cli(home, "daemon", "stop", "-w", str(workspace))
+
+
+def test_a_search_for_nothing_is_a_usage_error_and_starts_no_daemon(
+    home: Home, workspace: Path
+) -> None:
+    done = cli(home, "sessions", "--search", "  ", "-w", str(workspace))
+    assert (done.returncode, done.stderr) == (2, "tether: --search needs some text to look for\n")
+    # A daemon started for the command would have had its stderr file made before it ran.
+    assert not home.stderr_path(workspace).exists()
+    assert home.read_discovery(workspace) is None

@@ -198,7 +198,7 @@ def test_slash_fork_switches_to_a_fork_and_slash_rename_titles_it(
     daemon: DaemonProcess, home: Home, workspace: Path, model_server: ModelServer
 ) -> None:
     model_server.set_script({"steps": [{"text": "first answer"}, {"text": "in the fork"}]})
-    argv = [sys.executable, "-m", "tether.clients.cli.main", "-w", str(workspace)]
+    argv = [sys.executable, "-P", "-m", "tether.clients.cli.main", "-w", str(workspace)]
     terminal = Terminal(argv, env=home.env)
     try:
         terminal.expect("/help for commands")

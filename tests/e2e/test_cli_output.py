@@ -48,7 +48,7 @@ def script(path: str) -> dict[str, object]:
 FAILED_LINE = (
     r"✗ run_command\(command='echo boom; exit 3', description='fail'\) exit 3( · \d+\.\d s)?"
 )
-CLI = [sys.executable, "-m", "tether.clients.cli.main"]
+CLI = [sys.executable, "-P", "-m", "tether.clients.cli.main"]
 RUN = ["run", "--permission-mode", "auto", "-w"]
 
 

@@ -82,10 +82,23 @@ def test_a_worktree_run_is_reviewed_merged_and_pruned_from_the_cli(
     cli(home, "daemon", "stop", "-w", str(repo))
 
 
-def test_from_without_worktree_is_a_usage_error(home: Home, repo: Path) -> None:
-    done = cli(home, "run", "--from", "HEAD", "-w", str(repo), "go")
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--from", "HEAD"], "--from goes with --worktree"),
+        (["--worktree", "-c"], "--worktree makes a new session"),
+    ],
+    ids=["from-alone", "worktree-with-continue"],
+)
+def test_a_usage_error_of_run_starts_no_daemon(
+    home: Home, repo: Path, options: list[str], said: str
+) -> None:
+    done = cli(home, "run", *options, "-w", str(repo), "go")
     assert done.returncode == 2
-    assert "--from goes with --worktree" in done.stderr
+    assert said in done.stderr
+    # A daemon started for the command would have had its stderr file made before it ran.
+    assert not home.stderr_path(repo).exists()
+    assert home.read_discovery(repo) is None
 
 
 def test_deleting_a_session_with_unmerged_changes_needs_force(

@@ -58,7 +58,16 @@ def _stop_with_cli(daemon: DaemonProcess, home: Home, workspace: Path) -> tuple[
     """Run `tether daemon stop` and reap the daemon meanwhile: it is this process's child, and
     an unreaped zombie would look alive to the CLI. Returns the CLI's code, stdout, stderr."""
     cli = subprocess.Popen(
-        [sys.executable, "-m", "tether.clients.cli.main", "daemon", "stop", "-w", str(workspace)],
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "tether.clients.cli.main",
+            "daemon",
+            "stop",
+            "-w",
+            str(workspace),
+        ],
         env=home.env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -734,7 +743,7 @@ def test_a_daemon_whose_discovery_file_is_deleted_is_still_reached_and_stopped(
 
 
 def test_five_clients_starting_at_once_share_one_daemon(home: Home, workspace: Path) -> None:
-    command = [sys.executable, "-m", "tether.clients.cli.main", "sessions", "--json"]
+    command = [sys.executable, "-P", "-m", "tether.clients.cli.main", "sessions", "--json"]
     with _cleanup_daemon(home, workspace):
         clients = [
             subprocess.Popen(

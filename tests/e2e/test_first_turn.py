@@ -64,7 +64,7 @@ def test_a_run_reads_its_turn_without_typing_extensions_or_inspect(
     """The CLI imports msgspec with typing_extensions hidden (tether.protocol.msgspec_import):
     typing_extensions would bring inspect, ast and dis into every `tether run`."""
     model_server.set_script({"steps": [{"text": "done"}]})
-    argv = [sys.executable, "-X", "importtime", "-m", "tether.clients.cli.main", "run"]
+    argv = [sys.executable, "-X", "importtime", "-P", "-m", "tether.clients.cli.main", "run"]
     done = subprocess.run(
         [*argv, "--workspace", str(workspace), "go"],
         env=home.env,

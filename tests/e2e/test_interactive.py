@@ -60,7 +60,7 @@ def terminals(home: Home, workspace: Path) -> Iterator[list[Terminal]]:
 
 
 def open_chat(home: Home, workspace: Path, terminals: list[Terminal], *args: str) -> Terminal:
-    argv = [sys.executable, "-m", "tether.clients.cli.main", *args, "-w", str(workspace)]
+    argv = [sys.executable, "-P", "-m", "tether.clients.cli.main", *args, "-w", str(workspace)]
     terminal = Terminal(argv, env=home.env)
     terminals.append(terminal)
     terminal.expect(READY)

@@ -69,7 +69,7 @@ def kernel_home(root: Path) -> dict[str, str]:
     look there (and keep its runtime and config files there too)."""
     spec = root / "share" / "jupyter" / "kernels" / KERNEL
     spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    argv = [sys.executable, "-P", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     kernel = {"argv": argv, "display_name": "tether test", "language": "python"}
     (spec / "kernel.json").write_text(json.dumps(kernel))
     return {

@@ -175,7 +175,7 @@ def test_chat_on_a_terminal_talks_to_the_remote_daemon(
     remote: Remote, remote_model: ModelServer
 ) -> None:
     remote_model.set_script({"steps": [{"text": "The remote answer is 42."}]})
-    argv = [sys.executable, "-m", "tether.clients.cli.main", "--remote", remote.target]
+    argv = [sys.executable, "-P", "-m", "tether.clients.cli.main", "--remote", remote.target]
     terminal = Terminal(argv, env=remote.local.env)
     try:
         terminal.expect(READY)

@@ -30,7 +30,7 @@ def test_run_asks_on_its_terminal(
     model_server.set_script({"steps": [command_step("echo typed-answer"), {"text": "done"}]})
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.clients.cli.main", "run", "-w", str(workspace), "go"],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", "run", "-w", str(workspace), "go"],
         env=home.env,
         stdin=slave,
         stdout=subprocess.PIPE,

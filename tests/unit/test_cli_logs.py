@@ -146,7 +146,7 @@ def test_follow_prints_new_lines_across_a_rotation(user: Home, project: Path) ->
     log = write(user, project, first, max_bytes=len(first) * 2)
     command = ["daemon", "logs", "-f", "--json", "-w", str(project)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.clients.cli.main", *command],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", *command],
         env=user.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -187,7 +187,7 @@ def test_a_follow_with_nothing_to_print_ends_when_its_reader_is_gone(
     log = write(user, project, line("before"))
     command = ["daemon", "logs", "-f", "--json", "-w", str(project)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.clients.cli.main", *command],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", *command],
         env=user.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

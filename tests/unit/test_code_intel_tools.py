@@ -88,6 +88,8 @@ async def answer_once_indexed(tool: object, params: object, ctx: ToolContext) ->
         except ToolFailure as exc:
             if "still indexing" not in str(exc):
                 raise
+        # basedpyright tells no client when its indexing is done (tether ignores $/progress,
+        # which it need not send): asking again is the only way to see it finish.
         await trio.sleep(0.2)
 
 

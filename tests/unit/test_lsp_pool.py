@@ -19,18 +19,11 @@ from tether.daemon.lsp.report import format_report
 from tether.daemon.lsp.servers import LspServerConfig
 from tether.daemon.procs.groups import live_members
 
-FAKE_SERVER = r'''
-"""A scripted language server: python fake_server.py MODE LOG."""
+SERVER_FRAMING = r"""
 import json
 import sys
 
-mode, log_path = sys.argv[1], sys.argv[2]
 stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-
-
-def log(entry):
-    with open(log_path, "a") as log:
-        log.write(json.dumps(entry) + "\n")
 
 
 def read():
@@ -51,6 +44,20 @@ def write(message):
     body = json.dumps({"jsonrpc": "2.0", **message}).encode()
     stdout.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     stdout.flush()
+"""
+"""How a scripted language server reads and writes LSP messages on stdin and stdout
+(`read()`, `write(message)`); its script follows."""
+
+FAKE_SERVER = (
+    SERVER_FRAMING
+    + r'''
+"""A scripted language server: python fake_server.py MODE LOG."""
+mode, log_path = sys.argv[1], sys.argv[2]
+
+
+def log(entry):
+    with open(log_path, "a") as log:
+        log.write(json.dumps(entry) + "\n")
 
 
 def check(uri, text, version):
@@ -120,6 +127,7 @@ while True:
     elif method == "exit":
         sys.exit(0)
 '''
+)
 
 BROKEN = "def f(:\n    pass\n"
 FIXED = "def f():\n    pass\n"
@@ -155,9 +163,19 @@ def fake(
 class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[EventKind, ServerEvent | DiagnosticsEvent]] = []
+        self._arrived = trio.Event()
 
     def __call__(self, kind: EventKind, detail: ServerEvent | DiagnosticsEvent) -> None:
         self.events.append((kind, detail))
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    async def wait_for_state(self, pool: LspPool, name: str, state: str) -> None:
+        """Until `pool`, which reports its events here, has its server `name` in `state` (a
+        server's new state is recorded before the event that tells it)."""
+        with trio.fail_after(10):
+            while not any(s.name == name and s.state == state for s in pool.status()):
+                await self._arrived.wait()
 
     def kinds(self) -> list[EventKind]:
         return [kind for kind, _ in self.events]
@@ -182,12 +200,6 @@ def errors_in(diagnostics: list[Diagnostic]) -> list[tuple[int, str, str]]:
 
 def alive(pid: int) -> bool:
     return bool(live_members(pid))
-
-
-async def wait_for_state(pool: LspPool, name: str, state: str) -> None:
-    with trio.fail_after(10):
-        while not any(s.name == name and s.state == state for s in pool.status()):  # noqa: ASYNC110
-            await trio.sleep(0.02)
 
 
 # --- conformance: the same edit-and-fix flow against every kind of server ---------------------
@@ -312,7 +324,7 @@ async def test_killed_server_is_reported_and_restarted(workspace: Path) -> None:
             assert before.state == "running"
             assert before.pid is not None
             os.killpg(before.pid, signal.SIGKILL)
-            await wait_for_state(pool, "ruff", "crashed")
+            await events.wait_for_state(pool, "ruff", "crashed")
             (crashed,) = pool.status()
             assert crashed.pid is None
             assert "signal 9" in crashed.last_error
@@ -472,7 +484,7 @@ async def test_crash_loop_backs_off(workspace: Path, fake_server: Path, tmp_path
             # The first crash after a good start: restarted within the call, once its first
             # backoff has passed (the events below say when each attempt may come).
             assert await pool.diagnostics_after_edit([app], wait=1.5) == []
-            await wait_for_state(pool, "fake", "crashed")
+            await events.wait_for_state(pool, "fake", "crashed")
             assert pool.status()[0].restarts == 1
             # Crashing again, it is skipped (no restart, it stays crashed) until its next
             # attempt is due, however long the call would wait.
@@ -502,7 +514,7 @@ async def test_idle_server_stops_and_starts_again(
         async with serving(pool):
             assert await pool.diagnostics_after_edit([app])
             (first,) = pool.status()
-            await wait_for_state(pool, "fake", "stopped")
+            await events.wait_for_state(pool, "fake", "stopped")
             assert first.pid is not None
             assert not alive(first.pid)
             assert await pool.diagnostics_after_edit([app])
@@ -515,16 +527,18 @@ async def test_idle_server_stops_and_starts_again(
 
 
 async def test_prewarm_starts_without_waiting(workspace: Path) -> None:
-    pool = LspPool(workspace, builtin=["ruff"])
+    events = Recorder()
+    pool = LspPool(workspace, builtin=["ruff"], on_event=events)
     with trio.fail_after(20):
         async with serving(pool):
             pool.prewarm([workspace / "app.py", workspace / "README.md", Path("/elsewhere.py")])
-            await wait_for_state(pool, "ruff", "running")
+            await events.wait_for_state(pool, "ruff", "running")
             assert [s.name for s in pool.status()] == ["ruff"]
 
 
 async def test_prewarm_of_files_no_server_checks_starts_nothing(workspace: Path) -> None:
-    pool = LspPool(workspace, builtin=["ruff"])
+    events = Recorder()
+    pool = LspPool(workspace, builtin=["ruff"], on_event=events)
     with trio.fail_after(20):
         async with serving(pool):
             nursery = pool._lent.nursery
@@ -534,7 +548,7 @@ async def test_prewarm_of_files_no_server_checks_starts_nothing(workspace: Path)
             assert len(nursery.child_tasks) == before
             pool.prewarm([workspace / "app.py"])
             assert len(nursery.child_tasks) == before + 1
-            await wait_for_state(pool, "ruff", "running")
+            await events.wait_for_state(pool, "ruff", "running")
 
 
 async def test_files_nobody_checks_are_ignored(workspace: Path, tmp_path: Path) -> None:

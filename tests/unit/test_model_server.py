@@ -1,5 +1,6 @@
 """The scripted fake model server, exercised over real HTTP on 127.0.0.1."""
 
+import http.client
 import json
 import selectors
 import signal
@@ -694,6 +695,7 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     port_file = tmp_path / "port"
     command = [
         sys.executable,
+        "-P",
         "-m",
         "tether.testing",
         "--script",
@@ -717,6 +719,46 @@ def test_cli_serves_until_sigterm(tmp_path: Path, client: httpx.Client) -> None:
     assert errors == ""
 
 
+@contextmanager
+def kept_alive(port: int) -> Generator[socket.socket]:
+    """A connection to the server on `port` that has had one answer and is kept open
+    (HTTP/1.1 keep-alive), for a test to see what the server's stop does to it."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", "/_tether/health")
+        answer = connection.getresponse()
+        answer.read()
+        assert answer.status == 200
+        assert not answer.will_close
+        assert connection.sock is not None
+        yield connection.sock
+    finally:
+        connection.close()
+
+
+def test_stop_ends_a_kept_alive_connection_and_its_handler() -> None:
+    server = ModelServer({"steps": [{"text": "one"}]}).start()
+    with kept_alive(server.port) as sock:
+        server.stop()
+        # Its handler no longer waits for a next request: stop ended it before returning.
+        assert [t.name for t in threading.enumerate() if t.name.startswith("model-server")] == []
+        assert sock.recv(1) == b""  # closed by the server (the 30 s timeout: a failure)
+
+
+def test_sigterm_ends_a_kept_alive_connection_and_the_process(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "one"}]}))
+    port_file = tmp_path / "port"
+    command = [sys.executable, "-P", "-m", "tether.testing", "--script", str(script)]
+    with (
+        _serving([*command, "--port-file", str(port_file)]) as (process, _),
+        kept_alive(int(port_file.read_text())) as sock,
+    ):
+        process.send_signal(signal.SIGTERM)
+        assert sock.recv(1) == b""
+        assert process.wait(timeout=30) == 0
+
+
 def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx.Client) -> None:
     """`tether dev model-server --script FILE --port N` listens on that port, says which URL
     to give TETHER_BASE_URL, and answers from the script until SIGTERM."""
@@ -725,7 +767,7 @@ def test_tether_dev_model_server_serves_the_script(tmp_path: Path, client: httpx
     port = free_port()
     command = [
         sys.executable,
-        *("-m", "tether.clients.cli.main", "dev", "model-server"),
+        *("-P", "-m", "tether.clients.cli.main", "dev", "model-server"),
         *("--script", str(script), "--port", str(port)),
     ]
     with _serving(command) as (process, line):
@@ -755,7 +797,7 @@ def test_tether_dev_model_server_explains_bad_arguments(
     tmp_path: Path, arguments: list[str], expected: str
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tether.clients.cli.main", "dev", "model-server", *arguments],
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", "dev", "model-server", *arguments],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -27,6 +27,17 @@ def state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+async def wait_exited_unreaped(pid: int) -> None:
+    """Wait until child `pid` has exited, without reaping it: its pidfd turns readable when
+    the process becomes a zombie (`wait` would reap it)."""
+    fd = os.pidfd_open(pid)
+    try:
+        await trio.lowlevel.wait_readable(fd)
+    finally:
+        os.close(fd)
+    assert state(pid) == "Z"
+
+
 async def wait_members(pgid: int, count: int) -> None:
     with trio.fail_after(10):
         while len(live_members(pgid)) < count:  # noqa: ASYNC110 (nothing to wait on but /proc)
@@ -154,8 +165,7 @@ async def test_live_members_ignores_zombies() -> None:
     process = await trio.lowlevel.open_process(["true"], start_new_session=True)
     with trio.fail_after(10):
         # Not reaped yet: a zombie, which no longer counts.
-        while state(process.pid) != "Z":  # noqa: ASYNC110 (nothing to wait on but /proc)
-            await trio.sleep(0.01)
+        await wait_exited_unreaped(process.pid)
         assert live_members(process.pid) == []
         await process.wait()
 
@@ -202,7 +212,6 @@ async def test_a_group_left_with_only_zombies_counts_as_gone() -> None:
     # well before the (long) grace period would end.
     process = await trio.lowlevel.open_process(["true"], start_new_session=True)
     with trio.fail_after(10):
-        while state(process.pid) != "Z":  # noqa: ASYNC110 (nothing to wait on but /proc)
-            await trio.sleep(0.01)
+        await wait_exited_unreaped(process.pid)
         assert await kill_tree(process.pid, grace=60) is True
         await process.wait()

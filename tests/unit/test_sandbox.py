@@ -267,7 +267,7 @@ async def test_a_background_process_is_sandboxed_and_stopped_as_a_whole(
             started = await run(ctx, script, marker, background=True)
             assert "in the sandbox" in started.output
             managed = table.get("p1")
-            while len(tagged(marker)) < members:  # noqa: ASYNC110
+            while len(tagged(marker)) < members:  # noqa: ASYNC110 (nothing to wait on but /proc)
                 await trio.sleep(0.02)
             members = tagged(marker)
             ours = os.readlink("/proc/self/ns/pid")

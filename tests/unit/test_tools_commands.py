@@ -273,6 +273,8 @@ async def wait_for_output(ctx: ToolContext, process_id: str, needle: str) -> str
             result = await call(ctx, "command_output", id=process_id)
             assert result.status == "completed", result.output
             collected += result.output.split("\n", 1)[1].removeprefix("(no new output)")
+            # command_output answers at once with what a real process printed so far: asking
+            # again, as the model does, is the way to read what it prints next.
             await trio.sleep(0.05)
     return collected
 

@@ -129,17 +129,18 @@ def test_a_child_started_without_the_death_signal_has_none(tmp_path: Path) -> No
     assert popen.wait(timeout=30) == 0
 
 
-async def wait_guarded(owned: OwnedGroups, guarded: bool) -> None:
+async def wait_guarded(watchdog: Watchdog | None, guarded: bool) -> None:
+    assert watchdog is not None
     with trio.fail_after(30):
-        while owned.guarded != guarded:  # noqa: ASYNC110 (a flag another task sets)
-            await trio.sleep(0.01)
+        await watchdog.wait_guarded(guarded)
+    assert watchdog.owned.guarded is guarded
 
 
 async def test_the_table_guards_its_commands_while_its_watchdog_runs(tmp_path: Path) -> None:
     table = ProcessTable(record=tmp_path / "processes.json")
     async with trio.open_nursery() as nursery:
         await nursery.start(table.serve)
-        await wait_guarded(table.owned, True)
+        await wait_guarded(table.watchdog, True)
         # Guarded: the command needs no death signal of its own.
         assert await death_signal_of_a_command(tmp_path, table.owned) == "0"
         watchdog = table.watchdog
@@ -147,10 +148,10 @@ async def test_the_table_guards_its_commands_while_its_watchdog_runs(tmp_path: P
         assert watchdog.pid is not None
         first = watchdog.pid
         os.kill(first, signal.SIGKILL)
-        await wait_guarded(table.owned, False)
+        await wait_guarded(table.watchdog, False)
         # Without a watchdog, commands get the death signal again, and another one comes.
         assert await death_signal_of_a_command(tmp_path, table.owned) == str(int(signal.SIGKILL))
-        await wait_guarded(table.owned, True)
+        await wait_guarded(table.watchdog, True)
         assert watchdog.pid not in (None, first)
         second = watchdog.pid
         assert second is not None

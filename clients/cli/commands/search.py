@@ -8,15 +8,14 @@ import sys
 import time
 
 from tether.clients.cli.commands.output import age, print_json
-from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
+from tether.clients.cli.exit_codes import EXIT_OK
 from tether.clients.cli.render import visible
 from tether.clients.cli.targets import connect
 from tether.protocol.methods import SESSION_SEARCH, SearchHit, SessionSearchParams
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    if not args.search.strip():
-        raise CliError("--search needs some text to look for", EXIT_USAGE)
+    """`tether sessions --search TEXT` (some text: `args.usage_error`)."""
     with connect(args) as client:
         result = client.call(
             SESSION_SEARCH,

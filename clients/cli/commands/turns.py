@@ -131,11 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Start the turn and follow it. Ctrl-C from the first instant means cancel: before the
     session is asked for it just ends the command; from then on it is held (`HeldCtrlC`) and
     acted on once it can be (the new session deleted, or the started turn cancelled)."""
-    request = RunRequest.from_args(args)
-    if (args.session or args.continue_latest) and args.worktree is not None:
-        raise CliError("--worktree makes a new session; it does not go with -s or -c", EXIT_USAGE)
-    if args.from_ref is not None and args.worktree is None:
-        raise CliError("--from goes with --worktree", EXIT_USAGE)
+    request = RunRequest.from_args(args)  # its options' combinations: `args.usage_error`
     ctrl_c = HeldCtrlC()
     try:
         return _run(args, request, ctrl_c)
@@ -360,10 +356,20 @@ def cmd_attach(args: argparse.Namespace) -> int:
                 status = follower.follow(turns[-1].id, on_interrupt="detach")
             except Detached:
                 return EXIT_INTERRUPTED
+            error = follower.error
         else:
-            status = turns[-1].status
+            status, error = turns[-1].status, turns[-1].error
         if not args.json and status != "completed":
-            _say_go_on(f"the last turn of session {session.id} {status}{_why(status)}", session.id)
+            last = f"the last turn of session {session.id} {status}"
+            if status == "failed" and error is not None and error.code in NOT_REACHED:
+                # Going on cannot help before the cause (shown above, with the turn) is fixed.
+                print(
+                    f"tether: {last}; {NOT_REACHED[error.code]}, then send the prompt again:"
+                    f" `tether run -s {session.id} '…'`",
+                    file=sys.stderr,
+                )
+            else:
+                _say_go_on(f"{last}{_why(status)}", session.id)
         return STATUS_EXIT[status]
 
 
