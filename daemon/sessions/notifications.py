@@ -6,7 +6,7 @@ one that attaches later sees the pending ones (`Sessions` reports it with `Notif
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,7 +38,7 @@ class TurnNotifications:
         self.settings = settings
 
     @contextmanager
-    def waiting(self, request: ApprovalRequest) -> Iterator[None]:
+    def waiting(self, request: ApprovalRequest) -> Generator[None]:
         """While the turn waits for an answer to `request`: its notification is scheduled
         when no controller is attached, and cancelled once the wait is over (answered, or the
         turn cancelled) if it has not gone out yet. Enter it before the request is emitted."""

@@ -55,7 +55,7 @@ class Places:
         path.write_text(
             "#!/bin/sh\n"
             f'cat >> "{self.events}"\necho >> "{self.events}"\n'
-            'for last; do :; done\n'
+            "for last; do :; done\n"
             f'printf "%s|%s\\n" "$TETHER_NOTIFY_EVENT" "$last" >> "{self.argv}"\n'
         )
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
