@@ -27,6 +27,7 @@ from tether.daemon.hooks.notify import (
     default_command,
     notify_settings,
 )
+from tether.daemon.logs import log
 from tether.daemon.providers.openai import OpenAIChatClient
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.models import FixedModel
@@ -259,9 +260,15 @@ async def test_the_turns_end_is_posted_as_json_with_a_title(
 async def test_a_command_or_url_that_fails_leaves_the_turn_alone(places: Places) -> None:
     # Nothing listens on port 9 of 127.0.0.1 (discard); the command does not exist.
     config = Config(
-        notify=[str(places.root / "missing")], notify_url="http://127.0.0.1:9/", notify_after=0
+        notify=[str(places.root / "missing")],
+        notify_url="http://user:pw@127.0.0.1:9/topic?auth=secret",
+        notify_after=0,
     )
-    with trio.fail_after(30), ModelServer({"steps": [{"text": "all done"}]}) as server:
+    with (
+        trio.fail_after(30),
+        ModelServer({"steps": [{"text": "all done"}]}) as server,
+        log.capture() as records,
+    ):
         async with notifying_sessions(places, server, config) as sessions:
             session = await sessions.create()
             sessions.start_turn(session, TurnRequest(text="go"))
@@ -270,6 +277,11 @@ async def test_a_command_or_url_that_fails_leaves_the_turn_alone(places: Places)
             statistics = sessions.notifier.statistics()
     assert statistics.delivered == 1
     assert session.turns[-1].status == "completed"
+    assert session.turns[-1].error is None
+    failed = {str(r["msg"]): r for r in records if r["level"] == "warning"}
+    assert failed["the notify command failed"]["exit_code"] == 127
+    assert failed["the notify POST failed"]["url"] == "http://127.0.0.1:9/topic"
+    assert "secret" not in json.dumps(records)
 
 
 # --- the wait, on trio's clock ---------------------------------------------------------------
