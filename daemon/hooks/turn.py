@@ -173,7 +173,7 @@ class TurnHooks:
     ) -> None:
         """Run the approval_requested hooks matching the call `item` asks `request` for, then,
         when the request is the `first` of the turn's pending ones, the turn_waiting hooks.
-        Cancellation (the request answered and the turn gone on is not one) stops them."""
+        An answer does not stop them (the call waits for them); cancelling the turn does."""
         for hook in self._for("approval_requested", facts):
             payload = ApprovalHookInput(
                 **msgspec.structs.asdict(self._call_input(hook, item, facts, subagent)),
