@@ -50,9 +50,12 @@ backoff), it is back, or it kept failing and tether stopped trying for now."""
 DaemonEventKind = Literal["lsp/crashed", "lsp/restarted", "store/write_failed", McpEventKind]
 """What a `daemon/event` is about."""
 
-HookEvent = Literal["pre_tool", "post_tool", "turn_end", "session_start"]
+HookEvent = Literal[
+    "pre_tool", "post_tool", "turn_end", "session_start", "approval_requested", "turn_waiting"
+]
 """When a user's hook runs: before a tool call (it may refuse it), after one (its output may
-join the result), when a turn ends, when a session's first turn starts."""
+join the result), when a turn ends, when a session's first turn starts, when a call asks for
+approval, when a turn starts waiting on a person."""
 
 SkillOrigin = Literal["user", "workspace"]
 """Where a skill comes from: the user's own skills folder (trusted), or the workspace's

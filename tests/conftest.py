@@ -75,8 +75,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
     hypothesis keeps its caches (a Unicode table, constants it mines from the code) in
     `.hypothesis/` of the folder pytest runs in: they go to the temporary folder instead, as
-    nothing the suite writes belongs in the checkout (the examples database is off)."""
+    nothing the suite writes belongs in the checkout (the examples database is off).
+
+    No process of the suite has a graphical session (DISPLAY, WAYLAND_DISPLAY): a daemon's
+    turn that nobody watches would otherwise pop up a desktop notification (notify-send,
+    tether's default where it can) on the machine running the tests."""
     set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"tether-tests-hypothesis-{os.getuid()}")
+    for variable in ("DISPLAY", "WAYLAND_DISPLAY"):
+        os.environ.pop(variable, None)
     sys.dont_write_bytecode = False
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)

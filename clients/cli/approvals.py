@@ -12,6 +12,9 @@ left for another client: the commands that answer it are printed, and once the w
 it is denied unless another controller is attached to the session, which may still answer.
 
 Another client may answer first; its answer wins and the question is withdrawn.
+
+An approval that waits for a person (asked here, or left for another client) rings the
+terminal's bell once, where the caller gives a bell (`ring_bell`: a terminal, no `--quiet`).
 """
 
 import os
@@ -261,11 +264,14 @@ class ApprovalAnswerer:
         wait_seconds: float = 0.0,
         prompt: AnswerPrompt | None = None,
         say: Callable[[str], None] | None = None,
+        bell: Callable[[], None] | None = None,
     ) -> None:
         """`prompt`: where to ask when `interactive` (default: a `TerminalPrompt`). `say`:
         where the answerer's own lines go (an approval described, what to answer it with), one
         or more lines without the final newline (default: stderr); a host that draws the
-        terminal itself passes its own output."""
+        terminal itself passes its own output. `bell`: rung once for each approval that
+        waits for a person (None: silence)."""
+        self._bell = bell
         self.client = client
         self.session_id = session_id
         self.enabled = enabled
@@ -327,6 +333,10 @@ class ApprovalAnswerer:
         self._requested[approval.id] = approval
         if describe:
             self._write(describe_approval(approval).rstrip("\n"))
+        if self._bell is not None and (
+            not self.enabled or self._prompt is not None or self.wait_seconds > 0
+        ):
+            self._bell()
         if not self.enabled:
             self._say(f"answer it with {answer_commands(self.session_id, approval.id)}")
             return
@@ -444,6 +454,23 @@ class ApprovalAnswerer:
             # Answered elsewhere first, or its turn ended: the resolution says so.
             if exc.code not in (ErrorCode.APPROVAL_RESOLVED, ErrorCode.APPROVAL_NOT_FOUND):
                 raise
+
+
+def ring_bell(stream: TextIO | None = None) -> Callable[[], None] | None:
+    """A bell that writes BEL to `stream` (default: stderr), or None when `stream` is no
+    terminal (a BEL in a file or a pipe would only be noise)."""
+    out = stream or sys.stderr
+    try:
+        if not out.isatty():
+            return None
+    except ValueError:  # closed
+        return None
+
+    def ring() -> None:
+        out.write("\a")
+        out.flush()
+
+    return ring
 
 
 def _to_stderr(text: str) -> None:

@@ -215,6 +215,9 @@ def _command(
     return add
 
 
+QUIET_HELP = "do not ring the terminal's bell when an approval waits for you"
+
+
 def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("prompt", nargs="*", help="what to do")
     resume = run.add_mutually_exclusive_group()
@@ -228,6 +231,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--detach", "-d", action="store_true", help="print the session id, return")
     run.add_argument("--json", action="store_true", help="one JSON event per line")
+    run.add_argument("--quiet", "-q", action="store_true", help=QUIET_HELP)
     run.add_argument(
         "--verbose",
         "-v",
@@ -351,6 +355,7 @@ def _chat_arguments(chat: argparse.ArgumentParser) -> None:
     chat.add_argument(
         "--permission-mode", choices=["ask", "edits", "auto"], default=None, help=MODES_HELP
     )
+    chat.add_argument("--quiet", "-q", action="store_true", help=QUIET_HELP)
 
 
 _chat = _command(
@@ -389,6 +394,7 @@ _approve, _deny = (
 
 def _attach_arguments(attach: argparse.ArgumentParser) -> None:
     attach.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
+    attach.add_argument("--quiet", "-q", action="store_true", help=QUIET_HELP)
 
 
 _attach = _command(

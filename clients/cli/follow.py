@@ -22,7 +22,12 @@ import time
 from collections.abc import Mapping
 from typing import Literal
 
-from tether.clients.cli.approvals import ApprovalAnswerer, TerminalPrompt, answer_commands
+from tether.clients.cli.approvals import (
+    ApprovalAnswerer,
+    TerminalPrompt,
+    answer_commands,
+    ring_bell,
+)
 from tether.clients.cli.ctrl_c import HeldCtrlC
 from tether.clients.cli.keep_output import output_kept_on_interrupt
 from tether.clients.cli.render import Renderer, visible
@@ -86,7 +91,10 @@ class Follower:
         interactive: bool = False,
         answer_approvals: bool = True,
         approval_timeout: float = 0.0,
+        bell: bool = False,
     ) -> None:
+        """`bell`: ring the terminal's bell (on stderr, when it is one) for each approval that
+        waits for a person."""
         self.client = client
         self.session_id = session_id
         self.renderer = renderer
@@ -100,6 +108,7 @@ class Follower:
             wait_seconds=approval_timeout,
             prompt=TerminalPrompt(show=renderer.question) if interactive else None,
             say=renderer.note,
+            bell=ring_bell() if bell else None,
         )
         renderer.answered_here = self.approvals.answered
         self.error: TurnError | None = None

@@ -12,7 +12,7 @@ import msgspec
 from tether.protocol.enums import HookEvent
 
 HookEventName = HookEvent
-TOOL_EVENTS: tuple[HookEventName, ...] = ("pre_tool", "post_tool")
+TOOL_EVENTS: tuple[HookEventName, ...] = ("pre_tool", "post_tool", "approval_requested")
 """The events of one tool call, the only ones `match` applies to."""
 
 DEFAULT_TIMEOUT = 10.0
@@ -25,7 +25,8 @@ class HookConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Run by the user's shell (`$SHELL -c`) in the workspace, the event as JSON on stdin."""
     match: list[str] = []
     """Permission rules (`run_command(git push *)`, `edit_file(src/*)`, `write_file`): the
-    hook runs for a call any of them matches; empty: for every call. Tool events only."""
+    hook runs for a call any of them matches; empty: for every call. Tool events only
+    (`TOOL_EVENTS`)."""
     name: str = ""
     """Shown in notices and listings; empty: the command."""
     timeout: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] = DEFAULT_TIMEOUT
@@ -33,7 +34,10 @@ class HookConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     def __post_init__(self) -> None:
         if self.match and self.event not in TOOL_EVENTS:
-            raise ValueError(f"`match` applies to pre_tool and post_tool hooks, not {self.event}")
+            raise ValueError(
+                "`match` applies to pre_tool, post_tool and approval_requested hooks,"
+                f" not {self.event}"
+            )
 
     @property
     def label(self) -> str:

@@ -21,6 +21,7 @@ for tether (in its file or variable) says more about this server than one found 
 
 import os
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, cast
@@ -144,6 +145,17 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     models: dict[str, ModelConfig] = msgspec.field(default_factory=dict)
     """Settings of single models, by the id turns call them by: `[models."llava:13b"]`
     tables with `images` (docs/images.md)."""
+    # Notifications (docs/notifications.md): commands and a URL of the user's, never read
+    # from a workspace, like hooks.
+    notify: list[Annotated[str, msgspec.Meta(min_length=1)]] | None = None
+    """The command (an argv list) run when a turn needs you and no client saw it: the event
+    as JSON on stdin, a one-line message as its last argument. Unset: `notify-send tether`
+    where notify-send is on PATH and a graphical session is open (DISPLAY or
+    WAYLAND_DISPLAY), else none; `[]`: none."""
+    notify_url: str = ""
+    """A URL the event is POSTed to as JSON (an ntfy topic, a webhook); empty: none."""
+    notify_after: Annotated[float, msgspec.Meta(ge=0, le=86400)] = 10.0
+    """Seconds an event waits for a controller to see it before it is notified."""
 
 
 def config_file() -> Path:
@@ -182,7 +194,19 @@ def parse_config(path: Path, text: str) -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(settings_problem(path, text, exc, Config)) from exc
     _check_sandbox_paths(path, config)
+    _check_notify_url(path, config.notify_url)
     return config
+
+
+def _check_notify_url(path: Path, url: str) -> None:
+    """ConfigError for a `notify_url` that is not an http(s) URL with a host."""
+    if not url:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"{path}: notify_url: {url!r} is not an http:// or https:// URL with a host"
+        )
 
 
 def _check_sandbox_paths(path: Path, config: Config) -> None:

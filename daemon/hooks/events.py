@@ -1,9 +1,10 @@
 """What a hook reads on stdin: one JSON object describing the moment it runs for.
 
 Every object has `event`, `hook` (its name), `session_id`, `turn_id` and `workspace` (an
-absolute path). Tool events add the call; `post_tool` adds its result; `turn_end` adds how the
-turn ended. docs/hooks.md shows each. Fields are only ever added, so a hook written today keeps
-reading what it reads.
+absolute path). Tool events add the call; `post_tool` adds its result; `approval_requested`
+adds the request; `turn_end` adds how the turn ended; `turn_waiting` what it waits for.
+docs/hooks.md shows each. Fields are only ever added, so a hook written today keeps reading
+what it reads.
 """
 
 from typing import Literal
@@ -11,6 +12,7 @@ from typing import Literal
 import msgspec
 
 from tether.daemon.config.hooks import HookEventName
+from tether.protocol.events import ApprovalKind
 
 
 class HookInput(msgspec.Struct, kw_only=True):
@@ -47,6 +49,25 @@ class PostToolHookInput(ToolHookInput, kw_only=True):
     """`post_tool`: a call that ran, and its result."""
 
     result: ToolResultInput
+
+
+class ApprovalHookInput(ToolHookInput, kw_only=True):
+    """`approval_requested`: a call that waits for a person's answer (clients were just sent
+    the request)."""
+
+    approval_id: str
+    kind: ApprovalKind
+    """What is asked about: `command`, `edit`, `read` or `tool` (the request's `kind`)."""
+    reason: str
+    """Why it asks, as clients show it."""
+
+
+class TurnWaitingHookInput(HookInput, kw_only=True):
+    """`turn_waiting`: the turn stopped, waiting on a person."""
+
+    waiting_for: Literal["approval"]
+    """What it waits for: an approval (`approval_id`); other reasons may come."""
+    approval_id: str = ""
 
 
 class TurnEndHookInput(HookInput, kw_only=True):

@@ -10,6 +10,10 @@ Rules:
   and the later hooks do not run. A hook cannot change the call.
 - `post_tool`: the output of a hook that exits 0 is added to the result the model (and every
   client) sees.
+- `approval_requested` (a call asks a person; `match` selects calls as for tool hooks) and
+  then, when no other request of the turn was pending, `turn_waiting` (the turn stops,
+  waiting on a person) run beside the wait for the answer: their exit status only tells a
+  failure.
 - Any other end (another exit status, a timeout, a signal, a command that cannot start) is a
   `hook_failed` notice on the turn, and the turn goes on as if the hook were not there: a
   pre_tool hook that fails does not stop the call.
@@ -22,11 +26,13 @@ import msgspec
 
 from tether.daemon.config.hooks import HookConfig, HookEventName
 from tether.daemon.hooks.events import (
+    ApprovalHookInput,
     HookInput,
     PostToolHookInput,
     ToolHookInput,
     ToolResultInput,
     TurnEndHookInput,
+    TurnWaitingHookInput,
     arguments_object,
     encode,
 )
@@ -35,7 +41,7 @@ from tether.daemon.procs.ownership import OwnedGroups
 from tether.daemon.tools.registry import ToolResult
 from tether.daemon.turn.permissions import CallFacts, rule_matches
 from tether.protocol.enums import NoticeCode
-from tether.protocol.events import TurnEndStatus
+from tether.protocol.events import ApprovalRequest, TurnEndStatus
 from tether.protocol.items import NoticeLevel, ToolCall
 
 DENY_EXIT = 2
@@ -48,6 +54,8 @@ _CONSEQUENCE: dict[HookEventName, str] = {
     "post_tool": "the result is unchanged",
     "turn_end": "the turn ended as it would have",
     "session_start": "the turn went on",
+    "approval_requested": "the request still waits for an answer",
+    "turn_waiting": "the turn still waits",
 }
 
 
@@ -154,6 +162,36 @@ class TurnHooks:
             return result
         return msgspec.structs.replace(result, output="\n\n".join([result.output, *added]))
 
+    async def approval_requested(
+        self,
+        item: ToolCall,
+        facts: CallFacts,
+        request: ApprovalRequest,
+        *,
+        first: bool,
+        subagent: str = "",
+    ) -> None:
+        """Run the approval_requested hooks matching the call `item` asks `request` for, then,
+        when the request is the `first` of the turn's pending ones, the turn_waiting hooks.
+        An answer does not stop them (the call waits for them); cancelling the turn does."""
+        for hook in self._for("approval_requested", facts):
+            payload = ApprovalHookInput(
+                **msgspec.structs.asdict(self._call_input(hook, item, facts, subagent)),
+                approval_id=request.id,
+                kind=request.kind,
+                reason=request.reason,
+            )
+            self._report(hook, await self._run(hook, payload), f" (for {item.tool})")
+        if not first:
+            return
+        for hook in self._for("turn_waiting"):
+            payload = TurnWaitingHookInput(
+                **msgspec.structs.asdict(self._base(hook)),
+                waiting_for="approval",
+                approval_id=request.id,
+            )
+            self._report(hook, await self._run(hook, payload))
+
     async def turn_end(self, status: TurnEndStatus) -> None:
         """Run the turn_end hooks for a turn that ended `status` (not `interrupted`)."""
         if status == "interrupted":
@@ -176,10 +214,10 @@ class TurnHooks:
             workspace=str(self.workspace),
         )
 
-    def _report(self, hook: HookConfig, run: HookRun) -> None:
+    def _report(self, hook: HookConfig, run: HookRun, about: str = "") -> None:
         why = run.failure(hook.timeout)
         if why:
-            self._failed(hook, why)
+            self._failed(hook, why, about)
 
 
 def _call_label(item: ToolCall, facts: CallFacts) -> str:

@@ -11,7 +11,10 @@ Rules (every client sees the same thing):
 - "Always allow" adds the request's `alwaysRule` to the session's rules (persisted with the
   resolution event, so it survives a restart).
 - The user's pre_tool hooks run for a call the rules do not deny, before a person is asked;
-  one of them may refuse it (`tether.daemon.hooks.turn`).
+  one of them may refuse it (`tether.daemon.hooks.turn`). Their approval_requested and
+  turn_waiting hooks run beside the wait for the answer; the call goes on once both are over.
+- A request no controller sees is notified after a while (`tether.daemon.sessions.notifications`);
+  one answered first is not.
 - A call that needs the user's trust (`TrustGated`: a workspace's skills) asks whatever the
   mode; any yes is remembered by the tool, for the workspace, beyond the session.
 """
@@ -19,6 +22,7 @@ Rules (every client sees the same thing):
 import contextlib
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -26,6 +30,7 @@ import trio
 
 from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.logs.log import get_logger
+from tether.daemon.sessions.notifications import TurnNotifications
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.tools.base import (
     CommandTool,
@@ -208,11 +213,14 @@ class SessionGate:
         prewarm: Callable[[Path], None] | None = None,
         subagent: str = "",
         hooks: TurnHooks | None = None,
+        notifications: TurnNotifications | None = None,
     ) -> None:
         """`subagent`: the description of the subagent whose calls this gate checks (named
         in its approvals); empty for the agent's own. `hooks`: the user's pre_tool hooks run
-        for a call the rules do not deny, before anyone is asked."""
+        for a call the rules do not deny, before anyone is asked, and their approval hooks
+        while it is. `notifications`: the turn's, for requests no controller sees."""
         self.hooks = hooks
+        self.notifications = notifications
         self.prewarm = prewarm
         self.subagent = subagent
         self.session = session
@@ -292,7 +300,7 @@ class SessionGate:
             subagent=self.subagent,
             requested_at=time.time(),
         )
-        resolution = await self.broker.ask(request)
+        resolution = await self._ask(item, facts, request)
         if resolution.decision == "allow":
             if facts.trust and implements(tool, TrustGated):
                 try:
@@ -302,3 +310,24 @@ class SessionGate:
             return None
         why = f" ({resolution.message})" if resolution.message else ""
         return DENIED.format(why=why)
+
+    async def _ask(
+        self, item: ToolCall, facts: CallFacts, request: ApprovalRequest
+    ) -> ApprovalResolved:
+        """Ask a person `request` and wait for the answer, the approval hooks running beside
+        the wait (the answer is returned once they are over too)."""
+        pending = self.session.pending_approvals.values()
+        first = not any(approval.turn_id == self.turn_id for approval in pending)
+        notified = (
+            self.notifications.waiting(request)
+            if self.notifications is not None
+            else contextlib.nullcontext()
+        )
+        async with trio.open_nursery() as nursery:
+            if self.hooks is not None:
+                hooks = self.hooks.approval_requested
+                nursery.start_soon(
+                    partial(hooks, item, facts, request, first=first, subagent=self.subagent)
+                )
+            with notified:
+                return await self.broker.ask(request)

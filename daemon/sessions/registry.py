@@ -24,6 +24,7 @@ import trio
 from tether.daemon.config.settings import Config, ConfigError, PermissionsConfig, ProviderConfig
 from tether.daemon.context.history import History
 from tether.daemon.context.prompt import system_prompt
+from tether.daemon.hooks.notify import Notifier
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.mcp.session_servers import SessionServers
@@ -34,6 +35,7 @@ from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest, read_turn_input
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import FixedModel, ModelSource
+from tether.daemon.sessions.notifications import has_controller
 from tether.daemon.sessions.provider_choice import images_unsupported, provider_named
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import (
@@ -185,6 +187,11 @@ class Sessions:
         return self._turns.last_environment
 
     @property
+    def notifier(self) -> Notifier:
+        """The turns' notifications (`tether.daemon.hooks.notify`)."""
+        return self._turns.notifier
+
+    @property
     def mcp(self) -> McpPool | None:
         return self._turns.mcp
 
@@ -276,13 +283,16 @@ class Sessions:
         )
 
     def _settle(self, session_id: str) -> None:
-        """Note that a loaded session was used or may have become idle: an idle one becomes
+        """Note that a loaded session was used, may have become idle, or its clients changed
+        (a controller attached sees its pending notifications): an idle one becomes
         the most recently idle, a busy one leaves the idle list, and idle sessions beyond the
         `keep_idle` most recent are unloaded. Synchronous, so no task sees half of it."""
         self._idle.pop(session_id, None)
         if self._turns.session_mcp is not None:
             self._turns.session_mcp.release(session_id)
         live = self._live.get(session_id)
+        if live is not None and has_controller(live.session):
+            self._turns.notifier.seen(session_id)
         if live is not None and self._unloadable(live):
             self._idle[session_id] = None
         while len(self._idle) > self.keep_idle:

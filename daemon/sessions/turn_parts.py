@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tether.daemon.config.settings import Config, PermissionsConfig, WorkspaceRules
+from tether.daemon.hooks.notify import Notifier, notify_settings
 from tether.daemon.hooks.turn import TurnHooks
 from tether.daemon.logs.log import get_logger
 from tether.daemon.lsp.pool import LspPool
@@ -24,6 +25,7 @@ from tether.daemon.sessions.hooks import post_tool_hooks, turn_hooks
 from tether.daemon.sessions.images import ImageStore, ToolImages
 from tether.daemon.sessions.loaded import LoadedSession
 from tether.daemon.sessions.models import ModelSource
+from tether.daemon.sessions.notifications import TurnNotifications
 from tether.daemon.sessions.provider_choice import subagent_provider
 from tether.daemon.sessions.session import Session, new_id
 from tether.daemon.sessions.sink import Sink
@@ -83,12 +85,17 @@ class TurnParts:
         lsp: LspPool | None = None,
         images: ImageStore | None = None,
         env: Mapping[str, str] | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         """`services` are handed to tools; `protected` are the folders no edit may touch
         without asking (the skills'); `lsp` reports diagnostics after edits (None: none);
         `images` keeps the images tools return (None: tools return text only); `env` is the
-        environment the turn's commands and hooks run in (None: the daemon's)."""
+        environment the turn's commands and hooks run in (None: the daemon's); `notifier`
+        sends the turn's notifications (None: none)."""
         self.env = env
+        self.notifier = notifier
+        self.notifications: TurnNotifications | None = None
+        """The turn's notifications, made with the loop from the settings it read."""
         self.live = live
         self.session = live.session
         self.turn_id = turn_id
@@ -189,6 +196,11 @@ class TurnParts:
             env=self.env,
         )
         after_tool = post_tool_hooks(hooks, tools, self.workspace) if hooks else None
+        if self.notifier is not None:
+            settings = notify_settings(config, env=self.env, cwd=self.workspace)
+            self.notifications = TurnNotifications(
+                self.notifier, self.session, self.workspace, settings
+            )
 
         def gate(
             tools: ToolRegistry,
@@ -208,6 +220,7 @@ class TurnParts:
                 else None,
                 subagent=subagent,
                 hooks=hooks,
+                notifications=self.notifications,
             )
 
         provider = subagent_provider(self.session, config)

@@ -31,6 +31,7 @@ from tether.daemon.config.settings import (
     WorkspaceRules,
     load_workspace_rules,
 )
+from tether.daemon.hooks.notify import Notifier
 from tether.daemon.logs.log import bind, get_logger
 from tether.daemon.lsp.pool import LspPool
 from tether.daemon.mcp.client import McpTool
@@ -39,6 +40,7 @@ from tether.daemon.mcp.pool import McpPool
 from tether.daemon.mcp.session_servers import SessionServers
 from tether.daemon.procs.env import turn_environment
 from tether.daemon.procs.sandbox import Sandbox, sandbox_problem
+from tether.daemon.procs.table import ProcessTable
 from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.input import TurnInput, TurnRequest
 from tether.daemon.sessions.loaded import LoadedSession
@@ -54,6 +56,7 @@ from tether.daemon.tools.base import ChangeTracker, NoChanges
 from tether.daemon.tools.builtin import skill_tools
 from tether.daemon.tools.mcp import mcp_tools
 from tether.daemon.tools.registry import ToolRegistry
+from tether.daemon.tools.run_command import PROCESSES_SERVICE
 from tether.daemon.turn.loop import TurnLoop, TurnOutcome, split_cancelled
 from tether.daemon.worktrees.worktree import git_folders
 from tether.protocol.errors import ErrorCode, RpcError
@@ -157,6 +160,9 @@ class Turns:
         self.last_environment: TurnEnvironment | None = None
         """The environment of the turn started last (None: none yet)."""
         self._on_turn_end = on_turn_end or (lambda: None)
+        table = self.services.get(PROCESSES_SERVICE)
+        self.notifier = Notifier(owned=table.owned if isinstance(table, ProcessTable) else None)
+        """The turns' notifications (`tether.daemon.sessions.notifications`)."""
         self._running: dict[str, RunningTurn] = {}
         self._nursery: trio.Nursery | None = None
         self.accepting = True
@@ -165,6 +171,7 @@ class Turns:
         """Own the turns until cancelled, which interrupts every running turn."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            await nursery.start(self.notifier.serve)
             if self.session_mcp is not None:
                 await nursery.start(self.session_mcp.serve)
             if self.skills is not None:
@@ -415,6 +422,7 @@ class Turns:
             lsp=self.lsp,
             images=self.images,
             env=running.shell_env,
+            notifier=self.notifier,
         )
         # Read once per turn, off the event loop: the rules and the notice come from one read.
         # Shielded (a worker thread cannot be interrupted anyway), so that no cancellation
@@ -478,6 +486,8 @@ class Turns:
                 raise cancelled from None
         finally:
             parts.announce_end(status, error, started=running.started, loop=loop, outcome=outcome)
+            if parts.notifications is not None:
+                parts.notifications.turn_ended(turn_id, status, error)
             self.end(session, running)
 
 

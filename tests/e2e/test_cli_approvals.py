@@ -319,3 +319,59 @@ def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
     assert prompt.withdrawn == ["(answered by vscode)"]
     assert len(prompt.asked) == 2
     assert capfd.readouterr().err == ""
+
+
+@pytest.mark.shared_daemon
+def test_the_bell_rings_once_for_each_approval_that_waits_for_a_person(
+    daemon: DaemonProcess, model_server: ModelServer
+) -> None:
+    first, second = (
+        ApprovalRequest(
+            id=f"a_{n}",
+            turn_id="t_1",
+            item_id=f"c_{n}",
+            tool="run_command",
+            arguments="{}",
+            kind="command",
+            reason="commands ask first",
+            command=f"echo {n}",
+            requested_at=float(n),
+        )
+        for n in (1, 2)
+    )
+    rung: list[str] = []
+    with daemon.client() as client:
+        asking = ApprovalAnswerer(
+            client,
+            "s_1",
+            interactive=True,
+            prompt=AnsweredPrompt(),
+            say=lambda _: None,
+            bell=lambda: rung.append("asked"),
+        )
+        asking.requested(first)
+        asking.requested(second)  # waits behind the first: it rings when it comes
+        asking.requested(first)  # the same request again (a re-attach): no second ring
+        assert rung == ["asked", "asked"]
+    model_server.set_script({"steps": [command_step("echo nobody"), {"text": "ok"}]})
+    session_id, approval = waiting_session(daemon)
+    with daemon.client() as client:
+        waiting = ApprovalAnswerer(
+            client,
+            session_id,
+            interactive=False,
+            wait_seconds=60,
+            say=lambda _: None,
+            bell=lambda: rung.append("left for another client"),
+        )
+        waiting.requested(approval)
+        denying = ApprovalAnswerer(
+            client,
+            session_id,
+            interactive=False,
+            say=lambda _: None,
+            bell=lambda: rung.append("denied at once"),
+        )
+        denying.requested(approval)  # nobody could answer it here: denied, no bell
+        assert approval.id in denying.answered
+    assert rung == ["asked", "asked", "left for another client"]

@@ -345,3 +345,26 @@ def test_sessions_on_a_terminal_has_a_header_over_its_columns(
         assert "MODEL" in header
         cli.expect(session_id)
         assert cli.wait() == 0
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_run_rings_the_bell_when_an_approval_waits_unless_quiet(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    quiet: bool,
+) -> None:
+    model_server.set_script({"steps": [command_step("echo rung"), {"text": "done"}]})
+    args = ["run", "-w", str(workspace), *(["--quiet"] if quiet else []), "go"]
+    with TerminalCli(home, *args) as cli:
+        asked = cli.expect(QUESTION_END)
+        cli.send("y")
+        cli.expect("done")
+        assert cli.wait() == 0
+    assert "\a" not in cli.shown.replace(asked, "")  # the bell is for the request alone
+    if quiet:
+        assert "\a" not in asked
+    else:
+        assert asked.count("\a") == 1
+        assert asked.index("\a") < asked.index("allow? [y]es")

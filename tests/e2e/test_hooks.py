@@ -1,12 +1,13 @@
 """Hooks through the real daemon and CLI: a pre_tool hook of the user's config refuses a
 command, `tether run` shows the notice, and `tether hooks` lists what is configured (and that
-the workspace's hooks are not run)."""
+the workspace's hooks are not run); the user's notify command hears of an approval nobody is
+attached to see (and a workspace's is never run)."""
 
 import json
 import stat
 from pathlib import Path
 
-from tests.support import Home, command_step, run_cli, start_daemon
+from tests.support import Home, command_step, run_cli, start_daemon, wait_until
 from tether.testing import ModelServer
 
 
@@ -55,3 +56,32 @@ def test_a_denying_hook_shows_in_tether_run_and_tether_hooks_lists_it(
     }
     assert listed["configFile"] == str(config)
     assert listed["workspaceIgnored"] is True
+
+
+def test_an_approval_nobody_is_attached_to_runs_the_users_notify_command(
+    home: Home, workspace: Path, model_server: ModelServer
+) -> None:
+    events = home.root / "events.jsonl"
+    notify = home.root / "notify.sh"
+    notify.write_text(f'#!/bin/sh\ncat >> "{events}"\necho >> "{events}"\n')
+    notify.chmod(notify.stat().st_mode | stat.S_IXUSR)
+    config = home.root / "config" / "tether" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f'notify = ["{notify}"]\nnotify_after = 0\n')
+    (workspace / ".tether").mkdir(exist_ok=True)
+    (workspace / ".tether/config.toml").write_text(
+        'notify = ["touch", "../workspace-notify-ran"]\nnotify_after = 0\n'
+    )
+    model_server.set_script({"steps": [command_step("echo hi"), {"text": "fine"}]})
+    daemon = start_daemon(home, workspace)
+    try:
+        detached = run_cli(home, "run", "-w", str(workspace), "--detach", "go")
+        assert detached.returncode == 0, detached.stderr
+        wait_until(lambda: events.exists() and events.read_text().count("\n") >= 1, "notified")
+        [event] = [json.loads(line) for line in events.read_text().splitlines()]
+    finally:
+        daemon.stop()
+    assert event["event"] == "approval_requested"
+    assert event["session_id"] == detached.stdout.strip()
+    assert event["approval"]["command"] == "echo hi"
+    assert not (workspace.parent / "workspace-notify-ran").exists()

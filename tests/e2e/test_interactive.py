@@ -166,6 +166,26 @@ def test_an_approval_is_asked_inline_and_answered_with_one_key(
     assert result in model_server.requests[1]["messages"][-1]["content"]
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_an_approval_rings_the_bell_unless_quiet(
+    daemon: DaemonProcess,
+    home: Home,
+    workspace: Path,
+    model_server: ModelServer,
+    terminals: list[Terminal],
+    quiet: bool,
+) -> None:
+    model_server.set_script({"steps": [command_step("echo rung"), {"text": "done"}]})
+    terminal = open_chat(home, workspace, terminals, "chat", *(["--quiet"] if quiet else []))
+    assert "\a" not in terminal.raw
+    terminal.send(f"run it{ENTER}")
+    terminal.expect("(Enter = no)")
+    assert terminal.raw.count("\a") == (0 if quiet else 1)
+    terminal.send("y")
+    terminal.expect("done")
+    assert terminal.raw.count("\a") == (0 if quiet else 1)
+
+
 def test_a_pending_approval_is_asked_at_once_on_attach(
     daemon: DaemonProcess,
     home: Home,

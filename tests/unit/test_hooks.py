@@ -1,8 +1,9 @@
 """Hooks in a turn, in-process: the real sessions over a real store, the scripted model over
 real HTTP, hooks as real shell scripts run as the daemon's processes. A pre_tool hook that
 denies (the command never runs, the model reads the reason) or allows, a hook whose rule does
-not match, post_tool output in the result, turn_end and session_start with their JSON, hooks
-that time out or crash, and a workspace's hooks, which are never read."""
+not match, post_tool output in the result, turn_end, session_start, approval_requested and
+turn_waiting with their JSON, hooks that time out or crash, and a workspace's hooks, which are
+never read."""
 
 import json
 import re
@@ -16,7 +17,7 @@ import msgspec
 import pytest
 import trio
 
-from tests.inprocess import running_sessions
+from tests.inprocess import Watcher, running_sessions
 from tether.daemon.config.hooks import HookConfig
 from tether.daemon.config.settings import Config, ConfigError, parse_config
 from tether.daemon.hooks.events import TurnEndHookInput
@@ -27,6 +28,7 @@ from tether.daemon.sessions.models import FixedModel
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
+from tether.protocol.events import ApprovalRequest, ApprovalRequested
 from tether.protocol.items import AgentMessage, Notice, ToolCall
 from tether.testing import ModelServer
 
@@ -248,6 +250,68 @@ async def test_session_start_runs_at_the_first_turn_and_turn_end_at_every_end(
         {"event": "turn_end", "hook": hooks[1].command, "turn_id": turn_id, "status": "completed"}
         | base
         for turn_id in (first, second)
+    ]
+    assert notices(session) == []
+
+
+async def test_a_call_that_asks_runs_approval_requested_and_the_turn_waiting_hooks(
+    places: Places,
+) -> None:
+    hooks = [
+        HookConfig(
+            event="approval_requested",
+            command=places.recorder("asked.jsonl"),
+            match=["run_command(echo *)"],
+            name="asked",
+        ),
+        HookConfig(event="turn_waiting", command=places.recorder("waiting.jsonl")),
+    ]
+    script = {"steps": [command("echo one"), command("ls"), {"text": "done"}]}
+    with trio.fail_after(20), ModelServer(script) as server:
+        async with hooked_sessions(places, server, hooks) as sessions:
+            session = await sessions.create()  # mode `edits`: commands ask
+            watcher = Watcher()
+            session.attach(watcher, "observer", None)
+            sessions.start_turn(session, TurnRequest(text="go"))
+            requests: list[ApprovalRequest] = []
+            for _ in range(2):
+                event = await watcher.wait_for(
+                    lambda e: isinstance(e, ApprovalRequested) and e.approval not in requests
+                )
+                assert isinstance(event, ApprovalRequested)
+                requests.append(event.approval)
+                broker = await sessions.broker(session.id)
+                broker.respond(event.approval.id, decision="allow", scope="once", by="test")
+            await sessions.wait_idle(session.id)
+    assert last_status(session) == "completed"
+    echo, _ls = requests
+    (turn_id,) = (turn.id for turn in session.turns)
+    base = {"session_id": session.id, "turn_id": turn_id, "workspace": str(places.workspace)}
+    assert places.seen("asked.jsonl") == [
+        {
+            "event": "approval_requested",
+            "hook": "asked",
+            **base,
+            "item_id": echo.item_id,
+            "tool": "run_command",
+            "arguments": {"command": "echo one", "description": "a command"},
+            "command": "echo one",
+            "path": "",
+            "subagent": "",
+            "approval_id": echo.id,
+            "kind": "command",
+            "reason": echo.reason,
+        }
+    ]
+    assert places.seen("waiting.jsonl") == [
+        {
+            "event": "turn_waiting",
+            "hook": hooks[1].command,
+            **base,
+            "waiting_for": "approval",
+            "approval_id": request.id,
+        }
+        for request in requests
     ]
     assert notices(session) == []
 

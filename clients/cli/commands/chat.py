@@ -23,7 +23,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         session_id: str | None = None
         if args.session or args.resume:
             session_id = resolve_session(client, args.session).id
-        run_chat(client, root, session_id, permission_mode=args.permission_mode)
+        run_chat(
+            client, root, session_id, permission_mode=args.permission_mode, bell=not args.quiet
+        )
     finally:
         client.close()
     return EXIT_OK

@@ -15,11 +15,12 @@ def describe_hooks(listed: HooksListResult) -> str:
         lines.append(f"your config cannot be read now: {visible(listed.error)}")
     if not listed.hooks:
         lines.append(f"no hooks (configure [[hooks]] in {visible(listed.config_file)})")
+    width = max([13, *(len(hook.event) for hook in listed.hooks)])
     for hook in listed.hooks:
         match = f"  match {', '.join(visible(rule) for rule in hook.match)}" if hook.match else ""
         name = f"{visible(hook.name)}: " if hook.name else ""
         lines.append(
-            f"{hook.event:<13} {name}{visible(hook.command)}{match}"
+            f"{hook.event:<{width}} {name}{visible(hook.command)}{match}"
             f"  (timeout {hook.timeout_seconds:g} s)"
         )
     if listed.workspace_ignored:

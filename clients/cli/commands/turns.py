@@ -234,6 +234,7 @@ def _follow_run(
         renderer,
         interactive=sys.stdin is not None and sys.stdin.isatty() and not args.json,
         approval_timeout=args.approval_timeout,
+        bell=not args.quiet,
     )
     if started_frame is not None:
         started: TurnStartResult = client.read_answer(TURN_START, started_frame)
@@ -344,7 +345,14 @@ def cmd_attach(args: argparse.Namespace) -> int:
         session = resolve_session(client, args.session)
         renderer = Renderer(json_mode=args.json, verbose=args.verbose)
         tty = sys.stdin.isatty() and not args.json
-        follower = Follower(client, session.id, renderer, interactive=tty, answer_approvals=tty)
+        follower = Follower(
+            client,
+            session.id,
+            renderer,
+            interactive=tty,
+            answer_approvals=tty,
+            bell=not args.quiet,
+        )
         result = follower.attach()
         assert result.snapshot is not None
         renderer.snapshot(result.snapshot)

@@ -105,9 +105,12 @@ class Chat:
         *,
         slash: "Callable[[Chat, str], Awaitable[None]]",
         permission_mode: PermissionMode | None = None,
+        bell: bool = True,
     ) -> None:
-        """`slash` runs a line that starts with `/` (see `actions.run_slash`)."""
+        """`slash` runs a line that starts with `/` (see `actions.run_slash`); `bell`: ring
+        the terminal's bell when an approval waits (once for each)."""
         self._slash = slash
+        self.bell = bell
         self.client = client
         self.workspace = workspace
         self.permission_mode: PermissionMode | None = permission_mode
@@ -167,6 +170,15 @@ class Chat:
         app.renderer.reset()
         app.renderer.request_absolute_cursor_position()
         app.invalidate()
+
+    def ring(self) -> None:
+        """Ring the terminal's bell (BEL moves nothing: the prompt stays drawn)."""
+        app = self.prompt.app if self.prompt is not None else None
+        if app is not None and app.is_running:
+            app.output.bell()
+        else:
+            self._out.write("\a")
+            self._out.flush()
 
     def note(self, text: str) -> None:
         """Print one of the interactive mode's own lines above the prompt."""
@@ -287,7 +299,12 @@ class Chat:
                     self.renderer.snapshot(snapshot, last_turns=HISTORY_TURNS)
                 self.state.from_snapshot(snapshot, time.monotonic())
                 self.answerer = ApprovalAnswerer(
-                    self.client, session_id, interactive=True, prompt=self.question, say=self.note
+                    self.client,
+                    session_id,
+                    interactive=True,
+                    prompt=self.question,
+                    say=self.note,
+                    bell=self.ring if self.bell else None,
                 )
                 self.renderer.answered_here = self.answerer.answered
                 for approval in snapshot.pending_approvals:

@@ -15,8 +15,10 @@ def run_chat(
     session_id: str | None,
     *,
     permission_mode: PermissionMode | None = None,
+    bell: bool = True,
 ) -> None:
     """Run the interactive session until the person leaves; a running turn keeps running.
-    `session_id` None: a new session, created with the first message."""
-    chat = Chat(client, workspace, slash=run_slash, permission_mode=permission_mode)
+    `session_id` None: a new session, created with the first message. `bell`: ring the
+    terminal's bell when an approval waits."""
+    chat = Chat(client, workspace, slash=run_slash, permission_mode=permission_mode, bell=bell)
     asyncio.run(chat.run(session_id))

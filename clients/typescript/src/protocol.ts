@@ -494,7 +494,7 @@ export interface ForkOrigin {
 
 /** One hook of the user's config, in the order they run. */
 export interface HookInfo {
-  event: "post_tool" | "pre_tool" | "session_start" | "turn_end";
+  event: "approval_requested" | "post_tool" | "pre_tool" | "session_start" | "turn_end" | "turn_waiting";
   command: string;
   /** Default: `""`. */
   name?: string;
