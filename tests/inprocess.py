@@ -11,6 +11,7 @@ import trio
 
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.sessions.deltas import DeltaFrame
 from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.registry import Sessions
@@ -47,7 +48,7 @@ class Recorder:
         """Frames queued regardless of the limit (resync notices)."""
         self.room = room
 
-    def offer(self, frame: bytes) -> bool:
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
         if self.room is not None and len(self.frames) >= self.room:
             return False
         self.frames.append(frame)
@@ -72,7 +73,7 @@ class Watcher:
         self.events: list[AnyEvent] = []
         self._changed = trio.Event()
 
-    def offer(self, frame: bytes) -> bool:
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
         self.events.append(decode_event(frame).event)
         self._changed.set()
         self._changed = trio.Event()
