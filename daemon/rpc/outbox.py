@@ -20,9 +20,10 @@ reading speed.
   at `MAX_MERGED_BYTES`.
 - Everything else (responses, replays, resync notices, broadcasts) cannot be dropped without the
   client losing track. When such a frame does not fit, the outbox is *overrun*: it empties,
-  takes nothing more, and `wait_overrun` returns so that the connection is closed. A single
-  frame larger than the whole budget is still taken when nothing else is held, or a large
-  answer could never be sent at all.
+  takes nothing more, and `wait_overrun` returns so that the connection is closed.
+- A single frame larger than the budget (or, live, than its part for live events) is still
+  taken when nothing else is held, or a large answer, or the `item_completed` of a long
+  message, could never be sent at all.
 
 With a `DirectWriter` (the connection's websocket), a frame offered or sent while nothing is
 queued and no batch is being written goes straight to the socket when the socket takes it
@@ -131,6 +132,12 @@ class Outbox:
             max_bytes=self._max_bytes,
         )
 
+    def replay_room(self) -> int:
+        """Bytes a replay may take: half the budget, less what is held. The other half is for
+        the events that come while the client reads it (with the default budget, the half is
+        the whole replay ring); a client that missed more is sent a snapshot instead."""
+        return max(0, self._max_bytes // 2 - self._held())
+
     def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
         """Queue a live event frame (`delta`: it is that `item_delta`'s, and may merge with the
         same item's delta waiting before it); False (nothing queued) when it does not fit."""
@@ -151,7 +158,7 @@ class Outbox:
             self._queued_bytes += delta.weight
             self._peak_bytes = max(self._peak_bytes, self._held())
             return True
-        if len(frame) > room:
+        if len(frame) > room and self._held():
             return False
         if not self._write_direct(frame):
             self._append(frame if delta is None else _Run(delta))

@@ -488,6 +488,7 @@ class Session:
         after: Cursor | None,
         *,
         item_deltas: bool = True,
+        replay_bytes: int | None = None,
     ) -> tuple[SessionAttachResult, list[bytes]]:
         """Subscribe and return what catches the client up: with a usable cursor the frames it
         missed (to be queued right behind the response, before any await), otherwise a
@@ -499,7 +500,9 @@ class Session:
         cursor without an epoch is answered with a snapshot, except `seq` 0: "everything",
         which the ring can replay only when it holds the session from its first event.
 
-        Without `item_deltas`, neither the replay nor the live events carry `item_delta`s."""
+        Without `item_deltas`, neither the replay nor the live events carry `item_delta`s.
+        `replay_bytes`: the most the subscriber can take of a replay (a client that fell far
+        behind on a small budget); a longer one is answered with a snapshot instead."""
         replay: list[bytes] | None = None
         if (
             after is not None
@@ -507,6 +510,8 @@ class Session:
             and (after.epoch == self.epoch or (after.epoch is None and after.seq == 0))
         ):
             replay = self.ring.since(after.seq, deltas=item_deltas)
+            if replay_bytes is not None and sum(map(len, replay or ())) > replay_bytes:
+                replay = None
         # Subscribed before the snapshot is taken, so that its count of clients includes this one.
         self.subscribers[subscriber] = role
         if item_deltas:
