@@ -2,7 +2,7 @@
 session sends it, a bare session over a real store, and the one place those tests build
 `Sessions` (so a change of its constructor is adapted here alone)."""
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -36,6 +36,16 @@ _decode_event = msgspec.json.Decoder(_Event).decode
 def decode_event(frame: bytes) -> SessionEventParams:
     """The params of a `session/event` notification frame."""
     return _decode_event(frame).params
+
+
+def seqs_covered(events: Iterable[SessionEventParams]) -> list[int]:
+    """The seqs these notifications stand for, in order: merged deltas stand for
+    `first_seq`..`seq`, any other for its `seq`."""
+    return [
+        seq
+        for event in events
+        for seq in range(event.seq if event.first_seq is None else event.first_seq, event.seq + 1)
+    ]
 
 
 class Recorder:
