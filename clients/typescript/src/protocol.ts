@@ -1277,8 +1277,8 @@ export interface SessionDiffResult {
  * (still counting its seq).
  *
  * One notification may stand for several events: consecutive `item_delta`s of one item
- * that waited for a client that fell behind are sent merged (see `first_seq`). The stream
- * stays gap-free when each notification is counted from its `first_seq` (or `seq`) to its
+ * that waited for a client that fell behind are sent merged (see `firstSeq`). The stream
+ * stays gap-free when each notification is counted from its `firstSeq` (or `seq`) to its
  * `seq`.
  */
 export interface SessionEventParams {
@@ -1289,7 +1289,7 @@ export interface SessionEventParams {
   /** One of the listed kinds, told apart by `type`. A newer daemon may add kinds: skip one whose `type` you do not know. */
   event: AnyEvent;
   /**
-   * Set only on merged deltas: the seq of the first of the consecutive `item_delta`s of one item this one `item_delta` holds (their texts joined in order, the last `progress`). It stands for the events `first_seq`..`seq`: it continues a cursor at `first_seq - 1`, and the cursor after it is `seq`. The daemon merges a client's deltas only while they wait for it (it reads slower than the session streams) instead of telling it to resync; absent, the notification is one event (`first_seq` = `seq`). Replays are never merged.
+   * Set only on merged deltas: the seq of the first of the consecutive `item_delta`s of one item this one `item_delta` holds (their texts joined in order, the last `progress`). It stands for the events `firstSeq`..`seq`: it continues a cursor at `firstSeq - 1`, and the cursor after it is `seq`. The daemon merges a client's deltas only while they wait for it (it reads slower than the session streams) instead of telling it to resync; absent, the notification is one event (`firstSeq` = `seq`). Replays are never merged.
    *
    * Default: `null`.
    */
