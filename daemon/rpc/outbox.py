@@ -21,9 +21,9 @@ reading speed.
 - Everything else (responses, replays, resync notices, broadcasts) cannot be dropped without the
   client losing track. When such a frame does not fit, the outbox is *overrun*: it empties,
   takes nothing more, and `wait_overrun` returns so that the connection is closed.
-- A single frame larger than the budget (or, live, than its part for live events) is still
-  taken when nothing else is held, or a large answer, or the `item_completed` of a long
-  message, could never be sent at all.
+- A single frame larger than the budget is still taken when nothing else is held, or a large
+  answer could never be sent at all; so is a live frame larger than the part of the budget
+  live events may take (the `item_completed` of a long message), if it fits the budget.
 
 With a `DirectWriter` (the connection's websocket), a frame offered or sent while nothing is
 queued and no batch is being written goes straight to the socket when the socket takes it
@@ -158,7 +158,7 @@ class Outbox:
             self._queued_bytes += delta.weight
             self._peak_bytes = max(self._peak_bytes, self._held())
             return True
-        if len(frame) > room and self._held():
+        if len(frame) > room and (self._held() or len(frame) > self._max_bytes):
             return False
         if not self._write_direct(frame):
             self._append(frame if delta is None else _Run(delta))

@@ -360,6 +360,23 @@ async def test_outbox_takes_one_frame_larger_than_the_budget_when_empty() -> Non
     assert await outbox.get_batch() == [b"s" * 5000]
 
 
+async def test_outbox_takes_a_live_frame_past_the_live_part_only_when_nothing_is_held() -> None:
+    # The completed copy of a long message may be more than live events may take (900 here).
+    outbox = Outbox(max_bytes=1000, reserve=100)
+    assert outbox.offer(b"c" * 950)
+    assert not outbox.offer(b"d")  # now something is held: the client is resynced
+    assert not Outbox(max_bytes=1000, reserve=100).offer(b"e" * 1001)  # past the whole budget
+
+
+async def test_outbox_leaves_a_replay_half_the_budget() -> None:
+    outbox = Outbox(max_bytes=1000, reserve=100)
+    assert outbox.replay_room() == 500
+    assert outbox.offer(b"a" * 300)
+    assert outbox.replay_room() == 200
+    assert outbox.offer(b"b" * 300)
+    assert outbox.replay_room() == 0
+
+
 async def test_outbox_bounds_live_events_by_bytes_not_frames() -> None:
     outbox = Outbox(max_bytes=100_000, reserve=0)
     for _ in range(10_000):
