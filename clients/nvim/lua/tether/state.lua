@@ -123,7 +123,6 @@ function M.apply(st, params)
     st.stats.duplicates = st.stats.duplicates + 1
     return nil
   end
-  -- merged deltas (sent to a client that fell behind) stand for the events firstSeq..seq
   local first = params.firstSeq or params.seq
   if params.epoch ~= st.epoch or first ~= st.seq + 1 then
     st.stats.gaps = st.stats.gaps + 1
