@@ -65,8 +65,10 @@ class _Event(msgspec.Struct):
     status: str = ""
 
 
-class _Params(msgspec.Struct):
+class _Params(msgspec.Struct, rename="camel"):
     seq: int = 0
+    first_seq: int | None = None
+    """Set on merged deltas (a client that fell behind): they stand for `first_seq`..`seq`."""
     event: _Event | None = None
 
 
@@ -138,12 +140,14 @@ def receive_turn(clients: list[Client], start_turn: Callable[[], None]) -> Recei
                     if frame.method != "session/event" or frame.params is None:
                         continue
                     seq = frame.params.seq
-                    times[index][seq] = stamp
+                    first = seq if frame.params.first_seq is None else frame.params.first_seq
                     event = frame.params.event
-                    if event is not None:
-                        types.setdefault(seq, event.type)
-                        if event.type == "turn_completed":
-                            finished[index] = True
+                    for covered in range(first, seq + 1):
+                        times[index][covered] = stamp
+                        if event is not None:
+                            types.setdefault(covered, event.type)
+                    if event is not None and event.type == "turn_completed":
+                        finished[index] = True
         return Received(times, types, resyncs, time.perf_counter() - begin)
     finally:
         selector.close()

@@ -3,9 +3,10 @@ websockets), all at once.
 
 Every session's turn is 19 steps that each stream text and then ask for one `read_file` (a
 cheap read-only tool), then a final streamed answer. All 20 turns start together. Each client
-checks that its seqs are gap-free from its attach point to `turn_completed`, and hashes the
-frames it received; every client of a session must end with the same hash (identical
-sequences, byte for byte).
+checks that its seqs are gap-free from its attach point to `turn_completed` (merged deltas, which
+a client that fell behind gets, count for `firstSeq`..`seq`), and hashes what it received:
+every frame but the deltas byte for byte, and the text of each run of one item's deltas. Every
+client of a session must end with the same hash (identical sequences, whatever was merged).
 
 What is measured, honestly:
 - fan-out latency: from the daemon's emit of an event to each client's receipt of it. The
@@ -212,12 +213,16 @@ class Seen:
     """(seq, receive time) of each event received."""
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, rename="camel"):
     type: str = ""
+    item_id: str = ""
+    delta: str = ""
 
 
-class _Params(msgspec.Struct):
+class _Params(msgspec.Struct, rename="camel"):
     seq: int = 0
+    first_seq: int | None = None
+    """Set on merged deltas (a client that fell behind): they stand for `first_seq`..`seq`."""
     event: _Event | None = None
 
 
@@ -279,6 +284,7 @@ def worker(
 
 def read_all(clients: list[Client], seen: list[Seen]) -> None:
     hashes = [hashlib.blake2b(digest_size=16) for _ in clients]
+    delta_item: list[str | None] = [None for _ in clients]
     expected = [s.from_seq + 1 for s in seen]
     left = len(clients)
     selector = selectors.DefaultSelector()
@@ -304,18 +310,28 @@ def read_all(clients: list[Client], seen: list[Seen]) -> None:
                     if frame.method != "session/event" or frame.params is None:
                         continue
                     seq = frame.params.seq
+                    start = seq if frame.params.first_seq is None else frame.params.first_seq
                     if record.first_seq is None:
-                        record.first_seq = seq
-                    if seq < expected[index]:
+                        record.first_seq = start
+                    if start < expected[index]:
                         record.repeats += 1
-                    elif seq > expected[index]:
+                    elif start > expected[index]:
                         record.gaps += 1
                     expected[index] = max(expected[index], seq + 1)
                     record.last_seq = seq
                     record.events += 1
                     record.received.append((seq, stamp))
-                    hashes[index].update(data)
                     event = frame.params.event
+                    # What the client holds, whether or not its deltas came merged: every
+                    # other frame as sent, the text of each run of one item's deltas.
+                    if event is not None and event.type == "item_delta":
+                        if delta_item[index] != event.item_id:
+                            delta_item[index] = event.item_id
+                            hashes[index].update(b"\0delta " + event.item_id.encode())
+                        hashes[index].update(event.delta.encode())
+                    else:
+                        delta_item[index] = None
+                        hashes[index].update(b"\0" + data)
                     if event is None:
                         continue
                     if event.type == "item_delta":

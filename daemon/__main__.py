@@ -47,7 +47,7 @@ from tether.daemon.config.settings import ConfigError, config_file
 from tether.daemon.logs import log
 from tether.daemon.logs.file import LogFile
 from tether.daemon.procs.groups import KILL_GRACE
-from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
+from tether.daemon.rpc.outbox import DEFAULT_MAX_BYTES
 from tether.daemon.server.lifecycle import AlreadyRunning, WorkspaceLock
 from tether.protocol.discovery import DISCOVERY_CHECK_INTERVAL
 
@@ -70,12 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="seconds with no client and no running turn before exiting (0 = never)",
-    )
-    parser.add_argument(
-        "--client-queue-limit",
-        type=int,
-        default=DEFAULT_LIMIT,
-        help="events queued for one client before it is told to resync",
     )
     parser.add_argument(
         "--client-queue-bytes",
@@ -178,7 +172,6 @@ def main(argv: list[str] | None = None) -> int:
             settings,
             lock=lock,
             idle_timeout=args.idle_timeout,
-            client_queue_limit=args.client_queue_limit,
             client_queue_bytes=args.client_queue_bytes,
             kill_grace=args.kill_grace,
             discovery_interval=args.discovery_check_interval,

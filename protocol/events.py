@@ -1,7 +1,9 @@
 """Session events: every change to a session is one event, numbered by `seq` within an `epoch`.
 
 Rules every client can rely on:
-- `seq` increases by exactly one per event within an epoch (no gaps, no repeats).
+- `seq` increases by exactly one per event within an epoch (no gaps, no repeats). A client
+  that reads slower than a session streams may get consecutive `item_delta`s of one item
+  merged into one notification that declares the seqs it covers (`firstSeq`..`seq`).
 - The `epoch` is a random id that changes whenever continuity is lost (a daemon restart); a
   client holding a cursor from another epoch gets a snapshot instead of a replay.
 - Completed items and state changes are persisted; the `EPHEMERAL_EVENTS` (`item_delta`,

@@ -625,12 +625,25 @@ class SessionEventParams(Wire, frozen=True, kw_only=True):
     Within an epoch `seq` goes up by exactly one per event, never skipping or repeating; a new
     epoch (the daemon restarted) starts a new count. `{epoch, seq}` of the last event handled
     is the cursor to re-attach with. A client skips an event whose `type` it does not know
-    (still counting its seq)."""
+    (still counting its seq).
+
+    One notification may stand for several events: consecutive `item_delta`s of one item
+    that waited for a client that fell behind are sent merged (see `firstSeq`). The stream
+    stays gap-free when each notification is counted from its `firstSeq` (or `seq`) to its
+    `seq`."""
 
     session_id: str
     epoch: str
     seq: int
+    """The event's seq; for merged deltas, the seq of the last one."""
     event: AnyEvent
+    first_seq: int | None = None
+    """Set only on merged deltas: the seq of the first of the consecutive `item_delta`s of one
+    item this one `item_delta` holds (their texts joined in order, the last `progress`). It
+    stands for the events `firstSeq`..`seq`: it continues a cursor at `firstSeq - 1`, and
+    the cursor after it is `seq`. The daemon merges a client's deltas only while they wait
+    for it (it reads slower than the session streams) instead of telling it to resync;
+    absent, the notification is one event (`firstSeq` = `seq`). Replays are never merged."""
 
 
 class SessionResyncParams(Wire, frozen=True, kw_only=True):

@@ -18,12 +18,14 @@ PING_INTERVAL_SECONDS: Final = 20.0
 """The daemon pings every connection this often."""
 PING_TIMEOUT_SECONDS: Final = 20.0
 """A ping not answered (pong) within this time closes the connection with 1011."""
-LIVE_QUEUE_FRAMES: Final = 4096
-"""Live event frames queued for one client before it is sent `session/resync`."""
 CLIENT_BUFFER_BYTES: Final = 16 * 1024 * 1024
 """Bytes the daemon holds for one client (queued frames of every kind). A live event that would
 leave less than `RESYNC_RESERVE_BYTES` of it free is not queued: the client is resynced. A
-response, replay or notification that does not fit closes the connection with 1008."""
+response, replay or notification that does not fit closes the connection with 1008. Only
+bytes count, not frames: while a client is behind, its waiting `item_delta`s of one item
+are merged (`firstSeq`), so a backlog of streamed text costs about the text."""
+MERGED_DELTA_BYTES: Final = 256 * 1024
+"""A merged `item_delta` grows to about this size; the next delta of the item starts another."""
 RESYNC_RESERVE_BYTES: Final = 256 * 1024
 """The part of `CLIENT_BUFFER_BYTES` live events may not take: room for the `session/resync`
 notice and the answers around it."""

@@ -2,7 +2,7 @@
 session sends it, a bare session over a real store, and the one place those tests build
 `Sessions` (so a change of its constructor is adapted here alone)."""
 
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import trio
 
 from tether.daemon.mcp.pool import McpPool
 from tether.daemon.providers.openai import OpenAIChatClient
+from tether.daemon.sessions.deltas import DeltaFrame
 from tether.daemon.sessions.images import ImageStore
 from tether.daemon.sessions.models import ModelSource
 from tether.daemon.sessions.registry import Sessions
@@ -37,6 +38,16 @@ def decode_event(frame: bytes) -> SessionEventParams:
     return _decode_event(frame).params
 
 
+def seqs_covered(events: Iterable[SessionEventParams]) -> list[int]:
+    """The seqs these notifications stand for, in order: merged deltas stand for
+    `first_seq`..`seq`, any other for its `seq`."""
+    return [
+        seq
+        for event in events
+        for seq in range(event.seq if event.first_seq is None else event.first_seq, event.seq + 1)
+    ]
+
+
 class Recorder:
     """A subscriber that keeps every frame it is offered; with `room` set, it refuses live
     frames once it holds that many (a client that fell behind)."""
@@ -47,7 +58,7 @@ class Recorder:
         """Frames queued regardless of the limit (resync notices)."""
         self.room = room
 
-    def offer(self, frame: bytes) -> bool:
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
         if self.room is not None and len(self.frames) >= self.room:
             return False
         self.frames.append(frame)
@@ -72,7 +83,7 @@ class Watcher:
         self.events: list[AnyEvent] = []
         self._changed = trio.Event()
 
-    def offer(self, frame: bytes) -> bool:
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
         self.events.append(decode_event(frame).event)
         self._changed.set()
         self._changed = trio.Event()

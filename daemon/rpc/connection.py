@@ -41,8 +41,9 @@ import msgspec
 import trio
 
 from tether.daemon.logs.log import DEBUG, bind, get_logger
-from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES, Outbox
+from tether.daemon.rpc.outbox import DEFAULT_MAX_BYTES, Outbox
 from tether.daemon.rpc.websocket import ConnectionClosed, WebSocket
+from tether.daemon.sessions.deltas import DeltaFrame
 from tether.daemon.sessions.replay import DEFAULT_RING_BYTES
 from tether.daemon.sessions.session import Session
 from tether.protocol import codec
@@ -120,13 +121,12 @@ class Connection:
         ws: WebSocket,
         handlers: dict[str, Handler],
         *,
-        queue_limit: int = DEFAULT_LIMIT,
         queue_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.id = next(_ids)
         self.ws = ws
         self.handlers = handlers
-        self.outbox = Outbox(queue_limit, queue_bytes, direct=ws)
+        self.outbox = Outbox(queue_bytes, direct=ws)
         self.initialized = False
         self.client_name = ""
         self.client_version = ""
@@ -143,8 +143,8 @@ class Connection:
         """The scope of each running request that has an id, for `$/cancelRequest`."""
 
     # Subscriber protocol (see tether.daemon.sessions.session)
-    def offer(self, frame: bytes) -> bool:
-        return self.outbox.offer(frame)
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
+        return self.outbox.offer(frame, delta)
 
     def send_nowait(self, frame: bytes) -> None:
         self.outbox.send_nowait(frame)

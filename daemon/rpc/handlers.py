@@ -351,7 +351,13 @@ class Handlers:
         session = await self.sessions.get(p.session_id)
         # No await from here to the return: the replay and the subscription are one step.
         session.detach(conn)
-        result, replay = session.attach(conn, p.role, p.after, item_deltas=conn.item_deltas)
+        result, replay = session.attach(
+            conn,
+            p.role,
+            p.after,
+            item_deltas=conn.item_deltas,
+            replay_bytes=conn.outbox.replay_room(),
+        )
         conn.sessions[session.id] = session
         return Reply(result, replay)
 

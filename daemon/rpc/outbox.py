@@ -7,14 +7,23 @@ kept as the bytes they were encoded to, and an event (or broadcast) is encoded o
 subscribers, so the budget is what this one client can make the daemon hold, whatever its
 reading speed.
 
-- Live session events are *offered*: an offer is refused when `max_frames` frames are queued or
-  when the frame would leave less than `reserve` bytes of the budget free. The session then drops
-  the subscription and queues a `session/resync` notice, for which the reserve keeps room.
+- Live session events are *offered*: an offer is refused when the frame would leave less than
+  `reserve` bytes of the budget free. The session then drops the subscription and queues a
+  `session/resync` notice, for which the reserve keeps room. There is no bound on the number
+  of frames: what a backlog costs is its bytes, and a fast model's answer is thousands of
+  small frames (a bound of 4,096 frames resynced a client that read continuously).
+- A live `item_delta` offered with its `DeltaFrame` that would wait right behind a waiting
+  delta of the same item is merged into it (see `tether.daemon.sessions.deltas`): a client
+  that falls behind gets the text it missed in a few frames, and its backlog costs about the
+  text, not one envelope per delta. A waiting run of deltas is encoded when the writer takes
+  it, and counts against the budget with its estimated size until then. A run stops growing
+  at `MAX_MERGED_BYTES`.
 - Everything else (responses, replays, resync notices, broadcasts) cannot be dropped without the
   client losing track. When such a frame does not fit, the outbox is *overrun*: it empties,
-  takes nothing more, and `wait_overrun` returns so that the connection is closed. A single
-  frame larger than the whole budget is still taken when nothing else is held, or a large
-  answer could never be sent at all.
+  takes nothing more, and `wait_overrun` returns so that the connection is closed.
+- A single frame larger than the budget is still taken when nothing else is held, or a large
+  answer could never be sent at all; so is a live frame larger than the part of the budget
+  live events may take (the `item_completed` of a long message), if it fits the budget.
 
 With a `DirectWriter` (the connection's websocket), a frame offered or sent while nothing is
 queued and no batch is being written goes straight to the socket when the socket takes it
@@ -30,12 +39,16 @@ from typing import Protocol
 
 import trio
 
-DEFAULT_LIMIT = 4096
-"""Live event frames queued for one client before it is told to resync."""
+from tether.daemon.sessions.deltas import DeltaFrame, merged_frame
+
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 """Bytes held for one client: room for a whole replay of the event ring (8 MiB) plus as much
 again for the responses and events around it."""
 DEFAULT_RESERVE = 256 * 1024
+
+MAX_MERGED_BYTES = 256 * 1024
+"""A run of merged deltas grows to about this size, then the next delta starts another: one
+frame stays small enough for any client to parse at once."""
 
 WRITE_BATCH_FRAMES = 256
 WRITE_BATCH_BYTES = 1024 * 1024
@@ -66,10 +79,24 @@ class OutboxStatistics:
     max_bytes: int
 
 
+class _Run:
+    """Consecutive deltas of one key waiting in the queue, sent as one frame."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, first: DeltaFrame) -> None:
+        self.parts = [first]
+        self.size = len(first.frame)
+        """What it counts against the budget while it waits."""
+
+
+def _size(entry: "bytes | _Run") -> int:
+    return entry.size if isinstance(entry, _Run) else len(entry)
+
+
 class Outbox:
     def __init__(
         self,
-        max_frames: int = DEFAULT_LIMIT,
         max_bytes: int = DEFAULT_MAX_BYTES,
         *,
         reserve: int | None = None,
@@ -78,8 +105,7 @@ class Outbox:
         self._direct = direct
         self._kicked = False
         """The writer has the rest of a direct write to finish (`get_batch` returns [])."""
-        self._frames: deque[bytes] = deque()
-        self._max_frames = max_frames
+        self._frames: deque[bytes | _Run] = deque()
         self._max_bytes = max_bytes
         self._reserve = min(DEFAULT_RESERVE, max_bytes // 8) if reserve is None else reserve
         self._queued_bytes = 0
@@ -106,17 +132,36 @@ class Outbox:
             max_bytes=self._max_bytes,
         )
 
-    def offer(self, frame: bytes) -> bool:
-        """Queue a live event frame; False (nothing queued) when it does not fit."""
+    def replay_room(self) -> int:
+        """Bytes a replay may take: half the budget, less what is held. The other half is for
+        the events that come while the client reads it (with the default budget, the half is
+        the whole replay ring); a client that missed more is sent a snapshot instead."""
+        return max(0, self._max_bytes // 2 - self._held())
+
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
+        """Queue a live event frame (`delta`: it is that `item_delta`'s, and may merge with the
+        same item's delta waiting before it); False (nothing queued) when it does not fit."""
         if self.closed:
             return True  # a closing connection is detached by its own teardown
+        room = self._max_bytes - self._reserve - self._held()
+        tail = self._frames[-1] if self._frames else None
         if (
-            len(self._frames) >= self._max_frames
-            or self._held() + len(frame) > self._max_bytes - self._reserve
+            delta is not None
+            and isinstance(tail, _Run)
+            and tail.parts[0].key == delta.key
+            and tail.size + delta.weight <= MAX_MERGED_BYTES
         ):
+            if delta.weight > room:
+                return False
+            tail.parts.append(delta)
+            tail.size += delta.weight
+            self._queued_bytes += delta.weight
+            self._peak_bytes = max(self._peak_bytes, self._held())
+            return True
+        if len(frame) > room and (self._held() or len(frame) > self._max_bytes):
             return False
         if not self._write_direct(frame):
-            self._append(frame)
+            self._append(frame if delta is None else _Run(delta))
         return True
 
     def send_nowait(self, frame: bytes) -> None:
@@ -146,10 +191,11 @@ class Outbox:
         batch: list[bytes] = []
         size = 0
         while self._frames and len(batch) < WRITE_BATCH_FRAMES and size < WRITE_BATCH_BYTES:
-            frame = self._frames.popleft()
+            entry = self._frames.popleft()
+            self._queued_bytes -= _size(entry)
+            frame = merged_frame(entry.parts) if isinstance(entry, _Run) else entry
             batch.append(frame)
             size += len(frame)
-        self._queued_bytes -= size
         self._kicked = False  # the send of this batch writes the rest of a direct write first
         self._batch_frames = len(batch)
         self._batch_bytes = size
@@ -193,8 +239,8 @@ class Outbox:
     def _held(self) -> int:
         return self._queued_bytes + self._batch_bytes
 
-    def _append(self, frame: bytes) -> None:
-        self._frames.append(frame)
-        self._queued_bytes += len(frame)
+    def _append(self, entry: bytes | _Run) -> None:
+        self._frames.append(entry)
+        self._queued_bytes += _size(entry)
         self._peak_bytes = max(self._peak_bytes, self._held())
         self._wakeup.set()

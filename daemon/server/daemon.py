@@ -47,7 +47,7 @@ from tether.daemon.procs.sandbox import sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.rpc.connection import Connection
 from tether.daemon.rpc.handlers import Handlers
-from tether.daemon.rpc.outbox import DEFAULT_LIMIT, DEFAULT_MAX_BYTES
+from tether.daemon.rpc.outbox import DEFAULT_MAX_BYTES
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
 from tether.daemon.server.idle import IdleTimer
@@ -90,7 +90,6 @@ class Daemon:
         *,
         lock: WorkspaceLock,
         idle_timeout: float | None = None,
-        client_queue_limit: int = DEFAULT_LIMIT,
         client_queue_bytes: int = DEFAULT_MAX_BYTES,
         kill_grace: float = KILL_GRACE,
         discovery_interval: float = DISCOVERY_CHECK_INTERVAL,
@@ -107,7 +106,6 @@ class Daemon:
         a forwarded port, as in a container). `token`: the clients' token (default: a new
         random one each start; a fixed one comes from a secret the orchestrator holds)."""
         self.discovery_interval = min(discovery_interval, DISCOVERY_CHECK_INTERVAL)
-        self.client_queue_limit = client_queue_limit
         self.client_queue_bytes = client_queue_bytes
         self.workspace = workspace
         config = self.config = settings.started
@@ -338,7 +336,6 @@ class Daemon:
         conn = Connection(
             ws,
             self._handlers,
-            queue_limit=self.client_queue_limit,
             queue_bytes=self.client_queue_bytes,
         )
         self.connections.add(conn)

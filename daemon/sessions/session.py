@@ -8,6 +8,8 @@ the replay (or snapshot) and the subscription happen with no await between them,
 makes "nothing lost, nothing doubled" hold.
 
 A subscriber whose queue is full is dropped and told to resync; it re-attaches with its cursor.
+Each `item_delta` is offered with its `DeltaFrame`, so that a subscriber that is behind may
+merge it with the same item's delta waiting before it (see `tether.daemon.sessions.deltas`).
 A subscriber that attached without deltas is offered no `item_delta`, live or replayed: the
 seqs it receives jump over them (see `ClientCapabilities.item_deltas`).
 """
@@ -20,6 +22,7 @@ from typing import Protocol
 
 import msgspec
 
+from tether.daemon.sessions.deltas import DeltaFrame
 from tether.daemon.sessions.emit_log import open_from_environment
 from tether.daemon.sessions.replay import EventRing
 from tether.daemon.sessions.rows import SessionRow
@@ -108,8 +111,10 @@ _EMIT_LOG = open_from_environment()
 
 
 class Subscriber(Protocol):
-    def offer(self, frame: bytes) -> bool:
-        """Queue a live event frame; False when the subscriber's queue is full."""
+    def offer(self, frame: bytes, delta: DeltaFrame | None = None) -> bool:
+        """Queue a live event frame; False when the subscriber's queue is full. `delta`: the
+        frame is this `item_delta`'s, which may be merged with the same item's deltas waiting
+        right before it."""
         ...
 
     def send_nowait(self, frame: bytes) -> None:
@@ -307,8 +312,12 @@ class Session:
             "session/event",
             SessionEventParams(session_id=self.id, epoch=self.epoch, seq=seq, event=event),
         )
-        delta = isinstance(event, ItemDelta)
-        self.ring.append(seq, frame, delta=delta)
+        delta = (
+            DeltaFrame(frame, session_id=self.id, epoch=self.epoch, seq=seq, event=event)
+            if isinstance(event, ItemDelta)
+            else None
+        )
+        self.ring.append(seq, frame, delta=delta is not None)
         if not isinstance(event, EPHEMERAL_EVENTS):
             self.store.append_event_nowait(self.id, seq, _event_encoder.encode(event))
             if isinstance(event, TurnStarted | TurnCompleted | SessionRenamed | SessionConfigured):
@@ -316,9 +325,9 @@ class Session:
                 self.store.update_session_nowait(self.row())
         dropped: list[Subscriber] = []
         for subscriber in self.subscribers:
-            if delta and subscriber in self._without_deltas:
+            if delta is not None and subscriber in self._without_deltas:
                 continue
-            if not subscriber.offer(frame):
+            if not subscriber.offer(frame, delta):
                 dropped.append(subscriber)
         for subscriber in dropped:
             del self.subscribers[subscriber]
@@ -479,6 +488,7 @@ class Session:
         after: Cursor | None,
         *,
         item_deltas: bool = True,
+        replay_bytes: int | None = None,
     ) -> tuple[SessionAttachResult, list[bytes]]:
         """Subscribe and return what catches the client up: with a usable cursor the frames it
         missed (to be queued right behind the response, before any await), otherwise a
@@ -490,7 +500,9 @@ class Session:
         cursor without an epoch is answered with a snapshot, except `seq` 0: "everything",
         which the ring can replay only when it holds the session from its first event.
 
-        Without `item_deltas`, neither the replay nor the live events carry `item_delta`s."""
+        Without `item_deltas`, neither the replay nor the live events carry `item_delta`s.
+        `replay_bytes`: the most the subscriber can take of a replay (a client that fell far
+        behind on a small budget); a longer one is answered with a snapshot instead."""
         replay: list[bytes] | None = None
         if (
             after is not None
@@ -498,6 +510,8 @@ class Session:
             and (after.epoch == self.epoch or (after.epoch is None and after.seq == 0))
         ):
             replay = self.ring.since(after.seq, deltas=item_deltas)
+            if replay_bytes is not None and sum(map(len, replay or ())) > replay_bytes:
+                replay = None
         # Subscribed before the snapshot is taken, so that its count of clients includes this one.
         self.subscribers[subscriber] = role
         if item_deltas:

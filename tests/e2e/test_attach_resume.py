@@ -7,23 +7,22 @@ event changes the payload, not just its seq.
 """
 
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from tests.inprocess import seqs_covered
 from tests.support import (
     DaemonProcess,
-    Home,
     attach,
     collect_until_turn_end,
+    completed_items,
     create_session,
     deltas_at_least,
     numbered,
     read_events,
     read_snapshot,
-    start_daemon,
     start_turn,
 )
 from tether.clients.core.rpc import Client
@@ -32,7 +31,6 @@ from tether.protocol.items import AgentMessage, AnyItem, ToolCall
 from tether.protocol.methods import (
     SESSION_LIST,
     SessionEventParams,
-    SessionResyncParams,
 )
 from tether.protocol.session import Cursor, SessionInfo
 from tether.testing import ModelServer
@@ -300,108 +298,49 @@ def test_attach_without_cursor_and_read_give_the_same_snapshot_read_does_not_sub
             reader.next_notification(timeout=0.3)
 
 
-# --- 6. a slow client is told to resync, then catches up --------------------------------------
+# --- 6. a client that reads nothing while a long answer streams gets it merged ------------------
 
 
-SLOW_CLIENT_LIMIT = 50
 FLOOD_DELTAS = 6000
-"""About 1 MB of frames: far beyond 50 queued frames plus what the sockets buffer."""
+"""About 1 MB of frames, more than 4,096 of them: far beyond what the sockets buffer."""
 
 
-def follow_turn(
-    client: Client, session_id: str, cursor: Cursor, timeout: float = 20.0
-) -> tuple[list[SessionEventParams], int]:
-    """Read to the turn's end as a well-behaved client does: on `session/resync`, re-attach
-    with the last cursor held. Returns the events and how many resyncs it took."""
-    events: list[SessionEventParams] = []
-    resyncs = 0
-    deadline = time.monotonic() + timeout
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AssertionError(f"no turn_completed within {timeout} s; got {len(events)} events")
-        method, params = client.next_notification(timeout=remaining)
-        if method == "session/resync":
-            resyncs += 1
-            again = attach(client, session_id, after=cursor)
-            assert (again.mode, again.from_seq) == ("replay", cursor.seq)
-            continue
-        assert isinstance(params, SessionEventParams)
-        events.append(params)
-        cursor = Cursor(epoch=params.epoch, seq=params.seq)
-        if isinstance(params.event, TurnCompleted):
-            return events, resyncs
+def streamed(events: list[SessionEventParams]) -> str:
+    return "".join(e.event.delta for e in events if isinstance(e.event, ItemDelta))
 
 
-def test_slow_client_is_dropped_told_to_resync_and_catches_up(
-    home: Home, workspace: Path, model_server: ModelServer
+def test_a_client_that_reads_nothing_during_a_long_answer_gets_it_merged_not_resynced(
+    daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    model_server.set_script(
-        {"steps": [{"text": "y" * (FLOOD_DELTAS * 10), "chunks": FLOOD_DELTAS}]}
-    )
-    daemon = start_daemon(
-        home, workspace, "--idle-timeout", "0", "--client-queue-limit", str(SLOW_CLIENT_LIMIT)
-    )
-    try:
-        with daemon.client("fast") as fast, daemon.client("slow") as slow:
-            session_id = create_session(fast)
-            fast_attached = attach(fast, session_id)
-            slow_attached = attach(slow, session_id)
-            assert slow_attached.from_seq == 0
-            # `slow` reads nothing while the turn floods it; `fast` reads as fast as it can. With
-            # a 50-frame queue even `fast` can be told to resync (the daemon emits a whole socket
-            # read of model chunks between two writer turns), so it follows resyncs as the CLI
-            # does; what matters is that the turn never waits for `slow`: it completes while
-            # `slow` has read nothing at all.
-            start_turn(fast, session_id, "flood")
-            full, _ = follow_turn(
-                fast, session_id, Cursor(epoch=fast_attached.epoch, seq=fast_attached.from_seq)
-            )
-            assert_gap_free(full, 1)
-            assert sum(isinstance(e.event, ItemDelta) for e in full) == FLOOD_DELTAS
-            last = full[-1].event
-            assert isinstance(last, TurnCompleted)
-            assert last.status == "completed"
+    answer = "".join(f"<{i:04d}>.." for i in range(FLOOD_DELTAS))
+    model_server.set_script({"steps": [{"text": answer, "chunks": FLOOD_DELTAS}]})
+    with daemon.client("fast") as fast, daemon.client("slow") as slow:
+        session_id = create_session(fast)
+        attach(fast, session_id)
+        assert attach(slow, session_id).from_seq == 0
+        # `slow` reads nothing while the turn streams; `fast` reads as fast as it can. The
+        # turn never waits for `slow`: it completes while `slow` has read nothing at all.
+        start_turn(fast, session_id, "flood")
+        full = collect_until_turn_end(fast, session_id)
+        last = full[-1].event
+        assert isinstance(last, TurnCompleted)
+        assert last.status == "completed"
 
-            # Now `slow` reads: a gap-free prefix of the stream, then the resync notice.
-            prefix: list[SessionEventParams] = []
-            while True:
-                method, params = slow.next_notification(timeout=10)
-                if method == "session/resync":
-                    assert isinstance(params, SessionResyncParams)
-                    assert params.session_id == session_id
-                    break
-                assert method == "session/event"
-                assert isinstance(params, SessionEventParams)
-                prefix.append(params)
-            assert len(prefix) < len(full)
-            assert keys(prefix) == keys(full[: len(prefix)])
-
-            cursor = (
-                Cursor(epoch=prefix[-1].epoch, seq=prefix[-1].seq)
-                if prefix
-                else Cursor(epoch=slow_attached.epoch, seq=slow_attached.from_seq)
-            )
-            again = attach(slow, session_id, after=cursor)
-            assert again.epoch == full[0].epoch
-            if again.mode == "replay":
-                assert (again.from_seq, again.snapshot) == (cursor.seq, None)
-                rest = collect_until_turn_end(slow, session_id)
-                assert_gap_free(rest, cursor.seq + 1)
-                assert keys(prefix + rest) == keys(full)
-            else:
-                # The ring no longer reaches back: the snapshot holds the finished turn.
-                assert again.snapshot is not None
-                assert again.from_seq == again.snapshot.seq == full[-1].seq
-                turn = again.snapshot.turns[-1]
-                assert (turn.id, turn.status) == (last.turn_id, "completed")
-                assert turn.items == items_of(full, last.turn_id)
-            # Nothing else is pending for `slow`: no stray events, no second resync.
-            assert read_snapshot(slow, session_id).seq == full[-1].seq
-            with pytest.raises(TimeoutError):
-                slow.next_notification(timeout=0.2)
-    finally:
-        daemon.stop()
+        # Now `slow` reads: every event once, in order, its waiting deltas merged; no resync.
+        late = collect_until_turn_end(slow, session_id)
+        for events in (full, late):
+            assert seqs_covered(events) == list(range(1, full[-1].seq + 1))
+            assert streamed(events) == answer
+            messages = [i for i in completed_items(events) if isinstance(i, AgentMessage)]
+            assert [m.text for m in messages] == [answer]
+        assert sum(e.first_seq is not None for e in late) > 0
+        assert [e for e in late if not isinstance(e.event, ItemDelta)] == [
+            e for e in full if not isinstance(e.event, ItemDelta)
+        ]
+        # Nothing else is pending for `slow`: no stray events, no resync.
+        assert read_snapshot(slow, session_id).seq == full[-1].seq
+        with pytest.raises(TimeoutError):
+            slow.next_notification(timeout=0.2)
 
 
 # --- 7. session/list status ---------------------------------------------------------------------

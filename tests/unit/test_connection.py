@@ -28,15 +28,17 @@ from wsproto.events import (
 )
 from wsproto.events import Request as WsRequest
 
+from tests.inprocess import decode_event
 from tether.daemon.rpc.connection import MAX_REQUESTS_IN_FLIGHT, Connection, Handler, Reply, on
-from tether.daemon.rpc.outbox import Outbox
+from tether.daemon.rpc.outbox import MAX_MERGED_BYTES, Outbox
 from tether.daemon.rpc.security import check_upgrade
 from tether.daemon.rpc.websocket import WebSocket, serve_websocket
+from tether.daemon.sessions.deltas import DeltaFrame
 from tether.daemon.sessions.rows import SessionRow
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
 from tether.protocol.errors import ErrorCode
-from tether.protocol.events import ItemDelta
+from tether.protocol.events import ItemDelta, SessionRenamed, ToolProgress
 from tether.protocol.jsonrpc import notification_frame, request_frame
 from tether.protocol.methods import (
     INITIALIZE,
@@ -49,6 +51,7 @@ from tether.protocol.methods import (
     InitializeResult,
     SessionAttachParams,
     SessionAttachResult,
+    SessionEventParams,
     SessionReadResult,
     SessionRef,
     ToolInfo,
@@ -228,15 +231,21 @@ async def test_a_client_that_never_reads_is_resynced_within_its_budget_and_a_fas
             assert stats.peak_bytes > BUDGET // 2
             assert not slow_conn.outbox.overrun
 
-            # Now `slow` reads: a gap-free prefix of the stream, then the resync notice.
+            # Now `slow` reads: a gap-free prefix of the stream, its waiting deltas merged
+            # (each frame stands for `firstSeq`..`seq`), then the resync notice.
             slow_seqs: list[int] = []
+            merged = 0
             while True:
                 frame = msgspec.json.decode(await slow.get_message())
                 if frame.get("method") == "session/resync":
                     break
-                slow_seqs.append(frame["params"]["seq"])
+                seq = frame["params"]["seq"]
+                first = frame["params"].get("firstSeq", seq)
+                merged += first < seq
+                slow_seqs.extend(range(first, seq + 1))
             assert slow_seqs == list(range(1, len(slow_seqs) + 1))
             assert len(slow_seqs) < session.seq
+            assert merged
 
 
 class RawClient:
@@ -315,7 +324,7 @@ async def test_a_client_that_never_reads_its_answers_is_disconnected_within_its_
 
 
 async def test_outbox_counts_a_batch_until_it_is_written() -> None:
-    outbox = Outbox(max_frames=100, max_bytes=1000, reserve=100)
+    outbox = Outbox(max_bytes=1000, reserve=100)
     assert outbox.offer(b"a" * 400)
     assert outbox.offer(b"b" * 400)
     assert not outbox.offer(b"c" * 101)  # would leave less than the reserve free
@@ -333,7 +342,7 @@ async def test_outbox_counts_a_batch_until_it_is_written() -> None:
 
 
 async def test_outbox_overruns_on_a_response_past_the_budget() -> None:
-    outbox = Outbox(max_frames=100, max_bytes=1000, reserve=100)
+    outbox = Outbox(max_bytes=1000, reserve=100)
     outbox.send_nowait(b"a" * 900)
     outbox.send_nowait(b"b" * 101)
     assert outbox.overrun
@@ -345,17 +354,105 @@ async def test_outbox_overruns_on_a_response_past_the_budget() -> None:
 
 async def test_outbox_takes_one_frame_larger_than_the_budget_when_empty() -> None:
     # Otherwise a large answer (a long session's snapshot) could never be sent.
-    outbox = Outbox(max_frames=100, max_bytes=1000)
+    outbox = Outbox(max_bytes=1000)
     outbox.send_nowait(b"s" * 5000)
     assert not outbox.overrun
     assert await outbox.get_batch() == [b"s" * 5000]
 
 
-async def test_outbox_refuses_live_events_past_the_frame_limit() -> None:
-    outbox = Outbox(max_frames=2, max_bytes=1000)
-    assert outbox.offer(b"1")
-    assert outbox.offer(b"2")
-    assert not outbox.offer(b"3")
+async def test_outbox_takes_a_live_frame_past_the_live_part_only_when_nothing_is_held() -> None:
+    # The completed copy of a long message may be more than live events may take (900 here).
+    outbox = Outbox(max_bytes=1000, reserve=100)
+    assert outbox.offer(b"c" * 950)
+    assert not outbox.offer(b"d")  # now something is held: the client is resynced
+    assert not Outbox(max_bytes=1000, reserve=100).offer(b"e" * 1001)  # past the whole budget
+
+
+async def test_outbox_leaves_a_replay_half_the_budget() -> None:
+    outbox = Outbox(max_bytes=1000, reserve=100)
+    assert outbox.replay_room() == 500
+    assert outbox.offer(b"a" * 300)
+    assert outbox.replay_room() == 200
+    assert outbox.offer(b"b" * 300)
+    assert outbox.replay_room() == 0
+
+
+async def test_outbox_bounds_live_events_by_bytes_not_frames() -> None:
+    outbox = Outbox(max_bytes=100_000, reserve=0)
+    for _ in range(10_000):
+        assert outbox.offer(b"1234567890")
+    assert not outbox.offer(b"1")
+    assert outbox.statistics().frames == 10_000
+
+
+def _delta(seq: int, text: str, *, item: str = "i", progress: float | None = None) -> DeltaFrame:
+    event = ItemDelta(
+        turn_id="t",
+        item_id=item,
+        delta=text,
+        progress=None if progress is None else ToolProgress(progress=progress),
+    )
+    params = SessionEventParams(session_id="s", epoch="e", seq=seq, event=event)
+    frame = notification_frame("session/event", params)
+    return DeltaFrame(frame, session_id="s", epoch="e", seq=seq, event=event)
+
+
+def _offer(outbox: Outbox, delta: DeltaFrame) -> bool:
+    return outbox.offer(delta.frame, delta)
+
+
+async def _taken(outbox: Outbox) -> list[SessionEventParams]:
+    batch = await outbox.get_batch()
+    return [decode_event(frame) for frame in batch]
+
+
+async def test_outbox_merges_waiting_deltas_of_one_item_in_order() -> None:
+    outbox = Outbox(max_bytes=1_000_000)
+    renamed = SessionEventParams(session_id="s", epoch="e", seq=9, event=SessionRenamed(title="x"))
+    other = notification_frame("session/event", renamed)
+    assert all(_offer(outbox, _delta(seq, f"{seq},")) for seq in range(1, 5))
+    assert _offer(outbox, _delta(5, "", progress=1))  # a progress report: a run of its own
+    assert _offer(outbox, _delta(6, "", progress=2))
+    assert _offer(outbox, _delta(7, "b", item="j"))  # another item: a run of its own
+    assert _offer(outbox, _delta(8, "9,"))  # not right behind item i's run: not merged
+    assert outbox.offer(other)  # any other frame ends a run
+    assert _offer(outbox, _delta(10, "10"))
+    assert len(outbox) == 6
+    got = await _taken(outbox)
+    assert [(p.first_seq, p.seq) for p in got] == [
+        (1, 4),
+        (5, 6),
+        (None, 7),
+        (None, 8),
+        (None, 9),
+        (None, 10),
+    ]
+    first, progress = got[0].event, got[1].event
+    assert isinstance(first, ItemDelta)
+    assert first.delta == "1,2,3,4,"
+    assert isinstance(progress, ItemDelta)
+    assert progress.delta == ""
+    assert progress.progress == ToolProgress(progress=2)  # the latest report stands
+
+
+async def test_a_merged_run_counts_its_text_against_the_budget_and_stops_at_its_cap() -> None:
+    outbox = Outbox(max_bytes=2 * MAX_MERGED_BYTES, reserve=0)
+    chunk = "x" * 1000
+    seq = 0
+    while outbox.statistics().bytes + len(chunk) <= 2 * MAX_MERGED_BYTES:
+        seq += 1
+        assert _offer(outbox, _delta(seq, chunk))
+    # The budget is spent on text: the next delta is refused (the session resyncs).
+    assert not _offer(outbox, _delta(seq + 1, chunk))
+    assert outbox.statistics().bytes <= 2 * MAX_MERGED_BYTES
+    frames = await outbox.get_batch()
+    assert 2 <= len(frames) <= 3  # a run stops growing at its cap; the next starts another
+    assert all(len(frame) <= MAX_MERGED_BYTES + 200 for frame in frames)
+    params = [decode_event(frame) for frame in frames]
+    covered = [n for p in params for n in range(p.first_seq or p.seq, p.seq + 1)]
+    assert covered == list(range(1, seq + 1))
+    text = "".join(p.event.delta for p in params if isinstance(p.event, ItemDelta))
+    assert text == chunk * seq
 
 
 # --- the server ---------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def test_the_published_transport_is_what_the_daemon_does() -> None:
     assert transport.MAX_MESSAGE_BYTES == daemon.MAX_MESSAGE_BYTES
     assert transport.PING_INTERVAL_SECONDS == connection.PING_INTERVAL
     assert transport.PING_TIMEOUT_SECONDS == connection.PING_TIMEOUT
-    assert transport.LIVE_QUEUE_FRAMES == outbox.DEFAULT_LIMIT
+    assert transport.MERGED_DELTA_BYTES == outbox.MAX_MERGED_BYTES
     assert transport.CLIENT_BUFFER_BYTES == outbox.DEFAULT_MAX_BYTES
     assert transport.RESYNC_RESERVE_BYTES == outbox.DEFAULT_RESERVE
     assert transport.REPLAY_RING_BYTES == replay.DEFAULT_RING_BYTES

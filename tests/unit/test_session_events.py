@@ -243,6 +243,21 @@ async def test_a_cursor_older_than_the_ring_gets_a_snapshot(sqlite_store: Store)
     assert result.mode == "snapshot"
 
 
+async def test_a_replay_larger_than_the_subscriber_can_take_is_a_snapshot(
+    sqlite_store: Store,
+) -> None:
+    session = bare_session(sqlite_store)
+    a_turn_in_progress(session)
+    cursor = Cursor(epoch=session.epoch, seq=1)
+    _, replay = session.attach(Recorder(), "observer", cursor)
+    size = sum(map(len, replay))
+    result, frames = session.attach(Recorder(), "observer", cursor, replay_bytes=size)
+    assert (result.mode, frames) == ("replay", replay)
+    result, frames = session.attach(Recorder(), "observer", cursor, replay_bytes=size - 1)
+    assert (result.mode, frames, result.from_seq) == ("snapshot", [], session.seq)
+    assert result.snapshot == session.snapshot()
+
+
 # --- subscribers -----------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@
 // - The client holds the cursor (epoch, seq) of the last event it folded in. Within an
 //   epoch an event must come with seq = cursor + 1: a lower seq is a duplicate and dropped,
 //   a higher one is a gap and the session re-attaches from its cursor; an event of another
-//   epoch re-attaches too.
+//   epoch re-attaches too. Merged deltas (the daemon's for a client that fell behind) stand
+//   for the events firstSeq..seq: they must start at cursor + 1, and move the cursor to seq.
 // - While an attach is in flight, the session's events are held, then checked against the
 //   cursor the answer gives (`replay`: the one sent; `snapshot`: the snapshot's), because the
 //   replayed frames arrive right behind the answer, before the call's promise settles.
@@ -333,6 +334,8 @@ export interface SessionStatistics {
   /** Events dropped as already seen, and gaps that made the session re-attach. */
   duplicates: number;
   gaps: number;
+  /** Deltas that came merged into the delta before them (the client was behind). */
+  merged: number;
   /** Events of a type this library does not know (counted, otherwise ignored). */
   unknownEvents: number;
 }
@@ -380,6 +383,7 @@ export class AttachedSession extends Emitter<SessionEvents> {
     reconnects: 0,
     duplicates: 0,
     gaps: 0,
+    merged: 0,
     unknownEvents: 0,
   };
 
@@ -596,15 +600,16 @@ export class AttachedSession extends Emitter<SessionEvents> {
   #accept(params: SessionEventParams): void {
     const view = this.#view;
     if (view === null) return;
-    if (params.epoch !== view.epoch || params.seq > view.seq + 1) {
+    if (params.epoch === view.epoch && params.seq <= view.seq) {
+      this.stats.duplicates += 1;
+      return;
+    }
+    if (params.epoch !== view.epoch || (params.firstSeq ?? params.seq) !== view.seq + 1) {
       this.stats.gaps += 1;
       void this.reattach().catch((err: unknown) => this.#warn(err));
       return;
     }
-    if (params.seq <= view.seq) {
-      this.stats.duplicates += 1;
-      return;
-    }
+    if (params.firstSeq != null) this.stats.merged += params.seq - params.firstSeq;
     const known = view.apply(params);
     if (!known) this.stats.unknownEvents += 1;
     this.emit("event", params, known);

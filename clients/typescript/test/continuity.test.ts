@@ -37,8 +37,8 @@ class ScriptedDaemon {
     };
   };
 
-  event(seq: number, event: object, epoch = "A"): void {
-    const params = { sessionId: SESSION, epoch, seq, event };
+  event(seq: number, event: object, epoch = "A", firstSeq?: number): void {
+    const params = { sessionId: SESSION, epoch, seq, event, ...(firstSeq === undefined ? {} : { firstSeq }) };
     this.handlers?.message(JSON.stringify({ jsonrpc: "2.0", method: "session/event", params }));
   }
 
@@ -77,6 +77,36 @@ test("a repeated seq is dropped, a gap re-attaches from the cursor and the repla
   assert.equal(session.view.info.title, "c");
   assert.equal(session.stats.duplicates, 1);
   assert.equal(session.stats.gaps, 1);
+  client.close();
+});
+
+test("merged deltas continue the cursor from their firstSeq; one that does not is a gap", async () => {
+  const daemon = new ScriptedDaemon();
+  daemon.answer = (r) => (r.method === "session/attach" && !r.params.after ? snapshot("A", 0) : { epoch: "A", mode: "replay", fromSeq: 7 });
+  const client = await TetherClient.connect({ connector: daemon.connector });
+  const session = await client.attach(SESSION);
+  const seen: Array<[number, number | null | undefined]> = [];
+  session.on("event", (p: SessionEventParams) => seen.push([p.seq, p.firstSeq]));
+  const message = { id: "m", type: "agent_message", text: "" };
+  const delta = (text: string) => ({ type: "item_delta", turnId: "t1", itemId: "m", delta: text });
+  daemon.event(1, started("t1"));
+  daemon.event(2, { type: "item_started", turnId: "t1", item: message });
+  daemon.event(3, delta("a"));
+  daemon.event(6, delta("bcd"), "A", 4); // deltas 4..6, merged for a client that fell behind
+  daemon.event(6, delta("bcd"), "A", 4); // a repeat
+  daemon.event(7, delta("e"));
+  await settle();
+  assert.deepEqual(seen, [[1, undefined], [2, undefined], [3, undefined], [6, 4], [7, undefined]]);
+  assert.equal(session.view.seq, 7);
+  const item = session.view.turn("t1")?.items.get("m") as { text: string } | undefined;
+  assert.equal(item?.text, "abcde");
+  assert.deepEqual([session.stats.gaps, session.stats.duplicates, session.stats.merged], [0, 1, 2]);
+  assert.equal(daemon.attaches().length, 1);
+
+  daemon.event(11, delta("x"), "A", 9); // starts past the cursor: seq 8 is missing
+  await settle();
+  assert.equal(session.stats.gaps, 1);
+  assert.deepEqual(daemon.attaches().at(-1)?.params.after, { epoch: "A", seq: 7 });
   client.close();
 });
 

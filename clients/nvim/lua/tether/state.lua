@@ -2,7 +2,8 @@
 -- by the rules of docs/clients.md ("Render from state"), and the cursor of the last event.
 --
 -- An event at or below the cursor (same epoch) is a duplicate and one above `seq + 1` a gap;
--- neither should happen (seq is gap-free and nothing is delivered twice). Duplicates are
+-- neither should happen (seq is gap-free and nothing is delivered twice). Merged deltas, which
+-- a client that fell behind may get, stand for the events `firstSeq`..`seq`. Duplicates are
 -- skipped, both are counted in `stats` so that a test can hold the daemon and the plugin to it.
 
 local M = {}
@@ -122,7 +123,8 @@ function M.apply(st, params)
     st.stats.duplicates = st.stats.duplicates + 1
     return nil
   end
-  if params.epoch ~= st.epoch or params.seq ~= st.seq + 1 then
+  local first = params.firstSeq or params.seq
+  if params.epoch ~= st.epoch or first ~= st.seq + 1 then
     st.stats.gaps = st.stats.gaps + 1
   end
   st.epoch, st.seq = params.epoch, params.seq
