@@ -21,10 +21,13 @@ from tether.daemon.providers.base import (
     StreamCallbacks,
 )
 from tether.daemon.providers.errors import status_error, transport_errors
+from tether.daemon.providers.http11 import PlainHTTPTransport
 from tether.daemon.providers.stream import StreamedReply, accept_stream
 from tether.daemon.providers.texttools import ToolMode
 
 log = get_logger(__name__)
+
+_JSON_CONTENT = ("content-type", "application/json")
 
 
 class NoCookies(http.cookiejar.CookieJar):
@@ -37,6 +40,14 @@ class NoCookies(http.cookiejar.CookieJar):
 
     def add_cookie_header(self, request: object) -> None:
         return None
+
+
+def _tls_trust(base_url: str) -> ssl.SSLContext | bool:
+    """What TLS trusts for `base_url`: the CA bundle (True) for an `https` URL; for any other,
+    a context that verifies as strictly but trusts no certificate at all."""
+    if base_url.lower().startswith("https:"):
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def http_client(
@@ -54,17 +65,28 @@ def http_client(
     context that verifies as strictly but trusts no certificate at all, so TLS to anything
     else fails rather than go unverified (redirects are not followed). Cookies are neither
     kept nor sent (`NoCookies`)."""
-    verify: ssl.SSLContext | bool = True
-    if not base_url.lower().startswith("https:"):
-        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return httpx.AsyncClient(
         headers=dict(headers),
         cookies=NoCookies(),
         timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
         transport=transport,
         trust_env=False,
-        verify=verify,
+        verify=_tls_trust(base_url),
     )
+
+
+def stream_transport(
+    base_url: str, transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncBaseTransport:
+    """What the streamed requests go through: `transport` when given; for a plain-HTTP base
+    URL (a local model), tether's own small HTTP/1.1 transport (`PlainHTTPTransport`: httpcore
+    and h11 cost more CPU per call than the rest of the call); otherwise httpx's own, with the
+    CA bundle for `https` and no proxies from the environment."""
+    if transport is not None:
+        return transport
+    if base_url.lower().startswith("http:"):
+        return PlainHTTPTransport()
+    return httpx.AsyncHTTPTransport(verify=_tls_trust(base_url), trust_env=False)
 
 
 class _ModelEntry(msgspec.Struct):
@@ -153,12 +175,20 @@ class DialectClient:
         self._stream_url: httpx.URL | None = None
         """Parsed at the first request (where a bad URL's error is mapped), then kept: httpx
         would parse the string again for every request."""
+        self._stream = stream_transport(self.base_url, transport)
+        """The streamed requests are sent through this transport directly, as `_http` would
+        send them (its headers, timeouts and no cookies), without the client's own work per
+        request (redirects, auth, cookies, event hooks: none of which tether uses)."""
         self._http = http_client(
             self._headers(api_key),
             base_url=self.base_url,
             silence_timeout=silence_timeout,
-            transport=transport,
+            transport=transport
+            if transport is not None or isinstance(self._stream, PlainHTTPTransport)
+            else self._stream,
         )
+        self._stream_headers = [*self._http.headers.multi_items(), _JSON_CONTENT]
+        self._stream_extensions = {"timeout": self._http.timeout.as_dict()}
 
     @staticmethod
     def _api_root(base_url: str) -> str:
@@ -172,6 +202,8 @@ class DialectClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if isinstance(self._stream, PlainHTTPTransport):
+            await self._stream.aclose()
 
     def with_model(self, model: str) -> Self:
         """This client calling `model` instead: the same server, key and connection pool
@@ -215,12 +247,15 @@ class DialectClient:
         ):
             if self._stream_url is None:
                 self._stream_url = httpx.URL(f"{self.base_url}{self.stream_path}")
-            async with self._http.stream(
+            request = httpx.Request(
                 "POST",
                 self._stream_url,
+                headers=self._stream_headers,
                 content=body,
-                headers={"content-type": "application/json"},
-            ) as response:
+                extensions=self._stream_extensions,
+            )
+            response = await self._stream.handle_async_request(request)
+            try:
                 await accept_stream(response, base_url=self.base_url, fix=self._stream_fix())
                 reply = StreamedReply(callbacks, text_mode=text_mode)
                 await self._read_stream(response, reply)
@@ -229,6 +264,8 @@ class DialectClient:
                     dialect_json=self.dialect_json,
                     request_bytes=len(body),
                 )
+            finally:
+                await response.aclose()
         if log.enabled(DEBUG):
             log.debug(
                 "model response",
