@@ -100,7 +100,10 @@ class PlainHTTPTransport(httpx.AsyncBaseTransport):
         url = request.url
         if url.scheme != "http":
             raise httpx.UnsupportedProtocol(
-                f"Request URL has an unsupported protocol '{url.scheme}://'.", request=request
+                f"Request URL has an unsupported protocol '{url.scheme}://'."
+                if url.scheme
+                else "Request URL is missing an 'http://' or 'https://' protocol.",
+                request=request,
             )
         port = url.port or 80
         origin = (url.raw_host, port)

@@ -246,7 +246,10 @@ class DialectClient:
             self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
         ):
             if self._stream_url is None:
-                self._stream_url = httpx.URL(f"{self.base_url}{self.stream_path}")
+                # As the client would send it: a URL without a scheme or host is made relative,
+                # and refused by the transport as one without a protocol.
+                url = f"{self.base_url}{self.stream_path}"
+                self._stream_url = self._http.build_request("POST", url).url
             request = httpx.Request(
                 "POST",
                 self._stream_url,

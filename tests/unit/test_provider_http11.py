@@ -11,6 +11,7 @@ import trio
 
 from tether.daemon.providers.base import (
     Message,
+    ModelError,
     ModelHTTPError,
     ModelProtocolError,
     ModelRequest,
@@ -316,3 +317,14 @@ async def test_an_https_url_is_not_sent_in_plain_text() -> None:
     transport = PlainHTTPTransport()
     with pytest.raises(httpx.UnsupportedProtocol):
         await transport.handle_async_request(httpx.Request("POST", "https://x.test/", content=b""))
+
+
+@pytest.mark.parametrize("base_url", ["http:///v1", "localhost:11434/v1", "ftp://x.test/v1"])
+async def test_a_base_url_that_is_not_http_is_refused_without_a_retry(base_url: str) -> None:
+    client = OpenAIChatClient(base_url=base_url, model="m")
+    with pytest.raises(ModelError) as caught:
+        await ask(client)
+    await client.aclose()
+    assert type(caught.value) is ModelError
+    assert not caught.value.retryable
+    assert "is not an http(s) URL" in caught.value.message
