@@ -42,51 +42,43 @@ class NoCookies(http.cookiejar.CookieJar):
         return None
 
 
-def _tls_trust(base_url: str) -> ssl.SSLContext | bool:
-    """What TLS trusts for `base_url`: the CA bundle (True) for an `https` URL; for any other,
-    a context that verifies as strictly but trusts no certificate at all."""
-    if base_url.lower().startswith("https:"):
-        return True
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+def model_transport(
+    base_url: str, transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncBaseTransport:
+    """What a dialect's requests go through: `transport` when given (a test's); for a
+    plain-HTTP base URL (a local model), tether's own small HTTP/1.1 transport
+    (`PlainHTTPTransport`: httpcore and h11 cost more CPU per call than the rest of the call,
+    and their import some 30 ms of the first turn), which speaks no TLS at all; otherwise
+    httpx's own, without proxies from the environment (the servers are configured directly).
+
+    Only an `https` base URL gets the CA bundle: loading it costs more than the rest of the
+    client. Any other URL httpx's transport is given (one it will refuse) gets a TLS context
+    that verifies as strictly but trusts no certificate at all, so TLS to anything else fails
+    rather than go unverified (redirects are not followed)."""
+    if transport is not None:
+        return transport
+    lowered = base_url.lower()
+    if lowered.startswith("http:"):
+        return PlainHTTPTransport()
+    verify: ssl.SSLContext | bool = True
+    if not lowered.startswith("https:"):
+        verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
 
 
 def http_client(
-    headers: Mapping[str, str],
-    *,
-    base_url: str,
-    silence_timeout: float,
-    transport: httpx.AsyncBaseTransport | None,
+    headers: Mapping[str, str], *, silence_timeout: float, transport: httpx.AsyncBaseTransport
 ) -> httpx.AsyncClient:
-    """The client a dialect talks through: `silence_timeout` bounds the wait for each read of a
-    stream; proxies from the environment are not used (the servers are configured directly).
-
-    Only an `https` base URL gets the CA bundle: loading it costs more than the rest of the
-    client, and a plain-HTTP server (a local model) never needs it. Any other URL gets a TLS
-    context that verifies as strictly but trusts no certificate at all, so TLS to anything
-    else fails rather than go unverified (redirects are not followed). Cookies are neither
-    kept nor sent (`NoCookies`)."""
+    """The client a dialect talks through, over `transport` (`model_transport`):
+    `silence_timeout` bounds the wait for each read of a stream. Cookies are neither kept nor
+    sent (`NoCookies`)."""
     return httpx.AsyncClient(
         headers=dict(headers),
         cookies=NoCookies(),
         timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
         transport=transport,
         trust_env=False,
-        verify=_tls_trust(base_url),
     )
-
-
-def stream_transport(
-    base_url: str, transport: httpx.AsyncBaseTransport | None
-) -> httpx.AsyncBaseTransport:
-    """What the streamed requests go through: `transport` when given; for a plain-HTTP base
-    URL (a local model), tether's own small HTTP/1.1 transport (`PlainHTTPTransport`: httpcore
-    and h11 cost more CPU per call than the rest of the call); otherwise httpx's own, with the
-    CA bundle for `https` and no proxies from the environment."""
-    if transport is not None:
-        return transport
-    if base_url.lower().startswith("http:"):
-        return PlainHTTPTransport()
-    return httpx.AsyncHTTPTransport(verify=_tls_trust(base_url), trust_env=False)
 
 
 class _ModelEntry(msgspec.Struct):
@@ -175,17 +167,12 @@ class DialectClient:
         self._stream_url: httpx.URL | None = None
         """Parsed at the first request (where a bad URL's error is mapped), then kept: httpx
         would parse the string again for every request."""
-        self._stream = stream_transport(self.base_url, transport)
-        """The streamed requests are sent through this transport directly, as `_http` would
-        send them (its headers, timeouts and no cookies), without the client's own work per
-        request (redirects, auth, cookies, event hooks: none of which tether uses)."""
+        self._stream = model_transport(self.base_url, transport)
+        """The client's transport. The streamed requests are sent through it directly, as
+        `_http` would send them (its headers, timeouts and no cookies), without the client's own
+        work per request (redirects, auth, cookies, event hooks: none of which tether uses)."""
         self._http = http_client(
-            self._headers(api_key),
-            base_url=self.base_url,
-            silence_timeout=silence_timeout,
-            transport=transport
-            if transport is not None or isinstance(self._stream, PlainHTTPTransport)
-            else self._stream,
+            self._headers(api_key), silence_timeout=silence_timeout, transport=self._stream
         )
         self._stream_headers = [*self._http.headers.multi_items(), _JSON_CONTENT]
         self._stream_extensions = {"timeout": self._http.timeout.as_dict()}
@@ -201,9 +188,7 @@ class DialectClient:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def aclose(self) -> None:
-        await self._http.aclose()
-        if isinstance(self._stream, PlainHTTPTransport):
-            await self._stream.aclose()
+        await self._http.aclose()  # and its transport, `_stream`
 
     def with_model(self, model: str) -> Self:
         """This client calling `model` instead: the same server, key and connection pool

@@ -21,7 +21,7 @@ from tether.daemon.providers.base import (
 )
 from tether.daemon.providers.http11 import PlainHTTPTransport
 from tether.daemon.providers.openai import OpenAIChatClient
-from tether.daemon.providers.wire import stream_transport
+from tether.daemon.providers.wire import model_transport
 
 STREAM = (
     b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n'
@@ -33,6 +33,10 @@ SSE = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
 
 def with_length(body: bytes = STREAM, head: bytes = SSE) -> bytes:
     return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+def answer_with_length(index: int) -> bytes:
+    return with_length()
 
 
 def chunked(body: bytes = STREAM) -> bytes:
@@ -114,16 +118,16 @@ async def ask(client: OpenAIChatClient) -> str:
     return (await client.complete(request(), QuietCallbacks())).text
 
 
-def client_for(server: Server, **kw: float) -> OpenAIChatClient:
-    return OpenAIChatClient(base_url=server.base_url, model="m", api_key="sk-test", **kw)
+def client_for(server: Server) -> OpenAIChatClient:
+    return OpenAIChatClient(base_url=server.base_url, model="m", api_key="sk-test")
 
 
 def test_a_plain_http_base_url_streams_through_tethers_transport_and_https_through_httpx() -> None:
-    assert isinstance(stream_transport("http://127.0.0.1:11434/v1", None), PlainHTTPTransport)
-    assert isinstance(stream_transport("HTTP://localhost/v1", None), PlainHTTPTransport)
-    assert isinstance(stream_transport("https://api.example/v1", None), httpx.AsyncHTTPTransport)
+    assert isinstance(model_transport("http://127.0.0.1:11434/v1", None), PlainHTTPTransport)
+    assert isinstance(model_transport("HTTP://localhost/v1", None), PlainHTTPTransport)
+    assert isinstance(model_transport("https://api.example/v1", None), httpx.AsyncHTTPTransport)
     given = httpx.MockTransport(lambda r: httpx.Response(500))
-    assert stream_transport("http://127.0.0.1/v1", given) is given
+    assert model_transport("http://127.0.0.1/v1", given) is given
 
 
 async def test_requests_reuse_one_connection_and_carry_httpxs_headers() -> None:
@@ -197,7 +201,7 @@ async def test_a_rate_limit_answer_is_retryable_with_the_servers_wait() -> None:
         with pytest.raises(ModelHTTPError) as caught:
             await ask(client)
         # The error body was read to its end, so the connection serves the next request.
-        server.answer = lambda index: with_length()
+        server.answer = answer_with_length
         assert await ask(client) == "Hello"
         await client.aclose()
     assert caught.value.status == 429
@@ -229,8 +233,7 @@ async def test_nothing_listening_is_unreachable() -> None:
     ],
 )
 async def test_an_answer_that_breaks_off_is_a_retryable_protocol_error(reply: bytes) -> None:
-    async with serving(lambda index: None) as server:
-        server.answer = lambda index: reply
+    async with serving(lambda index: reply) as server:
         server.close_after_each = True
         client = client_for(server)
         with pytest.raises(ModelProtocolError) as caught:
@@ -328,3 +331,18 @@ async def test_a_base_url_that_is_not_http_is_refused_without_a_retry(base_url: 
     assert type(caught.value) is ModelError
     assert not caught.value.retryable
     assert "is not an http(s) URL" in caught.value.message
+
+
+async def test_the_model_list_comes_over_the_same_connection_as_the_calls() -> None:
+    listing = b'{"data":[{"id":"qwen3"},{"id":"llama3"}]}'
+    json_head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    async with serving(
+        lambda index: with_length(listing, json_head) if index == 0 else chunked()
+    ) as server:
+        client = client_for(server)
+        assert await client.list_models() == ["llama3", "qwen3"]
+        assert await ask(client) == "Hello"
+        await client.aclose()
+    assert server.requests[0].startswith(b"GET /v1/models HTTP/1.1\r\n")
+    assert server.requests[0].endswith(b"\r\n\r\n")  # no body
+    assert server.connections == 1
