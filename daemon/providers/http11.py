@@ -1,7 +1,8 @@
-"""A small HTTP/1.1 transport over trio for the streamed model calls to a plain-HTTP server (a
-local model: Ollama, vLLM, llama.cpp): an `httpx.AsyncBaseTransport`, so the calls keep
-httpx's requests, responses, body decoding and errors, without httpcore and h11 in between.
-They cost about 0.6 ms of CPU per call, more than the rest of a step's model call together.
+"""A small HTTP/1.1 transport over trio for the requests to a plain-HTTP model server (a local
+model: Ollama, vLLM, llama.cpp): an `httpx.AsyncBaseTransport`, so the calls keep httpx's
+requests, responses, body decoding and errors, without httpcore and h11 in between, which
+cost about 0.5 ms of CPU per streamed call (`bench/model_call.py`), more than all the rest of
+the call.
 
 Rules:
 - One request at a time per connection; a connection is reused (keep-alive) only when its

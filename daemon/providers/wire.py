@@ -48,7 +48,7 @@ def model_transport(
     """What a dialect's requests go through: `transport` when given (a test's); for a
     plain-HTTP base URL (a local model), tether's own small HTTP/1.1 transport
     (`PlainHTTPTransport`: httpcore and h11 cost more CPU per call than the rest of the call,
-    and their import some 30 ms of the first turn), which speaks no TLS at all; otherwise
+    and their import tens of ms of the first turn), which speaks no TLS at all; otherwise
     httpx's own, without proxies from the environment (the servers are configured directly).
 
     Only an `https` base URL gets the CA bundle: loading it costs more than the rest of the
