@@ -2,6 +2,7 @@
 127.0.0.1 that answer each request with given bytes: keep-alive, the ways a body can end, and
 the failures, which reach the loop as the same `ModelError`s as through httpx's transport."""
 
+import gzip
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 
@@ -346,3 +347,41 @@ async def test_the_model_list_comes_over_the_same_connection_as_the_calls() -> N
     assert server.requests[0].startswith(b"GET /v1/models HTTP/1.1\r\n")
     assert server.requests[0].endswith(b"\r\n\r\n")  # no body
     assert server.connections == 1
+
+
+async def test_a_compressed_stream_is_decoded_as_httpx_decodes_it() -> None:
+    head = SSE + b"content-encoding: gzip\r\n"
+    async with serving(lambda index: with_length(gzip.compress(STREAM), head)) as server:
+        client = client_for(server)
+        assert await ask(client) == "Hello"
+        await client.aclose()
+    assert b"accept-encoding: gzip" in server.requests[0].lower()
+
+
+async def test_calls_at_the_same_time_take_a_connection_each_and_both_are_kept() -> None:
+    both_asked = trio.Event()
+
+    def answer(index: int) -> bytes:
+        return with_length()
+
+    async with serving(answer) as server:
+        client = client_for(server)
+        replies: list[str] = []
+
+        async def call() -> None:
+            replies.append(await ask(client))
+            if len(replies) == 2:
+                both_asked.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            nursery.start_soon(call)
+        await both_asked.wait()
+        assert server.connections == 2
+        for _ in range(4):  # then both wait idle, and serve the next calls
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, client)
+                nursery.start_soon(ask, client)
+        await client.aclose()
+    assert replies == ["Hello", "Hello"]
+    assert server.connections == 2
