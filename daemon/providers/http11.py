@@ -16,8 +16,9 @@ Rules:
 - Failures are httpx's own exceptions, as httpx's transport raises them: `ConnectError` /
   `ConnectTimeout` (no connection), `WriteError` / `WriteTimeout`, `ReadError` /
   `ReadTimeout`, `RemoteProtocolError` (an answer that is not HTTP/1.1, or that ends early).
-- Plain HTTP only: TLS (`https`) stays with httpx's own transport, which `UnsupportedProtocol`
-  points to.
+- Plain HTTP only: any other URL is refused (`UnsupportedProtocol`), so nothing meant for TLS
+  goes out in clear text; an `https` base URL gets httpx's own transport
+  (`wire.model_transport`).
 """
 
 import math
