@@ -21,10 +21,13 @@ from tether.daemon.providers.base import (
     StreamCallbacks,
 )
 from tether.daemon.providers.errors import status_error, transport_errors
+from tether.daemon.providers.http11 import PlainHTTPTransport
 from tether.daemon.providers.stream import StreamedReply, accept_stream
 from tether.daemon.providers.texttools import ToolMode
 
 log = get_logger(__name__)
+
+_JSON_CONTENT = ("content-type", "application/json")
 
 
 class NoCookies(http.cookiejar.CookieJar):
@@ -39,31 +42,42 @@ class NoCookies(http.cookiejar.CookieJar):
         return None
 
 
-def http_client(
-    headers: Mapping[str, str],
-    *,
-    base_url: str,
-    silence_timeout: float,
-    transport: httpx.AsyncBaseTransport | None,
-) -> httpx.AsyncClient:
-    """The client a dialect talks through: `silence_timeout` bounds the wait for each read of a
-    stream; proxies from the environment are not used (the servers are configured directly).
+def model_transport(
+    base_url: str, transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncBaseTransport:
+    """What a dialect's requests go through: `transport` when given (a test's); for a
+    plain-HTTP base URL (a local model), tether's own small HTTP/1.1 transport
+    (`PlainHTTPTransport`: httpcore and h11 cost more CPU per call than the rest of the call,
+    and their import tens of ms of the first turn), which speaks no TLS at all; otherwise
+    httpx's own, without proxies from the environment (the servers are configured directly).
 
     Only an `https` base URL gets the CA bundle: loading it costs more than the rest of the
-    client, and a plain-HTTP server (a local model) never needs it. Any other URL gets a TLS
-    context that verifies as strictly but trusts no certificate at all, so TLS to anything
-    else fails rather than go unverified (redirects are not followed). Cookies are neither
-    kept nor sent (`NoCookies`)."""
+    client. Any other URL httpx's transport is given (one it will refuse) gets a TLS context
+    that verifies as strictly but trusts no certificate at all, so TLS to anything else fails
+    rather than go unverified (redirects are not followed)."""
+    if transport is not None:
+        return transport
+    lowered = base_url.lower()
+    if lowered.startswith("http:"):
+        return PlainHTTPTransport()
     verify: ssl.SSLContext | bool = True
-    if not base_url.lower().startswith("https:"):
+    if not lowered.startswith("https:"):
         verify = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
+
+
+def http_client(
+    headers: Mapping[str, str], *, silence_timeout: float, transport: httpx.AsyncBaseTransport
+) -> httpx.AsyncClient:
+    """The client a dialect talks through, over `transport` (`model_transport`):
+    `silence_timeout` bounds the wait for each read of a stream. Cookies are neither kept nor
+    sent (`NoCookies`)."""
     return httpx.AsyncClient(
         headers=dict(headers),
         cookies=NoCookies(),
         timeout=httpx.Timeout(connect=10.0, read=silence_timeout, write=30.0, pool=10.0),
         transport=transport,
         trust_env=False,
-        verify=verify,
     )
 
 
@@ -153,12 +167,15 @@ class DialectClient:
         self._stream_url: httpx.URL | None = None
         """Parsed at the first request (where a bad URL's error is mapped), then kept: httpx
         would parse the string again for every request."""
+        self._stream = model_transport(self.base_url, transport)
+        """The client's transport. The streamed requests are sent through it directly, as
+        `_http` would send them (its headers, timeouts and no cookies), without the client's own
+        work per request (redirects, auth, cookies, event hooks: none of which tether uses)."""
         self._http = http_client(
-            self._headers(api_key),
-            base_url=self.base_url,
-            silence_timeout=silence_timeout,
-            transport=transport,
+            self._headers(api_key), silence_timeout=silence_timeout, transport=self._stream
         )
+        self._stream_headers = [*self._http.headers.multi_items(), _JSON_CONTENT]
+        self._stream_extensions = {"timeout": self._http.timeout.as_dict()}
 
     @staticmethod
     def _api_root(base_url: str) -> str:
@@ -171,7 +188,7 @@ class DialectClient:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._http.aclose()  # and its transport, `_stream`
 
     def with_model(self, model: str) -> Self:
         """This client calling `model` instead: the same server, key and connection pool
@@ -214,13 +231,19 @@ class DialectClient:
             self.base_url, self._unreachable_hint(), silence_timeout=self._silence_timeout
         ):
             if self._stream_url is None:
-                self._stream_url = httpx.URL(f"{self.base_url}{self.stream_path}")
-            async with self._http.stream(
+                # As the client would send it: a URL without a scheme or host is made relative,
+                # and refused by the transport as one without a protocol.
+                url = f"{self.base_url}{self.stream_path}"
+                self._stream_url = self._http.build_request("POST", url).url
+            request = httpx.Request(
                 "POST",
                 self._stream_url,
+                headers=self._stream_headers,
                 content=body,
-                headers={"content-type": "application/json"},
-            ) as response:
+                extensions=self._stream_extensions,
+            )
+            response = await self._stream.handle_async_request(request)
+            try:
                 await accept_stream(response, base_url=self.base_url, fix=self._stream_fix())
                 reply = StreamedReply(callbacks, text_mode=text_mode)
                 await self._read_stream(response, reply)
@@ -229,6 +252,8 @@ class DialectClient:
                     dialect_json=self.dialect_json,
                     request_bytes=len(body),
                 )
+            finally:
+                await response.aclose()
         if log.enabled(DEBUG):
             log.debug(
                 "model response",
