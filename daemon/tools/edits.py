@@ -34,7 +34,7 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolved_and_shown,
 )
-from tether.daemon.tools.beneath import read_beneath, status_beneath
+from tether.daemon.beneath import read_beneath, status_beneath
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 

@@ -15,7 +15,7 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolve_in_workspace,
 )
-from tether.daemon.tools.beneath import FileTooLarge, read_beneath
+from tether.daemon.beneath import FileTooLarge, read_beneath
 from tether.daemon.tools.binary import is_binary
 
 DEFAULT_LIMIT = 1000

@@ -25,14 +25,16 @@ LOWER = {
     "logs": set[str](),
     "lean_imports": set[str](),
     "pathglob": set[str](),
+    "beneath": set[str](),
     "worktrees": set[str](),
     "providers": {"logs"},
     "procs": {"logs", "nursery", "truncate"},
     "lsp": {"logs", "nursery", "procs", "truncate", "workspace"},
     "mcp": {"logs", "nursery", "private_json", "procs", "truncate", "workspace"},
     "config": {"logs", "lsp", "mcp", "nursery", "procs", "truncate", "workspace"},
-    "skills": {"logs", "pathglob", "private_json", "truncate", "workspace", "workspace_trust"},
+    "skills": {"beneath", "logs", "pathglob", "private_json", "truncate", "workspace", "workspace_trust"},
     "tools": {
+        "beneath",
         "logs",
         "lsp",
         "mcp",
@@ -46,6 +48,7 @@ LOWER = {
         "workspace_trust",
     },
     "context": {
+        "beneath",
         "logs",
         "pathglob",
         "providers",
@@ -58,6 +61,7 @@ LOWER = {
         "workspace_trust",
     },
     "turn": {
+        "beneath",
         "logs",
         "pathglob",
         "context",
