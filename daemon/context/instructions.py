@@ -129,7 +129,7 @@ def top_level_entries(workspace: Path, *, limit: int = TOP_LEVEL_ENTRIES) -> str
     """The workspace's top-level entries, folders ending in '/', sorted; dependency, cache and
     version-control folders are named at the end, and past `limit` entries the rest counted."""
     try:
-        names, skipped = folder_entries(workspace)
+        names, skipped = folder_entries(workspace.resolve(), workspace.resolve())
     except OSError as exc:
         return f"(unreadable: {exc.strerror})"
     names.sort()
