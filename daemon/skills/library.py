@@ -205,9 +205,10 @@ class SkillLibrary:
         folder = str(source.folder)
         try:
             entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            # realpath fails (EINVAL) when a link on the way is swapped while it resolves it.
+            real_source = os.path.realpath(folder)
         except OSError:
             return
-        real_source = os.path.realpath(folder)
         workspace = source.origin == "workspace"
         for entry in entries:
             if entry.name.startswith("."):
@@ -220,12 +221,12 @@ class SkillLibrary:
                     real_file = os.path.realpath(file)
                 else:
                     real_file = ""
+                if entry.is_symlink():
+                    real_folder = os.path.realpath(entry.path)
+                else:
+                    real_folder = os.path.join(real_source, entry.name)
             except OSError:
                 continue  # not a skill (or a dangling link): nothing to report
-            if entry.is_symlink():
-                real_folder = os.path.realpath(entry.path)
-            else:
-                real_folder = os.path.join(real_source, entry.name)
             escapes = workspace and not (
                 self._inside(real_folder)
                 and self._inside(real_file or os.path.join(real_folder, SKILL_FILE))
