@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from tests.unit.test_workspace_swap_race import Swapper, probe_swap_support
+from tether.daemon.context.instructions import load_project_instructions
 from tether.daemon.context.mentions import render_context
 from tether.daemon.sessions.input import _read_images  # pyright: ignore[reportPrivateUsage]
 from tether.daemon.skills.library import SkillLibrary
@@ -183,3 +184,18 @@ async def test_a_folder_symlink_pointing_out_is_not_followed(places: tuple[Path,
     found = library.refresh()
     assert found.get("demo") is None
     assert [p.reason for p in found.invalid] == ["it leads out of the workspace through a symlink"]
+
+
+def test_project_instructions_never_come_from_outside(places: tuple[Path, Path]) -> None:
+    ws, outside = places
+    (ws / ".tether").mkdir()
+    (ws / ".tether" / "instructions.md").write_text("inside rules\n")
+    (outside / "instructions.md").write_text(f"{MARKER} rules\n")
+    inside = 0
+    with Swapper(ws / ".tether", outside) as swapper:
+        for _ in range(TRIES):
+            text = load_project_instructions(ws)
+            assert MARKER not in text
+            inside += "inside rules" in text
+    assert swapper.swaps > 0
+    assert inside > 0, "the race left no instructions to check"
