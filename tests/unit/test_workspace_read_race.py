@@ -19,6 +19,7 @@ from PIL import Image
 from tests.unit.test_workspace_swap_race import Swapper, probe_swap_support
 from tether.daemon.context.instructions import load_project_instructions
 from tether.daemon.context.mentions import render_context
+from tether.daemon.lsp.diagnostics import read_files
 from tether.daemon.sessions.input import _read_images  # pyright: ignore[reportPrivateUsage]
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.skills.trust import SkillsTrust
@@ -199,3 +200,18 @@ def test_project_instructions_never_come_from_outside(places: tuple[Path, Path])
             inside += "inside rules" in text
     assert swapper.swaps > 0
     assert inside > 0, "the race left no instructions to check"
+
+
+def test_files_sent_to_language_servers_never_come_from_outside(
+    places: tuple[Path, Path],
+) -> None:
+    ws, outside = places
+    path = ws / "sub" / "notes.txt"
+    inside = 0
+    with Swapper(ws / "sub", outside) as swapper:
+        for _ in range(TRIES):
+            texts, _gone = read_files(ws, [path], [path])
+            assert all(MARKER not in text for text in texts.values())
+            inside += path in texts
+    assert swapper.swaps > 0
+    assert inside > 0, "the race left no read to check"
