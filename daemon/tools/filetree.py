@@ -61,6 +61,9 @@ BUILD_DIRS = frozenset(
 )
 """Build output: glob skips these too."""
 
+MAX_WALK_LEVELS = 256
+"""Folders open at once in a walk (`walk_files`): its depth below where it starts."""
+
 IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
 """Read in this order in every folder (a later file wins), as ripgrep does."""
 
@@ -242,7 +245,9 @@ def walk_files(
     Every folder is opened relative to its parent's descriptor without following a symlink
     (`tether.daemon.beneath`), so a folder swapped for a symlink mid-walk is skipped, not
     entered; a start that cannot be reached yields nothing. One descriptor is open per level
-    of the folder being walked; closing the iterator closes them."""
+    of the folder being walked (closing the iterator closes them), so folders
+    `MAX_WALK_LEVELS` or more levels below `start` are not entered: a workspace nested deeper
+    cannot run the daemon out of descriptors."""
     try:
         fd = folder_descriptor(root, start)
     except OSError:
@@ -260,6 +265,8 @@ def walk_files(
                     os.close(stack.pop().fd)
                     continue
                 name, rel, rules, depth = following
+                if len(stack) >= MAX_WALK_LEVELS:
+                    continue
                 try:
                     fd = open_subfolder(parent.fd, name)
                 except OSError:  # gone, or swapped for a symlink: not entered

@@ -11,6 +11,7 @@ reader follows it."""
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tether.daemon.sessions.input import _read_images  # pyright: ignore[reportP
 from tether.daemon.skills.library import SkillLibrary
 from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.tools.base import ToolContext
+from tether.daemon.tools.filetree import MAX_WALK_LEVELS, walk_files
 from tether.daemon.tools.glob import Glob
 from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.list_dir import ListDir
@@ -215,3 +217,21 @@ def test_files_sent_to_language_servers_never_come_from_outside(
             inside += path in texts
     assert swapper.swaps > 0
     assert inside > 0, "the race left no read to check"
+
+
+def test_a_walk_closes_its_descriptors_and_stops_at_the_level_limit(tmp_path: Path) -> None:
+    root = tmp_path.resolve()
+    deep = root.joinpath(*["d"] * (MAX_WALK_LEVELS + 5))
+    deep.mkdir(parents=True)
+    for level in (MAX_WALK_LEVELS - 1, MAX_WALK_LEVELS):
+        root.joinpath(*["d"] * level, "f.txt").write_text("x\n")
+    (root / "top.txt").write_text("x\n")
+    before = len(os.listdir("/proc/self/fd"))
+    walk = walk_files(root, root)
+    found = [rel for rel, _, _ in walk]
+    assert found == ["top.txt", "/".join(["d"] * (MAX_WALK_LEVELS - 1) + ["f.txt"])]
+    assert len(os.listdir("/proc/self/fd")) == before
+    half = walk_files(root, root)
+    next(half)
+    half.close()
+    assert len(os.listdir("/proc/self/fd")) == before
