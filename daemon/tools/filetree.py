@@ -233,7 +233,7 @@ def walk_files(
     ignore: IgnoreRules | None = None,
     max_depth: int | None = None,
     ordered: bool = True,
-) -> Iterator[tuple[str, WalkedFile, bool]]:
+) -> Generator[tuple[str, WalkedFile, bool]]:
     """Files under `start` (resolved, inside the resolved `root`) as (path relative to
     `root`, the file, ignored), folders in sorted order (or, with `ordered=False`, in the
     order the file system lists them, which holds no folder's listing in memory). Skips
