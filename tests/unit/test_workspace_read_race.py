@@ -1,13 +1,15 @@
 """A command racing the daemon's other readers of the workspace: the mentions and images a
-client sends with a turn, list_dir, glob, the grep fallback (the search used without
-ripgrep) and a repository's skills. A folder inside the workspace is swapped for a symlink to
-a folder outside it, over and over (`Swapper`, `renameat2(RENAME_EXCHANGE)`), while the
-reader runs; the outside folder holds a marker in a file's content and in a file's name.
-Whatever the reader returns must never hold the marker: the daemon is not sandboxed, and
-what it read outside the workspace would reach the model.
+client sends with a turn, the repository's instruction files, list_dir, glob, the grep
+fallback (the search used without ripgrep), a repository's skills and the files synced to
+language servers. A folder inside the workspace is swapped for a symlink to a folder outside
+it, over and over (`Swapper`, `renameat2(RENAME_EXCHANGE)`), while the reader runs; the
+outside folder holds a marker in a file's content and in a file's name. Whatever the reader
+returns must never hold the marker: the daemon is not sandboxed, and what it read outside the
+workspace would reach the model.
 
 The static case, a folder symlink inside the workspace that points out, is checked too: no
-reader follows it."""
+reader follows it. And a walk, which holds a descriptor per level, leaks none and stops at
+its level limit."""
 
 import io
 import json
