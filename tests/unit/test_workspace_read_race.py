@@ -29,9 +29,10 @@ from tether.daemon.skills.trust import SkillsTrust
 from tether.daemon.tools.base import ToolContext
 from tether.daemon.tools.filetree import MAX_WALK_LEVELS, walk_files
 from tether.daemon.tools.glob import Glob
-from tether.daemon.tools.grep import Grep
+from tether.daemon.tools.grep import Grep, GrepParams
 from tether.daemon.tools.list_dir import ListDir
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
+from tether.daemon.tools.search.ripgrep import confined, find_rg, rg_command
 from tether.daemon.tools.skill import SkillTool
 
 TRIES = 300
@@ -237,3 +238,28 @@ def test_a_walk_closes_its_descriptors_and_stops_at_the_level_limit(tmp_path: Pa
     next(half)
     half.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+async def test_ripgrep_never_searches_outside(places: tuple[Path, Path]) -> None:
+    ws, outside = places
+    rg = find_rg()
+    if rg is None or confined([rg], ws) == [rg]:
+        pytest.skip("ripgrep, or bubblewrap to confine it, is not available here")
+    registry, ctx = ToolRegistry([Grep(rg_path=rg)]), ToolContext(ws)
+    inside = 0
+    with Swapper(ws / "sub", outside) as swapper:
+        for _ in range(TRIES // 3):
+            for path in (".", "sub", "sub/notes.txt"):
+                result = await run(
+                    registry, ctx, "grep", pattern="hello", path=path, output_mode="content"
+                )
+                assert MARKER not in result.output
+                inside += "inside: hello" in result.output
+    assert swapper.swaps > 0
+    assert inside > 0, "the race left no search to check"
+
+
+def test_ripgrep_is_told_not_to_follow_symlinks() -> None:
+    command = rg_command("rg", GrepParams(pattern="x"), "content", ["sub"], pcre2=False)
+    assert "--no-config" in command  # no config file can add --follow
+    assert not {"-L", "--follow"} & set(command)
