@@ -124,11 +124,14 @@ async def test_glob_never_walks_outside(places: tuple[Path, Path]) -> None:
 
 
 async def test_grep_fallback_never_searches_outside(places: tuple[Path, Path]) -> None:
-    ws, outside = places
-    registry, ctx = ToolRegistry([Grep(rg_path=None)]), ToolContext(ws)
+    await _grep_never_searches_outside(Grep(rg_path=None), *places, TRIES)
+
+
+async def _grep_never_searches_outside(grep: Grep, ws: Path, outside: Path, tries: int) -> None:
+    registry, ctx = ToolRegistry([grep]), ToolContext(ws)
     inside = 0
     with Swapper(ws / "sub", outside) as swapper:
-        for _ in range(TRIES):
+        for _ in range(tries):
             for path in (".", "sub", "sub/notes.txt"):
                 result = await run(
                     registry, ctx, "grep", pattern="hello", path=path, output_mode="content"
@@ -241,22 +244,11 @@ def test_a_walk_closes_its_descriptors_and_stops_at_the_level_limit(tmp_path: Pa
 
 
 async def test_ripgrep_never_searches_outside(places: tuple[Path, Path]) -> None:
-    ws, outside = places
     rg = find_rg()
-    if rg is None or confined([rg], ws) == [rg]:
+    if rg is None or confined([rg], places[0]) == [rg]:
         pytest.skip("ripgrep, or bubblewrap to confine it, is not available here")
-    registry, ctx = ToolRegistry([Grep(rg_path=rg)]), ToolContext(ws)
-    inside = 0
-    with Swapper(ws / "sub", outside) as swapper:
-        for _ in range(TRIES // 3):
-            for path in (".", "sub", "sub/notes.txt"):
-                result = await run(
-                    registry, ctx, "grep", pattern="hello", path=path, output_mode="content"
-                )
-                assert MARKER not in result.output
-                inside += "inside: hello" in result.output
-    assert swapper.swaps > 0
-    assert inside > 0, "the race left no search to check"
+    # Each ripgrep run is a process (in a namespace): fewer tries, still many swaps.
+    await _grep_never_searches_outside(Grep(rg_path=rg), *places, TRIES // 3)
 
 
 def test_ripgrep_is_told_not_to_follow_symlinks() -> None:
