@@ -15,11 +15,13 @@ async code. Files are read only inside the workspace: a symlink that leads outsi
 ignored, so a cloned repository cannot make the agent send, say, `~/.ssh` to the model.
 """
 
+import io
 import os
 import platform
 from collections.abc import Mapping
 from pathlib import Path
 
+from tether.daemon.beneath import open_beneath
 from tether.daemon.tools.filetree import folder_entries
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".tether/instructions.md")
@@ -42,10 +44,24 @@ def _inside(root: Path, path: Path) -> bool:
 
 
 def _read_capped(path: Path, limit: int) -> str | None:
-    """At most `limit` characters of a regular file, or None when it cannot be read."""
+    """At most `limit` characters of a regular file, or None when it cannot be read (git's
+    own files, which may lie above the workspace)."""
     try:
         with path.open(encoding="utf-8", errors="replace") as file:
             return file.read(limit)
+    except OSError:
+        return None
+
+
+def _read_beneath_capped(root: Path, path: Path, limit: int) -> str | None:
+    """`_read_capped` for the file `path` (resolved, inside `root`), reached beneath `root`
+    from descriptors: a folder swapped for a symlink since it was checked is not followed."""
+    try:
+        with (
+            open_beneath(root, path) as (file, _),
+            io.TextIOWrapper(file, encoding="utf-8", errors="replace") as text,
+        ):
+            return text.read(limit)
     except OSError:
         return None
 
@@ -72,7 +88,7 @@ def load_project_instructions(workspace: Path) -> str:
         if path in seen_paths or not _inside(root, path) or not path.is_file():
             continue
         seen_paths.add(path)
-        text = _read_capped(path, cap + 1)
+        text = _read_beneath_capped(root, path, cap + 1)
         if text is None:
             continue
         text = text.strip().replace(CLOSE_TAG, CLOSE_TAG.replace("<", "&lt;"))
@@ -129,7 +145,7 @@ def top_level_entries(workspace: Path, *, limit: int = TOP_LEVEL_ENTRIES) -> str
     """The workspace's top-level entries, folders ending in '/', sorted; dependency, cache and
     version-control folders are named at the end, and past `limit` entries the rest counted."""
     try:
-        names, skipped = folder_entries(workspace)
+        names, skipped = folder_entries(workspace.resolve(), workspace.resolve())
     except OSError as exc:
         return f"(unreadable: {exc.strerror})"
     names.sort()

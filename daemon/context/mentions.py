@@ -22,6 +22,10 @@ Rules:
   user mentioned it and why it is missing, and `render_context` returns the problem for the
   client.
 
+Mentioned files and folders are read and listed from descriptors opened beneath the workspace
+(`tether.daemon.beneath`): a folder swapped for a symlink after the check above is not
+followed, and the mention is reported unreadable.
+
 `render_context` reads the file system synchronously; call it from a worker thread in async
 code. (The CLI finds `@path` mentions in a typed prompt: `clients/cli/mentions.py`.)
 """
@@ -30,6 +34,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from tether.daemon.beneath import list_beneath, open_beneath
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.truncate import cap_ends, cap_result
 from tether.daemon.workspace import display_path
@@ -122,10 +127,10 @@ def _display(root: Path, path: Path) -> str:
     return rel
 
 
-def _read_file(path: Path, display: str) -> _FileText:
+def _read_file(root: Path, path: Path, display: str) -> _FileText:
     try:
-        with path.open("rb") as file:
-            size = os.fstat(file.fileno()).st_size
+        with open_beneath(root, path) as (file, status):
+            size = status.st_size
             if size <= READ_LIMIT:
                 data = file.read()
                 if is_binary(data):
@@ -147,16 +152,9 @@ def _read_file(path: Path, display: str) -> _FileText:
     )
 
 
-def _folder_listing(path: Path, display: str) -> str:
+def _folder_listing(root: Path, path: Path, display: str) -> str:
     try:
-        with os.scandir(path) as entries:
-            names: list[str] = []
-            for entry in entries:
-                try:
-                    is_dir = entry.is_dir()
-                except OSError:
-                    is_dir = False
-                names.append(entry.name + "/" if is_dir else entry.name)
+        names = [name + "/" if is_dir else name for name, is_dir in list_beneath(root, path)]
     except OSError as exc:
         raise _Problem(f"unreadable ({exc.strerror or exc})") from exc
     names.sort()
@@ -243,9 +241,9 @@ def render_context(
             seen.add(target)
             display = _display(root, target)
             if target.is_dir():
-                folders.append(_folder_listing(target, display))
+                folders.append(_folder_listing(root, target, display))
             else:
-                files.append(_read_file(target, display))
+                files.append(_read_file(root, target, display))
         except _Problem as problem:
             report(mention, problem.reason)
 
@@ -279,7 +277,7 @@ def image_file(workspace: Path, mention: str) -> tuple[str, Path] | None:
         target = _resolve(root, mention)
         if not target.is_file():
             return None
-        with target.open("rb") as file:
+        with open_beneath(root, target) as (file, _):
             head = file.read(16)
     except (_Problem, OSError):
         return None

@@ -32,6 +32,7 @@ from typing import Literal, Protocol
 import msgspec
 import trio
 
+from tether.daemon.beneath import read_beneath
 from tether.daemon.lsp.client import LspClient
 from tether.daemon.lsp.errors import LspError, ServerGone
 from tether.daemon.lsp.servers import ServerSpec
@@ -118,15 +119,25 @@ class ReportSignal:
         self._event = trio.Event()
 
 
-def read_files(files: list[Path], checked: list[Path]) -> tuple[dict[Path, str], set[Path]]:
+def read_files(
+    root: Path, files: list[Path], checked: list[Path]
+) -> tuple[dict[Path, str], set[Path]]:
     """The text of each file to check (unreadable and oversized ones are left out), and which
-    of `files` are gone. Blocking: run it in a thread."""
+    of `files` are gone. A file inside `root` (the resolved workspace) is read from
+    descriptors opened beneath it, never through a symlink (`tether.daemon.beneath`), so a
+    folder swapped for one cannot send a file from elsewhere to a language server. Blocking:
+    run it in a thread."""
     texts: dict[Path, str] = {}
     gone = {path for path in files if not path.exists()}
     for path in checked:
         try:
-            if path.stat().st_size <= MAX_SYNC_BYTES:
-                texts[path] = path.read_bytes().decode("utf-8", errors="replace")
+            if path == root or root in path.parents:
+                data, _ = read_beneath(root, path, limit=MAX_SYNC_BYTES)
+            elif path.stat().st_size <= MAX_SYNC_BYTES:
+                data = path.read_bytes()
+            else:
+                continue
+            texts[path] = data.decode("utf-8", errors="replace")
         except FileNotFoundError:
             gone.add(path)
         except OSError:

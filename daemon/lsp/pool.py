@@ -357,7 +357,9 @@ class LspPool:
                 if getattr(client.capabilities, capability) in (None, False):
                     reasons.append(f"{entry.spec.name} does not answer this")
                     continue
-                texts, gone = await trio.to_thread.run_sync(read_files, [file], [file])
+                texts, gone = await trio.to_thread.run_sync(
+                    read_files, self.workspace, [file], [file]
+                )
                 if file not in texts:
                     why = "does not exist" if file in gone else "could not be read or is too large"
                     raise Unavailable(f"{display_path(self.workspace, file)} {why}.")
@@ -445,7 +447,7 @@ class LspPool:
                 for entry in entries:
                     nursery.start_soon(self._ensure_running, entry, wait)
             checked = list(dict.fromkeys(target.path for target in targets))
-            texts, gone = await trio.to_thread.run_sync(read_files, files, checked)
+            texts, gone = await trio.to_thread.run_sync(read_files, self.workspace, files, checked)
             now = trio.current_time()
             for target, (_, entry) in zip(targets, pairs, strict=True):
                 target.starting = self._starting(entry)

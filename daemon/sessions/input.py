@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from tether.daemon.beneath import FileTooLarge, read_beneath
 from tether.daemon.context.images import ImageProblem, PreparedImage, prepare_image
 from tether.daemon.context.instructions import load_project_instructions
 from tether.daemon.context.mentions import image_file, render_context
@@ -128,6 +129,7 @@ def _read_images(
             ) from None
     others: list[str] = []
     problems: list[str] = []
+    root = workspace.resolve()
     for mention in mentions:
         found = image_file(workspace, mention)
         if found is None:
@@ -137,12 +139,14 @@ def _read_images(
         try:
             if len(prepared) >= MAX_IMAGES:
                 raise ImageProblem(f"{display}: over the {MAX_IMAGES} images a message may carry")
-            size = path.stat().st_size
-            if size > MAX_IMAGE_BYTES:
+            try:
+                # Read where the mention's check found it, never through a symlink.
+                data, _ = read_beneath(root, path, limit=MAX_IMAGE_BYTES)
+            except FileTooLarge as exc:
                 raise ImageProblem(
-                    f"{display}: {describe_over(size, MAX_IMAGE_BYTES)} an image may have"
-                )
-            prepared.append(prepare_image(display, path.read_bytes(), dialect))
+                    f"{display}: {describe_over(exc.size, MAX_IMAGE_BYTES)} an image may have"
+                ) from None
+            prepared.append(prepare_image(display, data, dialect))
         except ImageProblem as exc:
             problems.append(f"{exc}; not attached")
         except OSError as exc:

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import trio
 
+from tether.daemon.beneath import read_beneath, unlink_beneath
 from tether.daemon.sessions.rows import SnapshotRow
 from tether.daemon.sessions.store import Store
 from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import loop_point
-from tether.daemon.tools.beneath import read_beneath, unlink_beneath
 from tether.daemon.tools.edits import line_delta
 from tether.protocol.items import FileChange
 from tether.protocol.methods import SessionUndoResult

@@ -27,6 +27,7 @@ from stat import S_ISLNK
 
 import msgspec
 
+from tether.daemon.beneath import open_beneath
 from tether.daemon.logs.log import get_logger
 from tether.daemon.skills.parse import (
     BODY_MAX,
@@ -139,6 +140,8 @@ class _Candidate(msgspec.Struct, frozen=True):
     real_folder: str
     escapes: bool
     """A workspace skill whose folder or file resolves outside the workspace."""
+    real_file: str = ""
+    """Where its `SKILL.md` resolves, when that is a symlink ("": in `real_folder`)."""
 
 
 class SkillLibrary:
@@ -202,9 +205,10 @@ class SkillLibrary:
         folder = str(source.folder)
         try:
             entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            # realpath fails (EINVAL) when a link on the way is swapped while it resolves it.
+            real_source = os.path.realpath(folder)
         except OSError:
             return
-        real_source = os.path.realpath(folder)
         workspace = source.origin == "workspace"
         for entry in entries:
             if entry.name.startswith("."):
@@ -217,32 +221,43 @@ class SkillLibrary:
                     real_file = os.path.realpath(file)
                 else:
                     real_file = ""
+                if entry.is_symlink():
+                    real_folder = os.path.realpath(entry.path)
+                else:
+                    real_folder = os.path.join(real_source, entry.name)
             except OSError:
                 continue  # not a skill (or a dangling link): nothing to report
-            if entry.is_symlink():
-                real_folder = os.path.realpath(entry.path)
-            else:
-                real_folder = os.path.join(real_source, entry.name)
             escapes = workspace and not (
                 self._inside(real_folder)
                 and self._inside(real_file or os.path.join(real_folder, SKILL_FILE))
             )
-            yield _Candidate(source, entry.name, file, _stat_key(stat), real_folder, escapes)
+            yield _Candidate(
+                source, entry.name, file, _stat_key(stat), real_folder, escapes, real_file
+            )
 
     def _parse(self, candidate: _Candidate) -> _Parsed:
         cached = self._parsed.get(candidate.file)
         if cached is not None and cached[0] == candidate.key:
             return cached[1]
         try:
-            with open(candidate.file, "rb") as handle:
-                data = handle.read(FILE_MAX + 1)
-            parsed: _Parsed = parse_skill(data)
+            parsed: _Parsed = parse_skill(self._read(candidate))
         except SkillProblem as exc:
             parsed = exc
         except OSError as exc:
             parsed = SkillProblem(f"it cannot be read: {exc.strerror or exc}")
         self._parsed[candidate.file] = (candidate.key, parsed)
         return parsed
+
+    def _read(self, candidate: _Candidate) -> bytes:
+        """The head of a candidate's `SKILL.md`, past `FILE_MAX` by a byte if it is longer. A
+        workspace skill's is read where its real path was found, beneath the workspace and
+        never through a symlink: one swapped in since is refused (an OSError), not followed."""
+        if candidate.source.origin != "workspace":
+            with open(candidate.file, "rb") as handle:
+                return handle.read(FILE_MAX + 1)
+        real = candidate.real_file or os.path.join(candidate.real_folder, SKILL_FILE)
+        with open_beneath(self.root, Path(real)) as (handle, _):
+            return handle.read(FILE_MAX + 1)
 
     def _build(self, candidates: list[_Candidate]) -> SkillSet:
         invalid: list[InvalidSkill] = []

@@ -6,8 +6,11 @@ with symlinks followed and must still lie inside the folder (itself resolved), s
 skill cannot lead the agent to a file elsewhere.
 """
 
+import contextlib
 import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from tether.daemon.beneath import open_folder
 
 BUNDLED_LISTED = 40
 """Bundled files named after a skill's instructions; the rest are counted."""
@@ -45,21 +48,24 @@ def resolve_resource(folder: Path, resource: str) -> Path:
     return target
 
 
-def bundled_files(folder: Path) -> tuple[list[str], int]:
-    """Up to `BUNDLED_LISTED` files of the skill's folder besides `SKILL.md`, as relative
-    POSIX paths (sorted, hidden entries skipped, links not followed into folders), and how
-    many more there are."""
+def bundled_files(root: Path, folder: Path) -> tuple[list[str], int]:
+    """Up to `BUNDLED_LISTED` files of the skill's folder `folder` (resolved, inside the
+    resolved `root`) besides `SKILL.md`, as relative POSIX paths (sorted, hidden entries
+    skipped, links not followed into folders), and how many more there are. The folder is
+    reached beneath `root` and walked from descriptors (`os.fwalk`), so a folder swapped for
+    a symlink is not entered; a folder that cannot be reached has no files."""
     found: list[str] = []
     seen = 0
-    for top, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        relative = PurePosixPath(Path(top).relative_to(folder).as_posix())
-        for name in sorted(files):
-            if name.startswith(".") or (name == "SKILL.md" and top == str(folder)):
-                continue
-            seen += 1
-            if len(found) < BUNDLED_LISTED:
-                found.append(str(relative / name) if str(relative) != "." else name)
-        if seen >= _WALK_LIMIT:
-            break
+    with contextlib.suppress(OSError), open_folder(root, folder) as fd:
+        for top, dirs, files, _ in os.fwalk(".", dir_fd=fd):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            relative = PurePosixPath(top)
+            for name in sorted(files):
+                if name.startswith(".") or (name == "SKILL.md" and top == "."):
+                    continue
+                seen += 1
+                if len(found) < BUNDLED_LISTED:
+                    found.append(str(relative / name))
+            if seen >= _WALK_LIMIT:
+                break
     return found, seen - len(found)

@@ -8,7 +8,7 @@ temporary file is removed; only a crash between its creation and the rename can 
 behind (a hidden `.<name>.<random>.tmp` beside the file).
 
 The file is reached from the workspace root's descriptor without following a symlink
-(`tether.daemon.tools.beneath`): the caller passes the path its containment check resolved,
+(`tether.daemon.beneath`): the caller passes the path its containment check resolved,
 and a folder on it swapped for a symlink since then makes the write fail instead of landing
 where the link points. A symlink in the file's own place is refused likewise (callers resolve
 a link to the file it names before checking). A file without write permission for the daemon
@@ -26,7 +26,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from tether.daemon.tools.beneath import open_folder
+from tether.daemon.beneath import open_folder
 
 Writer = Callable[[int, bytes], None]
 """Writes all of `data` to the open file descriptor (an injection point for tests)."""

@@ -88,11 +88,6 @@ class FileVersion(msgspec.Struct, frozen=True, kw_only=True):
     digest: str
 
     @classmethod
-    def of(cls, path: Path, data: bytes | None = None) -> "FileVersion":
-        content = path.read_bytes() if data is None else data
-        return cls.of_status(path.stat(), content)
-
-    @classmethod
     def of_status(cls, status: os.stat_result, content: bytes) -> "FileVersion":
         """The version of a file already open: its status and content as read."""
         return cls(

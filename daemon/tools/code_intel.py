@@ -17,12 +17,12 @@ from typing import Annotated
 import msgspec
 import trio
 
+from tether.daemon.beneath import read_beneath
 from tether.daemon.lsp.errors import RequestTimeout, ResponseError, ServerGone, Unavailable
 from tether.daemon.lsp.navigation import Location, PositionError, lease_position
 from tether.daemon.lsp.pool import Lease, LspPool
 from tether.daemon.lsp.types import Position
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolParams, resolve_in_workspace
-from tether.daemon.tools.beneath import read_beneath
 from tether.daemon.tools.credentials import is_credential_path
 from tether.daemon.workspace import display_path
 

@@ -24,6 +24,7 @@ from typing import Annotated, ClassVar, Generic, TypeVar
 import msgspec
 import trio
 
+from tether.daemon.beneath import read_beneath, status_beneath
 from tether.daemon.tools.atomic_write import atomic_write
 from tether.daemon.tools.base import (
     FileVersion,
@@ -34,7 +35,6 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolved_and_shown,
 )
-from tether.daemon.tools.beneath import read_beneath, status_beneath
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 

@@ -129,7 +129,7 @@ class _Walk:
 
         def matching() -> Iterator[tuple[int, str]]:
             nonlocal total
-            for rel, entry, _ in walk_files(root, base, max_depth=depth, ordered=False):
+            for rel, file, _ in walk_files(root, base, max_depth=depth, ordered=False):
                 if self.stop.is_set() or time.monotonic() > deadline:
                     self.stopped = True
                     return
@@ -138,7 +138,7 @@ class _Walk:
                 if self.hide_credentials and is_credential_path(rel):
                     continue
                 try:
-                    mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+                    mtime = file.stat().st_mtime_ns
                 except OSError:
                     continue
                 total += 1

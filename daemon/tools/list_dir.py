@@ -1,5 +1,6 @@
 """list_dir: one level of a folder."""
 
+import errno
 from pathlib import Path
 from typing import Annotated, ClassVar
 
@@ -36,15 +37,25 @@ class ListDir:
 
     async def run(self, params: ListDirParams, ctx: ToolContext) -> str:
         path, shown = resolved_and_shown(ctx.workspace, params.path)
-        return await trio.to_thread.run_sync(_list, path, shown)
+        return await trio.to_thread.run_sync(_list, ctx.workspace.resolve(), path, shown)
 
 
-def _list(path: Path, shown: str) -> str:
+def _list(root: Path, path: Path, shown: str) -> str:
     if not path.exists():
         raise ToolFailure(f"{shown} does not exist. Use glob to find files and folders.")
     if not path.is_dir():
         raise ToolFailure(f"{shown} is a file; use read_file to read it.")
-    names, hidden = folder_entries(path)
+    try:
+        # Listed from descriptors opened beneath the root: a folder on the path swapped for
+        # a symlink since the check is refused, not followed.
+        names, hidden = folder_entries(root, path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolFailure(
+                f"{shown} changed while it was being listed (a symlink took the place of a "
+                "folder); it was not listed."
+            ) from None
+        raise
     names.sort()
     lines = names[:MAX_ENTRIES]
     if len(names) > MAX_ENTRIES:

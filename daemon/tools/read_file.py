@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
+from tether.daemon.beneath import FileTooLarge, read_beneath
 from tether.daemon.tools.base import (
     FileVersion,
     ToolContext,
@@ -15,7 +16,6 @@ from tether.daemon.tools.base import (
     ToolParams,
     resolve_in_workspace,
 )
-from tether.daemon.tools.beneath import FileTooLarge, read_beneath
 from tether.daemon.tools.binary import is_binary
 
 DEFAULT_LIMIT = 1000

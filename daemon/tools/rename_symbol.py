@@ -19,6 +19,7 @@ from typing import Annotated, ClassVar
 import msgspec
 import trio
 
+from tether.daemon.beneath import read_beneath
 from tether.daemon.lsp.navigation import (
     RenameRefused,
     TextEdit,
@@ -29,7 +30,6 @@ from tether.daemon.lsp.navigation import (
 )
 from tether.daemon.skills.library import WORKSPACE_FOLDERS
 from tether.daemon.tools.base import ToolContext, ToolFailure, ToolKind, ToolOutput, ToolParams
-from tether.daemon.tools.beneath import read_beneath
 from tether.daemon.tools.code_intel import SymbolAtParams, leased, still_indexing
 from tether.daemon.tools.credentials import is_credential_path
 from tether.daemon.tools.edits import decode, encode, plural, unified_diff, write_guarded

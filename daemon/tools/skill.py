@@ -12,11 +12,14 @@ call carries a trust question (`trust_question`), which the permission gate asks
 the mode, and a yes is remembered for the workspace (`trust_granted`).
 """
 
+import errno
+from pathlib import Path
 from typing import Annotated, ClassVar
 
 import msgspec
 import trio
 
+from tether.daemon.beneath import FileTooLarge, read_beneath
 from tether.daemon.skills.library import Skill, SkillLibrary
 from tether.daemon.skills.parse import BODY_MAX
 from tether.daemon.skills.resources import ResourceRefused, bundled_files, resolve_resource
@@ -80,13 +83,16 @@ class SkillTool:
             raise ToolFailure(f"No skill is named {params.name!r}. The skills: {known}.")
         if self.trust_question(params):
             raise ToolFailure(f"The skill {skill.name} is not trusted yet; nothing was read.")
+        # A repository's skill is read beneath the workspace, from descriptors: a folder
+        # swapped for a symlink since the skill was found is not followed.
+        root = ctx.workspace.resolve() if skill.origin == "workspace" else skill.folder
         if params.resource:
-            return await trio.to_thread.run_sync(_read_resource, skill, params.resource)
-        return await trio.to_thread.run_sync(_instructions, skill)
+            return await trio.to_thread.run_sync(_read_resource, root, skill, params.resource)
+        return await trio.to_thread.run_sync(_instructions, root, skill)
 
 
-def _instructions(skill: Skill) -> str:
-    files, more = bundled_files(skill.folder)
+def _instructions(root: Path, skill: Skill) -> str:
+    files, more = bundled_files(root, skill.folder)
     origin = "repository" if skill.origin == "workspace" else "user"
     where = f"{skill.source}/{skill.file.parent.name}"
     parts = [f'<skill name="{skill.name}" from="{origin}" source="{where}">']
@@ -102,18 +108,26 @@ def _instructions(skill: Skill) -> str:
     return "\n\n".join(parts)
 
 
-def _read_resource(skill: Skill, resource: str) -> str:
+def _read_resource(root: Path, skill: Skill, resource: str) -> str:
     try:
         path = resolve_resource(skill.folder, resource)
     except ResourceRefused as exc:
         raise ToolFailure(str(exc)) from None
     if not path.is_file():
-        files, _more = bundled_files(skill.folder)
+        files, _more = bundled_files(root, skill.folder)
         shown = ", ".join(files) or "none"
         raise ToolFailure(f"The skill {skill.name} has no file {resource!r}. Its files: {shown}.")
-    if path.stat().st_size > RESOURCE_READ_MAX:
-        raise ToolFailure(f"{resource} is over {RESOURCE_READ_MAX // (1024 * 1024)} MB.")
-    data = path.read_bytes()
+    try:
+        data, _ = read_beneath(root, path, limit=RESOURCE_READ_MAX)
+    except FileTooLarge:
+        raise ToolFailure(f"{resource} is over {RESOURCE_READ_MAX // (1024 * 1024)} MB.") from None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise ToolFailure(
+            f"{resource} changed while it was being read (a symlink took the place of a "
+            "folder or the file); it was not read."
+        ) from None
     if is_binary(data):
         raise ToolFailure(f"{resource} is a binary file; only text files can be read.")
     half = RESOURCE_MAX // 2

@@ -3,7 +3,6 @@ time limit with what it found, a bad pattern is a clear error, and a cancelled c
 once while its worker thread is told to stop."""
 
 import json
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import trio
 
 from tether.daemon.tools import glob as glob_module
 from tether.daemon.tools.base import ToolContext
+from tether.daemon.tools.filetree import WalkedFile
 from tether.daemon.tools.glob import Glob
 from tether.daemon.tools.grep import Grep
 from tether.daemon.tools.registry import ToolRegistry, ToolResult
@@ -80,7 +80,7 @@ async def test_a_cancelled_glob_returns_at_once_and_its_walk_stops(
     yielded: list[str] = []
     real_walk = glob_module.walk_files
 
-    def slow_walk(*args: object, **kwargs: object) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
+    def slow_walk(*args: object, **kwargs: object) -> Iterator[tuple[str, WalkedFile, bool]]:
         try:
             for item in real_walk(*args, **kwargs):  # type: ignore[arg-type]
                 yielded.append(item[0])

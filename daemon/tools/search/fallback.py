@@ -4,12 +4,14 @@ ignore files exclude, and binary files skipped; a glob wins over the ignore file
 it names), but it skips files over 1 MB, refuses risky regexes (`regex_safety`), and does not
 read ignore files above the workspace or the user's global gitignore."""
 
+import contextlib
 import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tether.daemon.beneath import read_beneath
 from tether.daemon.tools.binary import is_binary
 from tether.daemon.tools.filetree import GitignorePattern, relative, rules_for, walk_files
 from tether.daemon.tools.read_file import split_lines
@@ -34,11 +36,13 @@ def search_python(
     regex = compile_fallback(params.pattern, params.case_insensitive)
     found = Found(params.output_mode, params.head_limit, hidden=hidden)
     if start.is_file():  # named explicitly: searched whatever the ignore files and glob say
-        _search_file(start, relative(root, start), regex, params, found)
+        with contextlib.suppress(OSError):
+            data, _ = read_beneath(root, start)
+            _search_file(data, relative(root, start), regex, params, found)
         return found
     user_glob = GitignorePattern(params.glob) if params.glob else None
     rules = rules_for(root, start)
-    for rel, entry, ignored in walk_files(root, start, build=False, ignore=rules):
+    for rel, file, ignored in walk_files(root, start, build=False, ignore=rules):
         if stop.is_set() or time.monotonic() > deadline:
             found.stopped_after = time_limit
             break
@@ -54,19 +58,18 @@ def search_python(
         if hidden is not None and hidden(rel):
             continue  # not even read
         try:
-            if entry.stat().st_size > FALLBACK_MAX_FILE_BYTES:
-                continue
+            # Opened relative to its folder's descriptor, never through a symlink; a file
+            # over the limit is skipped unread.
+            data = file.read(limit=FALLBACK_MAX_FILE_BYTES)
         except OSError:
             continue
-        _search_file(Path(entry.path), rel, regex, params, found)
+        _search_file(data, rel, regex, params, found)
     return found
 
 
-def _search_file(path: Path, rel: str, regex: re.Pattern[str], params: Query, found: Found) -> None:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return
+def _search_file(
+    data: bytes, rel: str, regex: re.Pattern[str], params: Query, found: Found
+) -> None:
     if is_binary(data):
         return
     text = data.decode("utf-8", "replace")

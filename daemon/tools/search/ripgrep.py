@@ -3,8 +3,17 @@ under a deadline, and parsing its `--null` output into a `Found`.
 
 ripgrep regex syntax is tried first; a pattern it rejects for needing look-around or
 backreferences is retried with its PCRE2 engine (`-P`). A glob (`--glob`) wins over the ignore
-files for the files it names, as ripgrep has it; dependency folders are always skipped."""
+files for the files it names, as ripgrep has it; dependency folders are always skipped.
 
+ripgrep is run without `--follow` and with `--no-config` (no config file can add it), so it
+does not follow symlinks as it walks. But it opens folders and files by path, and the kernel
+follows a symlink that a command swapped in for a folder on that path meanwhile. Where
+bubblewrap works, ripgrep therefore runs in a mount namespace of its own (`confined`) that
+holds only the workspace (read-only), the system's libraries and ripgrep itself: a symlink to
+anywhere else leads nowhere. Without bubblewrap it runs as it is, and that race stays open.
+"""
+
+import functools
 import os
 import re
 import shutil
@@ -30,6 +39,38 @@ def find_rg() -> str | None:
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return str(candidate)
     return shutil.which("rg")
+
+
+_SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/lib32")
+"""Bound read-only beside the workspace, for a ripgrep that is not statically linked."""
+
+
+def confined(command: list[str], root: Path) -> list[str]:
+    """`command` (ripgrep's, to run in `root`) run in its own mount namespace, when
+    bubblewrap can make one here (checked once per ripgrep); else `command` itself."""
+    bwrap = _bwrap_for(command[0])
+    return command if bwrap is None else [*_namespace(bwrap, command[0], root), *command]
+
+
+def _namespace(bwrap: str, rg: str, root: Path) -> list[str]:
+    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+    argv += ["--ro-bind", str(root), str(root)]
+    for folder in _SYSTEM_FOLDERS:
+        argv += ["--ro-bind-try", folder, folder]
+    return [*argv, "--ro-bind", rg, rg, "--chdir", str(root), "--"]
+
+
+@functools.cache
+def _bwrap_for(rg: str) -> str | None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    probe = [*_namespace(bwrap, rg, Path(rg).parent), rg, "--version"]
+    try:
+        ran = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bwrap if ran.returncode == 0 else None
 
 
 def _scripts_dir() -> Path:
@@ -202,6 +243,7 @@ async def _run_rg(
     loop. The thread always runs to the end of the pipe, which comes when ripgrep exits or
     is killed, so nothing touches `found` after this returns."""
     parser = _RgParser(found)
+    command = await trio.to_thread.run_sync(confined, command, root)
     read_end, write_end = os.pipe()
     try:
         process = await trio.lowlevel.open_process(

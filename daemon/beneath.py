@@ -14,6 +14,9 @@ Rules:
 - The file itself is then opened, created, renamed or removed relative to that folder's
   descriptor, never by its full name, and never through a symlink (`O_NOFOLLOW`).
 - A path that is not inside the root raises `OutsideWorkspace` before anything is opened.
+- A folder is listed from its descriptor (`os.scandir(fd)`), and a walk opens each subfolder
+  relative to its parent's descriptor, again with `O_NOFOLLOW | O_DIRECTORY`: a folder swapped
+  for a symlink during a listing or a walk is skipped, never entered.
 
 Errors: OSError, with `OutsideWorkspace` (EXDEV) for a path outside the root and
 `FileTooLarge` (EFBIG) for a file past a reader's limit.
@@ -25,8 +28,11 @@ import os
 import stat
 from collections.abc import Generator
 from pathlib import Path
+from typing import BinaryIO
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused once open.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class OutsideWorkspace(OSError):
@@ -57,26 +63,38 @@ def open_folder(root: Path, folder: Path, *, create: bool = False) -> Generator[
     `create`, missing folders are made (mode 0o777 less the umask, as `mkdir -p` does).
     Raises OSError: FileNotFoundError for a missing folder, ELOOP or ENOTDIR for a component
     that is a symlink or not a folder, OutsideWorkspace for a folder outside `root`."""
-    parts = _parts(root, folder)
-    fd = os.open(root, _FOLDER_FLAGS)
+    fd = folder_descriptor(root, folder, create=create)
     try:
-        for part in parts:
-            try:
-                child = _open_child(fd, part)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                with contextlib.suppress(FileExistsError):  # made meanwhile: opened below
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                child = _open_child(fd, part)
-            os.close(fd)
-            fd = child
         yield fd
     finally:
         os.close(fd)
 
 
-def _open_child(folder: int, name: str) -> int:
+def folder_descriptor(root: Path, folder: Path, *, create: bool = False) -> int:
+    """`open_folder`'s descriptor, for a caller that closes it itself (a walk)."""
+    parts = _parts(root, folder)
+    fd = os.open(root, _FOLDER_FLAGS)
+    try:
+        for part in parts:
+            try:
+                child = open_subfolder(fd, part)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):  # made meanwhile: opened below
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                child = open_subfolder(fd, part)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_subfolder(folder: int, name: str) -> int:
+    """A descriptor of the folder `name` inside the folder open as `folder`, never through a
+    symlink. Raises OSError: ELOOP for a symlink, ENOTDIR for anything else not a folder."""
     try:
         return os.open(name, _FOLDER_FLAGS, dir_fd=folder)
     except NotADirectoryError:
@@ -95,27 +113,64 @@ def read_beneath(
     Raises FileNotFoundError, IsADirectoryError, OSError(ELOOP) for a symlink, OSError(EINVAL)
     for anything else that is not a regular file, and FileTooLarge past `limit` bytes
     (the status is checked before anything is read)."""
+    with open_beneath(root, path, limit=limit) as (file, status):
+        return file.read(), status
+
+
+@contextlib.contextmanager
+def open_beneath(
+    root: Path, path: Path, *, limit: int | None = None
+) -> Generator[tuple[BinaryIO, os.stat_result]]:
+    """The regular file `path` open for reading (closed on exit) and its status, reached and
+    checked as `read_beneath` does, for a reader that takes only part of it."""
     if path == root:
         raise IsADirectoryError(errno.EISDIR, f"{path} is a directory")
     with open_folder(root, path.parent) as folder:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        fd = os.open(path.name, flags, dir_fd=folder)
+        fd, status = _open_regular(folder, path.name, path, limit)
+    with os.fdopen(fd, "rb") as file:
+        yield file, status
+
+
+def read_at(folder: int, name: str, *, limit: int | None = None) -> tuple[bytes, os.stat_result]:
+    """`read_beneath` for the file `name` of the folder open as `folder` (a walk's)."""
+    fd, status = _open_regular(folder, name, name, limit)
+    with os.fdopen(fd, "rb") as file:
+        return file.read(), status
+
+
+def _open_regular(
+    folder: int, name: str, shown: object, limit: int | None
+) -> tuple[int, os.stat_result]:
+    fd = os.open(name, _FILE_FLAGS, dir_fd=folder)
     try:
         status = os.fstat(fd)
         if stat.S_ISDIR(status.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{path} is a directory")
+            raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
         if not stat.S_ISREG(status.st_mode):
-            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+            raise OSError(errno.EINVAL, f"{shown} is not a regular file")
         if limit is not None and status.st_size > limit:
-            raise FileTooLarge(path, status.st_size, limit)
+            raise FileTooLarge(Path(str(shown)), status.st_size, limit)
         os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks), status
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd, status
+
+
+def list_beneath(root: Path, folder: Path) -> list[tuple[str, bool]]:
+    """The entries of `folder` (reached as `open_folder` reaches it), unsorted, as (name,
+    whether it is a folder); a symlink counts as what it points to (it is only named, not
+    followed), an entry whose kind cannot be read as a file. Raises OSError as `open_folder`
+    does, or when the folder cannot be listed."""
+    listed: list[tuple[str, bool]] = []
+    with open_folder(root, folder) as fd, os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            listed.append((entry.name, is_dir))
+    return listed
 
 
 def read_if_present(root: Path, path: Path) -> bytes | None:
