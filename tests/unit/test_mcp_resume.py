@@ -3,7 +3,8 @@ the official TypeScript SDK (tests/mcp/resumable_server.mjs, its own process on 
 that destroys the connection of a `cut` call's answer right after its progress event. With
 the SDK's event store every event has an id, so tether resumes the stream with a GET
 carrying `Last-Event-ID` and gets the answer there, once; without one the call fails and is
-never sent again."""
+never sent again. With the reference server (whose event store gives ids too) killed
+mid-answer, resuming gives way to the call's own timeout."""
 
 import subprocess
 from collections.abc import AsyncGenerator
@@ -13,10 +14,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.reference_mcp import NODE, Events, needs_reference_server
+from tests.reference_mcp import NODE, Events, everything_http, needs_reference_server
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
 from tether.daemon.mcp.content import result_text
-from tether.daemon.mcp.errors import McpNotDelivered, McpUnavailable
+from tether.daemon.mcp.errors import McpNotDelivered, McpTimeout, McpUnavailable
 from tether.daemon.mcp.pool import McpPool
 from tether.protocol.events import ToolProgress
 
@@ -50,11 +51,13 @@ async def resumable_server(log: Path, *extra: str) -> AsyncGenerator[str]:
 
 
 @asynccontextmanager
-async def pool_on(url: str, tmp_path: Path, events: Events) -> AsyncGenerator[McpPool]:
+async def pool_on(
+    url: str, tmp_path: Path, events: Events, *, call_seconds: float = 60.0
+) -> AsyncGenerator[McpPool]:
     pool = McpPool(tmp_path, on_event=events, backoff=0.05, max_backoff=0.0)
     async with trio.open_nursery() as nursery:
         await nursery.start(pool.serve)
-        config = McpServerConfig(url=url)
+        config = McpServerConfig(url=url, timeout=call_seconds)
         pool.configure([ServerDefinition(name="resumable", source="user", config=config)])
         assert await pool.ensure_started() == []
         yield pool
@@ -98,3 +101,32 @@ async def test_a_stream_cut_before_any_event_id_fails_the_call_once(tmp_path: Pa
     lines = log.read_text().splitlines()
     assert lines.count("ran cut") == 1
     assert not [line for line in lines if line.startswith("GET ")]
+
+
+async def test_resuming_a_stream_gives_way_to_the_calls_own_timeout(tmp_path: Path) -> None:
+    events = Events()
+    progressed = trio.Event()
+    failure: list[McpTimeout] = []
+
+    async def long_call(pool: McpPool) -> None:
+        arguments: dict[str, object] = {"duration": 60, "steps": 600}
+        with pytest.raises(McpTimeout) as failed:
+            await pool.call(
+                "resumable",
+                "trigger-long-running-operation",
+                arguments,
+                lambda _report: progressed.set(),
+            )
+        failure.append(failed.value)
+
+    with trio.fail_after(60):
+        async with (
+            everything_http() as server,
+            pool_on(server.url, tmp_path, events, call_seconds=2.0) as pool,
+            trio.open_nursery() as calls,
+        ):
+            calls.start_soon(long_call, pool)
+            await progressed.wait()  # an event with an id came: the stream can be resumed
+            await server.kill()  # so each attempt to resume meets a closed port
+    (timed_out,) = failure
+    assert "did not answer tools/call within 2 s" in str(timed_out)
