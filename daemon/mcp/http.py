@@ -17,7 +17,8 @@ came after that event and then the answer. The wait before each attempt is the s
 RESUME_ATTEMPTS of those, or when the server refuses the GET, the request fails and the
 transport ends as for any lost connection. Each message is delivered once: an answer
 replayed twice is dropped. Without an event id, or speaking 2026-07-28 (which has no
-resumption), a broken stream fails the request as below, and it is never sent again.
+resumption), a broken stream fails the request as below, and it is never sent again; a
+stream the server ended cleanly before the answer fails it with McpProtocolError.
 
 The connection ends — `serve` raises, and the pool opens a new one — when the server cannot
 be reached (McpNotDelivered: the message never left), when it rejects the session (a 404,
@@ -220,12 +221,12 @@ class HttpTransport:
                 return stream, exc
             if stream.answered or stream.awaited is None:
                 return None
-            ended = McpUnavailable(
-                f"MCP server {self.name} ended the answer stream before the answer"
-            )
             if not stream.last_id or self.modern:
-                raise ended
-            return stream, ended
+                raise McpProtocolError(
+                    f"MCP server {self.name} ended its answer stream before the answer, "
+                    "with no event id to resume it from"
+                )
+            return stream, EOFError("the stream ended before the answer")
 
     async def _resume(self, stream: _Stream, broken: Exception, deliver: Deliver) -> None:
         """GET the stream again from its last event id until the answer comes: after the

@@ -8,8 +8,10 @@
 // wait 10 ms before it reconnects; with --no-store no event has an id, so nothing can be
 // resumed. The tool `cut` {text} sends a progress notification, and as soon as that event
 // is written the server destroys the connection of that POST's answer; only then does the
-// tool return `cut: TEXT`. LOG gets one line per happening: `ran cut` when the tool runs,
-// `POST` and `GET last-event-id=ID` per request.
+// tool return `cut: TEXT`. The tool `poll` {text} sends a progress notification, then ends
+// its answer stream cleanly (the SDK's `closeSSEStream`, with a store only: a server asking
+// its client to poll) and returns `poll: TEXT`. LOG gets one line per happening: `ran cut`
+// or `ran poll` when a tool runs, `POST` and `GET last-event-id=ID` per request.
 
 import { appendFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -46,6 +48,22 @@ function newServer() {
             );
             if (cut !== undefined) await cut.done;
             return { content: [{ type: "text", text: `cut: ${text}` }] };
+        },
+    );
+    server.registerTool(
+        "poll",
+        { description: "Answers after ending its answer stream.", inputSchema: { text: z.string() } },
+        async ({ text }, extra) => {
+            note("ran poll");
+            await server.server.notification(
+                {
+                    method: "notifications/progress",
+                    params: { progressToken: extra._meta?.progressToken ?? 0, progress: 1, total: 2 },
+                },
+                { relatedRequestId: extra.requestId },
+            );
+            extra.closeSSEStream?.();
+            return { content: [{ type: "text", text: `poll: ${text}` }] };
         },
     );
     return server;

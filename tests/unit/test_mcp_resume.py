@@ -1,6 +1,7 @@
 """An answer stream that breaks mid-call, over streamable HTTP, against a server written with
 the official TypeScript SDK (tests/mcp/resumable_server.mjs, its own process on 127.0.0.1)
-that destroys the connection of a `cut` call's answer right after its progress event. With
+that destroys the connection of a `cut` call's answer right after its progress event, or
+ends a `poll` call's answer stream there (asking its client to poll). With
 the SDK's event store every event has an id, so tether resumes the stream with a GET
 carrying `Last-Event-ID` and gets the answer there, once; without one the call fails and is
 never sent again. With the reference server (whose event store gives ids too) killed
@@ -82,6 +83,20 @@ async def test_a_stream_cut_after_an_event_id_is_resumed_and_answers_once(
     assert events.seen == []  # the connection was never given up
     assert status.state == "running"
     assert status.revision == "2025-11-25"
+
+
+async def test_a_stream_the_server_ends_before_the_answer_is_resumed(tmp_path: Path) -> None:
+    log, events = tmp_path / "server.log", Events()
+    progress: list[ToolProgress] = []
+    with trio.fail_after(60):
+        async with resumable_server(log) as url, pool_on(url, tmp_path, events) as pool:
+            result = await pool.call("resumable", "poll", {"text": "two"}, progress.append)
+    assert result_text(result) == ("poll: two", False)
+    assert [report.progress for report in progress] == [1.0]
+    lines = log.read_text().splitlines()
+    assert lines.count("ran poll") == 1
+    assert len([line for line in lines if line.startswith("GET last-event-id=")]) == 1
+    assert events.seen == []
 
 
 async def test_a_stream_cut_before_any_event_id_fails_the_call_once(tmp_path: Path) -> None:
