@@ -6,12 +6,15 @@
 // With an event store (the SDK's InMemoryEventStore) every SSE event carries an id, a
 // priming event with only an id opens each answer stream, and `retry: 10` asks a client to
 // wait 10 ms before it reconnects; with --no-store no event has an id, so nothing can be
-// resumed. The tool `cut` {text} sends a progress notification, and as soon as that event
-// is written the server destroys the connection of that POST's answer; only then does the
-// tool return `cut: TEXT`. The tool `poll` {text} sends a progress notification, then ends
-// its answer stream cleanly (the SDK's `closeSSEStream`, with a store only: a server asking
-// its client to poll) and returns `poll: TEXT`. LOG gets one line per happening: `ran cut`
-// or `ran poll` when a tool runs, `POST` and `GET last-event-id=ID` per request.
+// resumed. Each tool {text} sends a progress notification, breaks its answer stream right
+// after that event is written, and then returns `NAME: TEXT`:
+//
+//     cut    destroys the connection (the body cut short)
+//     end    ends the response (the body complete, without the answer)
+//     poll   the SDK's `closeSSEStream`: a server asking its client to poll (a store only)
+//
+// LOG gets one line per happening: `ran NAME` when a tool runs, `POST` and
+// `GET last-event-id=ID` per request.
 
 import { appendFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -27,59 +30,49 @@ const withStore = !process.argv.includes("--no-store");
 const note = (line) => appendFileSync(log, line + "\n");
 
 const transports = new Map();
-// The connection of each `cut` call's answer, by the call's JSON-RPC id, and a promise
-// each settles once that connection was destroyed.
-const cuts = new Map();
+// For each `cut` or `end` call, by its JSON-RPC id: a promise settled once its answer
+// stream was broken.
+const breaks = new Map();
 
 function newServer() {
     const server = new McpServer({ name: "resumable", version: "1.0" });
-    server.registerTool(
-        "cut",
-        { description: "Answers after its answer stream was cut.", inputSchema: { text: z.string() } },
-        async ({ text }, extra) => {
-            note("ran cut");
-            const cut = cuts.get(extra.requestId);
-            await server.server.notification(
-                {
-                    method: "notifications/progress",
-                    params: { progressToken: extra._meta?.progressToken ?? 0, progress: 1, total: 2 },
-                },
-                { relatedRequestId: extra.requestId },
-            );
-            if (cut !== undefined) await cut.done;
-            return { content: [{ type: "text", text: `cut: ${text}` }] };
-        },
-    );
-    server.registerTool(
-        "poll",
-        { description: "Answers after ending its answer stream.", inputSchema: { text: z.string() } },
-        async ({ text }, extra) => {
-            note("ran poll");
-            await server.server.notification(
-                {
-                    method: "notifications/progress",
-                    params: { progressToken: extra._meta?.progressToken ?? 0, progress: 1, total: 2 },
-                },
-                { relatedRequestId: extra.requestId },
-            );
-            extra.closeSSEStream?.();
-            return { content: [{ type: "text", text: `poll: ${text}` }] };
-        },
-    );
+    for (const name of ["cut", "end", "poll"]) {
+        server.registerTool(
+            name,
+            { description: "Answers after its answer stream broke.", inputSchema: { text: z.string() } },
+            async ({ text }, extra) => {
+                note(`ran ${name}`);
+                await server.server.notification(
+                    {
+                        method: "notifications/progress",
+                        params: { progressToken: extra._meta?.progressToken ?? 0, progress: 1, total: 2 },
+                    },
+                    { relatedRequestId: extra.requestId },
+                );
+                if (name === "poll") extra.closeSSEStream?.();
+                await breaks.get(extra.requestId);
+                return { content: [{ type: "text", text: `${name}: ${text}` }] };
+            },
+        );
+    }
     return server;
 }
 
-// Destroy `res`'s connection right after the progress event was written to it.
-function armCut(id, res) {
-    let finish;
-    const done = new Promise((resolve) => (finish = resolve));
-    cuts.set(id, { done });
+// Break `res` (`cut` or `end`) right after the progress event was written to it.
+function armBreak(id, res, how) {
+    let broken;
+    breaks.set(id, new Promise((resolve) => (broken = resolve)));
+    res.on("error", () => {}); // what the SDK writes after the break goes nowhere
     const write = res.write;
     res.write = function (chunk, ...rest) {
-        if (!Buffer.from(chunk).toString().includes("notifications/progress")) return write.call(this, chunk, ...rest);
+        if (!Buffer.from(chunk).toString().includes("notifications/progress")) {
+            return write.call(this, chunk, ...rest);
+        }
+        res.write = () => true;
         return write.call(this, chunk, () => {
-            res.socket.destroy();
-            finish();
+            if (how === "cut") res.socket.destroy();
+            else res.end();
+            broken();
         });
     };
 }
@@ -112,7 +105,8 @@ const http = createServer(async (req, res) => {
         });
         await newServer().connect(transport);
     }
-    if (message?.method === "tools/call" && message.params?.name === "cut") armCut(message.id, res);
+    const tool = message?.method === "tools/call" ? message.params?.name : undefined;
+    if (tool === "cut" || tool === "end") armBreak(message.id, res, tool);
     await transport.handleRequest(req, res, message);
 });
 

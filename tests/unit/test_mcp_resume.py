@@ -1,11 +1,12 @@
 """An answer stream that breaks mid-call, over streamable HTTP, against a server written with
 the official TypeScript SDK (tests/mcp/resumable_server.mjs, its own process on 127.0.0.1)
-that destroys the connection of a `cut` call's answer right after its progress event, or
-ends a `poll` call's answer stream there (asking its client to poll). With
-the SDK's event store every event has an id, so tether resumes the stream with a GET
-carrying `Last-Event-ID` and gets the answer there, once; without one the call fails and is
-never sent again. With the reference server (whose event store gives ids too) killed
-mid-answer, resuming gives way to the call's own timeout."""
+that breaks a call's answer stream right after its progress event: the connection
+destroyed, the response ended, or the SDK's own `closeSSEStream` (a server asking its client
+to poll). With the SDK's event store every event has an id, so tether resumes the stream
+with a GET carrying `Last-Event-ID` and gets the answer there, once; without one the call
+fails (at once, when the server ended the stream) and is never sent again. With the
+reference server (whose event store gives ids too) killed mid-answer, resuming gives way to
+the call's own timeout."""
 
 import subprocess
 from collections.abc import AsyncGenerator
@@ -18,7 +19,12 @@ import trio
 from tests.reference_mcp import NODE, Events, everything_http, needs_reference_server
 from tether.daemon.mcp.config import McpServerConfig, ServerDefinition
 from tether.daemon.mcp.content import result_text
-from tether.daemon.mcp.errors import McpNotDelivered, McpTimeout, McpUnavailable
+from tether.daemon.mcp.errors import (
+    McpNotDelivered,
+    McpProtocolError,
+    McpTimeout,
+    McpUnavailable,
+)
 from tether.daemon.mcp.pool import McpPool
 from tether.protocol.events import ToolProgress
 
@@ -65,38 +71,25 @@ async def pool_on(
         nursery.cancel_scope.cancel()
 
 
-async def test_a_stream_cut_after_an_event_id_is_resumed_and_answers_once(
-    tmp_path: Path,
+@pytest.mark.parametrize("tool", ["cut", "end", "poll"])
+async def test_a_stream_broken_after_an_event_id_is_resumed_and_answers_once(
+    tmp_path: Path, tool: str
 ) -> None:
     log, events = tmp_path / "server.log", Events()
     progress: list[ToolProgress] = []
     with trio.fail_after(60):
         async with resumable_server(log) as url, pool_on(url, tmp_path, events) as pool:
-            result = await pool.call("resumable", "cut", {"text": "one"}, progress.append)
+            result = await pool.call("resumable", tool, {"text": "one"}, progress.append)
             status = pool.status()[0]
-    assert result_text(result) == ("cut: one", False)
+    assert result_text(result) == (f"{tool}: one", False)
     assert [report.progress for report in progress] == [1.0]
     lines = log.read_text().splitlines()
-    assert lines.count("ran cut") == 1
+    assert lines.count(f"ran {tool}") == 1
     (resumed,) = [line for line in lines if line.startswith("GET ")]
     assert resumed.removeprefix("GET last-event-id=")  # the id of the progress event
     assert events.seen == []  # the connection was never given up
     assert status.state == "running"
     assert status.revision == "2025-11-25"
-
-
-async def test_a_stream_the_server_ends_before_the_answer_is_resumed(tmp_path: Path) -> None:
-    log, events = tmp_path / "server.log", Events()
-    progress: list[ToolProgress] = []
-    with trio.fail_after(60):
-        async with resumable_server(log) as url, pool_on(url, tmp_path, events) as pool:
-            result = await pool.call("resumable", "poll", {"text": "two"}, progress.append)
-    assert result_text(result) == ("poll: two", False)
-    assert [report.progress for report in progress] == [1.0]
-    lines = log.read_text().splitlines()
-    assert lines.count("ran poll") == 1
-    assert len([line for line in lines if line.startswith("GET last-event-id=")]) == 1
-    assert events.seen == []
 
 
 async def test_a_stream_cut_before_any_event_id_fails_the_call_once(tmp_path: Path) -> None:
@@ -116,6 +109,28 @@ async def test_a_stream_cut_before_any_event_id_fails_the_call_once(tmp_path: Pa
     lines = log.read_text().splitlines()
     assert lines.count("ran cut") == 1
     assert not [line for line in lines if line.startswith("GET ")]
+
+
+async def test_a_stream_ended_before_the_answer_without_an_event_id_fails_the_call_at_once(
+    tmp_path: Path,
+) -> None:
+    log, events = tmp_path / "server.log", Events()
+    with trio.fail_after(60):
+        async with (
+            resumable_server(log, "--no-store") as url,
+            pool_on(url, tmp_path, events) as pool,
+        ):
+            with pytest.raises(McpProtocolError, match="ended its answer stream before the"):
+                await pool.call("resumable", "end", {"text": "one"})
+            # The connection itself is sound: the next call is answered on it.
+            with pytest.raises(McpProtocolError):
+                await pool.call("resumable", "end", {"text": "two"})
+            status = pool.status()[0]
+    lines = log.read_text().splitlines()
+    assert lines.count("ran end") == 2
+    assert not [line for line in lines if line.startswith("GET ")]
+    assert events.seen == []
+    assert status.state == "running"
 
 
 async def test_resuming_a_stream_gives_way_to_the_calls_own_timeout(tmp_path: Path) -> None:
