@@ -216,7 +216,7 @@ class HttpTransport:
             except httpx.HTTPError as exc:
                 if stream.answered:
                     return None
-                if not stream.last_id or self.modern:
+                if stream.awaited is None or not stream.last_id or self.modern:
                     raise
                 return stream, exc
             if stream.answered or stream.awaited is None:

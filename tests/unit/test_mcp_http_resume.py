@@ -18,6 +18,7 @@ from tether.daemon.mcp.http import RESUME_DELAY, HttpTransport
 PROGRESS = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}'
 ANSWER = b'{"jsonrpc":"2.0","id":7,"result":{"content":[]}}'
 REQUEST = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}'
+NOTICE = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}}'
 
 
 class Broken(httpx.AsyncByteStream):
@@ -105,3 +106,23 @@ async def test_a_stream_that_cannot_be_resumed_fails_the_call_and_ends_the_trans
     assert why in str(failed.value)
     assert [request.method for request in requests].count("POST") == 1
     assert all(request.headers["last-event-id"] == "1" for request in requests[1:])
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [("2026-07-28", REQUEST), ("2025-11-25", NOTICE)],
+    ids=["2026-07-28, which has no resumption", "a notification, which awaits no answer"],
+)
+async def test_a_broken_stream_is_not_resumed(version: str, message: bytes) -> None:
+    requests: list[httpx.Request] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return sse(Broken(b"id: 1\ndata: " + PROGRESS + b"\n\n"))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(reply)) as client:
+        transport = HttpTransport("http://mcp.test/mcp", {}, name="scripted", client=client)
+        transport.negotiated(version)
+        with pytest.raises(McpUnavailable, match="the connection was lost"):
+            await transport.send(message, lambda _message: None)
+    assert [request.method for request in requests] == ["POST"]
