@@ -164,13 +164,13 @@ class HttpTransport:
                 )
             ) from exc
         except httpx.HTTPError as exc:
-            raise self._end(self._lost(exc)) from exc
+            raise self._end(self._lost(repr(exc))) from exc
         if broken is not None:
             await self._resume(*broken, deliver)
 
     async def _post(
         self, message: bytes, deliver: Deliver, route: Route | None
-    ) -> tuple[_Stream, Exception] | None:
+    ) -> tuple[_Stream, str] | None:
         """The POST; an answer stream broken where it can be resumed is returned with what
         broke it."""
         async with self.client.stream(
@@ -218,7 +218,7 @@ class HttpTransport:
                     return None
                 if stream.awaited is None or not stream.last_id or self.modern:
                     raise
-                return stream, exc
+                return stream, repr(exc)
             if stream.answered or stream.awaited is None:
                 return None
             if not stream.last_id or self.modern:
@@ -226,9 +226,9 @@ class HttpTransport:
                     f"MCP server {self.name} ended its answer stream before the answer, "
                     "with no event id to resume it from"
                 )
-            return stream, EOFError("the stream ended before the answer")
+            return stream, "the stream ended before the answer"
 
-    async def _resume(self, stream: _Stream, broken: Exception, deliver: Deliver) -> None:
+    async def _resume(self, stream: _Stream, broken: str, deliver: Deliver) -> None:
         """GET the stream again from its last event id until the answer comes: after the
         delay the server asked for (`retry`) or RESUME_DELAY, doubled after each attempt
         that brought nothing new, at most RESUME_ATTEMPTS such attempts. Ends the transport
@@ -237,12 +237,14 @@ class HttpTransport:
         while failed < RESUME_ATTEMPTS:
             delay = RESUME_DELAY if stream.retry is None else stream.retry
             await trio.sleep(delay * 2**failed)
+            if self._ended.is_set():
+                raise self._lost(broken, "the connection ended meanwhile")
             seen = stream.events
             log.info(
                 "resuming an MCP answer stream",
                 server=self.name,
                 last_event_id=stream.last_id,
-                broken=repr(broken),
+                broken=broken,
             )
             try:
                 async with self.client.stream(
@@ -263,11 +265,11 @@ class HttpTransport:
                         await _read_events(response, deliver, stream, answered=answered)
                     if stream.answered:
                         return
-                    broken = EOFError("the resumed stream ended before the answer")
+                    broken = "the resumed stream ended before the answer"
             except httpx.HTTPError as exc:
                 if stream.answered:
                     return
-                broken = exc
+                broken = repr(exc)
             failed = 0 if stream.events > seen else failed + 1
         raise self._end(self._lost(broken, f"{RESUME_ATTEMPTS} attempts to resume it failed"))
 
@@ -279,9 +281,9 @@ class HttpTransport:
             headers["MCP-Protocol-Version"] = self.version
         return headers
 
-    def _lost(self, broken: BaseException, why: str = "") -> McpUnavailable:
+    def _lost(self, broken: str, why: str = "") -> McpUnavailable:
         return McpUnavailable(
-            f"MCP server {self.name} at {self.shown_url}: the connection was lost ({broken!r})"
+            f"MCP server {self.name} at {self.shown_url}: the connection was lost ({broken})"
             + (f"; {why}" if why else "")
         )
 
