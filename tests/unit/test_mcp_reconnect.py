@@ -1,7 +1,8 @@
 """An MCP server over streamable HTTP that goes away and comes back, played by the reference
 server (`tests/reference_mcp.py`) killed and started again on the same port: the session it
 forgot is replaced and the call that met the refusal sent again; a call cut mid-answer fails
-and is not sent again; the state and the events say what happened."""
+once its attempts to resume the stream do, and is not sent again; the state and the events
+say what happened."""
 
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -101,4 +102,5 @@ async def test_a_call_cut_mid_answer_fails_and_the_server_is_reconnected_once_ba
     (cut,) = failure
     assert not isinstance(cut, McpNotDelivered)  # it may have acted: not sent again
     assert "the connection was lost" in str(cut)
+    assert "3 attempts to resume it failed" in str(cut)
     assert "mcp/recovered" in [kind for kind, _ in events.seen]
