@@ -2,7 +2,7 @@
 // (`tether-client/testing`), with a Python file in the workspace, and a `Host` that records
 // what the controller asks of VS Code.
 
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 
 import { connect, type EditorContext, type TetherClient } from "tether-client";
@@ -46,6 +46,7 @@ export class Home {
 
   /** A controller as the extension makes it, with a recording host. */
   controller(host = new RecordingHost()): { controller: SessionController; host: RecordingHost } {
+    host.workspace = this.workspace;
     const controller = new SessionController(this.workspace, host, () => this.client("vscode"));
     return { controller, host };
   }
@@ -53,6 +54,7 @@ export class Home {
   /** A controller whose daemon is looked for with `python`, for `workspace` (one where no daemon runs). */
   controllerWithPython(python: string, workspace: string): { controller: SessionController; host: RecordingHost } {
     const host = new RecordingHost();
+    host.workspace = workspace;
     const options = { ...this.home.options(), workspace, python, clientName: "vscode" };
     return { controller: new SessionController(workspace, host, () => connect(options)), host };
   }
@@ -106,6 +108,19 @@ export class RecordingHost implements Host {
       w.resolve(message.state);
       return false;
     });
+  }
+
+  /** The folder `readFile` reads in. */
+  workspace = "";
+  /** The places `openLocation` was asked to show. */
+  readonly locations: Array<{ path: string; line: number }> = [];
+
+  async readFile(relativePath: string): Promise<string | null> {
+    return readFile(path.resolve(this.workspace, relativePath), "utf8").catch(() => null);
+  }
+
+  async openLocation(file: string, line: number): Promise<void> {
+    this.locations.push({ path: file, line });
   }
 
   readonly copied: string[] = [];

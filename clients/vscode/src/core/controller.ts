@@ -1,7 +1,8 @@
-// The extension's behaviour, without VS Code: one client of the workspace's daemon, the
-// session the view shows, and what each command and webview message does to them. The
-// `Host` is everything VS Code provides (the webview, the editors, dialogs); extension.ts
-// implements it, tests implement it with plain objects.
+// The view's behaviour, without VS Code: one client of the workspace's daemon, the session
+// the view shows, and what each command and webview message does to them. The `Host` is
+// everything the embedder provides (the webview, the editors, dialogs, the files): extension.ts
+// implements it for VS Code, the browser page (src/web/) for `tether web`, tests with plain
+// objects. Nothing here needs Node, so the browser runs this same controller in the page.
 //
 // Rules:
 // - One session is shown at a time; showing another detaches the previous one (the daemon
@@ -16,9 +17,6 @@
 //   for the next session this view creates; with no session shown, they apply to that next one.
 // - The shown session is remembered (`Host.memory`, the workspace's state in VS Code): after a
 //   reload of the window the view shows it again; one that is gone is forgotten quietly.
-
-import { readFile } from "node:fs/promises";
-import path from "node:path";
 
 import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
 
@@ -43,6 +41,10 @@ export interface Host {
   confirm(message: string, action: string): Promise<boolean>;
   /** Let the person choose a session; resolves with its id, or null for none. */
   pickSession(entries: PickerEntry[]): Promise<string | null>;
+  /** The text of the workspace's file at `relativePath` (relative to the workspace), or null when it cannot be read. */
+  readFile(relativePath: string): Promise<string | null>;
+  /** Show the workspace's file at `path` (relative to the workspace) at 1-based `line`. */
+  openLocation(path: string, line: number): Promise<void>;
   /** Put `text` on the clipboard. */
   copy(text: string): Promise<void>;
   /** Insert `text` at the active editor's cursor (replacing its selection); false when no editor is active. */
@@ -143,11 +145,22 @@ export class SessionController {
     if (this.#session === null) await this.attach(remembered);
   }
 
-  /** Start a session and show it. */
-  async newSession(): Promise<AttachedSession> {
+  /** Start a session and show it; `worktree`: in a git worktree of its own (`isolation: "worktree"`). */
+  async newSession(options: { worktree?: boolean } = {}): Promise<AttachedSession> {
     const client = await this.client();
-    const { session } = await client.call("session/create", { ...this.#chosen });
+    const params = options.worktree ? { ...this.#chosen, isolation: "worktree" as const } : { ...this.#chosen };
+    const { session } = await client.call("session/create", params);
     return this.attach(session.id);
+  }
+
+  /** Fork the shown session (its completed turns) and show the fork; null when no session is shown. */
+  async fork(): Promise<AttachedSession | null> {
+    const session = this.#session;
+    if (session === null) return null;
+    const client = await this.client();
+    const { session: forked, note } = await client.forkSession(session.id);
+    if (note) this.host.notify("info", note);
+    return this.attach(forked.id);
   }
 
   /** Change the shown session's model or permission mode (the next session's when none is shown). */
@@ -247,7 +260,7 @@ export class SessionController {
       if (item?.type !== "tool_call") continue;
       if (!item.diff) throw new Error(`${item.tool} changed no file`);
       const parsedPath = diffDocuments(item.diff, null).path;
-      const current = await readFile(path.resolve(this.workspace, parsedPath), "utf8").catch(() => null);
+      const current = await this.host.readFile(parsedPath).catch(() => null);
       return diffDocuments(item.diff, current);
     }
     throw new Error(`no tool call ${itemId} in the shown session`);
@@ -264,7 +277,7 @@ export class SessionController {
     if (approval === undefined) throw new Error("that approval is no longer pending");
     if (approval.kind !== "edit" || !approval.preview) throw new Error(`${approval.tool} proposes no edit to show`);
     const file = approval.path || parseUnifiedDiff(approval.preview).path;
-    const current = await readFile(path.resolve(this.workspace, file), "utf8").catch(() => null);
+    const current = await this.host.readFile(file).catch(() => null);
     return proposedDocuments(approval.preview, current);
   }
 
@@ -334,7 +347,13 @@ export class SessionController {
           await this.openProposedDiff(message.approvalId);
           return;
         case "newSession":
-          await this.newSession();
+          await this.newSession({ worktree: message.worktree ?? false });
+          return;
+        case "fork":
+          await this.fork();
+          return;
+        case "openLocation":
+          await this.host.openLocation(message.path, message.line);
           return;
         case "pickSession":
           await this.pick();

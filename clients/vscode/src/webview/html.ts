@@ -23,7 +23,9 @@ export function webviewHtml(options: { cspSource: string; scriptUri: string; sty
 <body>
 <div class="toolbar">
   <button data-testid="new-session" data-action="newSession" title="New session">New</button>
+  <label title="The new session works in a git worktree of its own"><input type="checkbox" id="worktree" data-testid="worktree-checkbox"> worktree</label>
   <button data-testid="pick-session" data-action="pickSession" title="Attach to a session">Sessions…</button>
+  <button id="fork" data-testid="fork-button" data-action="fork" title="A new session with this one's conversation" disabled>Fork</button>
   <button id="cancel" data-testid="cancel-button" data-action="cancel" disabled>Cancel</button>
   <button id="undo" data-testid="undo-button" data-action="undo" disabled>Undo turn</button>
 </div>
