@@ -9,7 +9,7 @@ import WebSocket from "ws";
 
 import { TetherClient, webSocketConnector, type WebSocketLike } from "../src/browser.js";
 import { connect, readDiscovery } from "../src/index.js";
-import { Home } from "../src/testing.js";
+import { Home, tokenWebSocket } from "../src/testing.js";
 
 let home: Home;
 let url: string;
@@ -28,13 +28,8 @@ after(async () => {
   await home.close();
 });
 
-const create = (address: string): WebSocketLike => {
-  const ws = new WebSocket(address, { headers: { Authorization: `Bearer ${token}` } });
-  opened.push(ws);
-  return ws as unknown as WebSocketLike;
-};
-
 test("a session over the WebSocket connector streams, and catches up from its cursor after a dropped socket", async () => {
+  const create = tokenWebSocket(token, opened);
   const client = await TetherClient.connect({ connector: webSocketConnector(() => url, { create }), clientName: "tether web" });
   const session = await client.createSession();
   await session.startTurn("first");

@@ -5,8 +5,8 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 
-import { connect, type EditorContext, type TetherClient } from "tether-client";
-import { Home as LibraryHome } from "tether-client/testing";
+import { TetherClient, connect, readDiscovery, webSocketConnector, type EditorContext } from "tether-client";
+import { Home as LibraryHome, tokenWebSocket } from "tether-client/testing";
 
 import { SessionController, type Host, type SessionMemory } from "../src/core/controller.js";
 import type { DiffDocuments } from "../src/core/diff.js";
@@ -48,6 +48,24 @@ export class Home {
   controller(host = new RecordingHost()): { controller: SessionController; host: RecordingHost } {
     host.workspace = this.workspace;
     const controller = new SessionController(this.workspace, host, () => this.client("vscode"));
+    return { controller, host };
+  }
+
+  /**
+   * A controller as the browser page makes it: over the WebSocket-API connector, `ws` standing
+   * in for the browser's WebSocket and adding the daemon's token as `tether web` does. `sockets`
+   * gets every socket it opens (a test drops one to see the page reconnect).
+   */
+  async webController(sockets: Array<{ terminate(): void }> = []): Promise<{ controller: SessionController; host: RecordingHost }> {
+    (await this.client()).close(); // starts the daemon
+    const { port, token } = await readDiscovery(this.home.discoveryFile);
+    const create = tokenWebSocket(token, sockets as Parameters<typeof tokenWebSocket>[1]);
+    const host = new RecordingHost();
+    host.workspace = this.workspace;
+    const connector = webSocketConnector(`ws://127.0.0.1:${port}/`, { create });
+    const controller = new SessionController(this.workspace, host, () =>
+      TetherClient.connect({ connector, clientName: "tether web", reconnectDelays: [50, 100, 250] }),
+    );
     return { controller, host };
   }
 

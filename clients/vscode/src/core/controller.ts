@@ -18,7 +18,7 @@
 // - The shown session is remembered (`Host.memory`, the workspace's state in VS Code): after a
 //   reload of the window the view shows it again; one that is gone is forgotten quietly.
 
-import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
+import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client/browser";
 
 import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
 import { diffDocuments, parseUnifiedDiff, proposedDocuments, type DiffDocuments } from "./diff.js";

@@ -10,7 +10,7 @@
 // - A turn's error is left out when an error notice of the turn already says it (the daemon
 //   reports a failed model call both ways).
 
-import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, ToolProgress, TurnView } from "tether-client";
+import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, ToolProgress, TurnView } from "tether-client/browser";
 
 export type Connection = "connecting" | "connected" | "reconnecting" | "closed";
 
