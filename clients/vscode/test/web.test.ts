@@ -177,4 +177,21 @@ describe("the browser page's controller against the daemon", () => {
       controller.dispose();
     }
   });
+
+  test("text sent while New is still creating the session goes to that session, not a second one", async () => {
+    await home.setScript({ steps: [{ text: "only one" }] });
+    const { controller, host } = await home.webController();
+    const other = await home.client("terminal");
+    try {
+      const before = (await other.call("session/list", {})).sessions.length;
+      const created = controller.handle({ type: "newSession" }); // not awaited: the person types on
+      await controller.handle({ type: "send", text: "quick" });
+      await created;
+      await host.waitForState((s) => s.runningTurnId === null && s.turns.length === 1 && s.turns[0]!.status !== "running");
+      assert.equal((await other.call("session/list", {})).sessions.length, before + 1);
+    } finally {
+      other.close();
+      controller.dispose();
+    }
+  });
 });

@@ -74,6 +74,8 @@ export class SessionController {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #disposed = false;
   #restoring: Promise<void> | null = null;
+  /** The session `newSession` is creating, until it is shown. */
+  #creating: Promise<AttachedSession> | null = null;
   #models: { ids: string[]; current: string } | null = null;
   /** The model and mode chosen in the pickers, for sessions this view creates. */
   #chosen: { model?: string; permissionMode?: PermissionMode } = {};
@@ -146,7 +148,15 @@ export class SessionController {
   }
 
   /** Start a session and show it; `worktree`: in a git worktree of its own (`isolation: "worktree"`). */
-  async newSession(options: { worktree?: boolean } = {}): Promise<AttachedSession> {
+  newSession(options: { worktree?: boolean } = {}): Promise<AttachedSession> {
+    const creating = this.#createSession(options).finally(() => {
+      if (this.#creating === creating) this.#creating = null;
+    });
+    this.#creating = creating;
+    return creating;
+  }
+
+  async #createSession(options: { worktree?: boolean }): Promise<AttachedSession> {
     const client = await this.client();
     const params = options.worktree ? { ...this.#chosen, isolation: "worktree" as const } : { ...this.#chosen };
     const { session } = await client.call("session/create", params);
@@ -212,7 +222,8 @@ export class SessionController {
   /** Send `text` to the shown session (a new one when none is shown), with the editor's state when asked. */
   async send(text: string, options: { withEditor?: boolean } = {}): Promise<void> {
     if (text.trim() === "") return;
-    const session = this.#session ?? (await this.newSession());
+    // A session being created (New pressed a moment ago) is the one the text goes to.
+    const session = this.#session ?? (await (this.#creating ?? this.newSession()));
     const editor = options.withEditor ? this.host.editorContext() : null;
     const result = await session.startTurn(text, editor ? { editor } : {});
     if (result.queued && result.inputId) this.#sentQueued.add(result.inputId);
