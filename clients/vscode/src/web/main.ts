@@ -47,7 +47,8 @@ function showList(show: boolean): void {
 // --- the session view -----------------------------------------------------------------------
 
 const pageHost: PageHost = {
-  post: (message: FromWebview) => void fromPage(message),
+  // Later, as postMessage delivers: the page says `ready` before `startPage` has returned.
+  post: (message: FromWebview) => queueMicrotask(() => void fromPage(message)),
   loadState: () => {
     try {
       return JSON.parse(sessionStorage.getItem(PAGE_STATE) ?? "null") as unknown;
@@ -209,6 +210,14 @@ function watchOverview(attempt = 0): void {
   };
   ws.onclose = () => {
     overviewStatus.textContent = "reconnecting…";
+    // A browser does not say why a websocket was refused: ask over plain HTTP whether the
+    // page is still signed in (a server restarted with new credentials signs it out).
+    void fetch("/api/workspaces").then(
+      (answer) => {
+        if (answer.status === 401) overviewStatus.textContent = "signed out: open the URL `tether web` printed";
+      },
+      () => {},
+    );
     const delay = RECONNECT_DELAYS[Math.min(attempt, RECONNECT_DELAYS.length - 1)]!;
     setTimeout(() => watchOverview(attempt + 1), delay);
   };
