@@ -296,6 +296,14 @@ def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scen
     expect(entries.first).to_have_attribute("aria-current", "true")
     expect(page.get_by_test_id("session-title")).not_to_have_text("No session")
     expect(page.locator('[data-kind="agent"]').first).to_be_visible()
+    # The phone's edit, shown as its changed lines (the page reads no files).
+    page.get_by_test_id("open-diff").click()
+    dialog = page.get_by_test_id("diff-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("#diff-after")).to_contain_text("It waves.")
+    expect(dialog.locator("#diff-before")).to_contain_text("It greets.")
+    dialog.get_by_role("button", name="Close").click()
+    expect(dialog).to_be_hidden()
     assert page.evaluate(HORIZONTAL_OVERFLOW) <= 0
     page.context.close()
     assert errors == []
