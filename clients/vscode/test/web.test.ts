@@ -14,7 +14,8 @@ import { parseFromWebview } from "../src/core/messages.js";
 import { emptyState, type ViewState } from "../src/core/viewState.js";
 import { notices, parseOverview, renderOverview, sessionStates, type Workspace } from "../src/web/overview.js";
 import { renderSession, withLocations } from "../src/webview/render.js";
-import { Home } from "./harness.js";
+import { SessionController } from "../src/core/controller.js";
+import { Home, RecordingHost } from "./harness.js";
 
 const PACKAGE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 // Right-to-left override, pop, isolate, zero-width space, escape, bell, NUL, line separator.
@@ -94,6 +95,15 @@ describe("the browser page, offline", () => {
     assert.equal(parseFromWebview({ type: "openLocation", path: "src/app.py", line: 0 }), null);
     assert.deepEqual(parseFromWebview({ type: "newSession", worktree: true }), { type: "newSession", worktree: true });
     assert.deepEqual(parseFromWebview({ type: "fork", extra: 1 }), { type: "fork" });
+  });
+
+  test("a location clicked in the view goes to the host's openLocation", async () => {
+    const host = new RecordingHost();
+    const controller = new SessionController("/w", host, () => Promise.reject(new Error("no daemon here")));
+    await controller.handle({ type: "openLocation", path: "src/app.py", line: 12 });
+    await controller.handle({ type: "openLocation", path: "src/app.py", line: "12" });
+    assert.deepEqual(host.locations, [{ path: "src/app.py", line: 12 }]);
+    controller.dispose();
   });
 
   test("the workspace list: states, worktree badges, escaped names; notices for a person away", () => {
