@@ -36,9 +36,12 @@ async function webFiles() {
     format: "iife",
     target: "es2022",
   });
+  // index.html is made by running src/web/index.ts, bundled in memory as a module.
+  const index = await build({ ...common, entryPoints: ["src/web/index.ts"], write: false, metafile: false, platform: "neutral", format: "esm" });
+  const { indexHtml } = await import(`data:text/javascript;base64,${Buffer.from(index.outputFiles[0].contents).toString("base64")}`);
   return new Map([
     ["web.js", Buffer.from(result.outputFiles[0].contents)],
-    ["index.html", readFileSync("src/web/index.html")],
+    ["index.html", Buffer.from(indexHtml())],
     ["web.css", readFileSync("src/web/web.css")],
     ["webview.css", readFileSync("media/webview.css")],
     ["third-party-notices.txt", Buffer.from(thirdPartyNotices([result], "this page"))],
