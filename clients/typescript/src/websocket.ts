@@ -2,6 +2,10 @@
 // page that speaks the tether protocol over a socket its own server relays to the daemon
 // (`tether web`'s `/ws/daemon/<id>`), the server holding the daemon's token.
 //
+// `close()` does not wait on a dead connection: a socket whose close handshake is not
+// answered within `closeTimeout` is reported closed all the same (and its late frames are
+// dropped), so a page that finds its connection dead after a sleep can drop it and reconnect.
+//
 // A browser does not say why a handshake failed (a 401, a 404, a refused connection all look
 // alike), so a failure to open is a `ConnectionError` coded HANDSHAKE, with the URL.
 
@@ -24,6 +28,11 @@ export interface WebSocketConnectorOptions {
   create?: (url: string) => WebSocketLike;
   /** Milliseconds the handshake may take (default 10000). */
   timeout?: number;
+  /**
+   * Milliseconds `close()` waits for the close handshake before the socket counts as closed
+   * anyway (default 2000): a connection that died while a phone slept never answers it.
+   */
+  closeTimeout?: number;
 }
 
 /**
@@ -33,6 +42,7 @@ export interface WebSocketConnectorOptions {
 export function webSocketConnector(url: string | (() => string), options: WebSocketConnectorOptions = {}): Connector {
   const create = options.create ?? ((address: string) => new WebSocket(address) as unknown as WebSocketLike);
   const timeout = options.timeout ?? 10000;
+  const closeTimeout = options.closeTimeout ?? 2000;
   return (handlers: SocketHandlers) =>
     new Promise<Socket>((resolve, reject) => {
       const address = typeof url === "string" ? url : url();
@@ -45,6 +55,11 @@ export function webSocketConnector(url: string | (() => string), options: WebSoc
       }
       let open = false;
       let done = false;
+      const finish = (info: { code: number; reason: string }): void => {
+        if (done) return;
+        done = true;
+        handlers.closed(info);
+      };
       const timer = setTimeout(() => {
         if (open) return;
         ws.onclose = null;
@@ -57,21 +72,23 @@ export function webSocketConnector(url: string | (() => string), options: WebSoc
         clearTimeout(timer);
         resolve({
           send: (text) => ws.send(text),
-          close: () => ws.close(1000),
+          close: () => {
+            ws.close(1000);
+            setTimeout(() => finish({ code: 1006, reason: "no answer to the close handshake" }), closeTimeout);
+          },
         });
       };
       ws.onmessage = (event) => {
-        if (typeof event.data === "string") handlers.message(event.data);
+        if (!done && typeof event.data === "string") handlers.message(event.data);
       };
       ws.onclose = (event) => {
         clearTimeout(timer);
-        if (done) return;
-        done = true;
         if (!open) {
+          done = true;
           reject(new ConnectionError("HANDSHAKE", `the websocket to ${address} did not open (code ${event.code})`));
           return;
         }
-        handlers.closed({ code: event.code, reason: event.reason });
+        finish({ code: event.code, reason: event.reason });
       };
     });
 }

@@ -56,7 +56,7 @@ export class Home {
    * in for the browser's WebSocket and adding the daemon's token as `tether web` does. `sockets`
    * gets every socket it opens (a test drops one to see the page reconnect).
    */
-  async webController(sockets: Array<{ terminate(): void }> = []): Promise<{ controller: SessionController; host: RecordingHost }> {
+  async webController(sockets: unknown[] = []): Promise<{ controller: SessionController; host: RecordingHost }> {
     (await this.client()).close(); // starts the daemon
     const { port, token } = await readDiscovery(this.home.discoveryFile);
     const create = tokenWebSocket(token, sockets as Parameters<typeof tokenWebSocket>[1]);

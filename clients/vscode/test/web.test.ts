@@ -188,6 +188,29 @@ describe("the browser page's controller against the daemon", () => {
     }
   });
 
+  test("a connection that stopped answering (a phone asleep) is dropped by checkConnection and made again; the session catches up", async () => {
+    await home.setScript({ steps: [{ text: "before" }, { text: "during" }] });
+    const sockets: Array<{ pause(): void }> = [];
+    const { controller, host } = await home.webController(sockets as never[]);
+    const other = await home.client("terminal");
+    try {
+      const session = await controller.newSession();
+      await controller.send("one");
+      await host.waitForState((s) => s.runningTurnId === null && s.turns.length === 1 && s.turns[0]!.status !== "running");
+      sockets.at(-1)!.pause(); // nothing more is read: the daemon's answers and its close frame alike
+      const watching = await other.attach(session.id);
+      await watching.waitForTurn((await watching.startTurn("two")).turnId);
+      await controller.checkConnection(300);
+      const caught = await host.waitForState((s) => s.turns.length === 2 && s.runningTurnId === null && s.turns[1]!.status !== "running");
+      const answers = caught.turns.flatMap((t) => t.items.filter((i) => i.kind === "agent").map((i) => (i as { text: string }).text));
+      assert.deepEqual(answers, ["before", "during"]);
+      assert.equal(sockets.length, 2, "one new socket");
+    } finally {
+      other.close();
+      controller.dispose();
+    }
+  });
+
   test("text sent while New is still creating the session goes to that session, not a second one", async () => {
     await home.setScript({ steps: [{ text: "only one" }] });
     const { controller, host } = await home.webController();

@@ -123,6 +123,26 @@ export class SessionController {
   }
 
   /**
+   * Ask the daemon something small; when no answer comes within `ms`, drop the connection
+   * and make a new one (the shown session catches up from its cursor). For a page that wakes
+   * from a device's sleep or sees the network come back: its socket may be dead without
+   * knowing it. Does nothing unless connected.
+   */
+  async checkConnection(ms = 5000): Promise<void> {
+    const client = this.#client;
+    if (client === null || client.closed || this.#connection !== "connected") return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+    const answered = client.call("daemon/status", {}).then(
+      () => true,
+      () => true, // a dropped connection is being made again already
+    );
+    const alive = await Promise.race([answered, late]);
+    clearTimeout(timer);
+    if (!alive && this.#client === client) client.reconnect();
+  }
+
+  /**
    * Connect, and show the session shown last (before a reload of the window), if it still
    * exists. Once per controller; later calls wait for the first. Rejects when no daemon can
    * be reached.

@@ -191,8 +191,11 @@ function renderList(): void {
 
 // --- /ws/overview ---------------------------------------------------------------------------
 
+let overviewSocket: WebSocket | null = null;
+
 function watchOverview(attempt = 0): void {
   const ws = new WebSocket(`${socketBase}/ws/overview`);
+  overviewSocket = ws;
   ws.onopen = () => {
     attempt = 0;
     overviewStatus.textContent = "";
@@ -209,6 +212,8 @@ function watchOverview(attempt = 0): void {
     if (first) restore();
   };
   ws.onclose = () => {
+    if (overviewSocket !== ws) return;
+    overviewSocket = null;
     overviewStatus.textContent = "reconnecting…";
     // A browser does not say why a websocket was refused: ask over plain HTTP whether the
     // page is still signed in (a server restarted with new credentials signs it out).
@@ -279,6 +284,16 @@ document.addEventListener("click", (event) => {
       break;
   }
 });
+
+// After a sleep or a network change a socket may be dead without knowing it: the session's
+// connection is checked (and made again when it does not answer), the list's is made afresh.
+function wake(): void {
+  if (document.hidden) return;
+  void current?.controller.checkConnection();
+  overviewSocket?.close();
+}
+document.addEventListener("visibilitychange", wake);
+window.addEventListener("online", wake);
 
 offerNotifications();
 watchOverview();
