@@ -136,11 +136,15 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
             first.stop()
 
 
-def open_page(browser: Browser, scene: Scene, viewport: ViewportSize) -> tuple[Page, list[str]]:
+def open_page(
+    browser: Browser, scene: Scene, viewport: ViewportSize, init_script: str = ""
+) -> tuple[Page, list[str]]:
     """A fresh browser context on the printed URL, with the two workspaces listed; the page's
     errors (a script's, or a refusal by the CSP) collected in the list returned."""
     context = browser.new_context(viewport=viewport, has_touch=viewport is PHONE)
     page = context.new_page()
+    if init_script:
+        page.add_init_script(init_script)
     page.set_default_timeout(UI_TIMEOUT_MS)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -286,8 +290,21 @@ def test_a_session_on_a_phone(chromium: Browser, scene: Scene) -> None:
     assert errors == []
 
 
+# A tab in the background whose notifications are recorded (headless chromium shows none).
+HIDDEN_TAB_NOTIFYING = """
+window.notified = [];
+let permission = "default";
+window.Notification = class {
+  static get permission() { return permission; }
+  static async requestPermission() { permission = "granted"; return permission; }
+  constructor(title, options) { window.notified.push(`${title}: ${options.body}`); }
+};
+Object.defineProperty(Document.prototype, "hidden", { get: () => true, configurable: true });
+"""
+
+
 def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scene) -> None:
-    page, errors = open_page(chromium, scene, DESKTOP)
+    page, errors = open_page(chromium, scene, DESKTOP, HIDDEN_TAB_NOTIFYING)
     expect(page.get_by_test_id("overview")).to_be_visible()
     expect(page.get_by_test_id("session")).to_be_visible()
     entries = page.get_by_test_id("session-entry")
@@ -305,5 +322,17 @@ def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scen
     dialog.get_by_role("button", name="Close").click()
     expect(dialog).to_be_hidden()
     assert page.evaluate(HORIZONTAL_OVERFLOW) <= 0
+
+    # Notifications, once allowed with a click, for a turn that ends while the tab is hidden.
+    page.get_by_test_id("notify-button").click()
+    expect(page.get_by_test_id("notify-button")).to_be_hidden()
+    scene.model.set_script({"steps": [{"text": "done", "chunks": 2, "hold_at_chunks": [1]}]})
+    with scene.first.client("terminal") as terminal:
+        (session,) = terminal.call(SESSION_LIST).sessions
+        start_turn(terminal, session.id, "more")
+        expect(entries.first).to_have_attribute("data-state", "running")
+        scene.model.release()
+        expect(entries.first).to_have_attribute("data-state", "idle")
+    assert page.evaluate("window.notified") == ["alpha: turn ended: hello"]
     page.context.close()
     assert errors == []
