@@ -8,6 +8,7 @@ running command cancelled, the server restarted on the same port while a turn ru
 and the page caught up by itself with nothing lost or doubled; no horizontal scroll and every
 target at least 44 px. At a desktop's size (1280x800): the list beside the session."""
 
+import os
 import re
 import signal
 import subprocess
@@ -21,7 +22,15 @@ import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from tests.conftest import make_workspace
-from tests.support import DaemonProcess, Home, attach, start_daemon, start_turn
+from tests.support import (
+    DaemonProcess,
+    Home,
+    alive,
+    attach,
+    start_daemon,
+    start_turn,
+    wait_until,
+)
 from tether.clients.core.rpc import Client
 from tether.protocol.events import AnyEvent, ApprovalResolved, TurnCompleted
 from tether.protocol.methods import SESSION_LIST, SessionEventParams
@@ -334,5 +343,19 @@ def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scen
         scene.model.release()
         expect(entries.first).to_have_attribute("data-state", "idle")
     assert page.evaluate("window.notified") == ["alpha: turn ended: hello"]
+
+    # A workspace whose daemon stopped is offered Start, which starts it as the CLI would.
+    beta = page.locator('[data-testid="workspace"]', has_text="beta")
+    scene.second.stop()
+    expect(beta).to_have_attribute("data-running", "false")
+    beta.get_by_test_id("start-workspace").click()
+    try:
+        expect(beta).to_have_attribute("data-running", "true")
+        expect(beta.get_by_test_id("new-session-in")).to_be_visible()
+    finally:
+        started = scene.home.read_discovery(scene.second.workspace)
+        if started is not None and started.pid != scene.second.proc.pid:
+            os.kill(started.pid, signal.SIGTERM)
+            wait_until(lambda: not alive(started.pid), "the started daemon stopped")
     page.context.close()
     assert errors == []
