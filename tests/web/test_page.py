@@ -52,6 +52,8 @@ TARGETS_SMALLER_THAN_44 = """
   .filter(({ box }) => box.height < 44 || box.width < 44)
   .map(({ el, box }) => `${el.outerHTML.slice(0, 80)} ${box.width}x${box.height}`)
 """
+# A word longer than a phone is wide: it must wrap, not push the page sideways.
+LONG_WORD = "x" * 120
 HORIZONTAL_OVERFLOW = (
     "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 )
@@ -205,7 +207,7 @@ def test_a_session_on_a_phone(chromium: Browser, scene: Scene) -> None:
     )
     alpha = page.locator('[data-testid="workspace"]', has_text="alpha")
     alpha.get_by_test_id("new-session-in").click()
-    page.get_by_test_id("prompt-input").fill("hello")
+    page.get_by_test_id("prompt-input").fill(f"hello {LONG_WORD}")
     page.get_by_test_id("send-button").click()
     streaming = page.locator(".message.agent.streaming")
     expect(streaming).to_have_count(1)
@@ -214,6 +216,10 @@ def test_a_session_on_a_phone(chromium: Browser, scene: Scene) -> None:
     expect(page.locator('[data-kind="agent"]').last).to_have_text("one two three four five six")
     expect(streaming).to_have_count(0)
     assert_fits_a_finger(page)
+    page.get_by_test_id("back").click()
+    expect(page.get_by_test_id("session-entry")).to_contain_text(LONG_WORD[:40])
+    assert_fits_a_finger(page)
+    page.get_by_test_id("session-entry").click()
 
     # The terminal's client on the same session.
     with scene.first.client("terminal") as terminal:
@@ -342,7 +348,8 @@ def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scen
         expect(entries.first).to_have_attribute("data-state", "running")
         scene.model.release()
         expect(entries.first).to_have_attribute("data-state", "idle")
-    assert page.evaluate("window.notified") == ["alpha: turn ended: hello"]
+    (notified,) = page.evaluate("window.notified")
+    assert notified.startswith("alpha: turn ended: hello x")
 
     # A workspace whose daemon stopped is offered Start, which starts it as the CLI would.
     beta = page.locator('[data-testid="workspace"]', has_text="beta")
