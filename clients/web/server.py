@@ -42,10 +42,9 @@ from tether.clients.web.http import (
     request_bytes,
 )
 from tether.clients.web.overview import INTERVAL, Overview
-from tether.clients.web.relay import relay
+from tether.clients.web.relay import HandshakeFailed, accept_key, open_daemon, relay
 from tether.clients.web.security import Gate, Refused, header
-from tether.clients.web.workspaces import DaemonGone, connected, look, start
-from tether.protocol.transport import MAX_MESSAGE_BYTES
+from tether.clients.web.workspaces import look, start
 
 DEFAULT_PORT = 8737
 STATIC_DIR = Path(__file__).parent / "static"
@@ -87,7 +86,6 @@ class WebServer:
         static_dir: Path = STATIC_DIR,
         token: str | None = None,
         overview_interval: float = INTERVAL,
-        ping_interval: float | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -96,7 +94,6 @@ class WebServer:
         self.overview = Overview(interval=overview_interval)
         self.connections = 0
         self._token = token
-        self._relay_options = {} if ping_interval is None else {"ping_interval": ping_interval}
         self.gate: Gate | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[Gate] = trio.TASK_STATUS_IGNORED) -> None:
@@ -301,17 +298,36 @@ class WebServer:
         if daemon_info is None:
             await incoming.respond(409, b"the workspace's daemon is not running\n", close=True)
             return
-        accepted = False
+        upgrade_key = header(list(request.headers), b"sec-websocket-key")
+        if upgrade_key is None or header(list(request.headers), b"sec-websocket-version") != "13":
+            await incoming.respond(
+                400, b"expected a websocket handshake (version 13)\n", close=True
+            )
+            return
         try:
-            async with connected(daemon_info.info) as daemon, trio.open_nursery() as nursery:
-                page = await self._accept(nursery, incoming, request, MAX_MESSAGE_BYTES)
-                if page is None:
-                    return
-                accepted = True
-                await relay(page, daemon, **self._relay_options)
-        except DaemonGone as exc:
-            if not accepted:
-                await incoming.respond(409, f"{exc}\n".encode(), close=True)
+            daemon, daemon_early = await open_daemon(daemon_info.info)
+        except (HandshakeFailed, OSError) as exc:
+            await incoming.respond(
+                409,
+                f"the workspace's daemon did not accept a connection: {exc}\n".encode(),
+                close=True,
+            )
+            return
+        try:
+            switch = h11.InformationalResponse(
+                status_code=101,
+                headers=[
+                    (b"upgrade", b"websocket"),
+                    (b"connection", b"Upgrade"),
+                    (b"sec-websocket-accept", accept_key(upgrade_key.encode("latin-1"))),
+                ],
+                reason=b"Switching Protocols",
+            )
+            await incoming.stream.send_all(incoming.h11.send(switch) or b"")
+            page_early = bytes(incoming.h11.trailing_data[0])
+            await relay(incoming.stream, page_early, daemon, daemon_early)
+        finally:
+            await trio.aclose_forcefully(daemon)
 
     async def _accept(
         self, nursery: trio.Nursery, incoming: Incoming, request: h11.Request, max_size: int

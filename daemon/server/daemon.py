@@ -270,7 +270,7 @@ class Daemon:
                     workspace=self.workspace,
                 )
                 # In a thread: a slow disk must not hold up the first clients.
-                nursery.start_soon(partial(trio.to_thread.run_sync, remember, self.workspace))
+                nursery.start_soon(trio.to_thread.run_sync, partial(remember, self.workspace))
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
                 nursery.start_soon(self._check_sandbox)
