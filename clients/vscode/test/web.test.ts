@@ -79,6 +79,15 @@ describe("the browser page, offline", () => {
     assert.match(html, /data-testid="worktree-badge"[^>]*>⎇ tether\/&lt;img/);
   });
 
+  test("a command's terminal colours are left out of its output; other escape sequences show", () => {
+    const state: ViewState = {
+      ...emptyState("connected"),
+      turns: [{ id: "t", status: "completed", error: null, items: [{ kind: "tool", id: "c", tool: "run_command", title: "pytest", status: "completed", output: "\x1b[1;31mFAILED\x1b[0m x\x1b]8;;http://e\x07", exitCode: 1, hasDiff: false, durationSeconds: 0, progress: "" }] }],
+    };
+    const html = renderSession(state);
+    assert.match(html, /<pre data-testid="tool-output">FAILED x\\x1b\]8;;http:\/\/e\\x07<\/pre>/);
+  });
+
   test("a code-intel result's path:line is a location button; other tools' output is not", () => {
     const output = "src/app.py:12: def greet(name):\nused in lib/x.ts:3 and (pkg/mod.py:40)\nnot a place: 10:30";
     const html = withLocations(output);

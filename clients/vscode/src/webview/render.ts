@@ -118,7 +118,7 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
       return (
         `<details class="tool ${esc(item.status)}" data-testid="tool-call" data-item-id="${id}" data-status="${esc(item.status)}"${open ? " open" : ""}>` +
         `<summary><span class="icon">${STATUS_ICON[item.status] ?? ""}</span> <code>${shown(item.title)}</code>${exit}${progress}${diff}</summary>` +
-        `<pre data-testid="tool-output">${LOCATION_TOOLS.has(item.tool) ? withLocations(item.output) : shown(item.output)}</pre></details>`
+        `<pre data-testid="tool-output">${LOCATION_TOOLS.has(item.tool) ? withLocations(plain(item.output)) : shown(plain(item.output))}</pre></details>`
       );
     }
     case "notice":
@@ -172,6 +172,15 @@ function finishedMarkdown(text: string): string {
 /** The agent's text as shown: line ends normalised, every other hidden character an escape. */
 function prose(text: string): string {
   return visible(text.replace(/\r\n?/g, "\n"), { joiners: true });
+}
+
+// A terminal's colours and text attributes (SGR: ESC [ … m) are left out of a command's output
+// rather than shown as escapes: they only style the text (concealed text is then shown too).
+const SGR = /\x1b\[[0-9;:]*m/g;
+
+/** A tool's output without its terminal colours; every other escape sequence stays, to be shown as one. */
+function plain(output: string): string {
+  return output.replace(SGR, "");
 }
 
 /** Text from the session (the model's, a tool's, another client's) as HTML: escaped, hidden characters shown as escapes. */
