@@ -4,6 +4,7 @@ daemons, a browser played by `tests.web_client.Page`; one test runs the real com
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import trio
 import trio_websocket
 
 from tests.conftest import make_workspace
-from tests.support import DaemonProcess, Home, create_session, start_daemon, wait_until
+from tests.support import DaemonProcess, Home, cli, create_session, start_daemon, wait_until
 from tests.web_client import Page
 from tether.clients.web.relay import LOST_DAEMON
 from tether.clients.web.security import Gate
@@ -414,17 +415,33 @@ async def test_a_daemon_that_goes_away_closes_the_page_saying_why(
 
 
 def test_a_host_other_than_loopback_needs_tls(home: Home) -> None:
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "tether.clients.cli.main", "web", "--host", "192.0.2.7"],
-        env=home.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = cli(home, "web", "--host", "192.0.2.7")
     assert done.returncode == 2
     assert "--certfile" in done.stderr
     assert "not a loopback address" in done.stderr
+    assert done.stdout == ""
+    everywhere = cli(home, "web", "--host", "0.0.0.0", "--certfile", "c.pem", "--keyfile", "k.pem")
+    assert everywhere.returncode == 2
+    assert "every address" in everywhere.stderr
+    half = cli(home, "web", "--certfile", "c.pem")
+    assert (half.returncode, half.stderr.strip()) == (
+        2,
+        "tether: --certfile and --keyfile go together",
+    )
+    missing = cli(home, "web", "--certfile", "nope.pem", "--keyfile", "nope.key")
+    assert missing.returncode == 2
+    assert "cannot use the certificate or key" in missing.stderr
+
+
+def test_a_busy_port_is_named_with_the_way_out(home: Home) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli(home, "web", "--port", str(port))
+    assert done.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in done.stderr
+    assert "--port" in done.stderr
     assert done.stdout == ""
 
 
