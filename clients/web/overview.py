@@ -45,8 +45,6 @@ class Overview:
         self._watchers = 0
         self._watched = trio.Event()
         self._links: dict[str, DaemonLink] = {}
-        self._scopes: dict[int, trio.CancelScope] = {}
-        """The cancel scope of each link's holding task, by the link's id()."""
         self._sessions: dict[str, list[object]] = {}
         self._encoded = b""
         self._refresh_lock = trio.Lock()
@@ -140,22 +138,17 @@ class Overview:
     async def _hold_link(
         self, info: DiscoveryInfo, *, task_status: trio.TaskStatus[DaemonLink]
     ) -> None:
-        """Keep a connection to the daemon open until `_drop_link` cancels it (a call on a
+        """Keep a connection to the daemon open until `_drop_link` drops it (a call on a
         connection the daemon closed fails, and the caller drops it). Raises `DaemonGone` (to
         `start`'s caller) when it cannot be opened."""
-        with trio.CancelScope() as scope:
-            async with DaemonLink.opened(info) as link:
-                self._scopes[id(link)] = scope
-                task_status.started(link)
-                try:
-                    await trio.sleep_forever()
-                finally:
-                    self._scopes.pop(id(link), None)
+        async with DaemonLink.opened(info) as link:
+            task_status.started(link)
+            await link.dropped.wait()
 
     def _drop_link(self, key: str) -> None:
         link = self._links.pop(key, None)
-        if link is not None and id(link) in self._scopes:
-            self._scopes[id(link)].cancel()
+        if link is not None:
+            link.dropped.set()
 
     def _drop_links(self) -> None:
         for key in list(self._links):

@@ -23,7 +23,7 @@ from tether.clients.web.relay import LOST_DAEMON
 from tether.clients.web.security import Gate
 from tether.clients.web.server import WebServer
 from tether.daemon.server.recent import remember
-from tether.protocol.methods import SESSION_LIST
+from tether.protocol.methods import DAEMON_STATUS, SESSION_LIST
 from tether.protocol.places import recent_workspaces_path
 from tether.protocol.workspace_files import workspace_key
 
@@ -540,3 +540,41 @@ def test_the_command_prints_its_url_and_serves_it(home: Home) -> None:
             proc.send_signal(signal.SIGINT)
             code = proc.wait(timeout=10)
         assert code == 0, proc.stderr.read()
+
+
+async def test_the_overview_holds_daemon_connections_only_while_a_page_watches(
+    daemon: DaemonProcess, page: Page
+) -> None:
+    with daemon.client() as client:
+
+        def connections() -> int:
+            return client.call(DAEMON_STATUS).clients
+
+        async def wait_for(count: int, what: str) -> None:
+            await trio.to_thread.run_sync(lambda: wait_until(lambda: connections() == count, what))
+
+        with trio.fail_after(20):
+            listed = await page.fetch("/api/workspaces", headers=page.headers())
+            assert listed.status == 200
+            await wait_for(1, "the one look's connection closed")
+            async with page.websocket("/ws/overview") as overview:
+                await overview.get_message()
+                await wait_for(2, "the overview's connection")
+            await wait_for(1, "the overview's connection closed with its last page")
+
+
+async def test_the_overview_pushes_a_daemon_that_stops(
+    home: Home, daemon: DaemonProcess, page: Page
+) -> None:
+    root = str(daemon.workspace.resolve())
+    with trio.fail_after(20):
+        async with page.websocket("/ws/overview") as overview:
+            first = json.loads(await overview.get_message())
+            assert {w["root"]: w for w in first["workspaces"]}[root]["running"] is True
+            await trio.to_thread.run_sync(daemon.stop)
+            while True:
+                frame = json.loads(await overview.get_message())
+                shown = {w["root"]: w for w in frame["workspaces"]}.get(root)
+                if shown is not None and not shown["running"]:
+                    break
+            assert shown["sessions"] == []
