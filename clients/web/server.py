@@ -20,6 +20,7 @@ connection, which owns the reading tasks of its websockets (page and daemon). Ca
 `serve` closes every connection.
 """
 
+import contextlib
 import hashlib
 import re
 import ssl
@@ -145,8 +146,11 @@ class WebServer:
                 try:
                     event = await incoming.next_event()
                 except h11.RemoteProtocolError as exc:
-                    status = exc.error_status_hint
-                    await incoming.respond(status, f"{exc}\n".encode(), close=True)
+                    # h11 lets an answer go out unless the request got that far.
+                    with contextlib.suppress(h11.LocalProtocolError):
+                        await incoming.respond(
+                            exc.error_status_hint, f"{exc}\n".encode(), close=True
+                        )
                     return
             if not isinstance(event, h11.Request):
                 return  # closed, or idle too long
@@ -167,7 +171,11 @@ class WebServer:
             # h11 bounds a head that arrives in parts; one that came whole is measured here.
             if sum(len(k) + len(v) + 4 for k, v in headers) + len(request.target) > MAX_HEAD_BYTES:
                 raise TooLarge(431, f"a request head may have at most {MAX_HEAD_BYTES} bytes")
-            body = await incoming.read_body()
+            body = None
+            with trio.move_on_after(HEAD_TIMEOUT):
+                body = await incoming.read_body()
+            if body is None:
+                raise TooLarge(408, "the request body did not arrive in time")
             self.gate.check_site(headers)
             if path == "/" and "token" in target.query and method in ("GET", "HEAD"):
                 return await self._sign_in(incoming, parse_qs(target.query).get("token", [""]))
