@@ -13,12 +13,14 @@ Rules:
 """
 
 import contextlib
+import sys
 from collections.abc import AsyncGenerator
 from typing import cast
 
 import msgspec
 import trio
 
+from tether.clients.core import discovery
 from tether.clients.web.workspaces import (
     DaemonGone,
     DaemonLink,
@@ -100,7 +102,13 @@ class Overview:
     async def refresh(self) -> None:
         """Look once; wake the watchers if anything shown changed."""
         async with self._refresh_lock:
-            known: Known = await trio.to_thread.run_sync(look)
+            discovery.reap_spawned()
+            try:
+                known: Known = await trio.to_thread.run_sync(look)
+            except OSError as exc:
+                # The runtime dir unusable, say: what was shown stays, and the next look retries.
+                print(f"tether web: cannot list the workspaces: {exc}", file=sys.stderr)
+                return
             for key in [k for k in self._links if k not in known.running]:
                 self._drop_link(key)
                 self._sessions.pop(key, None)

@@ -252,6 +252,7 @@ def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
 def start(root: str) -> str | None:
     """Start the daemon of `root` as the CLI does (unless one runs) and wait until it serves;
     None when it does, else why not. Blocking (up to `discovery.START_TIMEOUT`)."""
+    discovery.reap_spawned()
     workspace = Path(root)
     if not workspace.is_dir():
         return f"{root} is not a folder any more"
