@@ -578,3 +578,21 @@ async def test_the_overview_pushes_a_daemon_that_stops(
                 if shown is not None and not shown["running"]:
                     break
             assert shown["sessions"] == []
+
+
+async def test_connections_that_never_sign_in_cannot_lock_the_page_out(
+    nursery: trio.Nursery, activated: Home
+) -> None:
+    server, gate = await serve(nursery, max_connections=8, max_pending=4)
+    tab = Page(gate.url)
+    idle = [await trio.open_tcp_stream("127.0.0.1", tab.port) for _ in range(12)]
+    try:
+        with trio.fail_after(10):
+            assert (await tab.sign_in()).status == 303
+            assert (await tab.fetch("/api/workspaces", headers=tab.headers())).status == 200
+            # The oldest connection that never sent a request was dropped for the page's.
+            assert await idle[0].receive_some() == b""
+            assert server.connections <= 8
+    finally:
+        for stream in idle:
+            await stream.aclose()
