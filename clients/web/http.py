@@ -8,10 +8,10 @@ or of the previous answer (a keep-alive connection idle longer is closed), and i
 as long again (408).
 
 A websocket upgrade is read by h11 like any request, so that Host, Origin and the cookie are
-checked, and the route chosen, before anything websocket happens. To accept it, the request
-head is written back out (`request_bytes`) and replayed, with whatever followed it, to
-trio-websocket through `ReplayStream`: wsproto then parses the same request and answers the
-handshake itself.
+checked, and the route chosen, before anything websocket happens. The overview's is then
+accepted by trio-websocket: the request head is written back out (`request_bytes`) and
+replayed, with whatever followed it, through `ReplayStream`, so that wsproto parses the same
+request and answers the handshake itself. The relay answers its own (`tether.clients.web.relay`).
 """
 
 from http import HTTPStatus
