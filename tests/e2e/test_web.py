@@ -428,6 +428,7 @@ def test_a_host_other_than_loopback_needs_tls(home: Home) -> None:
         2,
         "tether: --certfile and --keyfile go together",
     )
+    assert "is not a port" in cli(home, "web", "--port", "70000").stderr
     missing = cli(home, "web", "--certfile", "nope.pem", "--keyfile", "nope.key")
     assert missing.returncode == 2
     assert "cannot use the certificate or key" in missing.stderr
