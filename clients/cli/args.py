@@ -675,9 +675,19 @@ def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     model_server.set_defaults(handler="scripted_model.cmd_dev")
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return value
+
+
 def _web_arguments(web: argparse.ArgumentParser) -> None:
     web.add_argument(
-        "--port", type=int, default=8737, help="the port (default 8737; 0: any free one)"
+        "--port", type=_port, default=8737, help="the port (default 8737; 0: any free one)"
     )
     web.add_argument(
         "--host",

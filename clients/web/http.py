@@ -3,14 +3,15 @@ with the security headers every answer carries, and handing a websocket upgrade 
 trio-websocket.
 
 Limits: a request head larger than `MAX_HEAD_BYTES` is refused (431), a body larger than
-`MAX_BODY_BYTES` too (413), and a head must arrive within `HEAD_TIMEOUT` seconds of the
-connection or of the previous answer (a keep-alive connection idle longer is closed).
+`MAX_BODY_BYTES` too (413); a head must arrive within `HEAD_TIMEOUT` seconds of the connection
+or of the previous answer (a keep-alive connection idle longer is closed), and its body within
+as long again (408).
 
 A websocket upgrade is read by h11 like any request, so that Host, Origin and the cookie are
-checked, and the route chosen, before anything websocket happens. To accept it, the request
-head is written back out (`request_bytes`) and replayed, with whatever followed it, to
-trio-websocket through `ReplayStream`: wsproto then parses the same request and answers the
-handshake itself.
+checked, and the route chosen, before anything websocket happens. The overview's is then
+accepted by trio-websocket: the request head is written back out (`request_bytes`) and
+replayed, with whatever followed it, through `ReplayStream`, so that wsproto parses the same
+request and answers the handshake itself. The relay answers its own (`tether.clients.web.relay`).
 """
 
 from http import HTTPStatus
@@ -41,7 +42,7 @@ this server, and may not be framed; nothing is sniffed and no referrer leaves.""
 
 
 class TooLarge(Exception):
-    """The request's head or body is over its limit: `status` is 431 or 413."""
+    """The request's head or body is over its limit (`status` 431 or 413), or too slow (408)."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)

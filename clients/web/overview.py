@@ -13,12 +13,14 @@ Rules:
 """
 
 import contextlib
+import sys
 from collections.abc import AsyncGenerator
 from typing import cast
 
 import msgspec
 import trio
 
+from tether.clients.core import discovery
 from tether.clients.web.workspaces import (
     DaemonGone,
     DaemonLink,
@@ -45,8 +47,6 @@ class Overview:
         self._watchers = 0
         self._watched = trio.Event()
         self._links: dict[str, DaemonLink] = {}
-        self._scopes: dict[int, trio.CancelScope] = {}
-        """The cancel scope of each link's holding task, by the link's id()."""
         self._sessions: dict[str, list[object]] = {}
         self._encoded = b""
         self._refresh_lock = trio.Lock()
@@ -102,7 +102,13 @@ class Overview:
     async def refresh(self) -> None:
         """Look once; wake the watchers if anything shown changed."""
         async with self._refresh_lock:
-            known: Known = await trio.to_thread.run_sync(look)
+            discovery.reap_spawned()
+            try:
+                known: Known = await trio.to_thread.run_sync(look)
+            except OSError as exc:
+                # The runtime dir unusable, say: what was shown stays, and the next look retries.
+                print(f"tether web: cannot list the workspaces: {exc}", file=sys.stderr)
+                return
             for key in [k for k in self._links if k not in known.running]:
                 self._drop_link(key)
                 self._sessions.pop(key, None)
@@ -140,22 +146,17 @@ class Overview:
     async def _hold_link(
         self, info: DiscoveryInfo, *, task_status: trio.TaskStatus[DaemonLink]
     ) -> None:
-        """Keep a connection to the daemon open until `_drop_link` cancels it (a call on a
+        """Keep a connection to the daemon open until `_drop_link` drops it (a call on a
         connection the daemon closed fails, and the caller drops it). Raises `DaemonGone` (to
         `start`'s caller) when it cannot be opened."""
-        with trio.CancelScope() as scope:
-            async with DaemonLink.opened(info) as link:
-                self._scopes[id(link)] = scope
-                task_status.started(link)
-                try:
-                    await trio.sleep_forever()
-                finally:
-                    self._scopes.pop(id(link), None)
+        async with DaemonLink.opened(info) as link:
+            task_status.started(link)
+            await link.dropped.wait()
 
     def _drop_link(self, key: str) -> None:
         link = self._links.pop(key, None)
-        if link is not None and id(link) in self._scopes:
-            self._scopes[id(link)].cancel()
+        if link is not None:
+            link.dropped.set()
 
     def _drop_links(self) -> None:
         for key in list(self._links):

@@ -164,7 +164,17 @@ async def relay(
 ) -> None:
     """Pass bytes between `page` and `daemon` (both past their handshakes; `*_early` is what
     each sent beyond it) until either side's connection ends, then end the other's (see the
-    module's rules). Cancelling it leaves both streams to the caller to close."""
+    module's rules). Both streams are closed when it returns, or is cancelled."""
+    try:
+        await _pipes(page, page_early, daemon, daemon_early)
+    finally:
+        await trio.aclose_forcefully(page)
+        await trio.aclose_forcefully(daemon)
+
+
+async def _pipes(
+    page: trio.abc.Stream, page_early: bytes, daemon: trio.abc.Stream, daemon_early: bytes
+) -> None:
     upstream, downstream = FrameCursor(), FrameCursor()
     async with trio.open_nursery() as nursery:
 

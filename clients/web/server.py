@@ -13,17 +13,24 @@ Routes (docs/web.md has the contract with the page):
 
 Every request passes `Gate` first (Host, Origin, then the credential; see
 `tether.clients.web.security`), then the limits of `tether.clients.web.http`. At most
-`MAX_CONNECTIONS` connections are served at once; one more is answered 503 and closed.
+`max_connections` connections are served at once, of which at most `max_pending` may be
+unproven (no request with a credential yet): one more unproven connection, or one more
+connection when all are taken, drops the oldest unproven one, so a flood of connections that
+never sign in cannot lock the browser out. When every connection is proven, one more is
+answered 503 and closed.
 
 Task tree: `WebServer.serve` → the overview's looks (`Overview.serve`) and one task per
 connection, which owns the reading tasks of its websockets (page and daemon). Cancelling
 `serve` closes every connection.
 """
 
+import contextlib
 import hashlib
+import itertools
 import re
 import ssl
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -49,6 +56,7 @@ from tether.clients.web.workspaces import look, start
 DEFAULT_PORT = 8737
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_CONNECTIONS = 256
+MAX_PENDING = 64
 MAX_STATIC_BYTES = 16 * 1024 * 1024
 OVERVIEW_MESSAGE_BYTES = 4096
 """The largest frame a page may send on /ws/overview (it is expected to send none)."""
@@ -86,13 +94,21 @@ class WebServer:
         static_dir: Path = STATIC_DIR,
         token: str | None = None,
         overview_interval: float = INTERVAL,
+        max_connections: int = MAX_CONNECTIONS,
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self.host = host
         self.port = port
         self.ssl_context = ssl_context
         self.static_dir = static_dir
         self.overview = Overview(interval=overview_interval)
-        self.connections = 0
+        self.max_connections = max_connections
+        self.max_pending = max_pending
+        self._pending: dict[int, trio.CancelScope] = {}
+        """The connections that have not yet shown a credential, oldest first."""
+        self._live: set[int] = set()
+        """Every connection served, dropped ones no longer counted."""
+        self._ids = itertools.count()
         self._token = token
         self.gate: Gate | None = None
 
@@ -110,7 +126,9 @@ class WebServer:
             await trio.serve_listeners(self._connection, listeners)
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        if self.connections >= MAX_CONNECTIONS:
+        if len(self._live) >= self.max_connections and self._pending:
+            self._drop_oldest()
+        if len(self._live) >= self.max_connections:
             with trio.move_on_after(1):
                 await stream.send_all(
                     b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n"
@@ -118,18 +136,45 @@ class WebServer:
                 )
             await trio.aclose_forcefully(stream)
             return
-        self.connections += 1
+        key = next(self._ids)
+        self._live.add(key)
         try:
-            await self._serve_connection(stream)
+            with self._admitted(key):
+                await self._serve_connection(stream, key)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError):
             pass  # the browser went away, or spoke no TLS
         except Exception as exc:  # one connection's failure must not stop the server
             print(f"tether web: a connection failed: {exc!r}", file=sys.stderr)
         finally:
-            self.connections -= 1
+            self._live.discard(key)
             await trio.aclose_forcefully(stream)
 
-    async def _serve_connection(self, raw: trio.SocketStream) -> None:
+    @contextlib.contextmanager
+    def _admitted(self, key: int) -> Generator[None]:
+        """Serve connection `key` as unproven until `_proven(key)`: dropped (cancelled) should
+        `max_pending` newer unproven ones arrive first."""
+        while len(self._pending) >= self.max_pending:
+            self._drop_oldest()
+        with trio.CancelScope() as scope:
+            self._pending[key] = scope
+            try:
+                yield
+            finally:
+                self._pending.pop(key, None)
+
+    def _drop_oldest(self) -> None:
+        oldest = next(iter(self._pending))
+        self._pending.pop(oldest).cancel()
+        self._live.discard(oldest)
+
+    @property
+    def connections(self) -> int:
+        return len(self._live)
+
+    def _proven(self, key: int) -> None:
+        self._pending.pop(key, None)
+
+    async def _serve_connection(self, raw: trio.SocketStream, key: int) -> None:
         stream: trio.abc.Stream = raw
         if self.ssl_context is not None:
             tls = trio.SSLStream(raw, self.ssl_context, server_side=True, https_compatible=True)
@@ -145,17 +190,20 @@ class WebServer:
                 try:
                     event = await incoming.next_event()
                 except h11.RemoteProtocolError as exc:
-                    status = exc.error_status_hint
-                    await incoming.respond(status, f"{exc}\n".encode(), close=True)
+                    # h11 lets an answer go out unless the request got that far.
+                    with contextlib.suppress(h11.LocalProtocolError):
+                        await incoming.respond(
+                            exc.error_status_hint, f"{exc}\n".encode(), close=True
+                        )
                     return
             if not isinstance(event, h11.Request):
                 return  # closed, or idle too long
-            if not await self._request(incoming, event):
+            if not await self._request(incoming, event, key):
                 return
             if not incoming.next_cycle():
                 return
 
-    async def _request(self, incoming: Incoming, request: h11.Request) -> bool:
+    async def _request(self, incoming: Incoming, request: h11.Request, key: int) -> bool:
         """Answer one request; False when the connection is to close (or was handed over)."""
         assert self.gate is not None
         headers = list(request.headers)
@@ -167,11 +215,16 @@ class WebServer:
             # h11 bounds a head that arrives in parts; one that came whole is measured here.
             if sum(len(k) + len(v) + 4 for k, v in headers) + len(request.target) > MAX_HEAD_BYTES:
                 raise TooLarge(431, f"a request head may have at most {MAX_HEAD_BYTES} bytes")
-            body = await incoming.read_body()
+            body = None
+            with trio.move_on_after(HEAD_TIMEOUT):
+                body = await incoming.read_body()
+            if body is None:
+                raise TooLarge(408, "the request body did not arrive in time")
             self.gate.check_site(headers)
             if path == "/" and "token" in target.query and method in ("GET", "HEAD"):
                 return await self._sign_in(incoming, parse_qs(target.query).get("token", [""]))
             self.gate.check_credential(headers)
+            self._proven(key)
         except Refused as refused:
             await incoming.respond(refused.status, f"{refused.reason}\n".encode(), close=True)
             return False

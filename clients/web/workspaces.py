@@ -147,6 +147,8 @@ class DaemonLink:
         self._ws = ws
         self._lock = trio.Lock()
         self._ids = 0
+        self.dropped = trio.Event()
+        """Set when its holder is to close it."""
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -222,7 +224,9 @@ async def connected(
             try:
                 yield ws
             finally:
-                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                # A close handshake while the reading task still runs; when cancelled, the
+                # stream is only closed.
+                with trio.move_on_after(2):
                     await ws.aclose()
     except BaseExceptionGroup as group:
         lone = _lone(group)
@@ -248,6 +252,7 @@ def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
 def start(root: str) -> str | None:
     """Start the daemon of `root` as the CLI does (unless one runs) and wait until it serves;
     None when it does, else why not. Blocking (up to `discovery.START_TIMEOUT`)."""
+    discovery.reap_spawned()
     workspace = Path(root)
     if not workspace.is_dir():
         return f"{root} is not a folder any more"

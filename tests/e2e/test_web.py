@@ -4,6 +4,7 @@ daemons, a browser played by `tests.web_client.Page`; one test runs the real com
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,13 +17,13 @@ import trio
 import trio_websocket
 
 from tests.conftest import make_workspace
-from tests.support import DaemonProcess, Home, create_session, start_daemon, wait_until
+from tests.support import DaemonProcess, Home, cli, create_session, start_daemon, wait_until
 from tests.web_client import Page
 from tether.clients.web.relay import LOST_DAEMON
 from tether.clients.web.security import Gate
 from tether.clients.web.server import WebServer
 from tether.daemon.server.recent import remember
-from tether.protocol.methods import SESSION_LIST
+from tether.protocol.methods import DAEMON_STATUS, SESSION_LIST
 from tether.protocol.places import recent_workspaces_path
 from tether.protocol.workspace_files import workspace_key
 
@@ -414,17 +415,34 @@ async def test_a_daemon_that_goes_away_closes_the_page_saying_why(
 
 
 def test_a_host_other_than_loopback_needs_tls(home: Home) -> None:
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "tether.clients.cli.main", "web", "--host", "192.0.2.7"],
-        env=home.env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    done = cli(home, "web", "--host", "192.0.2.7")
     assert done.returncode == 2
     assert "--certfile" in done.stderr
     assert "not a loopback address" in done.stderr
+    assert done.stdout == ""
+    everywhere = cli(home, "web", "--host", "0.0.0.0", "--certfile", "c.pem", "--keyfile", "k.pem")
+    assert everywhere.returncode == 2
+    assert "every address" in everywhere.stderr
+    half = cli(home, "web", "--certfile", "c.pem")
+    assert (half.returncode, half.stderr.strip()) == (
+        2,
+        "tether: --certfile and --keyfile go together",
+    )
+    assert "is not a port" in cli(home, "web", "--port", "70000").stderr
+    missing = cli(home, "web", "--certfile", "nope.pem", "--keyfile", "nope.key")
+    assert missing.returncode == 2
+    assert "cannot use the certificate or key" in missing.stderr
+
+
+def test_a_busy_port_is_named_with_the_way_out(home: Home) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli(home, "web", "--port", str(port))
+    assert done.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in done.stderr
+    assert "--port" in done.stderr
     assert done.stdout == ""
 
 
@@ -523,3 +541,59 @@ def test_the_command_prints_its_url_and_serves_it(home: Home) -> None:
             proc.send_signal(signal.SIGINT)
             code = proc.wait(timeout=10)
         assert code == 0, proc.stderr.read()
+
+
+async def test_the_overview_holds_daemon_connections_only_while_a_page_watches(
+    daemon: DaemonProcess, page: Page
+) -> None:
+    with daemon.client() as client:
+
+        def connections() -> int:
+            return client.call(DAEMON_STATUS).clients
+
+        async def wait_for(count: int, what: str) -> None:
+            await trio.to_thread.run_sync(lambda: wait_until(lambda: connections() == count, what))
+
+        with trio.fail_after(20):
+            listed = await page.fetch("/api/workspaces", headers=page.headers())
+            assert listed.status == 200
+            await wait_for(1, "the one look's connection closed")
+            async with page.websocket("/ws/overview") as overview:
+                await overview.get_message()
+                await wait_for(2, "the overview's connection")
+            await wait_for(1, "the overview's connection closed with its last page")
+
+
+async def test_the_overview_pushes_a_daemon_that_stops(
+    home: Home, daemon: DaemonProcess, page: Page
+) -> None:
+    root = str(daemon.workspace.resolve())
+    with trio.fail_after(20):
+        async with page.websocket("/ws/overview") as overview:
+            first = json.loads(await overview.get_message())
+            assert {w["root"]: w for w in first["workspaces"]}[root]["running"] is True
+            await trio.to_thread.run_sync(daemon.stop)
+            while True:
+                frame = json.loads(await overview.get_message())
+                shown = {w["root"]: w for w in frame["workspaces"]}.get(root)
+                if shown is not None and not shown["running"]:
+                    break
+            assert shown["sessions"] == []
+
+
+async def test_connections_that_never_sign_in_cannot_lock_the_page_out(
+    nursery: trio.Nursery, activated: Home
+) -> None:
+    server, gate = await serve(nursery, max_connections=8, max_pending=4)
+    tab = Page(gate.url)
+    idle = [await trio.open_tcp_stream("127.0.0.1", tab.port) for _ in range(12)]
+    try:
+        with trio.fail_after(10):
+            assert (await tab.sign_in()).status == 303
+            assert (await tab.fetch("/api/workspaces", headers=tab.headers())).status == 200
+            # The oldest connection that never sent a request was dropped for the page's.
+            assert await idle[0].receive_some() == b""
+            assert server.connections <= 8
+    finally:
+        for stream in idle:
+            await stream.aclose()

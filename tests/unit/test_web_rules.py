@@ -1,13 +1,23 @@
-"""`tether web`'s pure rules: which Host, Origin and credentials the gate lets in, and where
-the relay's frame cursor finds frame boundaries in bytes split anywhere."""
+"""`tether web`'s rules without sockets: which Host, Origin and credentials the gate lets in,
+where the relay's frame cursor finds frame boundaries in bytes split anywhere, and the relay
+over in-memory streams (backpressure, what passes, how each side's going is told)."""
 
 import itertools
 import random
 
 import pytest
+import trio
+from trio.testing import lockstep_stream_pair, memory_stream_pair, wait_all_tasks_blocked
 from wsproto.frame_protocol import FrameProtocol
 
-from tether.clients.web.relay import FrameCursor, accept_key, close_frame
+from tether.clients.web.relay import (
+    LOST_DAEMON,
+    PAGE_LEFT,
+    FrameCursor,
+    accept_key,
+    close_frame,
+    relay,
+)
 from tether.clients.web.security import Gate, Refused, is_loopback, is_wildcard
 
 
@@ -109,3 +119,104 @@ def test_a_close_frame_made_here_is_one_a_websocket_reads() -> None:
     assert code == 1011
     assert isinstance(reason, str)
     assert len(reason.encode()) <= 123
+
+
+def daemon_frame(text: str) -> bytes:
+    return bytes(FrameProtocol(client=False, extensions=[]).send_data(text, fin=True))
+
+
+def page_frame(text: str) -> bytes:
+    return bytes(FrameProtocol(client=True, extensions=[]).send_data(text, fin=True))
+
+
+def frames_read_by(client: bool, data: bytes) -> list[object]:
+    """The frames a websocket end (`client` or server) reads from `data`, as (opcode, payload)."""
+    reader = FrameProtocol(client=client, extensions=[])
+    reader.receive_bytes(data)
+    return [(frame.opcode.name, frame.payload) for frame in reader.received_frames()]
+
+
+async def read_all(stream: trio.abc.ReceiveStream) -> bytes:
+    parts: list[bytes] = []
+    while data := await stream.receive_some():
+        parts.append(bytes(data))
+    return b"".join(parts)
+
+
+async def test_a_page_that_does_not_read_stops_the_relay_reading_the_daemon() -> None:
+    page, page_side = lockstep_stream_pair()
+    daemon_side, daemon = lockstep_stream_pair()
+    frame = daemon_frame("x" * 1000)
+    written = 0
+
+    async def the_daemon_writes() -> None:
+        nonlocal written
+        for _ in range(10):
+            await daemon.send_all(frame)
+            written += 1
+        await daemon.aclose()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay, page_side, b"", daemon_side, b"")
+            nursery.start_soon(the_daemon_writes)
+            await wait_all_tasks_blocked()
+            # One frame read and held for the page; the daemon's next write waits.
+            assert written == 1
+            received = await read_all(page)
+    assert written == 10
+    assert received.startswith(frame * 10)
+    assert frames_read_by(True, received)[-1] == ("CLOSE", (1011, LOST_DAEMON))
+
+
+async def test_what_each_side_sends_reaches_the_other_unchanged_early_bytes_first() -> None:
+    page, page_side = memory_stream_pair()
+    daemon_side, daemon = memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                relay, page_side, page_frame("early"), daemon_side, daemon_frame("hello")
+            )
+            await page.send_all(page_frame("ping"))
+            await daemon.send_all(daemon_frame("pong"))
+            await wait_all_tasks_blocked()
+            assert frames_read_by(False, bytes(await daemon.receive_some())) == [
+                ("TEXT", "early"),
+                ("TEXT", "ping"),
+            ]
+            assert frames_read_by(True, bytes(await page.receive_some())) == [
+                ("TEXT", "hello"),
+                ("TEXT", "pong"),
+            ]
+            # The daemon's close frame passes through, and nothing is added to it.
+            closing = bytes(FrameProtocol(client=False, extensions=[]).close(1001, "stopping"))
+            await daemon.send_all(closing)
+            await daemon.aclose()
+            assert frames_read_by(True, await read_all(page)) == [("CLOSE", (1001, "stopping"))]
+
+
+async def test_a_page_that_vanishes_closes_the_daemon_connection_saying_so() -> None:
+    page, page_side = memory_stream_pair()
+    daemon_side, daemon = memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay, page_side, b"", daemon_side, b"")
+            await page.send_all(page_frame("last words"))
+            await page.aclose()
+            received = await read_all(daemon)
+    assert frames_read_by(False, received) == [
+        ("TEXT", "last words"),
+        ("CLOSE", (1001, PAGE_LEFT)),
+    ]
+
+
+async def test_a_daemon_that_vanishes_mid_frame_only_cuts_the_page_off() -> None:
+    page, page_side = memory_stream_pair()
+    daemon_side, daemon = memory_stream_pair()
+    half = daemon_frame("y" * 500)[:300]
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay, page_side, b"", daemon_side, b"")
+            await daemon.send_all(half)
+            await daemon.aclose()
+            assert await read_all(page) == half
