@@ -162,7 +162,7 @@ describe("the browser page's controller against the daemon", () => {
     };
     git("init", "-q");
     git("add", ".");
-    git("commit", "-q", "-m", "start");
+    git("commit", "-q", "--message=start");
   });
   after(async () => {
     await home?.close();
