@@ -490,7 +490,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 async def test_tls_serves_https_and_wss(
-    nursery: trio.Nursery, activated: Home, tmp_path: Path
+    nursery: trio.Nursery, daemon: DaemonProcess, activated: Home, tmp_path: Path
 ) -> None:
     import ssl
 
@@ -508,6 +508,10 @@ async def test_tls_serves_https_and_wss(
         assert (await tab.fetch("/", headers=tab.headers())).status == 200
         async with tab.websocket("/ws/overview") as ws:
             assert json.loads(await ws.get_message())["type"] == "workspaces"
+        key = workspace_key(str(daemon.workspace.resolve()))
+        async with tab.websocket(f"/ws/daemon/{key}") as ws:
+            await initialize(ws)
+            assert (await call(ws, "l", "session/list", {}))["sessions"] == []
         # Plain http to the https port gets nowhere.
         plain = Page(gate.url.replace("https:", "http:"))
         with pytest.raises(h11.RemoteProtocolError):
