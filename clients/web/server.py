@@ -83,7 +83,7 @@ _JSON = b"application/json"
 
 class WebServer:
     """`tether web` on `host:port` (0: any free port), https when `ssl_context` is given.
-    `token` is the URL's (a fresh one by default)."""
+    `token` is the URL's and `secret` the cookie's (fresh ones by default)."""
 
     def __init__(
         self,
@@ -93,6 +93,7 @@ class WebServer:
         ssl_context: ssl.SSLContext | None = None,
         static_dir: Path = STATIC_DIR,
         token: str | None = None,
+        secret: str | None = None,
         overview_interval: float = INTERVAL,
         max_connections: int = MAX_CONNECTIONS,
         max_pending: int = MAX_PENDING,
@@ -110,6 +111,7 @@ class WebServer:
         """Every connection served, dropped ones no longer counted."""
         self._ids = itertools.count()
         self._token = token
+        self._secret = secret
         self.gate: Gate | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[Gate] = trio.TASK_STATUS_IGNORED) -> None:
@@ -118,7 +120,11 @@ class WebServer:
         listeners = await trio.open_tcp_listeners(self.port, host=self.host)
         port = int(listeners[0].socket.getsockname()[1])
         gate = self.gate = Gate(
-            self.host, port, tls=self.ssl_context is not None, token=self._token
+            self.host,
+            port,
+            tls=self.ssl_context is not None,
+            token=self._token,
+            secret=self._secret,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(self.overview.serve)

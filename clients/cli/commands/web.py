@@ -41,7 +41,15 @@ def cmd_web(args: argparse.Namespace) -> int:
     from tether.clients.web.security import Gate
     from tether.clients.web.server import WebServer
 
-    server = WebServer(host, args.port, ssl_context=context)
+    token = secret = None
+    if args.port:
+        from tether.clients.web.credentials import kept_credentials
+
+        try:
+            token, secret = kept_credentials(args.port, renew=args.new_token)
+        except OSError as exc:
+            raise CliError(f"cannot keep the sign-in token: {exc}", EXIT_USAGE) from exc
+    server = WebServer(host, args.port, ssl_context=context, token=token, secret=secret)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
