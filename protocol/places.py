@@ -75,12 +75,6 @@ def recent_workspaces_path() -> Path:
     return state_dir() / "recent-workspaces.json"
 
 
-def web_credentials_path(port: int) -> Path:
-    """The URL token and cookie secret of `tether web` on `port` (owner-only JSON), kept so
-    that a restart on the same port signs nobody out (`tether.clients.web.credentials`)."""
-    return state_dir() / f"web-{port}.json"
-
-
 def discovery_path(workspace: str | Path) -> Path:
     return runtime_dir() / discovery_name(str(workspace))
 

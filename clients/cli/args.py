@@ -695,6 +695,12 @@ def _web_arguments(web: argparse.ArgumentParser) -> None:
         help="the address to serve on (default 127.0.0.1; another needs --certfile/--keyfile)",
     )
     web.add_argument("--open", action="store_true", help="open the page in your browser")
+    web.add_argument(
+        "--new-token",
+        action="store_true",
+        help="a new token and cookie: signs every browser out (they are kept across restarts"
+        " on the same port otherwise)",
+    )
     web.add_argument("--certfile", metavar="FILE", help="serve https with this certificate")
     web.add_argument("--keyfile", metavar="FILE", help="the certificate's private key")
 

@@ -1,43 +1,78 @@
-"""What signs a browser in to `tether web` on one port, kept across restarts: the token of the
-printed URL and the secret of the cookie it is traded for. A page left open while the server
-restarts on the same port then reconnects with the cookie it has (a browser cannot sign in
-again by itself: it has no token, and a refused websocket does not even say why), and the
-printed URL, like a bookmark of it, stays good.
+"""The URL token and the cookie secret of `tether web` on a fixed port, kept across restarts.
 
-Rules:
-- one owner-only JSON file per port (`tether.protocol.places.web_credentials_path`),
-  `{"token": ..., "secret": ...}`, replaced atomically;
-- a missing file, or one that is not such a record, means fresh credentials;
-- port 0 (any free port) has none to reuse; the port it got is remembered like any other.
+A page left open while `tether web` restarts (an upgrade, a reboot) reconnects by itself only
+if its cookie is still good, and a bookmark of the printed URL keeps working only if its token
+is: so a server on a fixed port keeps both in `web-<port>.json` in the user's state folder,
+owner-only, and reuses them at its next start on that port. `--new-token` makes a new pair,
+which signs every browser out and retires every copy of the old URL. A server on `--port 0`
+keeps nothing (its port, and so its origin, changes anyway).
+
+A file that is not owner-only, or not a pair of long enough secrets, is not trusted: a new
+pair replaces it.
 """
 
+import contextlib
+import json
+import os
+import secrets
+import stat
 from pathlib import Path
 
-import msgspec
+from tether.protocol.places import state_dir
 
-from tether.daemon.private_json import write_private_json
-from tether.protocol.places import web_credentials_path
-
-
-class Credentials(msgspec.Struct, frozen=True, kw_only=True):
-    token: str
-    secret: str
+MIN_LENGTH = 32
 
 
-def recall(port: int, path: Path | None = None) -> Credentials | None:
-    """The credentials kept for `port`, or None (none kept, port 0, or a file not readable as
-    them). Blocking."""
-    if port == 0:
-        return None
-    path = web_credentials_path(port) if path is None else path
+def credentials_path(port: int) -> Path:
+    return state_dir() / f"web-{port}.json"
+
+
+def kept_credentials(port: int, *, renew: bool = False) -> tuple[str, str]:
+    """(token, secret) for a server on `port`: the kept pair, or (none kept, an untrusted
+    file, or `renew`) a new one, kept from now on. Raises OSError when the pair cannot be
+    kept."""
+    path = credentials_path(port)
+    if not renew:
+        kept = _read(path)
+        if kept is not None:
+            return kept
+    token, secret = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    _write(path, {"token": token, "secret": secret})
+    return token, secret
+
+
+def _read(path: Path) -> tuple[str, str] | None:
     try:
-        found = msgspec.json.decode(path.read_bytes(), type=Credentials)
-    except (OSError, msgspec.DecodeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return None
-    return found if found.token and found.secret else None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
+            return None
+        try:
+            value: object = json.loads(file.read(4096))
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    token, secret = value.get("token"), value.get("secret")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if not (isinstance(token, str) and isinstance(secret, str)):
+        return None
+    if min(len(token), len(secret)) < MIN_LENGTH or token == secret:
+        return None
+    return token, secret
 
 
-def keep(port: int, credentials: Credentials, path: Path | None = None) -> None:
-    """Keep `credentials` for `port` (0600). Blocking; an OSError propagates."""
-    path = web_credentials_path(port) if path is None else path
-    write_private_json(path, msgspec.to_builtins(credentials))
+def _write(path: Path, value: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as file:
+            json.dump(value, file)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise

@@ -11,9 +11,10 @@ A server on a loopback port is reachable by every web page the user's browser op
   CSRF);
 - then a credential: the cookie (`cookie_name`) holding the server's secret, or the printed
   token as `Authorization: Bearer TOKEN` (for scripts). The token in the printed URL is traded
-  for the cookie by `GET /?token=TOKEN` and stays valid for the server's life, so the same
-  URL opens the page in a second browser or on another device. The cookie's value is not the
-  token but a second secret of this server's life: the token is shown in a terminal and may
+  for the cookie by `GET /?token=TOKEN` and stays valid for the server's life (and its next
+  lives on the same port, `tether.clients.web.credentials`), so the same URL opens the page in
+  a second browser or on another device. The cookie's value is not the
+  token but a second secret: the token is shown in a terminal and may
   end up in a shell history, the cookie never leaves the browsers that have it. Both are
   compared in constant time.
 

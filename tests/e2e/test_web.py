@@ -1,13 +1,15 @@
 """`tether web`: the server in this process under trio, real sockets on 127.0.0.1, real
 daemons, a browser played by `tests.web_client.Page`; one test runs the real command."""
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,15 @@ import trio
 import trio_websocket
 
 from tests.conftest import make_workspace
-from tests.support import DaemonProcess, Home, cli, create_session, start_daemon, wait_until
+from tests.support import (
+    DaemonProcess,
+    Home,
+    cli,
+    create_session,
+    free_port,
+    start_daemon,
+    wait_until,
+)
 from tests.web_client import Page
 from tether.clients.web.relay import LOST_DAEMON
 from tether.clients.web.security import Gate
@@ -490,7 +500,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 async def test_tls_serves_https_and_wss(
-    nursery: trio.Nursery, activated: Home, tmp_path: Path
+    nursery: trio.Nursery, daemon: DaemonProcess, activated: Home, tmp_path: Path
 ) -> None:
     import ssl
 
@@ -508,39 +518,14 @@ async def test_tls_serves_https_and_wss(
         assert (await tab.fetch("/", headers=tab.headers())).status == 200
         async with tab.websocket("/ws/overview") as ws:
             assert json.loads(await ws.get_message())["type"] == "workspaces"
+        key = workspace_key(str(daemon.workspace.resolve()))
+        async with tab.websocket(f"/ws/daemon/{key}") as ws:
+            await initialize(ws)
+            assert (await call(ws, "l", "session/list", {}))["sessions"] == []
         # Plain http to the https port gets nowhere.
         plain = Page(gate.url.replace("https:", "http:"))
         with pytest.raises(h11.RemoteProtocolError):
             await plain.sign_in()
-
-
-def test_the_command_prints_its_url_and_serves_it(home: Home) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-P", "-m", "tether.clients.cli.main", "web", "--port", "0"],
-        env=home.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        try:
-            line = proc.stdout.readline()
-            assert line.startswith("tether web: http://127.0.0.1:"), line
-            url = line.removeprefix("tether web: ").strip()
-            assert "?token=" in url
-
-            async def visit() -> tuple[int, int]:
-                tab = Page(url)
-                signed = await tab.sign_in()
-                listed = await tab.fetch("/api/workspaces", headers=tab.headers())
-                return signed.status, listed.status
-
-            assert trio.run(visit) == (303, 200)
-        finally:
-            proc.send_signal(signal.SIGINT)
-            code = proc.wait(timeout=10)
-        assert code == 0, proc.stderr.read()
 
 
 async def test_the_overview_holds_daemon_connections_only_while_a_page_watches(
@@ -597,3 +582,66 @@ async def test_connections_that_never_sign_in_cannot_lock_the_page_out(
     finally:
         for stream in idle:
             await stream.aclose()
+
+
+@contextlib.contextmanager
+def web_command(home: Home, *args: str) -> Generator[str]:
+    """`tether web ARGS` running; the URL it printed. Stopped with Ctrl-C after."""
+    with subprocess.Popen(
+        [sys.executable, "-P", "-m", "tether.clients.cli.main", "web", *args],
+        env=home.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        try:
+            line = proc.stdout.readline()
+            assert line.startswith("tether web: "), (line, proc.stderr.read())
+            yield line.removeprefix("tether web: ").strip()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=10)
+        assert code == 0, proc.stderr.read()
+
+
+def test_a_restart_on_the_same_port_keeps_the_browsers_signed_in(home: Home) -> None:
+    port = free_port()
+
+    async def sign_in(url: str) -> str:
+        tab = Page(url)
+        assert (await tab.sign_in()).status == 303
+        return tab.cookie
+
+    async def status_with(url: str, cookie: str) -> int:
+        tab = Page(url)
+        return (await tab.fetch("/api/workspaces", headers=[("cookie", cookie)])).status
+
+    with web_command(home, "--port", str(port)) as first:
+        cookie = trio.run(sign_in, first)
+    kept = home.root / "state" / "tether" / f"web-{port}.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    with web_command(home, "--port", str(port)) as again:
+        assert again == first
+        assert trio.run(status_with, again, cookie) == 200
+    with web_command(home, "--port", str(port), "--new-token") as renewed:
+        assert renewed != first
+        assert trio.run(status_with, renewed, cookie) == 401
+        assert trio.run(status_with, renewed, trio.run(sign_in, renewed)) == 200
+
+
+def test_the_command_prints_its_url_and_serves_it(home: Home) -> None:
+    with web_command(home, "--port", "0") as url:
+        assert url.startswith("http://127.0.0.1:")
+        assert "?token=" in url
+
+        async def visit() -> tuple[int, int]:
+            tab = Page(url)
+            signed = await tab.sign_in()
+            listed = await tab.fetch("/api/workspaces", headers=tab.headers())
+            return signed.status, listed.status
+
+        assert trio.run(visit) == (303, 200)
+    # --port 0 keeps no token for a next start.
+    assert not list((home.root / "state").glob("tether/web-*.json"))

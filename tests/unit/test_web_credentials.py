@@ -1,23 +1,49 @@
-"""tether web's sign-in kept per port across restarts (`tether.clients.web.credentials`)."""
+"""The token and cookie secret `tether web` keeps for a fixed port
+(tether.clients.web.credentials)."""
 
+import json
 import stat
 from pathlib import Path
 
-from tether.clients.web.credentials import Credentials, keep, recall
+import pytest
+
+from tether.clients.web.credentials import credentials_path, kept_credentials
 
 
-def test_credentials_kept_for_a_port_come_back_owner_only(tmp_path: Path) -> None:
-    path = tmp_path / "state" / "web-8737.json"
-    assert recall(8737, path) is None
-    keep(8737, Credentials(token="t", secret="s"), path)
-    assert recall(8737, path) == Credentials(token="t", secret="s")
+@pytest.fixture(autouse=True)
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def test_the_pair_is_kept_owner_only_per_port_until_renewed() -> None:
+    token, secret = kept_credentials(8737)
+    assert token != secret
+    assert min(len(token), len(secret)) >= 32
+    path = credentials_path(8737)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert kept_credentials(8737) == (token, secret)
+    assert kept_credentials(9000) != (token, secret)
+    renewed = kept_credentials(8737, renew=True)
+    assert renewed != (token, secret)
+    assert kept_credentials(8737) == renewed
 
 
-def test_port_zero_and_a_file_that_is_not_credentials_mean_fresh_ones(tmp_path: Path) -> None:
-    path = tmp_path / "web.json"
-    keep(0, Credentials(token="t", secret="s"), path)
-    assert recall(0, path) is None, "port 0 is any free port: nothing to reuse"
-    for text in ("{", '{"token": "t"}', '{"token": "", "secret": "s"}', "[]"):
-        path.write_text(text)
-        assert recall(8737, path) is None, text
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", "[]", '{"token": "short", "secret": "short"}', '{"token": 1, "secret": 2}'],
+)
+def test_a_file_that_is_not_a_good_pair_is_replaced(content: str) -> None:
+    path = credentials_path(8737)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    path.chmod(0o600)
+    token, secret = kept_credentials(8737)
+    assert json.loads(path.read_text()) == {"token": token, "secret": secret}
+
+
+def test_a_file_others_can_read_is_not_trusted() -> None:
+    token, secret = kept_credentials(8737)
+    credentials_path(8737).chmod(0o644)
+    assert kept_credentials(8737) != (token, secret)
+    assert stat.S_IMODE(credentials_path(8737).stat().st_mode) == 0o600

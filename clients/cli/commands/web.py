@@ -4,7 +4,6 @@ to their daemons (`tether.clients.web`, docs/web.md), until Ctrl-C."""
 import argparse
 import errno
 import ssl
-import sys
 from typing import NoReturn
 
 from tether.clients.cli.exit_codes import EXIT_OK, EXIT_USAGE, CliError
@@ -39,32 +38,22 @@ def cmd_web(args: argparse.Namespace) -> int:
             raise CliError(f"cannot use the certificate or key: {exc}", EXIT_USAGE) from exc
     import trio
 
-    from tether.clients.web import credentials
     from tether.clients.web.security import Gate
     from tether.clients.web.server import WebServer
 
-    # The same token and cookie secret as the last server on this port: a page left open
-    # across a restart stays signed in, and the printed URL stays the same.
-    kept = credentials.recall(args.port)
-    server = WebServer(
-        host,
-        args.port,
-        ssl_context=context,
-        token=kept.token if kept else None,
-        secret=kept.secret if kept else None,
-    )
+    token = secret = None
+    if args.port:
+        from tether.clients.web.credentials import kept_credentials
+
+        try:
+            token, secret = kept_credentials(args.port, renew=args.new_token)
+        except OSError as exc:
+            raise CliError(f"cannot keep the sign-in token: {exc}", EXIT_USAGE) from exc
+    server = WebServer(host, args.port, ssl_context=context, token=token, secret=secret)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             gate: Gate = await nursery.start(server.serve)
-            if kept is None:
-                new = credentials.Credentials(token=gate.token, secret=gate.secret)
-                try:
-                    await trio.to_thread.run_sync(credentials.keep, gate.port, new)
-                except OSError as exc:  # a convenience: the server serves all the same
-                    print(
-                        f"tether web: cannot keep the sign-in for a restart: {exc}", file=sys.stderr
-                    )
             print(f"tether web: {gate.url}", flush=True)
             if args.open:
                 import webbrowser
