@@ -27,6 +27,7 @@ from tests.support import (
     Home,
     alive,
     attach,
+    free_port,
     start_daemon,
     start_turn,
     wait_until,
@@ -60,11 +61,12 @@ HORIZONTAL_OVERFLOW = (
 
 
 class WebServer:
-    """`tether web` as a subprocess of `home`; `start` again serves on the same port."""
+    """`tether web` as a subprocess of `home` on a fixed port, as people run it (the sign-in
+    is kept per port); `start` again serves on the same port."""
 
     def __init__(self, home: Home) -> None:
         self.home = home
-        self.port = 0
+        self.port = free_port()
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
