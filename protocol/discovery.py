@@ -32,6 +32,7 @@ __all__ = [
     "DiscoveryInfo",
     "LockRecord",
     "LockState",
+    "RecentWorkspaces",
     "discovery_name",
     "workspace_key",
 ]
@@ -75,3 +76,11 @@ class LockRecord(Wire, frozen=True, kw_only=True):
     discovery: str = ""
     """Where this daemon's discovery file is, once it serves ("" before): the file in its own
     runtime dir, which a client whose environment picks another runtime dir finds here."""
+
+
+class RecentWorkspaces(Wire, frozen=True, kw_only=True):
+    """The recent workspaces file (`tether.protocol.places.recent_workspaces_path`): the roots
+    daemons of this user have served on this machine, newest first, at most 20. Each daemon
+    puts its own first once it serves; roots that are no longer folders are dropped."""
+
+    roots: list[str] = []

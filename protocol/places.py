@@ -68,6 +68,13 @@ def log_dir() -> Path:
     return state_dir() / "log" if _XDG else _platform_dir("log")
 
 
+def recent_workspaces_path() -> Path:
+    """The workspaces daemons have served here, newest first (`tether.protocol.discovery.
+    RecentWorkspaces`, owner-only): written by each daemon as it starts serving, read by
+    `tether web` to offer the ones not running."""
+    return state_dir() / "recent-workspaces.json"
+
+
 def discovery_path(workspace: str | Path) -> Path:
     return runtime_dir() / discovery_name(str(workspace))
 

@@ -696,6 +696,46 @@ def _dev(add_parser: AddParser, common: argparse.ArgumentParser) -> None:
     model_server.set_defaults(handler="scripted_model.cmd_dev")
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return value
+
+
+def _web_arguments(web: argparse.ArgumentParser) -> None:
+    web.add_argument(
+        "--port", type=_port, default=8737, help="the port (default 8737; 0: any free one)"
+    )
+    web.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to serve on (default 127.0.0.1; another needs --certfile/--keyfile)",
+    )
+    web.add_argument("--open", action="store_true", help="open the page in your browser")
+    web.add_argument(
+        "--new-token",
+        action="store_true",
+        help="a new token and cookie: signs every browser out (they are kept across restarts"
+        " on the same port otherwise)",
+    )
+    web.add_argument("--certfile", metavar="FILE", help="serve https with this certificate")
+    web.add_argument("--keyfile", metavar="FILE", help="the certificate's private key")
+
+
+_web = _command(
+    "web",
+    "web.cmd_web",
+    "every workspace's sessions in a browser",
+    _web_arguments,
+    common=False,
+    description="Serve a page showing every workspace of yours on this machine, its sessions"
+    " live, until Ctrl-C. Prints the URL to open; its token signs a browser in. See"
+    " docs/web.md for reaching it from another device.",
+)
 _acp = _command(
     "acp",
     "acp.cmd_acp",
@@ -736,5 +776,6 @@ COMMANDS: dict[str, Adder] = {
     "bridge": _bridge,
     "dev": _dev,
     "acp": _acp,
+    "web": _web,
 }
 """Every subcommand, in the order the help lists them."""

@@ -271,6 +271,13 @@ _spawned: list["subprocess.Popen[bytes]"] = []
 dropped handle of a running child would be reported as a leak when collected."""
 
 
+def reap_spawned() -> None:
+    """Collect the exit status of the daemons this process spawned that have exited, so that a
+    long-lived client (`tether web`) leaves no zombie behind each daemon it started."""
+    for child in list(_spawned):
+        child.poll()
+
+
 def start_early(
     workspace: Path, *, idle_timeout: float | None = None, env: dict[str, str] | None = None
 ) -> None:

@@ -54,6 +54,7 @@ from tether.daemon.server.idle import IdleTimer
 from tether.daemon.server.lifecycle import WorkspaceLock, keep_discovery, remove_discovery
 from tether.daemon.server.limits import pending_handshake_limit
 from tether.daemon.server.model_client import create_client
+from tether.daemon.server.recent import remember
 from tether.daemon.sessions.models import ModelPool
 from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.schema import StoreOpenError
@@ -266,6 +267,8 @@ class Daemon:
                     version=__version__,
                     workspace=self.workspace,
                 )
+                # In a thread: a slow disk must not hold up the first clients.
+                nursery.start_soon(trio.to_thread.run_sync, partial(remember, self.workspace))
                 if self.idle_timeout > 0:
                     nursery.start_soon(self._watch_idle)
                 nursery.start_soon(self._check_sandbox)

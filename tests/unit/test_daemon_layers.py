@@ -95,7 +95,7 @@ LOWER["sessions"] = {
     *LOWER["turn"],
 }
 LOWER["rpc"] = {"sessions", *LOWER["sessions"]}
-LOWER["server"] = {"rpc", *LOWER["rpc"]}
+LOWER["server"] = {"rpc", "private_json", *LOWER["rpc"]}
 LOWER["__main__"] = {"server", "lean_imports", *LOWER["server"]}
 """Each part of the daemon, and the parts it may import."""
 

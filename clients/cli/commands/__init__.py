@@ -15,6 +15,7 @@ models         models
 scripted_model demo, dev model-server
 bridge         bridge: JSON-RPC lines on stdin/stdout, for editors
 acp            acp: the Agent Client Protocol agent (tether.clients.acp)
+web            web: the page in a browser and its server (tether.clients.web)
 
 A command takes the parsed arguments and returns the exit code (see `exit_codes`), or raises
 `CliError`.

@@ -15,3 +15,4 @@ export {
 export { ConnectionError, DiscoveryError, RpcError } from "./errors.js";
 export type { Connector, Endpoint, Socket, SocketHandlers } from "./transport.js";
 export { SessionView, TurnView } from "./view.js";
+export { webSocketConnector, type WebSocketConnectorOptions, type WebSocketLike } from "./websocket.js";

@@ -186,6 +186,15 @@ export class TetherClient extends Emitter<ClientEvents> {
     }
   }
 
+  /**
+   * Drop the current connection and make a new one, as after any drop (attached sessions
+   * catch up from their cursors): for a connection found dead, one that a device's sleep
+   * left open but unanswered. Nothing happens while no connection is up.
+   */
+  reconnect(): void {
+    if (!this.#closed) this.#connection?.close();
+  }
+
   /** Close the connection for good; attached sessions end. */
   close(): void {
     if (this.#closed) return;

@@ -9,7 +9,9 @@ import os from "node:os";
 import path from "node:path";
 import process from "node:process";
 
-import { readDiscovery, workspaceKey } from "./index.js";
+import WebSocket from "ws";
+
+import { readDiscovery, workspaceKey, type WebSocketLike } from "./index.js";
 
 export const PYTHON = process.env.TETHER_PYTHON ?? "python3";
 
@@ -184,4 +186,18 @@ function alive(pid: number): boolean {
   }
   const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
   return state !== "Z" && state !== "X";
+}
+
+/**
+ * What `webSocketConnector` makes its sockets with, for a test in Node: `ws`'s WebSocket (the
+ * browser's API) sending the daemon's `token`, as `tether web`'s relay does for a page. Each
+ * socket opened is pushed to `opened` (a test terminates one to drop the connection).
+ */
+export function tokenWebSocket(token: string, opened: WebSocket[] = []): (url: string) => WebSocketLike {
+  return (url) => {
+    const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${token}` } });
+    ws.on("error", () => {}); // a refused or dropped socket closes, which the connector reports
+    opened.push(ws);
+    return ws as unknown as WebSocketLike;
+  };
 }

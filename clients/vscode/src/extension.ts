@@ -2,6 +2,7 @@
 // status bar, the diff editor, quick picks, dialogs) to the `SessionController`, which holds
 // the behaviour and knows nothing of VS Code.
 
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 
 import { connect } from "tether-client";
@@ -34,6 +35,12 @@ export function activate(context: vscode.ExtensionContext): void {
     post: (message: ToWebview) => void webview?.postMessage(message),
     editorContext: () => editorContext(workspace),
     openDiff: (docs, title, pending) => openDiff(documents, workspace, docs, title, pending),
+    readFile: (relativePath) => readFile(path.resolve(workspace, relativePath), "utf8").catch(() => null),
+    openLocation: async (file, line) => {
+      const target = vscode.Uri.file(path.resolve(workspace, file));
+      const at = new vscode.Position(Math.max(0, line - 1), 0);
+      await vscode.window.showTextDocument(target, { selection: new vscode.Range(at, at), preview: true });
+    },
     notify: (level, message) => {
       const show =
         level === "error"

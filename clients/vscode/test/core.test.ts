@@ -109,7 +109,7 @@ function stateWith(patch: Partial<ViewState>): ViewState {
 describe("webview html", () => {
   test("session text is escaped and the stable test ids are there", () => {
     const state = stateWith({
-      session: { id: `s"1`, title: HOSTILE, state: "awaiting_approval", model: "", permissionMode: "edits" },
+      session: { id: `s"1`, title: HOSTILE, state: "awaiting_approval", model: "", permissionMode: "edits", worktreeBranch: null },
       turns: [
         {
           id: "t1",

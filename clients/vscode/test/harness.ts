@@ -2,11 +2,11 @@
 // (`tether-client/testing`), with a Python file in the workspace, and a `Host` that records
 // what the controller asks of VS Code.
 
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 
-import { connect, type EditorContext, type TetherClient } from "tether-client";
-import { Home as LibraryHome } from "tether-client/testing";
+import { TetherClient, connect, readDiscovery, webSocketConnector, type EditorContext } from "tether-client";
+import { Home as LibraryHome, tokenWebSocket } from "tether-client/testing";
 
 import { SessionController, type Host, type SessionMemory } from "../src/core/controller.js";
 import type { DiffDocuments } from "../src/core/diff.js";
@@ -46,13 +46,33 @@ export class Home {
 
   /** A controller as the extension makes it, with a recording host. */
   controller(host = new RecordingHost()): { controller: SessionController; host: RecordingHost } {
+    host.workspace = this.workspace;
     const controller = new SessionController(this.workspace, host, () => this.client("vscode"));
+    return { controller, host };
+  }
+
+  /**
+   * A controller as the browser page makes it: over the WebSocket-API connector, `ws` standing
+   * in for the browser's WebSocket and adding the daemon's token as `tether web` does. `sockets`
+   * gets every socket it opens (a test drops one to see the page reconnect).
+   */
+  async webController(sockets: unknown[] = []): Promise<{ controller: SessionController; host: RecordingHost }> {
+    (await this.client()).close(); // starts the daemon
+    const { port, token } = await readDiscovery(this.home.discoveryFile);
+    const create = tokenWebSocket(token, sockets as Parameters<typeof tokenWebSocket>[1]);
+    const host = new RecordingHost();
+    host.workspace = this.workspace;
+    const connector = webSocketConnector(`ws://127.0.0.1:${port}/`, { create });
+    const controller = new SessionController(this.workspace, host, () =>
+      TetherClient.connect({ connector, clientName: "tether web", reconnectDelays: [50, 100, 250] }),
+    );
     return { controller, host };
   }
 
   /** A controller whose daemon is looked for with `python`, for `workspace` (one where no daemon runs). */
   controllerWithPython(python: string, workspace: string): { controller: SessionController; host: RecordingHost } {
     const host = new RecordingHost();
+    host.workspace = workspace;
     const options = { ...this.home.options(), workspace, python, clientName: "vscode" };
     return { controller: new SessionController(workspace, host, () => connect(options)), host };
   }
@@ -106,6 +126,19 @@ export class RecordingHost implements Host {
       w.resolve(message.state);
       return false;
     });
+  }
+
+  /** The folder `readFile` reads in. */
+  workspace = "";
+  /** The places `openLocation` was asked to show. */
+  readonly locations: Array<{ path: string; line: number }> = [];
+
+  async readFile(relativePath: string): Promise<string | null> {
+    return readFile(path.resolve(this.workspace, relativePath), "utf8").catch(() => null);
+  }
+
+  async openLocation(file: string, line: number): Promise<void> {
+    this.locations.push({ path: file, line });
   }
 
   readonly copied: string[] = [];

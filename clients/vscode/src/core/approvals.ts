@@ -4,7 +4,7 @@
 // is pressed. The first answer wins: a later one is refused with APPROVAL_RESOLVED, which
 // says who answered, and that is reported in words, not as a failure.
 
-import { ErrorCode, RpcError, type ApprovalAnswered, type AttachedSession } from "tether-client";
+import { ErrorCode, RpcError, type ApprovalAnswered, type AttachedSession } from "tether-client/browser";
 
 export type ApprovalChoice = "allow" | "always" | "deny";
 

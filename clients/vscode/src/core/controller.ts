@@ -1,7 +1,8 @@
-// The extension's behaviour, without VS Code: one client of the workspace's daemon, the
-// session the view shows, and what each command and webview message does to them. The
-// `Host` is everything VS Code provides (the webview, the editors, dialogs); extension.ts
-// implements it, tests implement it with plain objects.
+// The view's behaviour, without VS Code: one client of the workspace's daemon, the session
+// the view shows, and what each command and webview message does to them. The `Host` is
+// everything the embedder provides (the webview, the editors, dialogs, the files): extension.ts
+// implements it for VS Code, the browser page (src/web/) for `tether web`, tests with plain
+// objects. Nothing here needs Node, so the browser runs this same controller in the page.
 //
 // Rules:
 // - One session is shown at a time; showing another detaches the previous one (the daemon
@@ -17,10 +18,7 @@
 // - The shown session is remembered (`Host.memory`, the workspace's state in VS Code): after a
 //   reload of the window the view shows it again; one that is gone is forgotten quietly.
 
-import { readFile } from "node:fs/promises";
-import path from "node:path";
-
-import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client";
+import type { AnyEvent, AttachedSession, EditorContext, SessionUndoResult, TetherClient, WorkspaceTrustResult } from "tether-client/browser";
 
 import { answerApproval, type AnswerOutcome, type ApprovalChoice } from "./approvals.js";
 import { diffDocuments, parseUnifiedDiff, proposedDocuments, type DiffDocuments } from "./diff.js";
@@ -43,6 +41,10 @@ export interface Host {
   confirm(message: string, action: string): Promise<boolean>;
   /** Let the person choose a session; resolves with its id, or null for none. */
   pickSession(entries: PickerEntry[]): Promise<string | null>;
+  /** The text of the workspace's file at `relativePath` (relative to the workspace), or null when it cannot be read. */
+  readFile(relativePath: string): Promise<string | null>;
+  /** Show the workspace's file at `path` (relative to the workspace) at 1-based `line`. */
+  openLocation(path: string, line: number): Promise<void>;
   /** Put `text` on the clipboard. */
   copy(text: string): Promise<void>;
   /** Insert `text` at the active editor's cursor (replacing its selection); false when no editor is active. */
@@ -72,6 +74,8 @@ export class SessionController {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #disposed = false;
   #restoring: Promise<void> | null = null;
+  /** The session `newSession` is creating, until it is shown. */
+  #creating: Promise<AttachedSession> | null = null;
   #models: { ids: string[]; current: string } | null = null;
   /** The model and mode chosen in the pickers, for sessions this view creates. */
   #chosen: { model?: string; permissionMode?: PermissionMode } = {};
@@ -119,6 +123,26 @@ export class SessionController {
   }
 
   /**
+   * Ask the daemon something small; when no answer comes within `ms`, drop the connection
+   * and make a new one (the shown session catches up from its cursor). For a page that wakes
+   * from a device's sleep or sees the network come back: its socket may be dead without
+   * knowing it. Does nothing unless connected.
+   */
+  async checkConnection(ms = 5000): Promise<void> {
+    const client = this.#client;
+    if (client === null || client.closed || this.#connection !== "connected") return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+    const answered = client.call("daemon/status", {}).then(
+      () => true,
+      () => true, // a dropped connection is being made again already
+    );
+    const alive = await Promise.race([answered, late]);
+    clearTimeout(timer);
+    if (!alive && this.#client === client) client.reconnect();
+  }
+
+  /**
    * Connect, and show the session shown last (before a reload of the window), if it still
    * exists. Once per controller; later calls wait for the first. Rejects when no daemon can
    * be reached.
@@ -143,11 +167,30 @@ export class SessionController {
     if (this.#session === null) await this.attach(remembered);
   }
 
-  /** Start a session and show it. */
-  async newSession(): Promise<AttachedSession> {
+  /** Start a session and show it; `worktree`: in a git worktree of its own (`isolation: "worktree"`). */
+  newSession(options: { worktree?: boolean } = {}): Promise<AttachedSession> {
+    const creating = this.#createSession(options).finally(() => {
+      if (this.#creating === creating) this.#creating = null;
+    });
+    this.#creating = creating;
+    return creating;
+  }
+
+  async #createSession(options: { worktree?: boolean }): Promise<AttachedSession> {
     const client = await this.client();
-    const { session } = await client.call("session/create", { ...this.#chosen });
+    const params = options.worktree ? { ...this.#chosen, isolation: "worktree" as const } : { ...this.#chosen };
+    const { session } = await client.call("session/create", params);
     return this.attach(session.id);
+  }
+
+  /** Fork the shown session (its completed turns) and show the fork; null when no session is shown. */
+  async fork(): Promise<AttachedSession | null> {
+    const session = this.#session;
+    if (session === null) return null;
+    const client = await this.client();
+    const { session: forked, note } = await client.forkSession(session.id);
+    if (note) this.host.notify("info", note);
+    return this.attach(forked.id);
   }
 
   /** Change the shown session's model or permission mode (the next session's when none is shown). */
@@ -199,7 +242,8 @@ export class SessionController {
   /** Send `text` to the shown session (a new one when none is shown), with the editor's state when asked. */
   async send(text: string, options: { withEditor?: boolean } = {}): Promise<void> {
     if (text.trim() === "") return;
-    const session = this.#session ?? (await this.newSession());
+    // A session being created (New pressed a moment ago) is the one the text goes to.
+    const session = this.#session ?? (await (this.#creating ?? this.newSession()));
     const editor = options.withEditor ? this.host.editorContext() : null;
     const result = await session.startTurn(text, editor ? { editor } : {});
     if (result.queued && result.inputId) this.#sentQueued.add(result.inputId);
@@ -247,7 +291,7 @@ export class SessionController {
       if (item?.type !== "tool_call") continue;
       if (!item.diff) throw new Error(`${item.tool} changed no file`);
       const parsedPath = diffDocuments(item.diff, null).path;
-      const current = await readFile(path.resolve(this.workspace, parsedPath), "utf8").catch(() => null);
+      const current = await this.host.readFile(parsedPath).catch(() => null);
       return diffDocuments(item.diff, current);
     }
     throw new Error(`no tool call ${itemId} in the shown session`);
@@ -264,7 +308,7 @@ export class SessionController {
     if (approval === undefined) throw new Error("that approval is no longer pending");
     if (approval.kind !== "edit" || !approval.preview) throw new Error(`${approval.tool} proposes no edit to show`);
     const file = approval.path || parseUnifiedDiff(approval.preview).path;
-    const current = await readFile(path.resolve(this.workspace, file), "utf8").catch(() => null);
+    const current = await this.host.readFile(file).catch(() => null);
     return proposedDocuments(approval.preview, current);
   }
 
@@ -334,7 +378,13 @@ export class SessionController {
           await this.openProposedDiff(message.approvalId);
           return;
         case "newSession":
-          await this.newSession();
+          await this.newSession({ worktree: message.worktree ?? false });
+          return;
+        case "fork":
+          await this.fork();
+          return;
+        case "openLocation":
+          await this.host.openLocation(message.path, message.line);
           return;
         case "pickSession":
           await this.pick();

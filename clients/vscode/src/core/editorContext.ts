@@ -9,7 +9,7 @@
 
 import path from "node:path";
 
-import type { EditorContext } from "tether-client";
+import type { EditorContext } from "tether-client/browser";
 
 /** The daemon's cap on a selection (`SELECTION_CAP` in daemon/context/mentions.py). */
 export const SELECTION_CAP = 6000;

@@ -14,7 +14,12 @@ export type FromWebview =
   | { type: "openDiff"; itemId: string }
   /** A pending edit's approval, in the diff editor, to answer there. */
   | { type: "openProposedDiff"; approvalId: string }
-  | { type: "newSession" }
+  /** `worktree`: the new session works in a git worktree of its own. */
+  | { type: "newSession"; worktree?: boolean }
+  /** Fork the shown session (its completed turns) and show the fork. */
+  | { type: "fork" }
+  /** A code-intel result's `path:line` (relative to the workspace): show that file there. */
+  | { type: "openLocation"; path: string; line: number }
   | { type: "pickSession" }
   /** The shown session's model ("" : the daemon's) or permission mode; without a session, the next one's. */
   | { type: "configure"; model?: string; permissionMode?: PermissionMode }
@@ -36,9 +41,15 @@ export function parseFromWebview(value: unknown): FromWebview | null {
     case "ready":
     case "cancel":
     case "undo":
-    case "newSession":
+    case "fork":
     case "pickSession":
       return { type: m.type };
+    case "newSession":
+      return m.worktree === true ? { type: "newSession", worktree: true } : { type: "newSession" };
+    case "openLocation":
+      return str("path") && Number.isInteger(m.line) && (m.line as number) >= 1
+        ? { type: "openLocation", path: m.path as string, line: m.line as number }
+        : null;
     case "send":
       return str("text") ? { type: "send", text: m.text as string, withEditor: m.withEditor === true } : null;
     case "approve":

@@ -2,7 +2,7 @@
 // terminal included, since `session/list` is the daemon's), busy ones first, then the most
 // recently active.
 
-import type { SessionInfo } from "tether-client";
+import type { SessionInfo } from "tether-client/browser";
 
 export interface PickerEntry {
   sessionId: string;

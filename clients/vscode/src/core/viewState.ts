@@ -10,7 +10,7 @@
 // - A turn's error is left out when an error notice of the turn already says it (the daemon
 //   reports a failed model call both ways).
 
-import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, ToolProgress, TurnView } from "tether-client";
+import type { AnyItem, ApprovalRequest, ImageRef, SessionView, ToolCall, ToolProgress, TurnView } from "tether-client/browser";
 
 export type Connection = "connecting" | "connected" | "reconnecting" | "closed";
 
@@ -31,7 +31,15 @@ export interface SettingsState {
 
 export interface ViewState {
   connection: Connection;
-  session: { id: string; title: string; state: string; model: string; permissionMode: string } | null;
+  session: {
+    id: string;
+    title: string;
+    state: string;
+    model: string;
+    permissionMode: string;
+    /** The branch of the git worktree the session works in; null: it works in the workspace itself. */
+    worktreeBranch: string | null;
+  } | null;
   turns: TurnState[];
   approvals: ApprovalState[];
   todos: Array<{ content: string; status: string }>;
@@ -140,6 +148,7 @@ export function deriveViewState(
     state: info.state ?? "idle",
     model: info.model ?? "",
     permissionMode: info.permissionMode ?? "edits",
+    worktreeBranch: info.worktree?.branch ?? null,
   };
   const gated = new Set([...view.pendingApprovals.values()].map((a) => a.itemId));
   state.turns = view.turns.map((turn) => turnState(turn, gated));

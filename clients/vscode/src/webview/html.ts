@@ -1,5 +1,6 @@
 // The webview's page: a strict CSP (nothing remote; only the bundled script, by nonce, and
-// the bundled stylesheet), the pane the script renders into, and the prompt box.
+// the bundled stylesheet), the pane the script renders into, and the prompt box. The session
+// view's elements are the browser page's too (src/web/index.ts builds its index.html).
 
 /** The page, given the webview's own URIs for the bundled script and stylesheet. */
 export function webviewHtml(options: { cspSource: string; scriptUri: string; styleUri: string; nonce: string }): string {
@@ -21,9 +22,25 @@ export function webviewHtml(options: { cspSource: string; scriptUri: string; sty
 <title>tether</title>
 </head>
 <body>
-<div class="toolbar">
+${sessionViewHtml({ host: "vscode" })}
+<script nonce="${nonce}" src="${scriptUri}"></script>
+</body>
+</html>`;
+}
+
+/**
+ * The session view's elements, which page.ts wires: the toolbar, the pane the state renders
+ * into, and the prompt box with the pickers. `host`: VS Code's webview (a session picker, the
+ * editor's context) or the browser page (a way back to the list on a phone).
+ */
+export function sessionViewHtml(options: { host: "vscode" | "browser" }): string {
+  const vscode = options.host === "vscode";
+  return `<div class="toolbar">
+${vscode ? "" : `  <button class="back" data-testid="back" data-action="showList" title="The workspaces and sessions">‹ Sessions</button>\n`}\
   <button data-testid="new-session" data-action="newSession" title="New session">New</button>
-  <button data-testid="pick-session" data-action="pickSession" title="Attach to a session">Sessions…</button>
+  <label title="The new session works in a git worktree of its own"><input type="checkbox" id="worktree" data-testid="worktree-checkbox"> worktree</label>
+${vscode ? `  <button data-testid="pick-session" data-action="pickSession" title="Attach to a session">Sessions…</button>\n` : ""}\
+  <button id="fork" data-testid="fork-button" data-action="fork" title="A new session with this one's conversation" disabled>Fork</button>
   <button id="cancel" data-testid="cancel-button" data-action="cancel" disabled>Cancel</button>
   <button id="undo" data-testid="undo-button" data-action="undo" disabled>Undo turn</button>
 </div>
@@ -33,15 +50,17 @@ export function webviewHtml(options: { cspSource: string; scriptUri: string; sty
   <div class="settings-row">
     <select id="model" data-testid="model-select" title="The model the session's turns call"></select>
     <select id="mode" data-testid="mode-select" title="Permission mode: what tether asks before doing"></select>
+${vscode ? "" : `    <button data-testid="send-button" data-action="send">Send</button>\n`}\
   </div>
-  <div class="send-row">
+${
+  vscode
+    ? `  <div class="send-row">
     <label><input type="checkbox" id="with-editor" data-testid="with-editor" checked> with editor context</label>
     <button data-testid="send-button" data-action="send">Send</button>
   </div>
-</footer>
-<script nonce="${nonce}" src="${scriptUri}"></script>
-</body>
-</html>`;
+`
+    : ""
+}</footer>`;
 }
 
 /** A random nonce for the page's script tag. */

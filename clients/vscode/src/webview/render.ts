@@ -1,10 +1,13 @@
-// The webview's session pane as HTML, from the state the host posts. Pure (no DOM), so the
-// tests render it in Node. Every string from the session is escaped (`escapeHtml`, or the
-// Markdown renderer, which escapes too); ids go into attributes escaped as well.
+// The session pane as HTML (VS Code's webview and the browser page alike), from the state the
+// host posts. Pure (no DOM), so the tests render it in Node. Every string from the session is
+// escaped, with control, bidi and other hidden characters written as visible escapes
+// (`shown`; the agent's Markdown through the renderer, which escapes too); ids go into
+// attributes escaped as well.
 //
 // Stable `data-testid`s (the README lists them): session-title, session-state, messages,
 // message (with data-kind), tool-call, tool-progress, tool-output, open-diff, approval (with data-approval-id),
-// approval-allow, approval-always, approval-deny, todos, context-meter, error.
+// approval-allow, approval-always, approval-deny, todos, context-meter, error, worktree-badge,
+// location (a code-intel result's `path:line`, with data-path and data-line).
 
 import { escapeHtml as esc, renderMarkdown } from "../core/markdown.js";
 import type { ApprovalState, DroppedInput, ItemState, SettingsState, ViewState } from "../core/viewState.js";
@@ -30,27 +33,30 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
   const session = state.session;
   // Without a session the state shown is the connection's, said once.
   parts.push(
-    `<header class="session"><span data-testid="session-title">${esc(session ? session.title || "(untitled)" : "No session")}</span>` +
+    `<header class="session"><span data-testid="session-title">${shown(session ? session.title || "(untitled)" : "No session")}</span>` +
+      (session?.worktreeBranch
+        ? ` <span class="badge worktree" data-testid="worktree-badge" title="Works in a git worktree of its own, on this branch">⎇ ${esc(visible(session.worktreeBranch))}</span>`
+        : "") +
       ` <span class="state" data-testid="session-state">${esc(session ? session.state.replace("_", " ") : CONNECTION_WORDS[state.connection])}</span>` +
       (session && state.connection !== "connected"
         ? ` <span class="connection" data-testid="connection">${esc(CONNECTION_WORDS[state.connection])}</span>`
         : "") +
       `</header>`,
   );
-  if (state.error) parts.push(`<div class="error" data-testid="error">${esc(state.error)}</div>`);
+  if (state.error) parts.push(`<div class="error" data-testid="error">${shown(state.error)}</div>`);
   if (state.context) parts.push(renderContext(state.context));
   const messages: string[] = [];
   for (const turn of state.turns) {
     messages.push(`<section class="turn" data-turn-id="${esc(turn.id)}" data-status="${esc(turn.status)}">`);
     for (const item of turn.items) messages.push(renderItem(item, expanded));
-    if (turn.error) messages.push(`<div class="notice error">${esc(turn.error)}</div>`);
+    if (turn.error) messages.push(`<div class="notice error">${shown(turn.error)}</div>`);
     for (const d of state.dropped) if (d.turnId === turn.id) messages.push(renderDropped(d));
     messages.push(`</section>`);
   }
   const turnIds = new Set(state.turns.map((t) => t.id));
   for (const d of state.dropped) if (d.turnId === null || !turnIds.has(d.turnId)) messages.push(renderDropped(d));
   for (const q of state.queued) {
-    messages.push(`<div class="message user queued" data-testid="message" data-kind="queued">${esc(q.text)}</div>`);
+    messages.push(`<div class="message user queued" data-testid="message" data-kind="queued">${shown(q.text)}</div>`);
   }
   parts.push(`<div class="messages" data-testid="messages">${messages.join("")}</div>`);
   if (state.approvals.length > 0) {
@@ -58,7 +64,7 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
   }
   if (state.todos.length > 0) {
     const todos = state.todos
-      .map((t) => `<li class="todo ${esc(t.status)}" data-status="${esc(t.status)}">${esc(t.content)}</li>`)
+      .map((t) => `<li class="todo ${esc(t.status)}" data-status="${esc(t.status)}">${shown(t.content)}</li>`)
       .join("");
     parts.push(`<ul class="todos" data-testid="todos">${todos}</ul>`);
   }
@@ -68,7 +74,7 @@ export function renderSession(state: ViewState, expanded: ReadonlySet<string> = 
 function renderDropped(d: DroppedInput): string {
   return (
     `<div class="message user dropped" data-testid="message" data-kind="dropped" data-input-id="${esc(d.inputId)}">` +
-    `<div class="why">Not sent${d.reason ? ` (${esc(d.reason)})` : ""}:</div>${esc(d.text)}</div>`
+    `<div class="why">Not sent${d.reason ? ` (${shown(d.reason)})` : ""}:</div>${shown(d.text)}</div>`
   );
 }
 
@@ -89,8 +95,8 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
   const id = esc(item.id);
   switch (item.kind) {
     case "user": {
-      const images = (item.images ?? []).map((line) => `<div class="image" data-testid="image">${esc(line)}</div>`).join("");
-      return `<div class="message user" data-testid="message" data-kind="user" data-item-id="${id}">${esc(item.text)}${images}</div>`;
+      const images = (item.images ?? []).map((line) => `<div class="image" data-testid="image">${shown(line)}</div>`).join("");
+      return `<div class="message user" data-testid="message" data-kind="user" data-item-id="${id}">${shown(item.text)}${images}</div>`;
     }
     case "agent":
       return (
@@ -105,20 +111,20 @@ function renderItem(item: ItemState, expanded: ReadonlySet<string>): string {
     case "tool": {
       const open = expanded.has(item.id) || item.status === "awaiting_approval";
       const exit = item.exitCode !== null && item.exitCode !== 0 ? ` <span class="exit">exit ${item.exitCode}</span>` : "";
-      const progress = item.progress ? ` <span class="progress" data-testid="tool-progress">${esc(item.progress)}</span>` : "";
+      const progress = item.progress ? ` <span class="progress" data-testid="tool-progress">${shown(item.progress)}</span>` : "";
       const diff = item.hasDiff
         ? ` <button class="link" data-testid="open-diff" data-action="openDiff" data-item-id="${id}">Open diff</button>`
         : "";
       return (
         `<details class="tool ${esc(item.status)}" data-testid="tool-call" data-item-id="${id}" data-status="${esc(item.status)}"${open ? " open" : ""}>` +
-        `<summary><span class="icon">${STATUS_ICON[item.status] ?? ""}</span> <code>${esc(item.title)}</code>${exit}${progress}${diff}</summary>` +
-        `<pre data-testid="tool-output">${esc(item.output)}</pre></details>`
+        `<summary><span class="icon">${STATUS_ICON[item.status] ?? ""}</span> <code>${shown(item.title)}</code>${exit}${progress}${diff}</summary>` +
+        `<pre data-testid="tool-output">${LOCATION_TOOLS.has(item.tool) ? withLocations(plain(item.output)) : shown(plain(item.output))}</pre></details>`
       );
     }
     case "notice":
-      return `<div class="notice ${esc(item.level)}" data-testid="message" data-kind="notice">${esc(item.message)}</div>`;
+      return `<div class="notice ${esc(item.level)}" data-testid="message" data-kind="notice">${shown(item.message)}</div>`;
     case "summary": {
-      const files = item.files.map((f) => `${esc(f.path)} <span class="add">+${f.added}</span> <span class="del">−${f.removed}</span>`);
+      const files = item.files.map((f) => `${shown(f.path)} <span class="add">+${f.added}</span> <span class="del">−${f.removed}</span>`);
       return (
         `<div class="summary" data-kind="summary" data-stop-reason="${esc(item.stopReason)}">` +
         `${esc(item.stopReason)} · ${item.durationSeconds.toFixed(1)} s${files.length > 0 ? ` · ${files.join(", ")}` : ""}</div>`
@@ -168,6 +174,43 @@ function prose(text: string): string {
   return visible(text.replace(/\r\n?/g, "\n"), { joiners: true });
 }
 
+// A terminal's colours and text attributes (SGR: ESC [ … m) are left out of a command's output
+// rather than shown as escapes: they only style the text (concealed text is then shown too).
+const SGR = /\x1b\[[0-9;:]*m/g;
+
+/** A tool's output without its terminal colours; every other escape sequence stays, to be shown as one. */
+function plain(output: string): string {
+  return output.replace(SGR, "");
+}
+
+/** Text from the session (the model's, a tool's, another client's) as HTML: escaped, hidden characters shown as escapes. */
+function shown(text: string): string {
+  return esc(prose(text));
+}
+
+/** The code-intel tools, whose output names places in the workspace as `path:line`. */
+const LOCATION_TOOLS = new Set(["find_definition", "find_references", "symbols", "rename_symbol"]);
+// `path:line` at the start of a line or after a space or bracket: a path of word characters,
+// dots, slashes and dashes with a file extension or a slash in it.
+const LOCATION = /(^|[\s(\[])((?:[\w.-]+\/)*[\w.-]+\.[\w]+|(?:[\w.-]+\/)+[\w.-]+):(\d+)\b/gm;
+
+/** A code-intel tool's output, escaped, with each `path:line` in it a button that opens it. */
+export function withLocations(output: string): string {
+  let html = "";
+  let last = 0;
+  for (const match of output.matchAll(LOCATION)) {
+    const [whole, lead, file, line] = match as unknown as [string, string, string, string];
+    const start = match.index + lead.length;
+    html += shown(output.slice(last, start));
+    const text = `${file}:${line}`;
+    html +=
+      `<button class="link location" data-testid="location" data-action="openLocation" data-path="${esc(file)}" data-line="${esc(line)}">` +
+      `${esc(visible(text))}</button>`;
+    last = match.index + whole.length;
+  }
+  return html + shown(output.slice(last));
+}
+
 /** What an approval's subject is to the tool, by the approval's kind. */
 const APPROVAL_VERBS: Record<string, string> = { command: "run", edit: "edit", read: "read", tool: "call" };
 
@@ -176,8 +219,8 @@ function renderApproval(a: ApprovalState): string {
   const always = a.alwaysRule ? ` title="Always allow: ${esc(visible(a.alwaysRule))}"` : "";
   return (
     `<div class="approval" data-testid="approval" data-approval-id="${id}">` +
-    `<div class="what"><strong>${esc(a.tool)}</strong> wants to ${APPROVAL_VERBS[a.kind] ?? "call"}: <code>${esc(visible(a.subject))}</code></div>` +
-    `<div class="why">${esc(a.reason)}</div>` +
+    `<div class="what"><strong>${shown(a.tool)}</strong> wants to ${APPROVAL_VERBS[a.kind] ?? "call"}: <code>${esc(visible(a.subject))}</code></div>` +
+    `<div class="why">${shown(a.reason)}</div>` +
     (a.preview ? `<pre class="preview">${esc(visible(a.preview))}</pre>` : "") +
     `<div class="buttons">` +
     (a.kind === "edit" && a.preview
