@@ -6,7 +6,6 @@ turn is still streaming. Deltas carry numbered text (`<0007>`), so a repeated or
 event changes the payload, not just its seq.
 """
 
-import time
 from typing import Any
 
 import msgspec
