@@ -89,7 +89,7 @@ describe("the browser page, offline", () => {
     assert.match(html, /<pre data-testid="tool-output">FAILED x\\x1b\]8;;http:\/\/e\\x07<\/pre>/);
   });
 
-  test("a code-intel result's path:line is a location button; other tools' output is not", () => {
+  test("a code-intel or grep result's path:line is a location button; other tools' output is not", () => {
     const output = "src/app.py:12: def greet(name):\nused in lib/x.ts:3 and (pkg/mod.py:40)\nnot a place: 10:30";
     const html = withLocations(output);
     const found = [...html.matchAll(/data-path="([^"]*)" data-line="(\d+)"/g)].map((m) => `${m[1]}:${m[2]}`);
@@ -100,6 +100,7 @@ describe("the browser page, offline", () => {
       turns: [{ id: "t", status: "completed", error: null, items: [{ kind: "tool", id: "c", tool: name, title: name, status: "completed", output, exitCode: null, hasDiff: false, durationSeconds: 0, progress: "" }] }],
     });
     assert.match(renderSession(tool("find_definition")), /data-action="openLocation"/);
+    assert.match(renderSession(tool("grep")), /data-action="openLocation"/);
     assert.doesNotMatch(renderSession(tool("run_command")), /data-action="openLocation"/);
     assert.deepEqual(parseFromWebview({ type: "openLocation", path: "src/app.py", line: 12 }), { type: "openLocation", path: "src/app.py", line: 12 });
     assert.equal(parseFromWebview({ type: "openLocation", path: "src/app.py", line: 0 }), null);
