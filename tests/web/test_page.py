@@ -355,7 +355,7 @@ def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scen
     page.get_by_test_id("location").filter(has_text="src/wide.py:2").click()
     shown = page.get_by_test_id("file-dialog")
     expect(shown).to_be_visible()
-    expect(shown.get_by_test_id("file-title")).to_have_text("src/wide.py:2 (lines 1–3 of 3)")
+    expect(shown.get_by_test_id("file-title")).to_have_text("src/wide.py:2 (lines 1-3 of 3)")
     expect(shown.get_by_test_id("file-line")).to_have_count(3)
     expect(shown.locator('[data-current="true"]')).to_have_text(f"2{wide}")
     # On a phone the code scrolls inside its block; the page does not scroll sideways.

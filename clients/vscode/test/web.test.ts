@@ -129,7 +129,7 @@ describe("the browser page, offline", () => {
     assert.ok(html.includes('<span class="number">11</span>  return 1'), html);
     const title = fileTitle(window, 10);
     assertVisible(title);
-    assert.ok(title.endsWith(":10 (lines 9–11 of 120)"), title);
+    assert.ok(title.endsWith(":10 (lines 9-11 of 120)"), title);
     assert.equal(fileTitle({ ...window, startLine: 1, lines: [], totalLines: 0 }, 1), "src/a\\u202eevil\\u202c\\u2066x\\u2069\\u200b\\x1b[31m\\x07\\x00\\u2028.py:1 (empty file)");
   });
 

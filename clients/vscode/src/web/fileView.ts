@@ -14,7 +14,7 @@ import { visible } from "../webview/render.js";
 export function fileTitle(window: FileReadResult, line: number): string {
   if (window.lines.length === 0) return `${visible(window.path)}:${line} (empty file)`;
   const last = window.startLine + window.lines.length - 1;
-  return `${visible(window.path)}:${line} (lines ${window.startLine}–${last} of ${window.totalLines})`;
+  return `${visible(window.path)}:${line} (lines ${window.startLine}-${last} of ${window.totalLines})`;
 }
 
 /** The lines, numbered, `line` marked, as the `<pre>`'s inner HTML. */
