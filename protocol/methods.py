@@ -1278,6 +1278,49 @@ IMAGE_READ = _declare(
     errors=(ErrorCode.SESSION_NOT_FOUND,),
 )
 
+
+class FileReadParams(Wire, frozen=True, kw_only=True):
+    """A window of a text file around a line, for a client that shows a location
+    (`path:line`) but cannot read files itself (a browser). Read-only and bounded: the file is
+    reached beneath the root without following a symlink, credential-like files are refused,
+    and so are binary files and files over 2 MB."""
+
+    session_id: str | None = None
+    """Relative to this session's root (its worktree, if it has one); else the workspace's."""
+    path: str
+    """Relative to the root, or absolute inside it."""
+    line: int = 1
+    """The line to show (1-based); past the end: the file's last lines."""
+    before: int = 20
+    """Lines before `line` (at most 200)."""
+    after: int = 40
+    """Lines after `line` (at most 400)."""
+
+
+class FileReadResult(Wire, frozen=True, kw_only=True):
+    """The lines of a file's window, without their line ends."""
+
+    path: str
+    """Relative to the root it was read under."""
+    start_line: int
+    """The number of `lines[0]` (1-based)."""
+    lines: list[str]
+    total_lines: int
+    """The file's line count."""
+    truncated: bool = False
+    """A line longer than 1,000 characters was cut."""
+
+
+FILE_READ = _declare(
+    "file/read",
+    FileReadParams,
+    FileReadResult,
+    "A window of a text file of the workspace (or of a session's worktree) around a line; "
+    "INVALID_PARAMS (the message says why) for a path outside the root or through a symlink, a "
+    "credential-like file, a binary file, a missing file or one over 2 MB.",
+    errors=(ErrorCode.SESSION_NOT_FOUND,),
+)
+
 # --- worktrees: sessions that work in a git worktree of their own ---------------------------
 
 

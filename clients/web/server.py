@@ -66,6 +66,7 @@ CONTENT_TYPES = {
     ".js": b"text/javascript; charset=utf-8",
     ".mjs": b"text/javascript; charset=utf-8",
     ".css": b"text/css; charset=utf-8",
+    ".txt": b"text/plain; charset=utf-8",
     ".svg": b"image/svg+xml",
     ".png": b"image/png",
     ".ico": b"image/x-icon",

@@ -24,6 +24,7 @@ from tether.daemon.procs.sandbox import sandbox_problem
 from tether.daemon.procs.table import ProcessTable
 from tether.daemon.providers.base import ModelError
 from tether.daemon.rpc.connection import Connection, Handler, Reply, on
+from tether.daemon.rpc.file_read import read_window
 from tether.daemon.sessions.hooks import list_hooks
 from tether.daemon.sessions.input import TurnRequest
 from tether.daemon.sessions.provider_choice import provider_named
@@ -40,6 +41,7 @@ from tether.protocol.methods import (
     CLIENT_NOTIFICATIONS,
     DAEMON_SHUTDOWN,
     DAEMON_STATUS,
+    FILE_READ,
     HOOKS_LIST,
     IMAGE_READ,
     INITIALIZE,
@@ -79,6 +81,8 @@ from tether.protocol.methods import (
     DaemonCapabilities,
     DaemonStatusResult,
     Empty,
+    FileReadParams,
+    FileReadResult,
     HooksListResult,
     ImageReadParams,
     ImageReadResult,
@@ -217,6 +221,7 @@ class Handlers:
             on(SESSION_SEARCH, self.session_search),
             on(SESSION_EVENTS, self.session_events),
             on(IMAGE_READ, self.image_read),
+            on(FILE_READ, self.file_read),
             on(SESSION_DIFF, self.session_diff),
             on(SESSION_MERGE, self.session_merge),
             on(WORKTREE_LIST, self.worktree_list),
@@ -677,3 +682,10 @@ class Handlers:
                 ErrorCode.INVALID_PARAMS, f"session {session.id} keeps no image {p.sha256}"
             )
         return ImageReadResult(data=data)
+
+    async def file_read(self, conn: Connection, p: FileReadParams) -> FileReadResult:
+        workspace = self.daemon.workspace
+        if p.session_id is not None:
+            workspace = root_of(await self.sessions.get(p.session_id), workspace)
+        root = await trio.to_thread.run_sync(workspace.resolve)
+        return await trio.to_thread.run_sync(read_window, root, p)

@@ -191,7 +191,8 @@ async def test_static_files_are_only_the_static_folders(
     (static / "index.html").write_text("<p>page</p>")
     (static / "app.js").write_text("export {};")
     (static / "sub" / "icon.svg").write_text("<svg/>")
-    (static / "notes.txt").write_text("not a kind it serves")
+    (static / "notes.txt").write_text("licences")
+    (static / "notes.py").write_text("not a kind it serves")
     (static / ".hidden.js").write_text("hidden")
     (tmp_path / "secret.js").write_text("outside")
     (static / "link.js").symlink_to(tmp_path / "secret.js")
@@ -204,13 +205,16 @@ async def test_static_files_are_only_the_static_folders(
         assert js.header("content-type") == "text/javascript; charset=utf-8"
         svg = await tab.fetch("/static/sub/icon.svg", headers=tab.headers())
         assert (svg.status, svg.header("content-type")) == (200, "image/svg+xml")
+        text = await tab.fetch("/static/notes.txt", headers=tab.headers())
+        assert (text.status, text.body) == (200, b"licences")
+        assert text.header("content-type") == "text/plain; charset=utf-8"
         for target in [
             "/static/../secret.js",
             "/static/%2e%2e/secret.js",
             "/static/sub/..%2f..%2fsecret.js",
             "/static/sub%2f..%2f..%2fsecret.js",
             "/static/link.js",
-            "/static/notes.txt",
+            "/static/notes.py",
             "/static/.hidden.js",
             "/static//etc/passwd",
             "/static/sub\\..\\..\\secret.js",

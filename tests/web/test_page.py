@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from urllib.parse import urljoin
 
 import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect
@@ -339,6 +340,36 @@ def test_the_list_beside_the_session_on_a_desktop(chromium: Browser, scene: Scen
     dialog.get_by_role("button", name="Close").click()
     expect(dialog).to_be_hidden()
     assert page.evaluate(HORIZONTAL_OVERFLOW) <= 0
+
+    # A grep hit's `path:line` shows the file around that line, as the daemon reads it.
+    wide = f"WIDE = '<{'w' * 300}>'"
+    (scene.first.workspace / "src" / "wide.py").write_text(f"import os\n{wide}\nprint(WIDE)\n")
+    grep = {"pattern": "WIDE =", "output_mode": "content"}
+    scene.model.set_script(
+        {"steps": [{"tool_calls": [{"name": "grep", "arguments": grep}]}, {"text": "found"}]}
+    )
+    page.get_by_test_id("prompt-input").fill("where is WIDE?")
+    page.get_by_test_id("send-button").click()
+    expect(page.locator('[data-kind="agent"]').last).to_have_text("found")
+    page.get_by_test_id("tool-call").last.locator("summary").click()
+    page.get_by_test_id("location").filter(has_text="src/wide.py:2").click()
+    shown = page.get_by_test_id("file-dialog")
+    expect(shown).to_be_visible()
+    expect(shown.get_by_test_id("file-title")).to_have_text("src/wide.py:2 (lines 1-3 of 3)")
+    expect(shown.get_by_test_id("file-line")).to_have_count(3)
+    expect(shown.locator('[data-current="true"]')).to_have_text(f"2{wide}")
+    # On a phone the code scrolls inside its block; the page does not scroll sideways.
+    page.set_viewport_size(PHONE)
+    assert page.evaluate(HORIZONTAL_OVERFLOW) <= 0
+    lines = shown.get_by_test_id("file-lines")
+    assert lines.evaluate("(pre) => pre.scrollWidth > pre.clientWidth")
+    page.set_viewport_size(DESKTOP)
+    shown.get_by_role("button", name="Close").click()
+    expect(shown).to_be_hidden()
+    href = page.get_by_test_id("licences").get_attribute("href")
+    assert href is not None
+    licences = page.request.get(urljoin(page.url, href))
+    assert (licences.status, licences.headers["content-type"]) == (200, "text/plain; charset=utf-8")
 
     # Notifications, once allowed with a click, for a turn that ends while the tab is hidden.
     page.get_by_test_id("notify-button").click()

@@ -28,6 +28,8 @@ import {
   type ApprovalRespondParams,
   type DaemonEventParams,
   type EventRecord,
+  type FileReadParams,
+  type FileReadResult,
   type InitializeResult,
   type MethodName,
   type ParamsOf,
@@ -172,6 +174,15 @@ export class TetherClient extends Emitter<ClientEvents> {
   /** Search the workspace's prompts and answers; the best hits first. */
   async searchSessions(query: string, options: Omit<SessionSearchParams, "query"> = {}): Promise<SearchHit[]> {
     return (await this.call("session/search", { ...options, query })).hits;
+  }
+
+  /**
+   * The lines of a text file around a line (`file/read`): relative to `sessionId`'s root when
+   * given (its worktree, if it has one), else the workspace's. Refused (INVALID_PARAMS, with
+   * the reason) outside the root, through a symlink, for credential-like, binary or large files.
+   */
+  readFile(path: string, options: Omit<FileReadParams, "path"> = {}): Promise<FileReadResult> {
+    return this.call("file/read", { ...options, path });
   }
 
   /** A session's whole persisted event log, oldest first, read `pageSize` events at a time. */

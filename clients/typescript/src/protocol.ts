@@ -481,6 +481,58 @@ export interface FileChange {
   deleted?: boolean;
 }
 
+/**
+ * A window of a text file around a line, for a client that shows a location
+ * (`path:line`) but cannot read files itself (a browser). Read-only and bounded: the file is
+ * reached beneath the root without following a symlink, credential-like files are refused,
+ * and so are binary files and files over 2 MB.
+ */
+export interface FileReadParams {
+  /**
+   * Relative to this session's root (its worktree, if it has one); else the workspace's.
+   *
+   * Default: `null`.
+   */
+  sessionId?: string | null;
+  /** Relative to the root, or absolute inside it. */
+  path: string;
+  /**
+   * The line to show (1-based); past the end: the file's last lines.
+   *
+   * Default: `1`.
+   */
+  line?: number;
+  /**
+   * Lines before `line` (at most 200).
+   *
+   * Default: `20`.
+   */
+  before?: number;
+  /**
+   * Lines after `line` (at most 400).
+   *
+   * Default: `40`.
+   */
+  after?: number;
+}
+
+/** The lines of a file's window, without their line ends. */
+export interface FileReadResult {
+  /** Relative to the root it was read under. */
+  path: string;
+  /** The number of `lines[0]` (1-based). */
+  startLine: number;
+  lines: Array<string>;
+  /** The file's line count. */
+  totalLines: number;
+  /**
+   * A line longer than 1,000 characters was cut.
+   *
+   * Default: `false`.
+   */
+  truncated?: boolean;
+}
+
 /** The session and turn a fork was made from (`session/fork`). */
 export interface ForkOrigin {
   sessionId: string;
@@ -2213,6 +2265,8 @@ export interface Methods {
   "session/events": { params: SessionEventsParams; result: SessionEventsResult };
   /** The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest. */
   "image/read": { params: ImageReadParams; result: ImageReadResult };
+  /** A window of a text file of the workspace (or of a session's worktree) around a line; INVALID_PARAMS (the message says why) for a path outside the root or through a symlink, a credential-like file, a binary file, a missing file or one over 2 MB. */
+  "file/read": { params: FileReadParams; result: FileReadResult };
   /** A worktree session's changes against its base, as a patch and per file. */
   "session/diff": { params: SessionRef; result: SessionDiffResult };
   /** Bring a worktree session's changes into the workspace's current branch; MERGE_CONFLICT (nothing changed, `data` names the files) when they conflict. */
@@ -2433,6 +2487,12 @@ export const METHOD_INFO = {
   },
   "image/read": {
     "description": "The bytes of an image a session's items describe (events carry only its `ImageRef`); INVALID_PARAMS when the session keeps no image with that digest.",
+    "errors": [
+      -32010
+    ]
+  },
+  "file/read": {
+    "description": "A window of a text file of the workspace (or of a session's worktree) around a line; INVALID_PARAMS (the message says why) for a path outside the root or through a symlink, a credential-like file, a binary file, a missing file or one over 2 MB.",
     "errors": [
       -32010
     ]

@@ -16,7 +16,7 @@ describe("sessions people manage", () => {
     await home?.close();
   });
 
-  test("rename is seen by the attached view; search, fork and the event log are typed", async () => {
+  test("rename is seen by the attached view; search, fork, the event log and file/read are typed", async () => {
     await home.model.setScript({ steps: [{ text: "The wombat sleeps." }, { text: "Again." }] });
     const client = await connect({ ...home.options(), clientName: "ts-manage" });
     try {
@@ -53,6 +53,10 @@ describe("sessions people manage", () => {
       assert.equal(fork.session.turnCount, 1);
       assert.match(fork.note ?? "", /not copied/);
       await assert.rejects(client.forkSession(session.id, { turnId: "t_nope" }), { code: ErrorCode.TURN_NOT_FOUND });
+
+      const file = await client.readFile("README.md", { sessionId: session.id, line: 2, before: 0 });
+      assert.deepEqual([file.path, file.startLine, file.lines, file.totalLines], ["README.md", 2, ["It greets."], 2]);
+      await assert.rejects(client.readFile("../outside.txt"), { code: ErrorCode.INVALID_PARAMS });
 
       const records: EventRecord[] = [];
       for await (const record of client.eventLog(session.id, 3)) records.push(record);

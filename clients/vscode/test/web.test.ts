@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 
 import { parseFromWebview } from "../src/core/messages.js";
 import { emptyState, type ViewState } from "../src/core/viewState.js";
+import { fileTitle, renderFileWindow } from "../src/web/fileView.js";
 import { notices, parseOverview, renderOverview, sessionStates, type Workspace } from "../src/web/overview.js";
 import { renderSession, withLocations } from "../src/webview/render.js";
 import { SessionController } from "../src/core/controller.js";
@@ -88,7 +89,7 @@ describe("the browser page, offline", () => {
     assert.match(html, /<pre data-testid="tool-output">FAILED x\\x1b\]8;;http:\/\/e\\x07<\/pre>/);
   });
 
-  test("a code-intel result's path:line is a location button; other tools' output is not", () => {
+  test("a code-intel or grep result's path:line is a location button; other tools' output is not", () => {
     const output = "src/app.py:12: def greet(name):\nused in lib/x.ts:3 and (pkg/mod.py:40)\nnot a place: 10:30";
     const html = withLocations(output);
     const found = [...html.matchAll(/data-path="([^"]*)" data-line="(\d+)"/g)].map((m) => `${m[1]}:${m[2]}`);
@@ -99,6 +100,7 @@ describe("the browser page, offline", () => {
       turns: [{ id: "t", status: "completed", error: null, items: [{ kind: "tool", id: "c", tool: name, title: name, status: "completed", output, exitCode: null, hasDiff: false, durationSeconds: 0, progress: "" }] }],
     });
     assert.match(renderSession(tool("find_definition")), /data-action="openLocation"/);
+    assert.match(renderSession(tool("grep")), /data-action="openLocation"/);
     assert.doesNotMatch(renderSession(tool("run_command")), /data-action="openLocation"/);
     assert.deepEqual(parseFromWebview({ type: "openLocation", path: "src/app.py", line: 12 }), { type: "openLocation", path: "src/app.py", line: 12 });
     assert.equal(parseFromWebview({ type: "openLocation", path: "src/app.py", line: 0 }), null);
@@ -113,6 +115,22 @@ describe("the browser page, offline", () => {
     await controller.handle({ type: "openLocation", path: "src/app.py", line: "12" });
     assert.deepEqual(host.locations, [{ path: "src/app.py", line: 12 }]);
     controller.dispose();
+  });
+
+  test("a file around a location: numbered lines, the asked one marked, every line escaped", () => {
+    const window = { path: `src/${HIDDEN}.py`, startLine: 9, lines: ["def ok():", HOSTILE, "  return 1"], totalLines: 120, truncated: false };
+    const html = renderFileWindow(window, 10);
+    assertClean(html);
+    const lines = [...html.matchAll(/data-testid="file-line" data-line="(\d+)"/g)].map((m) => Number(m[1]));
+    assert.deepEqual(lines, [9, 10, 11]);
+    const current = [...html.matchAll(/data-line="(\d+)" class="current"/g)].map((m) => Number(m[1]));
+    assert.deepEqual(current, [10]);
+    assert.ok(html.includes("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;a\\u202eevil\\u202c"), html);
+    assert.ok(html.includes('<span class="number">11</span>  return 1'), html);
+    const title = fileTitle(window, 10);
+    assertVisible(title);
+    assert.ok(title.endsWith(":10 (lines 9-11 of 120)"), title);
+    assert.equal(fileTitle({ ...window, startLine: 1, lines: [], totalLines: 0 }, 1), "src/a\\u202eevil\\u202c\\u2066x\\u2069\\u200b\\x1b[31m\\x07\\x00\\u2028.py:1 (empty file)");
   });
 
   test("the workspace list: states, worktree badges, escaped names; notices for a person away", () => {

@@ -24,6 +24,7 @@ export function indexHtml(): string {
     <button id="notify" data-testid="notify-button" title="Notify me when a session needs an approval or a turn ends, while this tab is hidden" hidden>Notify me</button>
   </header>
   <div id="workspaces" data-testid="workspaces"></div>
+  <footer class="overview-foot"><a href="/static/third-party-notices.txt" target="_blank" rel="noopener" data-testid="licences">Licences</a></footer>
 </nav>
 <div id="session-view">
 ${sessionViewHtml({ host: "browser" })}
@@ -34,6 +35,10 @@ ${sessionViewHtml({ host: "browser" })}
   <pre id="diff-before"></pre>
   <h4>After</h4>
   <pre id="diff-after"></pre>
+</dialog>
+<dialog id="file" data-testid="file-dialog">
+  <div class="diff-head"><span id="file-title" data-testid="file-title"></span><button data-action="closeFile">Close</button></div>
+  <pre id="file-lines" class="file-lines" data-testid="file-lines"></pre>
 </dialog>
 <div id="toast" role="status" data-testid="toast" hidden></div>
 </body>

@@ -20,6 +20,8 @@ import type { FromWebview, ToWebview } from "../core/messages.js";
 import { emptyState } from "../core/viewState.js";
 import type { PageHost } from "../webview/host.js";
 import { startPage } from "../webview/page.js";
+import { visible } from "../webview/render.js";
+import { fileTitle, renderFileWindow } from "./fileView.js";
 import { notices, parseOverview, renderOverview, sessionStates, type Workspace } from "./overview.js";
 
 const RECONNECT_DELAYS = [100, 250, 500, 1000, 2000, 5000];
@@ -32,6 +34,7 @@ const overviewStatus = document.getElementById("overview-status")!;
 const notifyButton = document.getElementById("notify") as HTMLButtonElement;
 const toast = document.getElementById("toast")!;
 const diffDialog = document.getElementById("diff") as HTMLDialogElement;
+const fileDialog = document.getElementById("file") as HTMLDialogElement;
 const prompt = document.getElementById("prompt") as HTMLTextAreaElement;
 
 const socketBase = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}`;
@@ -97,7 +100,7 @@ function browserHost(workspaceId: string): Host {
     changed: () => renderList(),  // the shown session is marked in the list
     editorContext: () => null,
     readFile: async () => null, // the page reads no files: a diff shows its hunks
-    openLocation: async () => {}, // no file viewer: the location is shown, link-styled
+    openLocation: (path, line) => showFile(workspaceId, path, line),
     openDiff: async (documents, title) => showDiff(documents, title),
     notify,
     confirm: async (message) => window.confirm(message),
@@ -176,6 +179,23 @@ function showDiff(documents: DiffDocuments, title: string): void {
   document.getElementById("diff-before")!.textContent = documents.before;
   document.getElementById("diff-after")!.textContent = documents.after;
   diffDialog.showModal();
+}
+
+/** The lines around `path:line`, read by the daemon (relative to the shown session's root). */
+async function showFile(workspaceId: string, path: string, line: number): Promise<void> {
+  if (current?.workspace !== workspaceId) return;
+  const controller = current.controller;
+  try {
+    const client = await controller.client();
+    const window = await client.readFile(path, { sessionId: controller.session?.id ?? null, line });
+    document.getElementById("file-title")!.textContent = fileTitle(window, line);
+    const lines = document.getElementById("file-lines")!;
+    lines.innerHTML = renderFileWindow(window, line);
+    fileDialog.showModal();
+    lines.querySelector(".current")?.scrollIntoView({ block: "center" });
+  } catch (err) {
+    notify("error", visible(`Could not show ${path}: ${err instanceof Error ? err.message : String(err)}`));
+  }
 }
 
 let listHtml = "";
@@ -281,6 +301,9 @@ document.addEventListener("click", (event) => {
       break;
     case "closeDiff":
       diffDialog.close();
+      break;
+    case "closeFile":
+      fileDialog.close();
       break;
   }
 });

@@ -188,8 +188,8 @@ function shown(text: string): string {
   return esc(prose(text));
 }
 
-/** The code-intel tools, whose output names places in the workspace as `path:line`. */
-const LOCATION_TOOLS = new Set(["find_definition", "find_references", "symbols", "rename_symbol"]);
+/** The code-intel tools and grep, whose output names places in the workspace as `path:line`. */
+const LOCATION_TOOLS = new Set(["find_definition", "find_references", "symbols", "rename_symbol", "grep"]);
 // `path:line` at the start of a line or after a space or bracket: a path of word characters,
 // dots, slashes and dashes with a file extension or a slash in it.
 const LOCATION = /(^|[\s(\[])((?:[\w.-]+\/)*[\w.-]+\.[\w]+|(?:[\w.-]+\/)+[\w.-]+):(\d+)\b/gm;
