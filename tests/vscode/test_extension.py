@@ -356,10 +356,9 @@ def test_fork_shows_a_new_session_with_the_conversation(scene: Scene) -> None:
 
 def test_a_place_in_a_code_intel_answer_opens_at_its_line(scene: Scene) -> None:
     """find_definition's `path:line` in the tool's output, clicked in the view: the file opens
-    in the editor with the cursor on that line."""
-    (scene.workspace / "src" / "lookup.py").write_text(
-        "import os\n\n\ndef target():\n    return os.sep\n\n\nprint(target())\n"
-    )
+    in the editor with the cursor on that line. In a worktree session the path is the
+    worktree's: the file written there is opened, though the workspace has none."""
+    source = "import os\n\n\ndef target():\n    return os.sep\n\n\nprint(target())\n"
     look = {
         "name": "find_definition",
         "arguments": {"path": "src/lookup.py", "line": 8, "symbol": "target"},
@@ -367,9 +366,16 @@ def test_a_place_in_a_code_intel_answer_opens_at_its_line(scene: Scene) -> None:
     scene.model_server.set_script(
         {
             "steps": [
-                # Reading a Python file starts its language server; one started by the
-                # lookup itself may answer that it is still indexing, so it is asked again.
-                {"tool_calls": [{"name": "read_file", "arguments": {"path": "src/lookup.py"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "write_file",
+                            "arguments": {"path": "src/lookup.py", "content": source},
+                        }
+                    ]
+                },
+                # A language server started by the lookup may answer that it is still
+                # indexing: the lookup is asked again.
                 {"tool_calls": [look]},
                 {"tool_calls": [look]},
                 {"tool_calls": [look]},
@@ -377,13 +383,18 @@ def test_a_place_in_a_code_intel_answer_opens_at_its_line(scene: Scene) -> None:
             ]
         }
     )
+    box = scene.view.get_by_test_id("worktree-checkbox")
+    box.check()
     scene.workbench.click(scene.view, "new-session")
     expect(scene.view.get_by_test_id("session-title")).to_have_text(
         "(untitled)", timeout=UI_TIMEOUT_MS
     )
+    expect(scene.view.get_by_test_id("worktree-badge")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    box.uncheck()
     scene.view.get_by_test_id("prompt-input").fill("where is target defined")
     scene.workbench.click(scene.view, "send-button")
     expect(agent_messages(scene.view).last).to_have_text("Found it.", timeout=UI_TIMEOUT_MS)
+    assert not (scene.workspace / "src" / "lookup.py").exists()
 
     place = scene.view.get_by_test_id("location").filter(has_text="src/lookup.py:4").last
     expect(place).to_have_attribute("data-line", "4", timeout=UI_TIMEOUT_MS)

@@ -35,9 +35,9 @@ export function activate(context: vscode.ExtensionContext): void {
     post: (message: ToWebview) => void webview?.postMessage(message),
     editorContext: () => editorContext(workspace),
     openDiff: (docs, title, pending) => openDiff(documents, workspace, docs, title, pending),
-    readFile: (relativePath) => readFile(path.resolve(workspace, relativePath), "utf8").catch(() => null),
-    openLocation: async (file, line) => {
-      const target = vscode.Uri.file(path.resolve(workspace, file));
+    readFile: (relativePath, root) => readFile(path.resolve(root, relativePath), "utf8").catch(() => null),
+    openLocation: async (file, line, root) => {
+      const target = vscode.Uri.file(path.resolve(root, file));
       const at = new vscode.Position(Math.max(0, line - 1), 0);
       await vscode.window.showTextDocument(target, { selection: new vscode.Range(at, at), preview: true });
     },

@@ -111,7 +111,7 @@ describe("the browser page, offline", () => {
     const controller = new SessionController("/w", host, () => Promise.reject(new Error("no daemon here")));
     await controller.handle({ type: "openLocation", path: "src/app.py", line: 12 });
     await controller.handle({ type: "openLocation", path: "src/app.py", line: "12" });
-    assert.deepEqual(host.locations, [{ path: "src/app.py", line: 12 }]);
+    assert.deepEqual(host.locations, [{ path: "src/app.py", line: 12, root: "/w" }], "with no session shown, relative to the workspace");
     controller.dispose();
   });
 
@@ -191,6 +191,13 @@ describe("the browser page's controller against the daemon", () => {
       await controller.handle({ type: "fork" });
       const forked = await host.waitForState((s) => s.session !== null && s.session.id !== shown.session!.id);
       assert.equal(forked.turns.length, 2, "the fork has the conversation");
+
+      // A code-intel place in a worktree session's answer is in its worktree, not the workspace.
+      const { sessions } = await other.call("session/list", {});
+      const root = sessions.find((s) => s.id === forked.session!.id)?.worktree?.root;
+      assert.ok(root && root !== home.workspace, `the fork works in a worktree of its own: ${root}`);
+      await controller.handle({ type: "openLocation", path: "src/app.py", line: 2 });
+      assert.deepEqual(host.locations.at(-1), { path: "src/app.py", line: 2, root });
     } finally {
       other.close();
       controller.dispose();

@@ -41,10 +41,13 @@ export interface Host {
   confirm(message: string, action: string): Promise<boolean>;
   /** Let the person choose a session; resolves with its id, or null for none. */
   pickSession(entries: PickerEntry[]): Promise<string | null>;
-  /** The text of the workspace's file at `relativePath` (relative to the workspace), or null when it cannot be read. */
-  readFile(relativePath: string): Promise<string | null>;
-  /** Show the workspace's file at `path` (relative to the workspace) at 1-based `line`. */
-  openLocation(path: string, line: number): Promise<void>;
+  /**
+   * The text of the file at `relativePath` (relative to `root`, the folder the shown session
+   * works in: the workspace, or the session's git worktree), or null when it cannot be read.
+   */
+  readFile(relativePath: string, root: string): Promise<string | null>;
+  /** Show the file at `path` (relative to `root`, as for `readFile`) at 1-based `line`. */
+  openLocation(path: string, line: number, root: string): Promise<void>;
   /** Put `text` on the clipboard. */
   copy(text: string): Promise<void>;
   /** Insert `text` at the active editor's cursor (replacing its selection); false when no editor is active. */
@@ -100,6 +103,14 @@ export class SessionController {
 
   get session(): AttachedSession | null {
     return this.#session;
+  }
+
+  /**
+   * The folder the shown session works in, which the paths in its tools' answers and diffs are
+   * relative to: its git worktree, else the workspace.
+   */
+  get root(): string {
+    return this.#session?.view.info.worktree?.root ?? this.workspace;
   }
 
   /** Connect (once; later calls return the same client). Rejects when no daemon can be reached. */
@@ -291,7 +302,7 @@ export class SessionController {
       if (item?.type !== "tool_call") continue;
       if (!item.diff) throw new Error(`${item.tool} changed no file`);
       const parsedPath = diffDocuments(item.diff, null).path;
-      const current = await this.host.readFile(parsedPath).catch(() => null);
+      const current = await this.host.readFile(parsedPath, this.root).catch(() => null);
       return diffDocuments(item.diff, current);
     }
     throw new Error(`no tool call ${itemId} in the shown session`);
@@ -308,7 +319,7 @@ export class SessionController {
     if (approval === undefined) throw new Error("that approval is no longer pending");
     if (approval.kind !== "edit" || !approval.preview) throw new Error(`${approval.tool} proposes no edit to show`);
     const file = approval.path || parseUnifiedDiff(approval.preview).path;
-    const current = await this.host.readFile(file).catch(() => null);
+    const current = await this.host.readFile(file, this.root).catch(() => null);
     return proposedDocuments(approval.preview, current);
   }
 
@@ -384,7 +395,7 @@ export class SessionController {
           await this.fork();
           return;
         case "openLocation":
-          await this.host.openLocation(message.path, message.line);
+          await this.host.openLocation(message.path, message.line, this.root);
           return;
         case "pickSession":
           await this.pick();
