@@ -103,7 +103,7 @@ export class RecordingHost implements Host {
   /** Texts put back into the prompt box. */
   readonly restored: string[] = [];
   readonly notices: Array<{ level: string; message: string }> = [];
-  readonly diffs: Array<{ documents: DiffDocuments; title: string; pending?: { approvalId: string } }> = [];
+  readonly diffs: Array<{ documents: DiffDocuments; title: string; root: string; pending?: { approvalId: string } }> = [];
   readonly confirmations: string[] = [];
   editor: EditorContext | null = null;
   /** The workspace's memory of the shown session (kept by VS Code across reloads). */
@@ -153,8 +153,8 @@ export class RecordingHost implements Host {
     return this.editor;
   }
 
-  async openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void> {
-    this.diffs.push(pending ? { documents, title, pending } : { documents, title });
+  async openDiff(documents: DiffDocuments, title: string, root: string, pending?: { approvalId: string }): Promise<void> {
+    this.diffs.push(pending ? { documents, title, root, pending } : { documents, title, root });
   }
 
   notify(level: "info" | "warning" | "error", message: string): void {

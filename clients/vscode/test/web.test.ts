@@ -198,6 +198,22 @@ describe("the browser page's controller against the daemon", () => {
       assert.ok(root && root !== home.workspace, `the fork works in a worktree of its own: ${root}`);
       await controller.handle({ type: "openLocation", path: "src/app.py", line: 2 });
       assert.deepEqual(host.locations.at(-1), { path: "src/app.py", line: 2, root });
+
+      // So is an edit it makes, which the diff editor shows whole from the worktree's file.
+      await home.setScript({
+        steps: [
+          { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+          { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
+          { text: "changed" },
+        ],
+      });
+      await controller.handle({ type: "send", text: "wave" });
+      const edited = await host.waitForState((s) => s.turns.length === 3 && s.runningTurnId === null && s.turns[2]!.status !== "running");
+      const edit = edited.turns[2]!.items.find((i) => i.kind === "tool" && i.tool === "edit_file");
+      assert.ok(edit?.kind === "tool" && edit.hasDiff);
+      await controller.openDiff(edit.id);
+      assert.equal(host.diffs.at(-1)?.root, root);
+      assert.equal(host.diffs.at(-1)?.documents.whole, true, "the worktree's file is the edit's after");
     } finally {
       other.close();
       controller.dispose();

@@ -34,8 +34,11 @@ export interface Host {
   post(message: ToWebview): void;
   /** The editor's state now, for a turn that carries it. */
   editorContext(): EditorContext | null;
-  /** Show `documents` in the diff editor; `pending`: the edit waits for this approval, to be answered there. */
-  openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void>;
+  /**
+   * Show `documents` in the diff editor, their path relative to `root` (as for `readFile`);
+   * `pending`: the edit waits for this approval, to be answered there.
+   */
+  openDiff(documents: DiffDocuments, title: string, root: string, pending?: { approvalId: string }): Promise<void>;
   notify(level: "info" | "warning" | "error", message: string): void;
   /** Ask before something that cannot be taken back; resolves true to go on. */
   confirm(message: string, action: string): Promise<boolean>;
@@ -310,7 +313,7 @@ export class SessionController {
 
   async openDiff(itemId: string): Promise<void> {
     const documents = await this.diffFor(itemId);
-    await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`);
+    await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`, this.root);
   }
 
   /** The diff editor's documents for the edit that pending approval `approvalId` of the shown session would make. */
@@ -325,7 +328,9 @@ export class SessionController {
 
   async openProposedDiff(approvalId: string): Promise<void> {
     const documents = await this.proposedDiffFor(approvalId);
-    await this.host.openDiff(documents, `${documents.path} (tether: proposed edit${documents.whole ? "" : ", changed lines"})`, { approvalId });
+    await this.host.openDiff(documents, `${documents.path} (tether: proposed edit${documents.whole ? "" : ", changed lines"})`, this.root, {
+      approvalId,
+    });
   }
 
   /** Trust the workspace, or withdraw the trust, once the person confirms; the state after. */
