@@ -6,18 +6,21 @@ model server; the CLI, run as subprocesses in the same Home, is a second client 
 One workbench serves the module's tests, in order: starting code-server and the extension host
 is most of each test's cost."""
 
+import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import FrameLocator, Locator, expect
 
 from tests.conftest import make_workspace
 from tests.e2e.test_cli_approvals import ANSWER_LINE, RunningCli, tool_result
+from tests.git_repo import git
 from tests.support import Home, command_step, run_cli
 from tests.vscode.harness import UI_TIMEOUT_MS, Installation, Workbench, open_vscode
 from tests.vscode.vsix import extension_id, pack_vsix
@@ -64,7 +67,8 @@ def scene(
     fixture = pack_vsix(FIXTURE, root / "fixture.vsix")
     workspace = make_workspace(root / "project")
     with ModelServer({"steps": [{"text": "unused"}]}) as model_server:
-        home = Home(root / "user", model_server.base_url)
+        # Language servers on: a code-intel tool's answer has places to click.
+        home = Home(root / "user", model_server.base_url, language_servers=True)
         # The extension host runs the daemon with this Python; commands ask, edits do not.
         home.env.update(TETHER_PYTHON=sys.executable, TETHER_PERMISSION_MODE="edits")
         try:
@@ -274,6 +278,134 @@ def test_a_pending_edit_is_accepted_in_the_diff_editor(scene: Scene) -> None:
     expect(page.locator(".tab", has_text="proposed edit")).to_have_count(0, timeout=UI_TIMEOUT_MS)
     mode.select_option("edits")
     expect(mode).to_have_value("edits", timeout=UI_TIMEOUT_MS)
+
+
+def listed_sessions(scene: Scene) -> list[dict[str, Any]]:
+    """The workspace's sessions, as the daemon's `session/list` gives them (newest first)."""
+    listed = run_cli(scene.home, "sessions", "--json", "-w", str(scene.workspace))
+    assert listed.returncode == 0, listed.stderr
+    return json.loads(listed.stdout)
+
+
+def test_a_new_worktree_session_edits_its_worktree_not_the_checkout(scene: Scene) -> None:
+    """The workspace made a git repository: New with the worktree box checked starts a
+    session in a worktree of its own, whose branch the view shows, and whose edits land in
+    the worktree under tether's data folder, the workspace's checkout untouched."""
+    git(scene.workspace, "init", "--quiet", "-b", "main")
+    git(scene.workspace, "add", "-A")
+    git(scene.workspace, "commit", "--quiet", "-m", "first")
+    scene.model_server.set_script(
+        {
+            "steps": [
+                {"tool_calls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "edit_file",
+                            "arguments": {
+                                "path": "README.md",
+                                "old_string": "It greets.",
+                                "new_string": "It waves.",
+                            },
+                        }
+                    ]
+                },
+                {"text": "Edited in the worktree."},
+            ]
+        }
+    )
+    box = scene.view.get_by_test_id("worktree-checkbox")
+    box.check()
+    scene.workbench.click(scene.view, "new-session")
+    badge = scene.view.get_by_test_id("worktree-badge")
+    expect(badge).to_contain_text("tether/", timeout=UI_TIMEOUT_MS)
+    box.uncheck()
+    scene.view.get_by_test_id("prompt-input").fill("wave in the readme")
+    scene.workbench.click(scene.view, "send-button")
+    expect(agent_messages(scene.view).last).to_have_text(
+        "Edited in the worktree.", timeout=UI_TIMEOUT_MS
+    )
+
+    [session] = [s for s in listed_sessions(scene) if s.get("worktree")]
+    worktree = session["worktree"]
+    expect(badge).to_contain_text(worktree["branch"], timeout=UI_TIMEOUT_MS)
+    root = Path(worktree["root"])
+    assert root.resolve() != scene.workspace.resolve()
+    assert str(root).startswith(str(scene.home.root / "data")), root
+    assert (root / "README.md").read_text() == "# Demo project\nIt waves.\n"
+    assert (scene.workspace / "README.md").read_text() == "# Demo project\nIt greets.\n"
+
+
+def test_fork_shows_a_new_session_with_the_conversation(scene: Scene) -> None:
+    """Fork on the shown session (the worktree session above): the view shows the fork,
+    titled "… (fork)", and the daemon lists it as forked from that session."""
+    before = {s["id"]: s for s in listed_sessions(scene)}
+    [parent] = [s for s in before.values() if s["title"] == "wave in the readme"]
+    scene.workbench.click(scene.view, "fork-button")
+    expect(scene.view.get_by_test_id("session-title")).to_have_text(
+        "wave in the readme (fork)", timeout=UI_TIMEOUT_MS
+    )
+    # The conversation came with it.
+    expect(agent_messages(scene.view).last).to_have_text(
+        "Edited in the worktree.", timeout=UI_TIMEOUT_MS
+    )
+    [fork] = [s for s in listed_sessions(scene) if s["id"] not in before]
+    assert fork["title"] == "wave in the readme (fork)"
+    assert fork["forkedFrom"]["sessionId"] == parent["id"]
+
+
+def test_a_place_in_a_code_intel_answer_opens_at_its_line(scene: Scene) -> None:
+    """find_definition's `path:line` in the tool's output, clicked in the view: the file opens
+    in the editor with the cursor on that line. In a worktree session the path is the
+    worktree's: the file written there is opened, though the workspace has none."""
+    source = "import os\n\n\ndef target():\n    return os.sep\n\n\nprint(target())\n"
+    look = {
+        "name": "find_definition",
+        "arguments": {"path": "src/lookup.py", "line": 8, "symbol": "target"},
+    }
+    scene.model_server.set_script(
+        {
+            "steps": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "write_file",
+                            "arguments": {"path": "src/lookup.py", "content": source},
+                        }
+                    ]
+                },
+                # A language server started by the lookup may answer that it is still
+                # indexing: the lookup is asked again.
+                {"tool_calls": [look]},
+                {"tool_calls": [look]},
+                {"tool_calls": [look]},
+                {"text": "Found it."},
+            ]
+        }
+    )
+    box = scene.view.get_by_test_id("worktree-checkbox")
+    box.check()
+    scene.workbench.click(scene.view, "new-session")
+    expect(scene.view.get_by_test_id("session-title")).to_have_text(
+        "(untitled)", timeout=UI_TIMEOUT_MS
+    )
+    expect(scene.view.get_by_test_id("worktree-badge")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    box.uncheck()
+    scene.view.get_by_test_id("prompt-input").fill("where is target defined")
+    scene.workbench.click(scene.view, "send-button")
+    expect(agent_messages(scene.view).last).to_have_text("Found it.", timeout=UI_TIMEOUT_MS)
+    assert not (scene.workspace / "src" / "lookup.py").exists()
+
+    place = scene.view.get_by_test_id("location").filter(has_text="src/lookup.py:4").last
+    expect(place).to_have_attribute("data-line", "4", timeout=UI_TIMEOUT_MS)
+    # A tool's output is folded once the call completes.
+    place.locator("xpath=ancestor::details[1]/summary").click()
+    place.click()
+    page = scene.workbench.page
+    expect(page.locator(".tab.active")).to_contain_text("lookup.py", timeout=UI_TIMEOUT_MS)
+    cursor = page.locator("#status\\.editor\\.selection")
+    expect(cursor).to_have_text(re.compile(r"^Ln 4, Col 1\b"), timeout=UI_TIMEOUT_MS)
+    scene.workbench.run_command("View: Close Editor")
 
 
 def test_the_daemon_log_opens_at_its_last_line(scene: Scene) -> None:

@@ -34,10 +34,10 @@ export function activate(context: vscode.ExtensionContext): void {
   const host: Host = {
     post: (message: ToWebview) => void webview?.postMessage(message),
     editorContext: () => editorContext(workspace),
-    openDiff: (docs, title, pending) => openDiff(documents, workspace, docs, title, pending),
-    readFile: (relativePath) => readFile(path.resolve(workspace, relativePath), "utf8").catch(() => null),
-    openLocation: async (file, line) => {
-      const target = vscode.Uri.file(path.resolve(workspace, file));
+    openDiff: (docs, title, root, pending) => openDiff(documents, root, docs, title, pending),
+    readFile: (relativePath, root) => readFile(path.resolve(root, relativePath), "utf8").catch(() => null),
+    openLocation: async (file, line, root) => {
+      const target = vscode.Uri.file(path.resolve(root, file));
       const at = new vscode.Position(Math.max(0, line - 1), 0);
       await vscode.window.showTextDocument(target, { selection: new vscode.Range(at, at), preview: true });
     },
@@ -238,7 +238,7 @@ class DiffContent implements vscode.TextDocumentContentProvider {
 
 async function openDiff(
   documents: DiffContent,
-  workspace: string,
+  root: string,
   docs: DiffDocuments,
   title: string,
   pending?: { approvalId: string },
@@ -249,7 +249,7 @@ async function openDiff(
   const right = pending
     ? documents.put("proposed", docs.path, docs.after, pending.approvalId)
     : docs.whole
-      ? vscode.Uri.file(path.resolve(workspace, docs.path))
+      ? vscode.Uri.file(path.resolve(root, docs.path))
       : documents.put("after", docs.path, docs.after);
   await vscode.commands.executeCommand("vscode.diff", left, right, title);
 }

@@ -379,6 +379,7 @@ describe("the controller against the daemon", () => {
       assert.deepEqual(host.diffs.at(-1), {
         documents: { path: "README.md", before: "# Demo project\nIt greets.\n", after: "# Demo project\nIt waves.\n", whole: true },
         title: "README.md (tether: proposed edit)",
+        root: home.workspace,
         pending: { approvalId: approval.id },
       });
       assert.equal(await readFile(file, "utf8"), "# Demo project\nIt greets.\n", "nothing is written before the answer");

@@ -46,7 +46,6 @@ export class Home {
 
   /** A controller as the extension makes it, with a recording host. */
   controller(host = new RecordingHost()): { controller: SessionController; host: RecordingHost } {
-    host.workspace = this.workspace;
     const controller = new SessionController(this.workspace, host, () => this.client("vscode"));
     return { controller, host };
   }
@@ -61,7 +60,6 @@ export class Home {
     const { port, token } = await readDiscovery(this.home.discoveryFile);
     const create = tokenWebSocket(token, sockets as Parameters<typeof tokenWebSocket>[1]);
     const host = new RecordingHost();
-    host.workspace = this.workspace;
     const connector = webSocketConnector(`ws://127.0.0.1:${port}/`, { create });
     const controller = new SessionController(this.workspace, host, () =>
       TetherClient.connect({ connector, clientName: "tether web", reconnectDelays: [50, 100, 250] }),
@@ -72,7 +70,6 @@ export class Home {
   /** A controller whose daemon is looked for with `python`, for `workspace` (one where no daemon runs). */
   controllerWithPython(python: string, workspace: string): { controller: SessionController; host: RecordingHost } {
     const host = new RecordingHost();
-    host.workspace = workspace;
     const options = { ...this.home.options(), workspace, python, clientName: "vscode" };
     return { controller: new SessionController(workspace, host, () => connect(options)), host };
   }
@@ -106,7 +103,7 @@ export class RecordingHost implements Host {
   /** Texts put back into the prompt box. */
   readonly restored: string[] = [];
   readonly notices: Array<{ level: string; message: string }> = [];
-  readonly diffs: Array<{ documents: DiffDocuments; title: string; pending?: { approvalId: string } }> = [];
+  readonly diffs: Array<{ documents: DiffDocuments; title: string; root: string; pending?: { approvalId: string } }> = [];
   readonly confirmations: string[] = [];
   editor: EditorContext | null = null;
   /** The workspace's memory of the shown session (kept by VS Code across reloads). */
@@ -128,17 +125,15 @@ export class RecordingHost implements Host {
     });
   }
 
-  /** The folder `readFile` reads in. */
-  workspace = "";
-  /** The places `openLocation` was asked to show. */
-  readonly locations: Array<{ path: string; line: number }> = [];
+  /** The places `openLocation` was asked to show, with the folder `path` is relative to. */
+  readonly locations: Array<{ path: string; line: number; root: string }> = [];
 
-  async readFile(relativePath: string): Promise<string | null> {
-    return readFile(path.resolve(this.workspace, relativePath), "utf8").catch(() => null);
+  async readFile(relativePath: string, root: string): Promise<string | null> {
+    return readFile(path.resolve(root, relativePath), "utf8").catch(() => null);
   }
 
-  async openLocation(file: string, line: number): Promise<void> {
-    this.locations.push({ path: file, line });
+  async openLocation(file: string, line: number, root: string): Promise<void> {
+    this.locations.push({ path: file, line, root });
   }
 
   readonly copied: string[] = [];
@@ -158,8 +153,8 @@ export class RecordingHost implements Host {
     return this.editor;
   }
 
-  async openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void> {
-    this.diffs.push(pending ? { documents, title, pending } : { documents, title });
+  async openDiff(documents: DiffDocuments, title: string, root: string, pending?: { approvalId: string }): Promise<void> {
+    this.diffs.push(pending ? { documents, title, root, pending } : { documents, title, root });
   }
 
   notify(level: "info" | "warning" | "error", message: string): void {

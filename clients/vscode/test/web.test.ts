@@ -113,7 +113,7 @@ describe("the browser page, offline", () => {
     const controller = new SessionController("/w", host, () => Promise.reject(new Error("no daemon here")));
     await controller.handle({ type: "openLocation", path: "src/app.py", line: 12 });
     await controller.handle({ type: "openLocation", path: "src/app.py", line: "12" });
-    assert.deepEqual(host.locations, [{ path: "src/app.py", line: 12 }]);
+    assert.deepEqual(host.locations, [{ path: "src/app.py", line: 12, root: "/w" }], "with no session shown, relative to the workspace");
     controller.dispose();
   });
 
@@ -209,6 +209,29 @@ describe("the browser page's controller against the daemon", () => {
       await controller.handle({ type: "fork" });
       const forked = await host.waitForState((s) => s.session !== null && s.session.id !== shown.session!.id);
       assert.equal(forked.turns.length, 2, "the fork has the conversation");
+
+      // A code-intel place in a worktree session's answer is in its worktree, not the workspace.
+      const { sessions } = await other.call("session/list", {});
+      const root = sessions.find((s) => s.id === forked.session!.id)?.worktree?.root;
+      assert.ok(root && root !== home.workspace, `the fork works in a worktree of its own: ${root}`);
+      await controller.handle({ type: "openLocation", path: "src/app.py", line: 2 });
+      assert.deepEqual(host.locations.at(-1), { path: "src/app.py", line: 2, root });
+
+      // So is an edit it makes, which the diff editor shows whole from the worktree's file.
+      await home.setScript({
+        steps: [
+          { tool_calls: [{ name: "read_file", arguments: { path: "README.md" } }] },
+          { tool_calls: [{ name: "edit_file", arguments: { path: "README.md", old_string: "It greets.", new_string: "It waves." } }] },
+          { text: "changed" },
+        ],
+      });
+      await controller.handle({ type: "send", text: "wave" });
+      const edited = await host.waitForState((s) => s.turns.length === 3 && s.runningTurnId === null && s.turns[2]!.status !== "running");
+      const edit = edited.turns[2]!.items.find((i) => i.kind === "tool" && i.tool === "edit_file");
+      assert.ok(edit?.kind === "tool" && edit.hasDiff);
+      await controller.openDiff(edit.id);
+      assert.equal(host.diffs.at(-1)?.root, root);
+      assert.equal(host.diffs.at(-1)?.documents.whole, true, "the worktree's file is the edit's after");
     } finally {
       other.close();
       controller.dispose();

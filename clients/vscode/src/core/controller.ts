@@ -34,17 +34,23 @@ export interface Host {
   post(message: ToWebview): void;
   /** The editor's state now, for a turn that carries it. */
   editorContext(): EditorContext | null;
-  /** Show `documents` in the diff editor; `pending`: the edit waits for this approval, to be answered there. */
-  openDiff(documents: DiffDocuments, title: string, pending?: { approvalId: string }): Promise<void>;
+  /**
+   * Show `documents` in the diff editor, their path relative to `root` (as for `readFile`);
+   * `pending`: the edit waits for this approval, to be answered there.
+   */
+  openDiff(documents: DiffDocuments, title: string, root: string, pending?: { approvalId: string }): Promise<void>;
   notify(level: "info" | "warning" | "error", message: string): void;
   /** Ask before something that cannot be taken back; resolves true to go on. */
   confirm(message: string, action: string): Promise<boolean>;
   /** Let the person choose a session; resolves with its id, or null for none. */
   pickSession(entries: PickerEntry[]): Promise<string | null>;
-  /** The text of the workspace's file at `relativePath` (relative to the workspace), or null when it cannot be read. */
-  readFile(relativePath: string): Promise<string | null>;
-  /** Show the workspace's file at `path` (relative to the workspace) at 1-based `line`. */
-  openLocation(path: string, line: number): Promise<void>;
+  /**
+   * The text of the file at `relativePath` (relative to `root`, the folder the shown session
+   * works in: the workspace, or the session's git worktree), or null when it cannot be read.
+   */
+  readFile(relativePath: string, root: string): Promise<string | null>;
+  /** Show the file at `path` (relative to `root`, as for `readFile`) at 1-based `line`. */
+  openLocation(path: string, line: number, root: string): Promise<void>;
   /** Put `text` on the clipboard. */
   copy(text: string): Promise<void>;
   /** Insert `text` at the active editor's cursor (replacing its selection); false when no editor is active. */
@@ -100,6 +106,14 @@ export class SessionController {
 
   get session(): AttachedSession | null {
     return this.#session;
+  }
+
+  /**
+   * The folder the shown session works in, which the paths in its tools' answers and diffs are
+   * relative to: its git worktree, else the workspace.
+   */
+  get root(): string {
+    return this.#session?.view.info.worktree?.root ?? this.workspace;
   }
 
   /** Connect (once; later calls return the same client). Rejects when no daemon can be reached. */
@@ -291,7 +305,7 @@ export class SessionController {
       if (item?.type !== "tool_call") continue;
       if (!item.diff) throw new Error(`${item.tool} changed no file`);
       const parsedPath = diffDocuments(item.diff, null).path;
-      const current = await this.host.readFile(parsedPath).catch(() => null);
+      const current = await this.host.readFile(parsedPath, this.root).catch(() => null);
       return diffDocuments(item.diff, current);
     }
     throw new Error(`no tool call ${itemId} in the shown session`);
@@ -299,7 +313,7 @@ export class SessionController {
 
   async openDiff(itemId: string): Promise<void> {
     const documents = await this.diffFor(itemId);
-    await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`);
+    await this.host.openDiff(documents, `${documents.path} (tether${documents.whole ? "" : ": changed lines"})`, this.root);
   }
 
   /** The diff editor's documents for the edit that pending approval `approvalId` of the shown session would make. */
@@ -308,13 +322,15 @@ export class SessionController {
     if (approval === undefined) throw new Error("that approval is no longer pending");
     if (approval.kind !== "edit" || !approval.preview) throw new Error(`${approval.tool} proposes no edit to show`);
     const file = approval.path || parseUnifiedDiff(approval.preview).path;
-    const current = await this.host.readFile(file).catch(() => null);
+    const current = await this.host.readFile(file, this.root).catch(() => null);
     return proposedDocuments(approval.preview, current);
   }
 
   async openProposedDiff(approvalId: string): Promise<void> {
     const documents = await this.proposedDiffFor(approvalId);
-    await this.host.openDiff(documents, `${documents.path} (tether: proposed edit${documents.whole ? "" : ", changed lines"})`, { approvalId });
+    await this.host.openDiff(documents, `${documents.path} (tether: proposed edit${documents.whole ? "" : ", changed lines"})`, this.root, {
+      approvalId,
+    });
   }
 
   /** Trust the workspace, or withdraw the trust, once the person confirms; the state after. */
@@ -384,7 +400,7 @@ export class SessionController {
           await this.fork();
           return;
         case "openLocation":
-          await this.host.openLocation(message.path, message.line);
+          await this.host.openLocation(message.path, message.line, this.root);
           return;
         case "pickSession":
           await this.pick();
