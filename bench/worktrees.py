@@ -10,13 +10,15 @@ the disk the worktree takes (its files; the objects are shared with the reposito
 Target: a worktree of 10,000 files made in under 2 s.
 
 Then the cost of a step inside a worktree session against the same step in a session on the
-main checkout, from the daemon's own timestamps as `step_overhead.py` measures it: a warm
-daemon on the repository, `tether run --json` of the 1-step, 20-step (read_file / list_dir)
-and 20-step run_command `true` scripts, each in a new session on the main checkout and in a
-new `--worktree` session (its worktree made before the turn starts, so not counted), the two
-interleaved, each session deleted after its turn. Per step: (turn time - the median 1-step
-turn time of the same kind of session) / 19. Target: a step in a worktree session costs no
-more than one on the main checkout (the medians' ratio at most 1.1, the runs' own noise).
+main checkout, from the daemon's own timestamps as `step_overhead.py` measures it (its
+scripts: 1 step; 20 steps of read_file / list_dir; 20 steps of run_command `true`), with a
+warm daemon on the repository. Per run, a new session on the main checkout and a new
+`--worktree` session are made by an untimed first turn each (the worktree's checkout is not
+what is measured) and written out to disk (`sync`); then `tether run --json -s` runs each
+script in each session, alternating between them; both are deleted afterwards. Per step:
+(turn time - the median 1-step turn time in the same kind of session) / 19. Target: a step
+in a worktree session costs no more than one on the main checkout (the ratio of the medians
+at most 1.1, for the runs' own noise).
 
 Usage: python bench/worktrees.py [--files N] [--runs N]
 """
@@ -148,28 +150,32 @@ def one_turn(home: BenchHome, server: ModelServer, name: str, *options: str) -> 
     return turn
 
 
-def session_turns(home: BenchHome, server: ModelServer, kind: Kind) -> None:
-    """A new session of `kind` (made by an untimed 1-step turn: a worktree's checkout is
-    not what is measured), then each script as a turn of its own in it; the session is
-    deleted afterwards, with its worktree if it has one (the turns changed nothing)."""
-    session = one_turn(home, server, "1-step", *kind.options).session_id
+def session_pair(home: BenchHome, server: ModelServer, kinds: list[Kind]) -> None:
+    """A new session of each kind (made by an untimed 1-step turn: a worktree's checkout is
+    not what is measured), the checkout written out to disk (`sync`) so that it does not
+    compete with the turns, then each script as a turn of its own in each session, the
+    sessions alternating; they are deleted afterwards, with the worktree (the turns changed
+    nothing)."""
+    sessions = [one_turn(home, server, "1-step", *kind.options).session_id for kind in kinds]
+    os.sync()
     for name in SCRIPTS:
-        kind.turns.setdefault(name, []).append(one_turn(home, server, name, "-s", session))
-    deleted = run_cli(home, "sessions", "--delete", session, timeout=60)
-    if deleted.returncode != 0:
-        raise RuntimeError(f"deleting session {session}: {deleted.stderr.strip()}")
+        for kind, session in zip(kinds, sessions, strict=True):
+            kind.turns.setdefault(name, []).append(one_turn(home, server, name, "-s", session))
+    for session in sessions:
+        deleted = run_cli(home, "sessions", "--delete", session, timeout=60)
+        if deleted.returncode != 0:
+            raise RuntimeError(f"deleting session {session}: {deleted.stderr.strip()}")
 
 
 def step_costs(home: BenchHome, server: ModelServer, runs: int) -> None:
     kinds = [Kind("main checkout", ()), Kind("worktree session", ("--worktree", "bench"))]
     with running_daemon(home):
         # Warm-up: lazy imports, the HTTP connection pool, the store, the first worktree.
+        session_pair(home, server, kinds)
         for kind in kinds:
-            session_turns(home, server, kind)
             kind.turns.clear()
-        for _ in range(runs):  # interleaved, so drift affects both kinds alike
-            for kind in kinds:
-                session_turns(home, server, kind)
+        for _ in range(runs):
+            session_pair(home, server, kinds)
     print(f"  per step in the daemon, min / median of {runs} runs ((turn - 1-step turn) / 19):")
     for name in ("read_file / list_dir", "run_command `true`"):
         medians: list[float] = []
