@@ -32,7 +32,6 @@ Usage: python bench/step_overhead.py [--runs N]
 
 import contextlib
 import dataclasses
-import statistics
 import sys
 import tempfile
 import time
@@ -41,11 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import trio
 
 from _harness import (
-    BenchHome,
     bench_home,
     load_line,
     machine_line,
@@ -53,10 +50,19 @@ from _harness import (
     model_server,
     ms,
     row,
-    run_cli,
     running_daemon,
     runs_argument,
     verdict,
+)
+from _turns import (
+    SCRIPT_1,
+    SCRIPT_20,
+    SCRIPT_COMMANDS,
+    TOOL_STEPS,
+    TurnRun,
+    marginal_steps,
+    min_med,
+    run_turn,
 )
 from tether.daemon.procs.env import command_env
 from tether.daemon.procs.ownership import OwnedGroups
@@ -64,82 +70,6 @@ from tether.daemon.procs.shell import open_command, reap
 from tether.testing.handler import Handler
 
 TARGET_MS = 15.0
-TOOL_STEPS = 19
-
-
-def tool_step(index: int) -> dict[str, Any]:
-    if index % 2 == 0:
-        call = {"name": "read_file", "arguments": {"path": "README.md"}}
-    else:
-        call = {"name": "list_dir", "arguments": {"path": "."}}
-    return {"tool_calls": [call]}
-
-
-def command_step(index: int) -> dict[str, Any]:
-    call = {"name": "run_command", "arguments": {"command": "true", "description": "nothing"}}
-    return {"tool_calls": [call]}
-
-
-SCRIPT_1 = {"steps": [{"text": "done"}]}
-SCRIPT_20 = {"steps": [*(tool_step(i) for i in range(TOOL_STEPS)), {"text": "done"}]}
-SCRIPT_COMMANDS = {"steps": [*(command_step(i) for i in range(TOOL_STEPS)), {"text": "done"}]}
-
-
-class _Event(msgspec.Struct):
-    type: str
-    turnId: str = ""  # the wire spelling
-    startedAt: float = 0.0  # the wire spelling
-    endedAt: float = 0.0
-    status: str = ""
-
-
-class _Line(msgspec.Struct):
-    seq: int
-    event: _Event
-
-
-_line = msgspec.json.Decoder(_Line)
-
-
-@dataclass(frozen=True)
-class TurnRun:
-    wall_s: float
-    turn_s: float
-    """endedAt - startedAt of the turn, from the daemon's own event timestamps."""
-    events: int
-    turn_id: str
-    cpu_s: float = 0.0
-    """The daemon's CPU time over the run."""
-
-
-def run_turn(home: BenchHome) -> TurnRun:
-    result = run_cli(
-        home,
-        "run",
-        "--workspace",
-        str(home.workspace),
-        "--permission-mode",
-        "auto",
-        "--json",
-        "go",
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"tether run exited {result.returncode}: {result.stderr.strip()}")
-    started = ended = 0.0
-    status = turn_id = ""
-    count = 0
-    for text in result.stdout.splitlines():
-        line = _line.decode(text)
-        count += 1
-        if line.event.type == "turn_started":
-            started = line.event.startedAt
-            turn_id = line.event.turnId
-        elif line.event.type == "turn_completed":
-            ended = line.event.endedAt
-            status = line.event.status
-    if status != "completed" or not started or not ended:
-        raise RuntimeError(f"the turn did not complete (status {status!r}): {result.stdout!r}")
-    return TurnRun(wall_s=result.wall_s, turn_s=ended - started, events=count, turn_id=turn_id)
 
 
 @dataclass(frozen=True)
@@ -231,10 +161,6 @@ def command_phases(runs: int) -> dict[bool, dict[str, list[float]]]:
     return found
 
 
-def min_med(values: list[float]) -> str:
-    return f"{ms(min(values))} / {ms(statistics.median(values))}"
-
-
 def main() -> int:
     runs = runs_argument(__doc__, 7, "runs of each script")
     load = load_line()
@@ -316,8 +242,8 @@ def main() -> int:
     cli_min_step = (min(r.wall_s for r in long) - min(r.wall_s for r in short)) / TOOL_STEPS
     row("per step, CLI wall from the minimums (less noisy)", ms(cli_min_step))
     print(f"  events per 20-step turn seen by the CLI: {long[-1].events}")
-    command_steps = [(r.turn_s - turn_1) / TOOL_STEPS for r in commands]
-    read_steps = [(r.turn_s - turn_1) / TOOL_STEPS for r in long]
+    command_steps = marginal_steps(commands, turn_1)
+    read_steps = marginal_steps(long, turn_1)
     print("  per step in daemon, min / median over the runs (marginal, as above):")
     row("    read_file / list_dir step", min_med(read_steps))
     row("    run_command `true` step", min_med(command_steps))
