@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 
 import WebSocket from "ws";
 
-import { TetherClient, webSocketConnector, type WebSocketLike } from "../src/browser.js";
+import { TetherClient, webSocketConnector, type AttachedSession, type WebSocketLike } from "../src/browser.js";
 import { connect, readDiscovery } from "../src/index.js";
 import { Home, tokenWebSocket } from "../src/testing.js";
 
@@ -28,23 +28,30 @@ after(async () => {
   await home.close();
 });
 
+/** Resolves once `session` shows `turns` turns and none running, checked now and on each change. */
+function settled(session: AttachedSession, turns: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): boolean => session.view.turns.length === turns && session.view.runningTurn === undefined;
+    if (done()) resolve();
+    else session.on("change", () => done() && resolve());
+  });
+}
+
 test("a session over the WebSocket connector streams, and catches up from its cursor after a dropped socket", async () => {
   const create = tokenWebSocket(token, opened);
   const client = await TetherClient.connect({ connector: webSocketConnector(() => url, { create }), clientName: "tether web" });
   const session = await client.createSession();
   await session.startTurn("first");
-  await new Promise<void>((resolve) => session.on("change", () => session.view.runningTurn === undefined && session.view.turns.length === 1 && resolve()));
+  await settled(session, 1); // the turn may have ended before startTurn's answer was read
+  const dropped = new Promise((resolve) => client.once("disconnected", resolve));
   opened.at(-1)!.terminate(); // the network drops, no close handshake
-  await new Promise((resolve) => client.once("disconnected", resolve));
+  await dropped;
   const other = await connect({ ...home.options(), clientName: "cli" });
   const attached = await other.attach(session.id);
   await attached.startTurn("second"); // runs while the page is away
-  await new Promise((resolve) => client.once("connected", resolve));
-  await new Promise<void>((resolve) => {
-    const done = (): boolean => session.view.turns.length === 2 && session.view.runningTurn === undefined;
-    if (done()) resolve();
-    session.on("change", () => done() && resolve());
-  });
+  // The page reconnects by itself (maybe already, while the turn above was started) and
+  // catches up: the second turn can only reach it that way.
+  await settled(session, 2);
   const texts = session.view.turns.flatMap((t) => [...t.items.values()].filter((i) => i.type === "agent_message").map((i) => i.text));
   assert.deepEqual(texts, ["one", "two"]);
   assert.equal(session.stats.reconnects, 1);
