@@ -1,4 +1,4 @@
-"""`python -m tether.clients.locate --workspace DIR`: the discovery info of the daemon serving
+"""`python -P -m tether.clients.locate --workspace DIR`: the discovery info of the daemon serving
 a workspace, starting one when none runs, as one line of JSON on stdout.
 
 For clients in languages that cannot take an `flock` or compute platformdirs' paths (the
@@ -28,7 +28,7 @@ class Located(msgspec.Struct, kw_only=True, rename="camel"):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tether.clients.locate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -P -m tether.clients.locate", description=__doc__)
     parser.add_argument("--workspace", required=True, help="the workspace (resolved here)")
     parser.add_argument("--no-start", action="store_true", help="do not start a daemon")
     parser.add_argument("--idle-timeout", type=float, default=None, help="for a daemon started")

@@ -88,9 +88,12 @@ async def answer_once_indexed(tool: object, params: object, ctx: ToolContext) ->
         except ToolFailure as exc:
             if "still indexing" not in str(exc):
                 raise
-        # basedpyright tells no client when its indexing is done (tether ignores $/progress,
-        # which it need not send): asking again is the only way to see it finish.
-        await trio.sleep(0.2)
+        # No server says when its indexing is done (tether ignores $/progress, which it need
+        # not send); its first report on the file, which the pool waits for, comes after it
+        # has analysed it: ask again then.
+        pool = ctx.services[LSP_SERVICE]
+        assert isinstance(pool, LspPool)
+        await pool.check_after_edit([Path(getattr(params, "path"))], first_wait=60)  # noqa: B009
 
 
 async def test_the_four_tools_follow_the_import_not_the_name(project: Path) -> None:
