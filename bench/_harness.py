@@ -406,3 +406,25 @@ def ready_messages(ws: WebSocket) -> list[bytes]:
     while ws.pending:
         messages.append(ws.recv(timeout=0))
     return messages
+
+
+class StreamRun:
+    """What a streaming bench (fanout, web) runs: `clients` readers of one answer streamed in
+    `chunks` text chunks, `pace_ms` apart (the command line's `--clients`, `--chunks`,
+    `--pace-ms`), and the model script for any pace."""
+
+    def __init__(self, description: str | None) -> None:
+        parser = argparse.ArgumentParser(
+            description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        parser.add_argument("--clients", type=int, default=20)
+        parser.add_argument("--chunks", type=int, default=2000, help="text chunks (= item_deltas)")
+        parser.add_argument("--pace-ms", type=float, default=3.0, help="model delay between chunks")
+        args = parser.parse_args()
+        self.clients: int = args.clients
+        self.chunks: int = args.chunks
+        self.pace: float = args.pace_ms
+        self.text = "".join(f"w{i % 10000:04d} " for i in range(self.chunks))
+
+    def script(self, delay_ms: float) -> dict[str, object]:
+        return {"steps": [{"text": self.text, "chunks": self.chunks, "chunk_delay_ms": delay_ms}]}

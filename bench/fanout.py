@@ -23,7 +23,6 @@ What is measured, honestly:
 Usage: python bench/fanout.py [--clients N] [--chunks N] [--pace-ms MS]
 """
 
-import argparse
 import selectors
 import sys
 import time
@@ -35,6 +34,7 @@ import msgspec
 
 from _harness import (
     DaemonProc,
+    StreamRun,
     bench_home,
     handle_sigterm,
     load_line,
@@ -242,23 +242,10 @@ def connect_all(daemon: DaemonProc, count: int) -> list[Client]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--chunks", type=int, default=2000, help="text chunks (= item_deltas)")
-    parser.add_argument("--pace-ms", type=float, default=3.0, help="model delay between chunks")
-    args = parser.parse_args()
-    count: int = args.clients
-    chunks: int = args.chunks
-    pace: float = args.pace_ms
+    stream = StreamRun(__doc__)
+    count, chunks, pace, script = stream.clients, stream.chunks, stream.pace, stream.script
     handle_sigterm()
     load = load_line()
-
-    text = "".join(f"w{i % 10000:04d} " for i in range(chunks))
-
-    def script(delay_ms: float) -> dict[str, object]:
-        return {"steps": [{"text": text, "chunks": chunks, "chunk_delay_ms": delay_ms}]}
 
     sends: list[float] = []
     results: list[tuple[str, Figures, int]] = []

@@ -24,7 +24,6 @@ Figures:
 Usage: python bench/web.py [--chunks N] [--pace-ms MS] [--clients N]
 """
 
-import argparse
 import subprocess
 import sys
 from collections.abc import Generator
@@ -34,6 +33,7 @@ from urllib.parse import urlsplit
 from fanout import Figures, Received, analyse, quantiles, receive_turn, record_model_sends
 
 from _harness import (
+    StreamRun,
     bench_home,
     handle_sigterm,
     load_line,
@@ -146,22 +146,10 @@ def added_ms(received: Received, reference: int) -> tuple[list[float], list[floa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--chunks", type=int, default=2000, help="text chunks (= item_deltas)")
-    parser.add_argument("--pace-ms", type=float, default=3.0, help="model delay between chunks")
-    args = parser.parse_args()
-    count: int = args.clients
-    chunks: int = args.chunks
-    pace: float = args.pace_ms
+    stream = StreamRun(__doc__)
+    count, chunks, pace, script = stream.clients, stream.chunks, stream.pace, stream.script
     handle_sigterm()
     load = load_line()
-    text = "".join(f"w{i % 10000:04d} " for i in range(chunks))
-
-    def script(delay_ms: float) -> dict[str, object]:
-        return {"steps": [{"text": text, "chunks": chunks, "chunk_delay_ms": delay_ms}]}
 
     sends: list[float] = []
     results: list[tuple[str, Figures, Received]] = []
