@@ -21,6 +21,7 @@ from tests.support import (
     start_turn,
 )
 from tether.clients.core.call_error import CallError
+from tether.clients.core.rpc import Client
 from tether.protocol.errors import ErrorCode
 from tether.protocol.methods import (
     SESSION_CREATE,
@@ -36,12 +37,22 @@ from tether.protocol.methods import (
     SessionMergeParams,
     SessionRef,
 )
+from tether.protocol.session import SessionInfo
 from tether.testing import ModelServer
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", "greeting = 'hello'\n")
+
+
+def worktree_session(client: Client, title: str) -> tuple[SessionInfo, Path]:
+    """A new session titled `title` in a worktree of its own, and the worktree's root."""
+    created = client.call(
+        SESSION_CREATE, SessionCreateParams(title=title, isolation="worktree")
+    ).session
+    assert created.worktree is not None
+    return created, Path(created.worktree.root)
 
 
 def edit_script(new: str, old: str = "hello") -> dict[str, object]:
@@ -61,12 +72,9 @@ def test_two_worktree_sessions_edit_apart_and_merge_one_after_the_other(
         with daemon.client() as client:
             ids: list[str] = []
             for title, new in (("first", "hi"), ("second", "howdy")):
-                created = client.call(
-                    SESSION_CREATE, SessionCreateParams(title=title, isolation="worktree")
-                ).session
-                assert created.worktree is not None
-                root = Path(created.worktree.root)
+                created, root = worktree_session(client, title)
                 assert repo not in root.parents
+                assert created.worktree is not None  # for the type checker: the helper checked
                 assert created.worktree.branch == f"tether/{title}-{created.id}"
                 attach(client, created.id)
                 model_server.set_script(edit_script(new))
@@ -123,13 +131,9 @@ def test_a_worktree_session_keeps_its_worktree_after_the_daemon_is_killed(
     daemon = start_daemon(home, repo, "--idle-timeout", "0")
     try:
         with daemon.client() as client:
-            created = client.call(
-                SESSION_CREATE, SessionCreateParams(title="lasting", isolation="worktree")
-            ).session
+            created, root = worktree_session(client, "lasting")
     finally:
         daemon.kill()
-    assert created.worktree is not None
-    root = Path(created.worktree.root)
     model_server.set_script(edit_script("hi"))
     restarted = start_daemon(home, repo, "--idle-timeout", "0")
     try:
@@ -164,11 +168,7 @@ def test_a_worktree_removed_by_hand_is_found_missing_and_forgotten_by_git(
     daemon = start_daemon(home, repo, "--idle-timeout", "0")
     try:
         with daemon.client() as client:
-            created = client.call(
-                SESSION_CREATE, SessionCreateParams(title="gone", isolation="worktree")
-            ).session
-            assert created.worktree is not None
-            root = Path(created.worktree.root)
+            created, root = worktree_session(client, "gone")
             assert str(root) in git(repo, "worktree", "list")
             shutil.rmtree(root)
             [entry] = client.call(WORKTREE_LIST).worktrees
@@ -196,11 +196,8 @@ def test_a_hostile_repository_runs_nothing_through_the_daemon(
         with daemon.client() as client:
             ids: list[str] = []
             for title in ("merged", "dropped"):
-                created = client.call(
-                    SESSION_CREATE, SessionCreateParams(title=title, isolation="worktree")
-                ).session
-                assert created.worktree is not None
-                (Path(created.worktree.root) / f"{title}.py").write_text("x = 1\n")
+                created, root = worktree_session(client, title)
+                (root / f"{title}.py").write_text("x = 1\n")
                 ids.append(created.id)
             client.call(SESSION_DIFF, SessionRef(session_id=ids[0]))
             client.call(SESSION_MERGE, SessionMergeParams(session_id=ids[0]))
@@ -222,11 +219,7 @@ def test_a_fork_of_a_worktree_session_works_in_a_worktree_of_its_own(
     daemon = start_daemon(home, repo, "--idle-timeout", "0")
     try:
         with daemon.client() as client:
-            parent = client.call(
-                SESSION_CREATE, SessionCreateParams(title="parent", isolation="worktree")
-            ).session
-            assert parent.worktree is not None
-            parent_root = Path(parent.worktree.root)
+            parent, parent_root = worktree_session(client, "parent")
             attach(client, parent.id)
             model_server.set_script(edit_script("hi"))
             start_turn(client, parent.id, "edit app.py")
@@ -242,6 +235,7 @@ def test_a_fork_of_a_worktree_session_works_in_a_worktree_of_its_own(
             assert fork_root != parent_root
             assert repo not in fork_root.parents
             assert fork.worktree.branch == f"tether/parent-fork-{fork.id}"
+            assert parent.worktree is not None  # for the type checker: the helper checked
             assert fork.worktree.base == parent.worktree.base
             assert "worktree of its own" in forked.note
             assert (fork_root / "app.py").read_text() == "greeting = 'hi'\n"
@@ -291,11 +285,8 @@ def worktree_sessions(daemon: DaemonProcess, files: list[tuple[str, str]]) -> li
     ids: list[str] = []
     with daemon.client() as client:
         for index, (name, content) in enumerate(files):
-            created = client.call(
-                SESSION_CREATE, SessionCreateParams(title=f"s{index}", isolation="worktree")
-            ).session
-            assert created.worktree is not None
-            (Path(created.worktree.root) / name).write_text(content)
+            created, root = worktree_session(client, f"s{index}")
+            (root / name).write_text(content)
             ids.append(created.id)
     return ids
 
