@@ -35,6 +35,7 @@ from tether.daemon.sessions.registry import Sessions
 from tether.daemon.sessions.session import Session
 from tether.daemon.sessions.store import Store
 from tether.protocol.events import ApprovalRequested
+from tether.protocol.session import Role
 from tether.testing import ModelServer
 
 JSON = dict[str, Any]
@@ -91,12 +92,16 @@ async def notifying_sessions(
         await client.aclose()
 
 
-async def asked(sessions: Sessions, session: Session, watcher: Watcher) -> ApprovalRequested:
-    """Start a turn and return its first approval request."""
+async def asked(sessions: Sessions, role: Role) -> tuple[Session, ApprovalRequested]:
+    """A new session, watched by a client attached as `role`, whose turn has started and
+    asked its first approval; and that request."""
+    session = await sessions.create()
+    watcher = Watcher()
+    session.attach(watcher, role, None)
     sessions.start_turn(session, TurnRequest(text="go"))
     event = await watcher.wait_for(lambda e: isinstance(e, ApprovalRequested))
     assert isinstance(event, ApprovalRequested)
-    return event
+    return session, event
 
 
 async def answer(sessions: Sessions, session: Session, request: ApprovalRequested) -> None:
@@ -114,10 +119,8 @@ async def test_an_approval_nobody_sees_and_the_turns_end_run_the_command_once_ea
     config = Config(notify=[places.recorder()], notify_after=0)
     with trio.fail_after(30), ModelServer(ASKS) as server:
         async with notifying_sessions(places, server, config) as sessions:
-            session = await sessions.create()
-            watcher = Watcher()
-            session.attach(watcher, "observer", None)  # an observer sees nothing for you
-            request = await asked(sessions, session, watcher)
+            # An observer sees nothing for you.
+            session, request = await asked(sessions, "observer")
             await sessions.notifier.wait_quiet()
             (approval,) = places.seen()
             await answer(sessions, session, request)
@@ -162,10 +165,7 @@ async def test_nothing_is_sent_for_what_an_attached_controller_got(places: Place
     config = Config(notify=[places.recorder()], notify_after=0)
     with trio.fail_after(30), ModelServer(ASKS) as server:
         async with notifying_sessions(places, server, config) as sessions:
-            session = await sessions.create()
-            watcher = Watcher()
-            session.attach(watcher, "controller", None)
-            request = await asked(sessions, session, watcher)
+            session, request = await asked(sessions, "controller")
             await sessions.notifier.wait_quiet()
             await answer(sessions, session, request)
             await sessions.notifier.wait_quiet()
@@ -178,10 +178,7 @@ async def test_an_approval_answered_in_time_is_not_sent(places: Places) -> None:
     config = Config(notify=[places.recorder()], notify_after=3600)
     with trio.fail_after(30), ModelServer(ASKS) as server:
         async with notifying_sessions(places, server, config) as sessions:
-            session = await sessions.create()
-            watcher = Watcher()
-            session.attach(watcher, "observer", None)
-            request = await asked(sessions, session, watcher)
+            session, request = await asked(sessions, "observer")
             assert sessions.notifier.statistics().pending == 1
             await answer(sessions, session, request)
             after_answer = sessions.notifier.statistics()
@@ -195,10 +192,7 @@ async def test_a_controller_that_attaches_during_the_wait_has_seen_it(places: Pl
     config = Config(notify=[places.recorder()], notify_after=3600)
     with trio.fail_after(30), ModelServer(ASKS) as server:
         async with notifying_sessions(places, server, config) as sessions:
-            session = await sessions.create()
-            watcher = Watcher()
-            session.attach(watcher, "observer", None)
-            request = await asked(sessions, session, watcher)
+            session, request = await asked(sessions, "observer")
             assert sessions.notifier.statistics().pending == 1
             session.attach(Watcher(), "controller", None)
             statistics = sessions.notifier.statistics()
