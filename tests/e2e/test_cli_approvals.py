@@ -288,10 +288,8 @@ class AnsweredPrompt:
         return None
 
 
-@pytest.mark.shared_daemon
-def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
-    daemon: DaemonProcess, capfd: pytest.CaptureFixture[str]
-) -> None:
+def two_commands_asking() -> tuple[ApprovalRequest, ApprovalRequest]:
+    """Two approval requests of one turn, `echo 1` and `echo 2`, the first asked first."""
     first, second = (
         ApprovalRequest(
             id=f"a_{n}",
@@ -306,6 +304,14 @@ def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
         )
         for n in (1, 2)
     )
+    return first, second
+
+
+@pytest.mark.shared_daemon
+def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
+    daemon: DaemonProcess, capfd: pytest.CaptureFixture[str]
+) -> None:
+    first, second = two_commands_asking()
     said: list[str] = []
     prompt = AnsweredPrompt()
     with daemon.client() as client:
@@ -325,20 +331,7 @@ def test_the_answerer_describes_approvals_through_the_writer_it_is_given(
 def test_the_bell_rings_once_for_each_approval_that_waits_for_a_person(
     daemon: DaemonProcess, model_server: ModelServer
 ) -> None:
-    first, second = (
-        ApprovalRequest(
-            id=f"a_{n}",
-            turn_id="t_1",
-            item_id=f"c_{n}",
-            tool="run_command",
-            arguments="{}",
-            kind="command",
-            reason="commands ask first",
-            command=f"echo {n}",
-            requested_at=float(n),
-        )
-        for n in (1, 2)
-    )
+    first, second = two_commands_asking()
     rung: list[str] = []
     with daemon.client() as client:
         asking = ApprovalAnswerer(
